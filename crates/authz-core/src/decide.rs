@@ -1,0 +1,375 @@
+//! `authorize`: the one decision, and `explain`, the same evaluation with every row's outcome.
+
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::action::Action;
+use crate::actor::{Actor, ActorKind};
+use crate::grants::Grants;
+use crate::ids::{ChannelId, RepoSlug};
+use crate::policy::{Condition, GrantTemplate, Policy, Rule};
+use crate::resource::{ChannelVisibility, ConfigTier, Resource, ResourceType, ScopeKey};
+
+/// Why a request was denied. For the audit line only: never in a reply. It names the actor's
+/// missing fact, never the surface key a grant might have come through.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "reason", rename_all = "kebab-case")]
+pub enum Reason {
+    /// No row answers this action on this resource type (and kind).
+    NoRule {
+        action: Action,
+        resource_type: ResourceType,
+    },
+    MissingGrant {
+        action: Action,
+    },
+    NotMember {
+        channel: ChannelId,
+    },
+    NotAllChannels,
+    NotSelf,
+    NotOwner {
+        repo: Option<RepoSlug>,
+    },
+    /// The actor's kind does not match its id's namespace (or a non-agent carries a principal).
+    InconsistentActor,
+    /// The rows that apply are for other actor kinds.
+    ActorKind {
+        kind: ActorKind,
+    },
+    /// The memory scope's origin visibility is not one the row selects (org writes).
+    OriginVisibility {
+        visibility: ChannelVisibility,
+    },
+    /// The repo is under `restrict.repos`.
+    Restricted {
+        repo: RepoSlug,
+    },
+    /// A row reads an attribute this resource does not carry (validation refuses such rows;
+    /// this is the fail-closed answer should one ever serve).
+    Unreadable,
+}
+
+impl Reason {
+    /// The reason token on an audit line.
+    pub fn token(&self) -> &'static str {
+        match self {
+            Reason::NoRule { .. } => "no-rule",
+            Reason::MissingGrant { .. } => "missing-grant",
+            Reason::NotMember { .. } => "not-member",
+            Reason::NotAllChannels => "not-all-channels",
+            Reason::NotSelf => "not-self",
+            Reason::NotOwner { .. } => "not-owner",
+            Reason::InconsistentActor => "inconsistent-actor",
+            Reason::ActorKind { .. } => "actor-kind",
+            Reason::OriginVisibility { .. } => "origin-visibility",
+            Reason::Restricted { .. } => "restricted",
+            Reason::Unreadable => "unreadable",
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reason::NoRule {
+                action,
+                resource_type,
+            } => write!(f, "no rule for {action} on {resource_type}"),
+            Reason::MissingGrant { action } => write!(f, "missing grant {action}"),
+            Reason::NotMember { channel } => write!(f, "not a member of {channel}"),
+            Reason::NotAllChannels => f.write_str("channels are not all"),
+            Reason::NotSelf => f.write_str("not the actor's own"),
+            Reason::NotOwner { repo: Some(r) } => write!(f, "repos do not include {r}"),
+            Reason::NotOwner { repo: None } => f.write_str("the resource names no repo"),
+            Reason::InconsistentActor => f.write_str("inconsistent actor"),
+            Reason::ActorKind { kind } => {
+                write!(f, "no applicable row for a {} actor", kind.as_str())
+            }
+            Reason::OriginVisibility { visibility } => {
+                write!(f, "origin visibility {visibility} is not selected")
+            }
+            Reason::Restricted { repo } => write!(f, "{repo} is restricted"),
+            Reason::Unreadable => f.write_str("a row reads an attribute the resource lacks"),
+        }
+    }
+}
+
+/// The answer of `authorize`. Named `Verdict` so it never meets the broker's `Decision`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "verdict", rename_all = "lowercase")]
+pub enum Verdict {
+    Allow,
+    Deny(Reason),
+}
+
+impl Verdict {
+    pub fn is_allow(&self) -> bool {
+        matches!(self, Verdict::Allow)
+    }
+}
+
+/// What one row said about one request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "outcome", rename_all = "kebab-case")]
+pub enum RowOutcome {
+    Allowed,
+    /// A selector kept the row from applying.
+    NotSelected {
+        reason: Reason,
+    },
+    /// The row applied and this condition failed.
+    ConditionFailed {
+        condition: Condition,
+        reason: Reason,
+    },
+}
+
+/// One row tried, with its outcome.
+#[derive(Debug, Clone, Serialize)]
+pub struct RowTrace<'p> {
+    pub rule: &'p Rule,
+    #[serde(flatten)]
+    pub outcome: RowOutcome,
+}
+
+/// `explain`'s answer: the verdict and every row tried, in table order.
+#[derive(Debug, Clone, Serialize)]
+pub struct Explanation<'p> {
+    pub verdict: Verdict,
+    pub rows: Vec<RowTrace<'p>>,
+}
+
+impl Policy {
+    /// The decision over this table. An inconsistent actor is denied before anything else.
+    pub fn authorize(&self, actor: &Actor, action: &Action, resource: &Resource) -> Verdict {
+        if !actor.is_consistent() {
+            return Verdict::Deny(Reason::InconsistentActor);
+        }
+        let grants = actor.effective_grants();
+        let mut first = Fallback::default();
+        for rule in self.rows_for(action, resource) {
+            match evaluate_row(rule, actor, &grants, resource) {
+                RowOutcome::Allowed => return Verdict::Allow,
+                outcome => first.note(outcome),
+            }
+        }
+        Verdict::Deny(first.into_reason(action, resource))
+    }
+
+    /// The same evaluation as `authorize`, keeping every row's outcome.
+    pub fn explain(&self, actor: &Actor, action: &Action, resource: &Resource) -> Explanation<'_> {
+        if !actor.is_consistent() {
+            return Explanation {
+                verdict: Verdict::Deny(Reason::InconsistentActor),
+                rows: Vec::new(),
+            };
+        }
+        let grants = actor.effective_grants();
+        let rows: Vec<RowTrace<'_>> = self
+            .rows_for(action, resource)
+            .map(|rule| RowTrace {
+                rule,
+                outcome: evaluate_row(rule, actor, &grants, resource),
+            })
+            .collect();
+        let verdict = if rows.iter().any(|r| r.outcome == RowOutcome::Allowed) {
+            Verdict::Allow
+        } else {
+            let mut first = Fallback::default();
+            rows.iter().for_each(|r| first.note(r.outcome.clone()));
+            Verdict::Deny(first.into_reason(action, resource))
+        };
+        Explanation { verdict, rows }
+    }
+
+    fn rows_for<'s: 'x, 'x>(
+        &'s self,
+        action: &'x Action,
+        resource: &Resource,
+    ) -> impl Iterator<Item = &'s Rule> + 'x {
+        let ty = resource.resource_type();
+        let kind = resource.kind();
+        self.rules()
+            .iter()
+            .filter(move |r| r.answers(action, ty, kind))
+    }
+}
+
+/// The deny reason: the first failed condition of a row that applied, else the first selector
+/// that kept a row out, else "no rule".
+#[derive(Default)]
+struct Fallback {
+    condition: Option<Reason>,
+    selector: Option<Reason>,
+}
+
+impl Fallback {
+    fn note(&mut self, outcome: RowOutcome) {
+        match outcome {
+            RowOutcome::Allowed => {}
+            RowOutcome::NotSelected { reason } => {
+                self.selector.get_or_insert(reason);
+            }
+            RowOutcome::ConditionFailed { reason, .. } => {
+                self.condition.get_or_insert(reason);
+            }
+        }
+    }
+
+    fn into_reason(self, action: &Action, resource: &Resource) -> Reason {
+        self.condition.or(self.selector).unwrap_or(Reason::NoRule {
+            action: action.clone(),
+            resource_type: resource.resource_type(),
+        })
+    }
+}
+
+/// `authorize` over the built-in table: the only decision function command code, the
+/// dispatcher and reflection call.
+pub fn authorize(actor: &Actor, action: &Action, resource: &Resource) -> Verdict {
+    Policy::builtin().authorize(actor, action, resource)
+}
+
+/// `explain` over the built-in table.
+pub fn explain<'p>(actor: &Actor, action: &Action, resource: &Resource) -> Explanation<'p> {
+    Policy::builtin().explain(actor, action, resource)
+}
+
+fn evaluate_row(rule: &Rule, actor: &Actor, grants: &Grants, resource: &Resource) -> RowOutcome {
+    if let Some(reason) = unselected(rule, actor, resource) {
+        return RowOutcome::NotSelected { reason };
+    }
+    for condition in &rule.when {
+        if let Err(reason) = holds(condition, actor, grants, resource) {
+            return RowOutcome::ConditionFailed {
+                condition: condition.clone(),
+                reason,
+            };
+        }
+    }
+    RowOutcome::Allowed
+}
+
+/// The selector that keeps `rule` from applying, if any.
+fn unselected(rule: &Rule, actor: &Actor, resource: &Resource) -> Option<Reason> {
+    let s = &rule.selectors;
+    if let Some(kinds) = &s.actor_kinds {
+        if !kinds.contains(&actor.kind) {
+            return Some(Reason::ActorKind { kind: actor.kind });
+        }
+    }
+    if let Some(allowed) = &s.origin_visibility {
+        let origin = match resource {
+            Resource::MemoryScope {
+                origin_visibility, ..
+            } => *origin_visibility,
+            _ => ChannelVisibility::Unknown,
+        };
+        if !allowed.contains(&origin) {
+            return Some(Reason::OriginVisibility { visibility: origin });
+        }
+    }
+    if s.unrestricted_only {
+        match resource {
+            Resource::Repo {
+                restricted: false, ..
+            } => {}
+            Resource::Repo { slug, .. } => {
+                return Some(Reason::Restricted { repo: slug.clone() });
+            }
+            // Validation forbids the selector elsewhere; fail closed if it ever appears.
+            _ => return Some(Reason::Unreadable),
+        }
+    }
+    None
+}
+
+/// Evaluates one condition on one resource. A condition on an attribute the resource cannot
+/// carry fails (validation refuses such rows before they can serve).
+fn holds(
+    condition: &Condition,
+    actor: &Actor,
+    grants: &Grants,
+    resource: &Resource,
+) -> Result<(), Reason> {
+    let unreadable = || Reason::Unreadable;
+    match condition {
+        Condition::HasGrant(GrantTemplate::Action(action)) => {
+            check(grants.actions.holds(action), || Reason::MissingGrant {
+                action: action.clone(),
+            })
+        }
+        Condition::HasGrant(GrantTemplate::AgentRunOfResource) => match resource {
+            Resource::Agent { name } => {
+                let action = Action::AgentRun(name.clone());
+                check(grants.actions.holds(&action), || Reason::MissingGrant {
+                    action,
+                })
+            }
+            _ => Err(unreadable()),
+        },
+        Condition::MemberOf => match resource {
+            Resource::Run(run) => member(grants, &run.channel_id, run.channel_visibility),
+            Resource::Channel { id, visibility } => member(grants, id, *visibility),
+            // Grant half only: a public origin never makes a memory scope public.
+            Resource::MemoryScope {
+                scope: ScopeKey::Channel(id),
+                ..
+            } => member(grants, id, ChannelVisibility::Unknown),
+            _ => Err(unreadable()),
+        },
+        Condition::AllChannels => match resource {
+            Resource::Run(_)
+            | Resource::Channel { .. }
+            | Resource::MemoryScope {
+                scope: ScopeKey::Channel(_),
+                ..
+            } => check(grants.channels.is_all(), || Reason::NotAllChannels),
+            _ => Err(unreadable()),
+        },
+        Condition::IsSelf => {
+            let user = match resource {
+                Resource::Run(run) => &run.user_id,
+                Resource::MemoryScope {
+                    scope: ScopeKey::User(id),
+                    ..
+                } => id,
+                Resource::ConfigScope(ConfigTier::User(id)) => id,
+                _ => return Err(unreadable()),
+            };
+            check(actor.self_ids().any(|id| id == user), || Reason::NotSelf)
+        }
+        Condition::OwnerOf => {
+            let repo = match resource {
+                Resource::Run(run) => run.repo.as_ref(),
+                Resource::Repo { slug, .. } => Some(slug),
+                Resource::MemoryScope {
+                    scope: ScopeKey::Repo(slug),
+                    ..
+                } => Some(slug),
+                _ => return Err(unreadable()),
+            };
+            let owns = grants.repos.is_all() || repo.is_some_and(|r| grants.repos.contains(r));
+            check(owns, || Reason::NotOwner {
+                repo: repo.cloned(),
+            })
+        }
+    }
+}
+
+fn member(
+    grants: &Grants,
+    channel: &ChannelId,
+    visibility: ChannelVisibility,
+) -> Result<(), Reason> {
+    let is_member = grants.channels.contains(channel) || visibility == ChannelVisibility::Public;
+    check(is_member, || Reason::NotMember {
+        channel: channel.clone(),
+    })
+}
+
+fn check(ok: bool, reason: impl FnOnce() -> Reason) -> Result<(), Reason> {
+    if ok { Ok(()) } else { Err(reason()) }
+}

@@ -1,0 +1,71 @@
+//! The channel directory seam: where a run's visibility stamp comes from. Consulted at
+//! dispatch, never at authorize time.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use serde::Serialize;
+
+use crate::ids::{ActorId, ChannelId};
+use crate::resource::ChannelVisibility;
+
+/// A boxed future, so the directory can be used as `Arc<dyn ChannelDirectory>` without an
+/// async runtime or macro crate here.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Whether an actor is a member of a channel, as far as the directory knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Membership {
+    Yes,
+    No,
+    /// Never a member for any decision.
+    Unknown,
+}
+
+/// Channel facts for the dispatcher. Implementations never fail: any fault is `Unknown`.
+pub trait ChannelDirectory: Send + Sync {
+    fn info<'a>(&'a self, channel: &'a ChannelId) -> BoxFuture<'a, ChannelVisibility>;
+    fn is_member<'a>(
+        &'a self,
+        actor: &'a ActorId,
+        channel: &'a ChannelId,
+    ) -> BoxFuture<'a, Membership>;
+}
+
+/// What a channel id alone establishes: `http:*`/`mcp:*`, `cli:*`, `schedule:*` and
+/// `access:svc:*` are machine channels; `slack:D…` is a DM, `slack:G…` private; `access:<sub>`
+/// is that person's DM; a Slack `C…` channel and everything else is unknown (only the Slack
+/// API can tell a public `C…` from a private one).
+pub fn static_visibility(channel: &ChannelId) -> ChannelVisibility {
+    let id = channel.as_str();
+    let Some((ns, rest)) = id.split_once(':') else {
+        return ChannelVisibility::Unknown;
+    };
+    match ns {
+        "http" | "mcp" | "cli" | "schedule" => ChannelVisibility::Machine,
+        "access" if rest.starts_with("svc:") => ChannelVisibility::Machine,
+        "access" => ChannelVisibility::Dm,
+        "slack" if rest.starts_with('D') => ChannelVisibility::Dm,
+        "slack" if rest.starts_with('G') => ChannelVisibility::Private,
+        _ => ChannelVisibility::Unknown,
+    }
+}
+
+/// The directory of the id mapping alone: the dispatcher's default until the Slack one exists.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StaticChannelDirectory;
+
+impl ChannelDirectory for StaticChannelDirectory {
+    fn info<'a>(&'a self, channel: &'a ChannelId) -> BoxFuture<'a, ChannelVisibility> {
+        Box::pin(std::future::ready(static_visibility(channel)))
+    }
+
+    fn is_member<'a>(
+        &'a self,
+        _actor: &'a ActorId,
+        _channel: &'a ChannelId,
+    ) -> BoxFuture<'a, Membership> {
+        Box::pin(std::future::ready(Membership::Unknown))
+    }
+}
