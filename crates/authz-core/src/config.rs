@@ -241,16 +241,16 @@ fn parse_granted_action(
     agents: &BTreeSet<AgentName>,
 ) -> Result<Action, ConfigError> {
     let action = Action::parse(s).map_err(|e| err(path, ConfigProblem::BadAction(e)))?;
-    if let Action::AgentRun(name) = &action {
-        if !agents.contains(name) {
-            return Err(err(
-                path,
-                ConfigProblem::UnknownAgent {
-                    action: s.to_owned(),
-                    agent: name.to_string(),
-                },
-            ));
-        }
+    if let Action::AgentRun(name) = &action
+        && !agents.contains(name)
+    {
+        return Err(err(
+            path,
+            ConfigProblem::UnknownAgent {
+                action: s.to_owned(),
+                agent: name.to_string(),
+            },
+        ));
     }
     Ok(action)
 }

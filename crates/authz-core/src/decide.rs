@@ -255,10 +255,10 @@ fn evaluate_row(rule: &Rule, actor: &Actor, grants: &Grants, resource: &Resource
 /// The selector that keeps `rule` from applying, if any.
 fn unselected(rule: &Rule, actor: &Actor, resource: &Resource) -> Option<Reason> {
     let s = &rule.selectors;
-    if let Some(kinds) = &s.actor_kinds {
-        if !kinds.contains(&actor.kind) {
-            return Some(Reason::ActorKind { kind: actor.kind });
-        }
+    if let Some(kinds) = &s.actor_kinds
+        && !kinds.contains(&actor.kind)
+    {
+        return Some(Reason::ActorKind { kind: actor.kind });
     }
     if let Some(allowed) = &s.origin_visibility {
         let origin = match resource {

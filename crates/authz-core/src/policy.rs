@@ -323,10 +323,11 @@ pub fn validate_policy(
         })
     };
     for (i, rule) in rules.iter().enumerate() {
-        if let ActionPattern::Exact(a) = &rule.action {
-            if !a.is_non_command() && !declared.contains(a) {
-                fault(&rule.id, Fault::UndeclaredAction(a.clone()));
-            }
+        if let ActionPattern::Exact(a) = &rule.action
+            && !a.is_non_command()
+            && !declared.contains(a)
+        {
+            fault(&rule.id, Fault::UndeclaredAction(a.clone()));
         }
         for c in &rule.when {
             if !c.readable_on(rule.target) {

@@ -112,10 +112,10 @@ impl Policy {
         let grants = actor.effective_grants();
         let mut branches: Vec<Predicate> = Vec::new();
         for rule in self.rules().iter().filter(|r| compilable(r, action, ty)) {
-            if let Some(kinds) = &rule.selectors.actor_kinds {
-                if !kinds.contains(&actor.kind) {
-                    continue;
-                }
+            if let Some(kinds) = &rule.selectors.actor_kinds
+                && !kinds.contains(&actor.kind)
+            {
+                continue;
             }
             match compile_row(rule, actor, &grants) {
                 None => {}

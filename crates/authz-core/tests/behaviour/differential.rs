@@ -1,0 +1,267 @@
+//! The load-bearing differential: for any actor and any runs, filtering by `predicate_for`
+//! equals point `authorize` run by run. Plus: explain agrees with authorize, and an agent's
+//! effective grants never exceed its principal's.
+
+use authz_core::{
+    Action, Actor, ActorId, ActorKind, ChannelId, ChannelVisibility, GrantSet, Grants, GrantsTable,
+    NO_GRANTS, Policy, RepoSlug, Resource, ResourceType, RunFacts, RunId, authorize, matches,
+    predicate_for, resolve_actor, resolve_agent,
+};
+use proptest::prelude::*;
+use proptest::sample::subsequence;
+
+use crate::fixtures::{act, agent_name, id, table};
+
+const CHANNELS: [&str; 10] = [
+    "slack:C1",
+    "slack:C2",
+    "slack:G1",
+    "slack:D1",
+    "http:ops",
+    "http:billing",
+    "mcp:ci",
+    "cli:local",
+    "schedule:self-improvement",
+    "access:svc:deploy",
+];
+const USERS: [&str; 7] = [
+    "slack:U1",
+    "slack:U2",
+    "http:ops-bot",
+    "access:alice",
+    "cli:local",
+    "schedule:self-improvement",
+    "agent:coding",
+];
+const REPOS: [&str; 2] = ["acme/web", "acme/payments"];
+const ACTIONS: [&str; 8] = [
+    "runs:read",
+    "runs:write",
+    "friction:read",
+    "friction:write",
+    "config:write",
+    "agent:run:*",
+    "repo:exec",
+    "help:read",
+];
+/// The list actions the store filters runs by; config:write has no run row (→ None).
+const LIST_ACTIONS: [&str; 4] = ["runs:read", "runs:write", "friction:read", "config:write"];
+
+fn channel_set() -> impl Strategy<Value = GrantSet<ChannelId>> {
+    prop_oneof![
+        1 => Just(GrantSet::All),
+        4 => subsequence(CHANNELS.to_vec(), 0..=4)
+            .prop_map(|v| GrantSet::only(v.into_iter().map(|c| c.parse().unwrap()))),
+    ]
+}
+
+fn repo_set() -> impl Strategy<Value = GrantSet<RepoSlug>> {
+    prop_oneof![
+        1 => Just(GrantSet::All),
+        3 => subsequence(REPOS.to_vec(), 0..=2)
+            .prop_map(|v| GrantSet::only(v.into_iter().map(|r| r.parse().unwrap()))),
+    ]
+}
+
+fn action_set() -> impl Strategy<Value = GrantSet<Action>> {
+    prop_oneof![
+        1 => Just(GrantSet::All),
+        5 => subsequence(ACTIONS.to_vec(), 0..=5)
+            .prop_map(|v| GrantSet::only(v.into_iter().map(act))),
+    ]
+}
+
+fn grants() -> impl Strategy<Value = Grants> {
+    (action_set(), channel_set(), repo_set()).prop_map(|(actions, channels, repos)| Grants {
+        actions,
+        channels,
+        repos,
+    })
+}
+
+fn plain(raw: &str, g: Grants) -> Actor {
+    let i = id(raw);
+    Actor {
+        kind: ActorKind::of_namespace(i.namespace()),
+        id: i,
+        grants: g,
+        on_behalf_of: None,
+        origin: None,
+    }
+}
+
+/// The actor shapes the spec names, each with random parts.
+fn actors() -> impl Strategy<Value = Actor> {
+    let any_user = proptest::sample::select(USERS[..6].to_vec());
+    let principal =
+        (proptest::sample::select(USERS[..6].to_vec()), grants()).prop_map(|(u, g)| plain(u, g));
+    prop_oneof![
+        // admin holding all
+        Just(plain("slack:U1", authz_core::ALL_GRANTS)),
+        // operator bound by membership
+        channel_set().prop_map(|c| plain(
+            "access:alice",
+            Grants {
+                actions: GrantSet::only([
+                    act("runs:read"),
+                    act("runs:write"),
+                    act("friction:read")
+                ]),
+                channels: c,
+                repos: GrantSet::none(),
+            }
+        )),
+        // member / non-member: Slack users resolved through a real table
+        (channel_set(), any::<bool>()).prop_map(|(c, member)| {
+            let t = GrantsTable::default();
+            let mut a = resolve_actor(id("slack:U2"), &t);
+            a.grants.actions = a.grants.actions.union(&GrantSet::only([act("runs:read")]));
+            if member {
+                a.grants.channels = c;
+            }
+            a
+        }),
+        // pinned token: one channel
+        proptest::sample::select(CHANNELS.to_vec()).prop_map(|c| plain(
+            "http:ops-bot",
+            Grants {
+                actions: GrantSet::only([act("runs:read"), act("friction:read")]),
+                channels: GrantSet::only([c.parse().unwrap()]),
+                repos: GrantSet::none(),
+            }
+        )),
+        // the self-improvement schedule
+        Just(plain(
+            "schedule:self-improvement",
+            Grants {
+                actions: GrantSet::only([act("friction:read"), act("friction:write")]),
+                channels: GrantSet::All,
+                repos: GrantSet::none(),
+            }
+        )),
+        // an agent on behalf of a principal, with or without its own narrowing entry
+        (principal, proptest::option::of(grants())).prop_map(|(p, own)| {
+            let mut a = resolve_agent(&agent_name("coding"), Some(p), &GrantsTable::default());
+            if let Some(g) = own {
+                a.grants = g;
+            }
+            a
+        }),
+        // an agent with no principal
+        grants().prop_map(|g| {
+            let mut a = resolve_agent(&agent_name("coding"), None, &GrantsTable::default());
+            a.grants = g;
+            a
+        }),
+        // NO_GRANTS
+        any_user.clone().prop_map(|u| plain(u, NO_GRANTS)),
+        // anything, including inconsistent kinds
+        (
+            any_user,
+            grants(),
+            proptest::sample::select(ActorKind::ALL.to_vec())
+        )
+            .prop_map(|(u, g, k)| {
+                let mut a = plain(u, g);
+                a.kind = k;
+                a
+            }),
+    ]
+}
+
+fn runs() -> impl Strategy<Value = Vec<RunFacts>> {
+    let run = (
+        proptest::sample::select(CHANNELS.to_vec()),
+        proptest::sample::select(USERS.to_vec()),
+        proptest::option::of(proptest::sample::select(REPOS.to_vec())),
+        proptest::sample::select(ChannelVisibility::ALL.to_vec()),
+    );
+    proptest::collection::vec(run, 1..16).prop_map(|v| {
+        v.into_iter()
+            .enumerate()
+            .map(|(i, (c, u, r, vis))| RunFacts {
+                id: RunId::parse(&format!("r{i}")).unwrap(),
+                channel_id: c.parse().unwrap(),
+                user_id: u.parse::<ActorId>().unwrap(),
+                repo: r.map(|r| r.parse().unwrap()),
+                channel_visibility: vis,
+            })
+            .collect()
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(10_000))]
+
+    #[test]
+    fn predicate_filter_equals_point_authorize(actor in actors(), runs in runs()) {
+        for a in LIST_ACTIONS.map(act) {
+            let predicate = predicate_for(&actor, &a, ResourceType::Run);
+            prop_assert!(predicate.check(1000).is_ok(), "{predicate:?}");
+            for run in &runs {
+                let listed = matches(&predicate, run);
+                let point = authorize(&actor, &a, &Resource::Run(run.clone())).is_allow();
+                prop_assert_eq!(listed, point, "{} on {:?} via {:?}", a, run, predicate);
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2_000))]
+
+    #[test]
+    fn explain_agrees_with_authorize(actor in actors(), runs in runs()) {
+        let policy = Policy::builtin();
+        for a in LIST_ACTIONS.map(act) {
+            for run in &runs {
+                let r = Resource::Run(run.clone());
+                prop_assert_eq!(policy.explain(&actor, &a, &r).verdict, authorize(&actor, &a, &r));
+            }
+        }
+    }
+
+    #[test]
+    fn an_agent_never_exceeds_its_principal(own in grants(), principal in grants()) {
+        let p = plain("slack:U1", principal.clone());
+        let mut agent = resolve_agent(&agent_name("coding"), Some(p), &GrantsTable::default());
+        agent.grants = own.clone();
+        let eff = agent.effective_grants().into_owned();
+        for a in ACTIONS.map(act).into_iter().chain([act("agent:run:coding"), act("agent:run:other")]) {
+            prop_assert_eq!(eff.actions.holds(&a), own.actions.holds(&a) && principal.actions.holds(&a), "{}", a);
+        }
+        for c in CHANNELS {
+            let c: ChannelId = c.parse().unwrap();
+            prop_assert_eq!(eff.channels.contains(&c), own.channels.contains(&c) && principal.channels.contains(&c));
+        }
+        prop_assert_eq!(eff.channels.is_all(), own.channels.is_all() && principal.channels.is_all());
+        prop_assert_eq!(eff.repos.is_all(), own.repos.is_all() && principal.repos.is_all());
+    }
+}
+
+#[test]
+fn the_actor_shapes_include_the_named_fixtures() {
+    // The table-driven fixtures the spec names decide as expected on a private run.
+    let t = table(
+        "[grants.\"slack:U1\"]\nactions = \"all\"\nchannels = \"all\"\nrepos = \"all\"",
+        &[],
+    );
+    let admin = resolve_actor(id("slack:U1"), &t);
+    let plain_user = resolve_actor(id("slack:U2"), &t);
+    let private = RunFacts {
+        id: RunId::parse("r").unwrap(),
+        channel_id: "slack:G1".parse().unwrap(),
+        user_id: id("slack:U3"),
+        repo: None,
+        channel_visibility: ChannelVisibility::Private,
+    };
+    let read = act("runs:read");
+    assert!(matches(
+        &predicate_for(&admin, &read, ResourceType::Run),
+        &private
+    ));
+    assert!(!matches(
+        &predicate_for(&plain_user, &read, ResourceType::Run),
+        &private
+    ));
+}
