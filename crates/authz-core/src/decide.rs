@@ -233,7 +233,7 @@ pub fn authorize(actor: &Actor, action: &Action, resource: &Resource) -> Verdict
 }
 
 /// `explain` over the built-in table.
-pub fn explain<'p>(actor: &Actor, action: &Action, resource: &Resource) -> Explanation<'p> {
+pub fn explain(actor: &Actor, action: &Action, resource: &Resource) -> Explanation<'static> {
     Policy::builtin().explain(actor, action, resource)
 }
 

@@ -125,7 +125,7 @@ pub enum GrantTemplate {
 
 /// The closed condition vocabulary. Each is evaluable on one resource and compilable to a
 /// store predicate.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Condition {
     /// The actor's actions hold the action (or are `all`).
     HasGrant(GrantTemplate),
@@ -165,6 +165,12 @@ impl Condition {
                 Target::Run | Target::Repo | Target::MemoryScope(M::Repo)
             ),
         }
+    }
+}
+
+impl Serialize for Condition {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
     }
 }
 

@@ -1,0 +1,180 @@
+//! `switchboard config check`: load and validate, then show what every configured actor holds.
+
+use std::collections::BTreeSet;
+
+use authz_core::{
+    ActorId, ActorKind, CATALOGUE_ACTIONS, Grants, GrantsTable, Policy, policy::builtin_rules,
+    resolve_actor,
+};
+use serde::Serialize;
+
+use crate::config_file::LoadedConfig;
+use crate::render;
+
+/// One row of the report: an actor (or a surface entry, or an unlisted baseline) and the
+/// grants it holds.
+#[derive(Debug, Serialize)]
+pub struct ActorRow {
+    pub id: String,
+    pub kind: &'static str,
+    /// Where the grants come from: `entry`, `baseline`, `surface entry`, `schedule registry`.
+    pub source: String,
+    pub grants: Grants,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub config: String,
+    pub agents: Vec<String>,
+    pub default_agent: Option<String>,
+    pub restricted_agents: Vec<String>,
+    pub restricted_repos: Vec<String>,
+    pub policy_rows: usize,
+    pub admins: Vec<String>,
+    pub actors: Vec<ActorRow>,
+}
+
+/// Validates the policy table against the catalogue's declared actions.
+pub fn validate_table() -> Result<usize, String> {
+    let declared: BTreeSet<_> = CATALOGUE_ACTIONS.into_iter().collect();
+    Policy::new(builtin_rules(), &declared)
+        .map(|p| p.rules().len())
+        .map_err(|faults| {
+            let lines: Vec<String> = faults.iter().map(ToString::to_string).collect();
+            format!("the policy table is invalid:\n  {}", lines.join("\n  "))
+        })
+}
+
+pub fn report(config: &LoadedConfig, policy_rows: usize) -> Report {
+    let t = &config.table;
+    let names = |v: &mut dyn Iterator<Item = String>| v.collect::<Vec<_>>();
+    Report {
+        config: config.source.to_string(),
+        agents: names(&mut config.agents.iter().map(ToString::to_string)),
+        default_agent: config.default_agent.as_ref().map(ToString::to_string),
+        restricted_agents: names(&mut t.restrict().agents.iter().map(ToString::to_string)),
+        restricted_repos: names(&mut t.restrict().repos.iter().map(ToString::to_string)),
+        policy_rows,
+        admins: names(&mut t.admins_hint().iter().map(ToString::to_string)),
+        actors: actor_rows(t),
+    }
+}
+
+fn kind_of(id: &ActorId) -> &'static str {
+    ActorKind::of_namespace(id.namespace()).as_str()
+}
+
+/// The configured entries, the surface entries, the declared schedules, and what an unlisted
+/// actor of each namespace holds.
+fn actor_rows(t: &GrantsTable) -> Vec<ActorRow> {
+    let mut rows: Vec<ActorRow> = t
+        .entries()
+        .keys()
+        .map(|id| ActorRow {
+            id: id.to_string(),
+            kind: kind_of(id),
+            source: source_of(t, id).to_owned(),
+            grants: resolve_actor(id.clone(), t).grants,
+        })
+        .collect();
+    for (surface, grants) in t.surface_entries() {
+        rows.push(ActorRow {
+            id: surface.key().to_owned(),
+            kind: "surface",
+            source: "surface entry (added to every actor of the surface)".to_owned(),
+            grants: grants.clone(),
+        });
+    }
+    for name in t.schedules().keys() {
+        let id = name.actor_id();
+        if !t.entries().contains_key(&id) {
+            rows.push(ActorRow {
+                id: id.to_string(),
+                kind: "schedule",
+                source: "schedule registry".to_owned(),
+                grants: t.grants_for(&id),
+            });
+        }
+    }
+    let unlisted = [
+        ("slack:U0", "slack:… (any unlisted Slack user)"),
+        ("access:unlisted", "access:… (any unlisted browser session)"),
+        ("http:unlisted", "http:… (any unlisted ingress token)"),
+        ("mcp:unlisted", "mcp:… (any unlisted MCP token)"),
+        (
+            "access:svc:unlisted",
+            "access:svc:… (any unlisted service token)",
+        ),
+        ("cli:local", "cli:local"),
+    ];
+    for (raw, shown) in unlisted {
+        let Ok(id) = ActorId::parse(raw) else {
+            continue;
+        };
+        if t.entries().contains_key(&id) {
+            continue;
+        }
+        rows.push(ActorRow {
+            id: shown.to_owned(),
+            kind: kind_of(&id),
+            source: "baseline".to_owned(),
+            grants: t.grants_for(&id),
+        });
+    }
+    rows
+}
+
+fn source_of(t: &GrantsTable, id: &ActorId) -> &'static str {
+    use authz_core::Namespace::*;
+    let has_surface =
+        authz_core::Surface::of(id).is_some_and(|s| t.surface_entries().contains_key(&s));
+    match (id.namespace(), has_surface) {
+        (Slack | Access, true) => "baseline + entry + surface entry",
+        (Slack | Access, false) => "baseline + entry",
+        (Http | Mcp, true) => "entry + surface entry",
+        (Schedule, _) => "entry (replaces the registry's)",
+        (Agent, _) => "entry (replaces the agent baseline)",
+        _ => "entry",
+    }
+}
+
+pub fn render_human(r: &Report, colour: bool) -> String {
+    let list = |v: &[String]| {
+        if v.is_empty() {
+            "—".to_owned()
+        } else {
+            v.join(", ")
+        }
+    };
+    let mut out = format!(
+        "{} {}\n\nagents            {}\ndefault agent     {}\nrestricted agents {}\nrestricted repos  {}\nadmins            {}\npolicy table      {} rows, valid\n\n",
+        render::paint("ok", "32", colour),
+        r.config,
+        list(&r.agents),
+        r.default_agent.as_deref().unwrap_or("—"),
+        list(&r.restricted_agents),
+        list(&r.restricted_repos),
+        list(&r.admins),
+        r.policy_rows,
+    );
+    let rows: Vec<Vec<String>> = r
+        .actors
+        .iter()
+        .map(|a| {
+            let [actions, channels, repos] = render::grants_cells(&a.grants);
+            vec![
+                a.id.clone(),
+                a.kind.to_owned(),
+                a.source.clone(),
+                channels,
+                repos,
+                actions,
+            ]
+        })
+        .collect();
+    out.push_str(&render::table(
+        &["ACTOR", "KIND", "FROM", "CHANNELS", "REPOS", "ACTIONS"],
+        &rows,
+    ));
+    out
+}

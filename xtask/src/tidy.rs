@@ -1,0 +1,236 @@
+//! Architecture checks: authz-core's dependency closure and its use of impure APIs.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+
+/// Crates whose presence in authz-core's normal dependency closure means it gained an async
+/// runtime, a database or an HTTP stack.
+const FORBIDDEN_CRATES: &[&str] = &[
+    "tokio",
+    "async-std",
+    "smol",
+    "mio",
+    "futures-executor",
+    "sqlx",
+    "rusqlite",
+    "postgres",
+    "tokio-postgres",
+    "diesel",
+    "sea-orm",
+    "redis",
+    "hyper",
+    "http",
+    "reqwest",
+    "ureq",
+    "axum",
+    "tower",
+    "actix-web",
+    "warp",
+    "rmcp",
+    "slack-morphism",
+];
+
+/// Source patterns that mean I/O, a clock, the environment or spawning.
+const FORBIDDEN_APIS: &[&str] = &[
+    "std::fs",
+    "std::net",
+    "std::process",
+    "std::env",
+    "std::io::stdin",
+    "std::thread",
+    "SystemTime",
+    "Instant::now",
+    "println!",
+    "eprintln!",
+];
+
+pub fn cargo_metadata(root: &Path) -> Result<Value> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let out = Command::new(cargo)
+        .args(["metadata", "--format-version", "1", "--locked"])
+        .current_dir(root)
+        .output()
+        .context("running cargo metadata")?;
+    if !out.status.success() {
+        bail!(
+            "cargo metadata failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    serde_json::from_slice(&out.stdout).context("parsing cargo metadata")
+}
+
+/// Names every forbidden crate in `package`'s normal (non-dev, non-build) dependency closure.
+pub fn forbidden_dependencies(metadata: &Value, package: &str) -> Result<Vec<String>> {
+    Ok(dependency_closure(metadata, package)?
+        .into_iter()
+        .filter(|name| FORBIDDEN_CRATES.contains(&name.as_str()))
+        .map(|name| {
+            format!("{package} depends on `{name}` (an async runtime, database or HTTP crate)")
+        })
+        .collect())
+}
+
+/// The package names in `package`'s normal dependency closure, itself included.
+pub fn dependency_closure(metadata: &Value, package: &str) -> Result<BTreeSet<String>> {
+    let names: HashMap<&str, &str> = metadata["packages"]
+        .as_array()
+        .context("metadata has no packages")?
+        .iter()
+        .filter_map(|p| Some((p["id"].as_str()?, p["name"].as_str()?)))
+        .collect();
+    let nodes: HashMap<&str, &Value> = metadata["resolve"]["nodes"]
+        .as_array()
+        .context("metadata has no resolve graph")?
+        .iter()
+        .filter_map(|n| Some((n["id"].as_str()?, n)))
+        .collect();
+    let root = names
+        .iter()
+        .find(|(_, name)| **name == package)
+        .map(|(id, _)| *id)
+        .with_context(|| format!("package {package} not in metadata"))?;
+    let mut seen = BTreeSet::new();
+    let mut stack = vec![root];
+    while let Some(id) = stack.pop() {
+        if !seen.insert(id) {
+            continue;
+        }
+        let deps = nodes
+            .get(id)
+            .and_then(|n| n["deps"].as_array())
+            .into_iter()
+            .flatten();
+        for dep in deps {
+            let normal = dep["dep_kinds"]
+                .as_array()
+                .is_some_and(|kinds| kinds.iter().any(|k| k["kind"].is_null()));
+            if let (true, Some(pkg)) = (normal, dep["pkg"].as_str()) {
+                stack.push(pkg);
+            }
+        }
+    }
+    Ok(seen
+        .into_iter()
+        .filter_map(|id| names.get(id).map(|n| (*n).to_owned()))
+        .collect())
+}
+
+/// Names every use of an impure API in the `.rs` files under `src`, outside comments.
+pub fn forbidden_apis(src: &Path) -> Result<Vec<String>> {
+    let mut faults = Vec::new();
+    let mut dirs = vec![src.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in
+            std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))?
+        {
+            let path = entry?.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path)?;
+                faults.extend(scan(&path, &text));
+            }
+        }
+    }
+    Ok(faults)
+}
+
+fn scan(path: &Path, text: &str) -> Vec<String> {
+    let mut in_tests = false;
+    let mut faults = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let code = line.split("//").next().unwrap_or_default();
+        // Unit tests may use anything; the check is about what ships.
+        if line.trim_start().starts_with("#[cfg(test)]") {
+            in_tests = true;
+        }
+        if in_tests {
+            continue;
+        }
+        for api in FORBIDDEN_APIS {
+            if code.contains(api) {
+                faults.push(format!("{}:{}: uses `{api}`", path.display(), n + 1));
+            }
+        }
+    }
+    faults
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn root() -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .unwrap()
+            .to_path_buf()
+    }
+
+    #[test]
+    fn authz_core_depends_on_no_runtime_database_or_http_crate() {
+        let metadata = cargo_metadata(&root()).unwrap();
+        let faults = forbidden_dependencies(&metadata, "authz-core").unwrap();
+        assert!(faults.is_empty(), "{faults:#?}");
+        // The closure really was walked, through normal dependencies only.
+        let closure = dependency_closure(&metadata, "authz-core").unwrap();
+        for expected in ["serde", "thiserror", "toml", "serde_core"] {
+            assert!(
+                closure.contains(expected),
+                "{expected} missing from {closure:?}"
+            );
+        }
+        assert!(
+            !closure.contains("proptest"),
+            "a dev-dependency is not shipped"
+        );
+    }
+
+    #[test]
+    fn a_forbidden_crate_in_the_closure_is_named() {
+        let metadata = serde_json::json!({
+            "packages": [
+                {"id": "a", "name": "authz-core"},
+                {"id": "s", "name": "serde"},
+                {"id": "t", "name": "tokio"},
+                {"id": "p", "name": "proptest"},
+                {"id": "h", "name": "hyper"}
+            ],
+            "resolve": {"nodes": [
+                {"id": "a", "deps": [
+                    {"pkg": "s", "dep_kinds": [{"kind": null}]},
+                    {"pkg": "p", "dep_kinds": [{"kind": "dev"}]}
+                ]},
+                {"id": "s", "deps": [{"pkg": "t", "dep_kinds": [{"kind": null}]}]},
+                {"id": "p", "deps": [{"pkg": "h", "dep_kinds": [{"kind": null}]}]},
+                {"id": "t", "deps": []},
+                {"id": "h", "deps": []}
+            ]}
+        });
+        let faults = forbidden_dependencies(&metadata, "authz-core").unwrap();
+        assert_eq!(
+            faults.len(),
+            1,
+            "{faults:?}: tokio through serde, not hyper through a dev-dependency"
+        );
+        assert!(faults[0].contains("`tokio`"));
+    }
+
+    #[test]
+    fn authz_core_source_uses_no_io_clock_or_env_api() {
+        let faults = forbidden_apis(&root().join("crates/authz-core/src")).unwrap();
+        assert!(faults.is_empty(), "{faults:#?}");
+    }
+
+    #[test]
+    fn the_api_scan_flags_impure_calls_but_not_comments_or_unit_tests() {
+        let text = "fn a() { let _ = std::env::var(\"X\"); }\n// std::fs is mentioned\n#[cfg(test)]\nmod t { fn b() { std::fs::read(\"x\"); } }\n";
+        let faults = scan(Path::new("x.rs"), text);
+        assert_eq!(faults, vec!["x.rs:1: uses `std::env`".to_owned()]);
+    }
+}
