@@ -6,3 +6,4 @@ mod config;
 mod differential;
 mod directory;
 mod fixtures;
+mod validate;
