@@ -7,7 +7,7 @@ use serde::Serialize;
 use crate::action::Action;
 use crate::actor::{Actor, ActorKind};
 use crate::grants::Grants;
-use crate::ids::{ChannelId, RepoSlug};
+use crate::ids::{AgentName, ChannelId, RepoSlug};
 use crate::policy::{Condition, GrantTemplate, Policy, Rule};
 use crate::resource::{ChannelVisibility, ConfigTier, Resource, ResourceType, ScopeKey};
 
@@ -149,10 +149,10 @@ impl Policy {
         }
         let grants = actor.effective_grants();
         let mut first = Fallback::default();
-        for rule in self.rows_for(action, resource) {
+        for rule in self.rows_for_resource(action, resource) {
             match evaluate_row(rule, actor, &grants, resource) {
-                RowOutcome::Allowed => return Verdict::Allow,
-                outcome => first.note(outcome),
+                RowResult::Allowed => return Verdict::Allow,
+                other => first.note(other),
             }
         }
         Verdict::Deny(first.into_reason(action, resource))
@@ -167,62 +167,117 @@ impl Policy {
             };
         }
         let grants = actor.effective_grants();
-        let rows: Vec<RowTrace<'_>> = self
-            .rows_for(action, resource)
-            .map(|rule| RowTrace {
-                rule,
-                outcome: evaluate_row(rule, actor, &grants, resource),
-            })
-            .collect();
-        let verdict = if rows.iter().any(|r| r.outcome == RowOutcome::Allowed) {
+        let mut first = Fallback::default();
+        let mut allowed = false;
+        let mut rows = Vec::new();
+        for rule in self.rows_for_resource(action, resource) {
+            let result = evaluate_row(rule, actor, &grants, resource);
+            let outcome = result.outcome();
+            allowed |= outcome == RowOutcome::Allowed;
+            first.note(result);
+            rows.push(RowTrace { rule, outcome });
+        }
+        let verdict = if allowed {
             Verdict::Allow
         } else {
-            let mut first = Fallback::default();
-            rows.iter().for_each(|r| first.note(r.outcome.clone()));
             Verdict::Deny(first.into_reason(action, resource))
         };
         Explanation { verdict, rows }
     }
 
-    fn rows_for<'s: 'x, 'x>(
+    fn rows_for_resource<'s: 'x, 'x>(
         &'s self,
         action: &'x Action,
         resource: &Resource,
     ) -> impl Iterator<Item = &'s Rule> + 'x {
-        let ty = resource.resource_type();
-        let kind = resource.kind();
-        self.rules()
-            .iter()
-            .filter(move |r| r.answers(action, ty, kind))
+        self.rows_for(action, resource.resource_type(), resource.kind())
+    }
+}
+
+/// A failed check, borrowing what it names: the owned `Reason` is built only for the one
+/// reported, so a deny costs no more than it must.
+#[derive(Clone, Copy)]
+enum Miss<'a> {
+    MissingGrant(&'a Action),
+    MissingAgentRun(&'a AgentName),
+    NotMember(&'a ChannelId),
+    NotAllChannels,
+    NotSelf,
+    NotOwner(Option<&'a RepoSlug>),
+    ActorKind(ActorKind),
+    OriginVisibility(ChannelVisibility),
+    Restricted(&'a RepoSlug),
+    Unreadable,
+}
+
+impl Miss<'_> {
+    fn reason(self) -> Reason {
+        match self {
+            Miss::MissingGrant(a) => Reason::MissingGrant { action: a.clone() },
+            Miss::MissingAgentRun(n) => Reason::MissingGrant {
+                action: Action::AgentRun(n.clone()),
+            },
+            Miss::NotMember(c) => Reason::NotMember { channel: c.clone() },
+            Miss::NotAllChannels => Reason::NotAllChannels,
+            Miss::NotSelf => Reason::NotSelf,
+            Miss::NotOwner(r) => Reason::NotOwner { repo: r.cloned() },
+            Miss::ActorKind(kind) => Reason::ActorKind { kind },
+            Miss::OriginVisibility(visibility) => Reason::OriginVisibility { visibility },
+            Miss::Restricted(r) => Reason::Restricted { repo: r.clone() },
+            Miss::Unreadable => Reason::Unreadable,
+        }
+    }
+}
+
+/// One row's result before it is rendered as a `RowOutcome`.
+enum RowResult<'a> {
+    Allowed,
+    NotSelected(Miss<'a>),
+    Failed(&'a Condition, Miss<'a>),
+}
+
+impl RowResult<'_> {
+    fn outcome(&self) -> RowOutcome {
+        match self {
+            RowResult::Allowed => RowOutcome::Allowed,
+            RowResult::NotSelected(m) => RowOutcome::NotSelected { reason: m.reason() },
+            RowResult::Failed(c, m) => RowOutcome::ConditionFailed {
+                condition: (*c).clone(),
+                reason: m.reason(),
+            },
+        }
     }
 }
 
 /// The deny reason: the first failed condition of a row that applied, else the first selector
 /// that kept a row out, else "no rule".
 #[derive(Default)]
-struct Fallback {
-    condition: Option<Reason>,
-    selector: Option<Reason>,
+struct Fallback<'a> {
+    condition: Option<Miss<'a>>,
+    selector: Option<Miss<'a>>,
 }
 
-impl Fallback {
-    fn note(&mut self, outcome: RowOutcome) {
-        match outcome {
-            RowOutcome::Allowed => {}
-            RowOutcome::NotSelected { reason } => {
-                self.selector.get_or_insert(reason);
+impl<'a> Fallback<'a> {
+    fn note(&mut self, result: RowResult<'a>) {
+        match result {
+            RowResult::Allowed => {}
+            RowResult::NotSelected(m) => {
+                self.selector.get_or_insert(m);
             }
-            RowOutcome::ConditionFailed { reason, .. } => {
-                self.condition.get_or_insert(reason);
+            RowResult::Failed(_, m) => {
+                self.condition.get_or_insert(m);
             }
         }
     }
 
     fn into_reason(self, action: &Action, resource: &Resource) -> Reason {
-        self.condition.or(self.selector).unwrap_or(Reason::NoRule {
-            action: action.clone(),
-            resource_type: resource.resource_type(),
-        })
+        match self.condition.or(self.selector) {
+            Some(m) => m.reason(),
+            None => Reason::NoRule {
+                action: action.clone(),
+                resource_type: resource.resource_type(),
+            },
+        }
     }
 }
 
@@ -237,28 +292,25 @@ pub fn explain(actor: &Actor, action: &Action, resource: &Resource) -> Explanati
     Policy::builtin().explain(actor, action, resource)
 }
 
-fn evaluate_row(rule: &Rule, actor: &Actor, grants: &Grants, resource: &Resource) -> RowOutcome {
-    if let Some(reason) = unselected(rule, actor, resource) {
-        return RowOutcome::NotSelected { reason };
+fn evaluate_row<'a>(rule: &'a Rule, actor: &'a Actor, grants: &'a Grants, resource: &'a Resource) -> RowResult<'a> {
+    if let Some(miss) = unselected(rule, actor, resource) {
+        return RowResult::NotSelected(miss);
     }
     for condition in &rule.when {
-        if let Err(reason) = holds(condition, actor, grants, resource) {
-            return RowOutcome::ConditionFailed {
-                condition: condition.clone(),
-                reason,
-            };
+        if let Err(miss) = holds(condition, actor, grants, resource) {
+            return RowResult::Failed(condition, miss);
         }
     }
-    RowOutcome::Allowed
+    RowResult::Allowed
 }
 
 /// The selector that keeps `rule` from applying, if any.
-fn unselected(rule: &Rule, actor: &Actor, resource: &Resource) -> Option<Reason> {
+fn unselected<'a>(rule: &'a Rule, actor: &'a Actor, resource: &'a Resource) -> Option<Miss<'a>> {
     let s = &rule.selectors;
     if let Some(kinds) = &s.actor_kinds
         && !kinds.contains(&actor.kind)
     {
-        return Some(Reason::ActorKind { kind: actor.kind });
+        return Some(Miss::ActorKind(actor.kind));
     }
     if let Some(allowed) = &s.origin_visibility {
         let origin = match resource {
@@ -268,7 +320,7 @@ fn unselected(rule: &Rule, actor: &Actor, resource: &Resource) -> Option<Reason>
             _ => ChannelVisibility::Unknown,
         };
         if !allowed.contains(&origin) {
-            return Some(Reason::OriginVisibility { visibility: origin });
+            return Some(Miss::OriginVisibility(origin));
         }
     }
     if s.unrestricted_only {
@@ -276,11 +328,9 @@ fn unselected(rule: &Rule, actor: &Actor, resource: &Resource) -> Option<Reason>
             Resource::Repo {
                 restricted: false, ..
             } => {}
-            Resource::Repo { slug, .. } => {
-                return Some(Reason::Restricted { repo: slug.clone() });
-            }
+            Resource::Repo { slug, .. } => return Some(Miss::Restricted(slug)),
             // Validation forbids the selector elsewhere; fail closed if it ever appears.
-            _ => return Some(Reason::Unreadable),
+            _ => return Some(Miss::Unreadable),
         }
     }
     None
@@ -288,27 +338,22 @@ fn unselected(rule: &Rule, actor: &Actor, resource: &Resource) -> Option<Reason>
 
 /// Evaluates one condition on one resource. A condition on an attribute the resource cannot
 /// carry fails (validation refuses such rows before they can serve).
-fn holds(
-    condition: &Condition,
-    actor: &Actor,
-    grants: &Grants,
-    resource: &Resource,
-) -> Result<(), Reason> {
-    let unreadable = || Reason::Unreadable;
+fn holds<'a>(
+    condition: &'a Condition,
+    actor: &'a Actor,
+    grants: &'a Grants,
+    resource: &'a Resource,
+) -> Result<(), Miss<'a>> {
     match condition {
         Condition::HasGrant(GrantTemplate::Action(action)) => {
-            check(grants.actions.holds(action), || Reason::MissingGrant {
-                action: action.clone(),
-            })
+            check(grants.actions.holds(action), Miss::MissingGrant(action))
         }
         Condition::HasGrant(GrantTemplate::AgentRunOfResource) => match resource {
             Resource::Agent { name } => {
-                let action = Action::AgentRun(name.clone());
-                check(grants.actions.holds(&action), || Reason::MissingGrant {
-                    action,
-                })
+                let held = grants.actions.holds(&Action::AgentRun(name.clone()));
+                check(held, Miss::MissingAgentRun(name))
             }
-            _ => Err(unreadable()),
+            _ => Err(Miss::Unreadable),
         },
         Condition::MemberOf => match resource {
             Resource::Run(run) => member(grants, &run.channel_id, run.channel_visibility),
@@ -318,7 +363,7 @@ fn holds(
                 scope: ScopeKey::Channel(id),
                 ..
             } => member(grants, id, ChannelVisibility::Unknown),
-            _ => Err(unreadable()),
+            _ => Err(Miss::Unreadable),
         },
         Condition::AllChannels => match resource {
             Resource::Run(_)
@@ -326,8 +371,8 @@ fn holds(
             | Resource::MemoryScope {
                 scope: ScopeKey::Channel(_),
                 ..
-            } => check(grants.channels.is_all(), || Reason::NotAllChannels),
-            _ => Err(unreadable()),
+            } => check(grants.channels.is_all(), Miss::NotAllChannels),
+            _ => Err(Miss::Unreadable),
         },
         Condition::IsSelf => {
             let user = match resource {
@@ -337,9 +382,9 @@ fn holds(
                     ..
                 } => id,
                 Resource::ConfigScope(ConfigTier::User(id)) => id,
-                _ => return Err(unreadable()),
+                _ => return Err(Miss::Unreadable),
             };
-            check(actor.self_ids().any(|id| id == user), || Reason::NotSelf)
+            check(actor.self_ids().any(|id| id == user), Miss::NotSelf)
         }
         Condition::OwnerOf => {
             let repo = match resource {
@@ -349,27 +394,19 @@ fn holds(
                     scope: ScopeKey::Repo(slug),
                     ..
                 } => Some(slug),
-                _ => return Err(unreadable()),
+                _ => return Err(Miss::Unreadable),
             };
             let owns = grants.repos.is_all() || repo.is_some_and(|r| grants.repos.contains(r));
-            check(owns, || Reason::NotOwner {
-                repo: repo.cloned(),
-            })
+            check(owns, Miss::NotOwner(repo))
         }
     }
 }
 
-fn member(
-    grants: &Grants,
-    channel: &ChannelId,
-    visibility: ChannelVisibility,
-) -> Result<(), Reason> {
+fn member<'a>(grants: &Grants, channel: &'a ChannelId, visibility: ChannelVisibility) -> Result<(), Miss<'a>> {
     let is_member = grants.channels.contains(channel) || visibility == ChannelVisibility::Public;
-    check(is_member, || Reason::NotMember {
-        channel: channel.clone(),
-    })
+    check(is_member, Miss::NotMember(channel))
 }
 
-fn check(ok: bool, reason: impl FnOnce() -> Reason) -> Result<(), Reason> {
-    if ok { Ok(()) } else { Err(reason()) }
+fn check(ok: bool, miss: Miss<'_>) -> Result<(), Miss<'_>> {
+    if ok { Ok(()) } else { Err(miss) }
 }

@@ -2,6 +2,7 @@
 //! through `parse`, so a decision never sees a malformed or un-namespaced id.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Serialize, Serializer};
 
@@ -117,11 +118,15 @@ impl Namespace {
     }
 }
 
+/// Ids are immutable and cloned often (into predicates, reasons, rows): `Arc<str>` makes a
+/// clone a reference-count increment.
+type Text = Arc<str>;
+
 /// A platform-namespaced actor id (`slack:U024BE7LH`, `http:ops-bot`, `cli:local`, …),
 /// validated on construction.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ActorId {
-    raw: String,
+    raw: Text,
     namespace: Namespace,
 }
 
@@ -145,7 +150,7 @@ impl ActorId {
         }
         Self::check_subject(id, namespace, subject)?;
         Ok(ActorId {
-            raw: id.to_owned(),
+            raw: id.into(),
             namespace,
         })
     }
@@ -193,7 +198,7 @@ impl ActorId {
     /// The fixed identity of the local binary.
     pub fn cli_local() -> Self {
         ActorId {
-            raw: "cli:local".to_owned(),
+            raw: "cli:local".into(),
             namespace: Namespace::Cli,
         }
     }
@@ -201,7 +206,7 @@ impl ActorId {
     /// The actor id of an agent (`agent:<name>`).
     pub fn agent(name: &AgentName) -> Self {
         ActorId {
-            raw: format!("agent:{}", name.as_str()),
+            raw: format!("agent:{}", name.as_str()).into(),
             namespace: Namespace::Agent,
         }
     }
@@ -224,7 +229,7 @@ impl ActorId {
 /// A channel id, namespaced like actor ids (`slack:C024BE91L`, `http:ops`, `cli:local`).
 /// Unknown namespaces are allowed (the directory calls them `unknown`); the form is not.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ChannelId(String);
+pub struct ChannelId(Text);
 
 impl ChannelId {
     pub fn parse(id: &str) -> Result<Self, IdError> {
@@ -243,7 +248,7 @@ impl ChannelId {
         if !ns_ok || !rest_ok {
             return Err(invalid(id, "channel id", RULE));
         }
-        Ok(ChannelId(id.to_owned()))
+        Ok(ChannelId(id.into()))
     }
 
     pub fn as_str(&self) -> &str {
@@ -253,7 +258,7 @@ impl ChannelId {
 
 /// A repository `owner/name`, stored lower-cased so comparisons are case-insensitive.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct RepoSlug(String);
+pub struct RepoSlug(Text);
 
 impl RepoSlug {
     pub fn parse(slug: &str) -> Result<Self, IdError> {
@@ -275,7 +280,7 @@ impl RepoSlug {
         if !part_ok(owner) || !part_ok(name) {
             return Err(invalid(slug, "repo slug", RULE));
         }
-        Ok(RepoSlug(slug.to_ascii_lowercase()))
+        Ok(RepoSlug(slug.to_ascii_lowercase().into()))
     }
 
     pub fn as_str(&self) -> &str {
@@ -285,12 +290,12 @@ impl RepoSlug {
 
 /// The name of a declared agent (`coding`, `reviewer`).
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct AgentName(String);
+pub struct AgentName(Text);
 
 impl AgentName {
     pub fn parse(name: &str) -> Result<Self, IdError> {
         check_name(name, "agent name")?;
-        Ok(AgentName(name.to_owned()))
+        Ok(AgentName(name.into()))
     }
 
     pub fn as_str(&self) -> &str {
@@ -300,12 +305,12 @@ impl AgentName {
 
 /// The name of a schedule in the schedule registry (`self-improvement`).
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ScheduleName(String);
+pub struct ScheduleName(Text);
 
 impl ScheduleName {
     pub fn parse(name: &str) -> Result<Self, IdError> {
         check_name(name, "schedule name")?;
-        Ok(ScheduleName(name.to_owned()))
+        Ok(ScheduleName(name.into()))
     }
 
     pub fn as_str(&self) -> &str {
@@ -315,7 +320,7 @@ impl ScheduleName {
     /// The actor a firing of this schedule runs as.
     pub fn actor_id(&self) -> ActorId {
         ActorId {
-            raw: format!("schedule:{}", self.0),
+            raw: format!("schedule:{}", self.0).into(),
             namespace: Namespace::Schedule,
         }
     }
@@ -323,7 +328,7 @@ impl ScheduleName {
 
 /// A run id: opaque, time-sortable in practice (ULID), never a path.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct RunId(String);
+pub struct RunId(Text);
 
 impl RunId {
     pub fn parse(id: &str) -> Result<Self, IdError> {
@@ -341,7 +346,7 @@ impl RunId {
                 "a run id is 1-64 letters, digits, '-' or '_'",
             ));
         }
-        Ok(RunId(id.to_owned()))
+        Ok(RunId(id.into()))
     }
 
     pub fn as_str(&self) -> &str {
@@ -351,7 +356,7 @@ impl RunId {
 
 /// A registry command's dotted id (`runs.list`, `admin.trace_log`).
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct CommandId(String);
+pub struct CommandId(Text);
 
 impl CommandId {
     pub fn parse(id: &str) -> Result<Self, IdError> {
@@ -370,7 +375,7 @@ impl CommandId {
                 "a command id is dotted lower-case words, like runs.list",
             ));
         }
-        Ok(CommandId(id.to_owned()))
+        Ok(CommandId(id.into()))
     }
 
     pub fn as_str(&self) -> &str {

@@ -398,19 +398,43 @@ pub fn validate_policy(
 }
 
 /// A table that passed `validate_policy`. Only a validated table decides.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Policy {
     rules: Vec<Rule>,
+    /// Row indexes by resource type, in table order: a decision scans only its type's rows.
+    by_type: [Vec<usize>; ResourceType::COUNT],
 }
 
 impl Policy {
     pub fn new(rules: Vec<Rule>, declared: &BTreeSet<Action>) -> Result<Self, Vec<PolicyFault>> {
         validate_policy(&rules, declared)?;
-        Ok(Policy { rules })
+        let mut by_type: [Vec<usize>; ResourceType::COUNT] = Default::default();
+        for (i, rule) in rules.iter().enumerate() {
+            if let Some(rows) = by_type.get_mut(rule.target.resource_type().index()) {
+                rows.push(i);
+            }
+        }
+        Ok(Policy { rules, by_type })
     }
 
     pub fn rules(&self) -> &[Rule] {
         &self.rules
+    }
+
+    /// The rows that answer `action` on a resource of this type and kind, in table order.
+    pub fn rows_for<'s: 'x, 'x>(
+        &'s self,
+        action: &'x Action,
+        ty: ResourceType,
+        kind: Option<ResourceKind>,
+    ) -> impl Iterator<Item = &'s Rule> + 'x {
+        self.by_type
+            .get(ty.index())
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|&i| self.rules.get(i))
+            .filter(move |r| r.target.kind() == kind && r.action.matches(action))
     }
 
     /// The built-in table, validated once against the catalogue's command actions. Should it
@@ -419,7 +443,7 @@ impl Policy {
         static BUILTIN: OnceLock<Policy> = OnceLock::new();
         BUILTIN.get_or_init(|| {
             let declared: BTreeSet<Action> = CATALOGUE_ACTIONS.into_iter().collect();
-            Policy::new(builtin_rules(), &declared).unwrap_or(Policy { rules: Vec::new() })
+            Policy::new(builtin_rules(), &declared).unwrap_or_default()
         })
     }
 }

@@ -111,7 +111,7 @@ impl Policy {
         }
         let grants = actor.effective_grants();
         let mut branches: Vec<Predicate> = Vec::new();
-        for rule in self.rules().iter().filter(|r| compilable(r, action, ty)) {
+        for rule in self.rows_for(action, ty, None).filter(|r| !r.is_point_only()) {
             if let Some(kinds) = &rule.selectors.actor_kinds
                 && !kinds.contains(&actor.kind)
             {
@@ -134,13 +134,6 @@ impl Policy {
     }
 }
 
-fn compilable(rule: &Rule, action: &Action, ty: ResourceType) -> bool {
-    rule.target.resource_type() == ty
-        && rule.target.kind().is_none()
-        && rule.action.matches(action)
-        && !rule.is_point_only()
-}
-
 fn push_unique(into: &mut Vec<Predicate>, p: Predicate) {
     if !into.contains(&p) {
         into.push(p);
@@ -157,7 +150,7 @@ fn compile_row(rule: &Rule, actor: &Actor, grants: &Grants) -> Option<Predicate>
                     return None;
                 }
             }
-            // Point-only; `compilable` already skipped such rows.
+            // Point-only; such rows were skipped above.
             Condition::HasGrant(GrantTemplate::AgentRunOfResource) => return None,
             Condition::AllChannels => {
                 if !grants.channels.is_all() {

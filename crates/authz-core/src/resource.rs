@@ -200,6 +200,13 @@ pub enum ResourceType {
 }
 
 impl ResourceType {
+    pub const COUNT: usize = 7;
+
+    /// A dense index, `0..COUNT`.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             ResourceType::Run => "run",
