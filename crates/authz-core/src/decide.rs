@@ -292,7 +292,12 @@ pub fn explain(actor: &Actor, action: &Action, resource: &Resource) -> Explanati
     Policy::builtin().explain(actor, action, resource)
 }
 
-fn evaluate_row<'a>(rule: &'a Rule, actor: &'a Actor, grants: &'a Grants, resource: &'a Resource) -> RowResult<'a> {
+fn evaluate_row<'a>(
+    rule: &'a Rule,
+    actor: &'a Actor,
+    grants: &'a Grants,
+    resource: &'a Resource,
+) -> RowResult<'a> {
     if let Some(miss) = unselected(rule, actor, resource) {
         return RowResult::NotSelected(miss);
     }
@@ -402,7 +407,11 @@ fn holds<'a>(
     }
 }
 
-fn member<'a>(grants: &Grants, channel: &'a ChannelId, visibility: ChannelVisibility) -> Result<(), Miss<'a>> {
+fn member<'a>(
+    grants: &Grants,
+    channel: &'a ChannelId,
+    visibility: ChannelVisibility,
+) -> Result<(), Miss<'a>> {
     let is_member = grants.channels.contains(channel) || visibility == ChannelVisibility::Public;
     check(is_member, Miss::NotMember(channel))
 }

@@ -111,7 +111,10 @@ impl Policy {
         }
         let grants = actor.effective_grants();
         let mut branches: Vec<Predicate> = Vec::new();
-        for rule in self.rows_for(action, ty, None).filter(|r| !r.is_point_only()) {
+        for rule in self
+            .rows_for(action, ty, None)
+            .filter(|r| !r.is_point_only())
+        {
             if let Some(kinds) = &rule.selectors.actor_kinds
                 && !kinds.contains(&actor.kind)
             {
