@@ -1,0 +1,242 @@
+//! # store: runs, memory, config, schedule firings and Slack event ids
+//!
+//! What it is: the persistence of Switchboard behind one set of traits, with three back ends
+//! chosen by URL — `sqlite://path` (the embedded default: a file in WAL mode, created and
+//! migrated on first open), `postgres://…` (for more than one replica), and `memory:` (for
+//! unit tests of other crates; it evaluates predicates with `authz_core::matches`).
+//!
+//! What it must never do: receive an actor or decide anything. It receives a compiled
+//! `Predicate` and applies it **in its own query** — never by loading rows and filtering them
+//! afterwards. It never stores a token in clear (SHA-256 only) and never reads the clock: time
+//! is an argument.
+//!
+//! Invariants:
+//! - `Predicate::None` never touches the database; `All` sends no filter; a malformed predicate
+//!   (empty `And`/`Or`, a list wider than the bound) is an error, never `All`.
+//! - Every list branch is an index range read newest-first with a per-branch limit; pages are
+//!   keyset-paginated on `(created_at DESC, id DESC)` with an opaque cursor.
+//! - `list_runs(predicate_for(actor))` returns exactly the runs point `authorize` allows
+//!   (the SQL differential tests).
+//! - A terminal status never changes; writes are single statements or transactions.
+//! - A row written before the visibility stamp reads `unknown`.
+
+mod memory;
+mod merge;
+pub mod plan;
+mod postgres;
+mod sql;
+mod sqlite;
+mod types;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use authz_core::{ConfigTier, Predicate, RunId, ScheduleName, ScopeKey};
+
+pub use memory::MemoryStore as InMemoryStore;
+pub use postgres::{PostgresStore, migrator as postgres_migrator};
+pub use sqlite::{SqliteStore, migrator as sqlite_migrator};
+pub use types::*;
+
+/// The widest list a predicate may carry (channel grants, repos). One bound parameter on both
+/// databases, so this is a sanity bound, not a parameter limit.
+pub const DEFAULT_MAX_PREDICATE_WIDTH: usize = 4096;
+
+/// Why a store call failed. Messages name what is wrong; none carries a token or a body.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(
+        "unsupported store URL {0:?}; use sqlite://path/to/switchboard.db, postgres://user@host/db or memory:"
+    )]
+    BadUrl(String),
+    #[error("{path} is not a SQLite database (move it away or point store.url elsewhere)")]
+    NotSqlite { path: String },
+    #[error("migrating the database failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("the cursor is not one this store issued")]
+    BadCursor,
+    #[error("malformed list predicate: {0}")]
+    MalformedPredicate(authz_core::MalformedPredicate),
+    #[error("a stored {what} is not valid: {value:?}")]
+    Corrupt { what: &'static str, value: String },
+    #[error("no run {0}")]
+    NoSuchRun(RunId),
+    #[error("run {id} is already {status}")]
+    AlreadyFinished { id: RunId, status: RunStatus },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl StoreError {
+    pub(crate) fn corrupt(what: &'static str, value: &str) -> Self {
+        let value: String = value.chars().take(80).collect();
+        StoreError::Corrupt { what, value }
+    }
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// Runs, their events and friction, and the replicas that own live runs.
+#[async_trait]
+pub trait RunStore: Send + Sync {
+    /// Records a new run, `queued`, with a fresh time-sortable id.
+    async fn create_run(&self, new: NewRun) -> Result<RunRecord>;
+    /// `queued` → `running`.
+    async fn start_run(&self, id: &RunId) -> Result<()>;
+    /// A live run → a terminal status. A run already finished is `AlreadyFinished`.
+    async fn finish_run(&self, id: &RunId, finish: Finish) -> Result<RunRecord>;
+    async fn get_run(&self, id: &RunId) -> Result<Option<RunRecord>>;
+    /// A page of runs, filtered by `visible_to` in the store's own query.
+    async fn list_runs(&self, query: &ListRuns) -> Result<Page>;
+    /// Appends an event; returns its sequence number (1, 2, …, in order per run).
+    async fn append_event(&self, id: &RunId, at: Timestamp, kind: &str, body: &str) -> Result<i64>;
+    async fn events(&self, id: &RunId) -> Result<Vec<RunEvent>>;
+    async fn add_friction(&self, friction: Friction) -> Result<()>;
+    async fn friction(&self, id: &RunId) -> Result<Vec<Friction>>;
+    /// Friction since `since` on the runs `visible_to` admits, newest first, joined to its run
+    /// and filtered in the query.
+    async fn friction_recent(
+        &self,
+        visible_to: &Predicate,
+        since: Timestamp,
+        limit: u32,
+    ) -> Result<Vec<FrictionOfRun>>;
+    /// How many runs `visible_to` admits that started at or after `since`.
+    async fn count_runs_since(&self, visible_to: &Predicate, since: Timestamp) -> Result<u64>;
+    /// Renews `replica`'s lease.
+    async fn heartbeat(&self, replica: &ReplicaId, now: Timestamp) -> Result<()>;
+    /// Tombstones (`interrupted`) the live runs of replicas whose lease expired before
+    /// `now - lease`, and, when `own` is true (a restart), this replica's own live runs and
+    /// runs with no owner. Stamps and events are kept. Returns the runs tombstoned.
+    async fn tombstone_orphans(
+        &self,
+        replica: &ReplicaId,
+        now: Timestamp,
+        lease: Duration,
+        own: bool,
+    ) -> Result<Vec<RunId>>;
+}
+
+/// Memory records in their scopes.
+#[async_trait]
+pub trait MemoryStore: Send + Sync {
+    async fn add_memory(&self, new: NewMemory) -> Result<MemoryRecord>;
+    async fn get_memory(&self, id: &MemoryId) -> Result<Option<MemoryRecord>>;
+    /// Live records (not forgotten, not superseded by a live record) of these scopes, newest
+    /// first.
+    async fn memory_in_scopes(&self, scopes: &[ScopeKey], limit: u32) -> Result<Vec<MemoryRecord>>;
+    /// Marks a record forgotten; false when there is no such live record.
+    async fn forget_memory(&self, id: &MemoryId, at: Timestamp) -> Result<bool>;
+}
+
+/// Tiered config values (org / channel / user), MCP server entries included.
+#[async_trait]
+pub trait ConfigStore: Send + Sync {
+    async fn get_config(&self, tier: &ConfigTier, key: &str) -> Result<Option<ConfigValue>>;
+    async fn set_config(&self, value: ConfigValue) -> Result<()>;
+    async fn delete_config(&self, tier: &ConfigTier, key: &str) -> Result<bool>;
+    /// Values on one tier whose key starts with `prefix`, by key.
+    async fn list_config(&self, tier: &ConfigTier, prefix: &str) -> Result<Vec<ConfigValue>>;
+}
+
+/// One firing per `(name, slot)`, across replicas.
+#[async_trait]
+pub trait ScheduleStore: Send + Sync {
+    /// True for the one caller that claims the slot; false for everyone after.
+    async fn claim_firing(
+        &self,
+        name: &ScheduleName,
+        slot: Timestamp,
+        at: Timestamp,
+    ) -> Result<bool>;
+    async fn record_firing(
+        &self,
+        name: &ScheduleName,
+        slot: Timestamp,
+        status: &str,
+        run_id: Option<&RunId>,
+        detail: Option<&str>,
+    ) -> Result<()>;
+    async fn recent_firings(&self, name: &ScheduleName, limit: u32) -> Result<Vec<Firing>>;
+}
+
+/// Slack retries deduplicated by event id, across replicas.
+#[async_trait]
+pub trait SlackEventStore: Send + Sync {
+    /// True the first time an event id is seen; false for every retry.
+    async fn first_sighting(&self, event_id: &str, at: Timestamp) -> Result<bool>;
+}
+
+/// Everything the store keeps.
+pub trait Store: RunStore + MemoryStore + ConfigStore + ScheduleStore + SlackEventStore {
+    /// `sqlite`, `postgres` or `memory`.
+    fn backend(&self) -> &'static str;
+}
+
+/// Opens the store a URL names, creating and migrating it as needed.
+pub async fn open(url: &str) -> Result<Arc<dyn Store>> {
+    if url == "memory:" {
+        return Ok(Arc::new(InMemoryStore::new()));
+    }
+    if url.starts_with("sqlite:") {
+        return Ok(Arc::new(SqliteStore::open(url).await?));
+    }
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return Ok(Arc::new(PostgresStore::open(url).await?));
+    }
+    Err(StoreError::BadUrl(redact_url(url)))
+}
+
+/// A URL with any password removed, for messages.
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = url.get(scheme + 3..at).unwrap_or_default();
+            let user = userinfo.split(':').next().unwrap_or_default();
+            format!(
+                "{}{}@{}",
+                url.get(..scheme + 3).unwrap_or_default(),
+                user,
+                url.get(at + 1..).unwrap_or_default()
+            )
+        }
+        _ => url.to_owned(),
+    }
+}
+
+pub(crate) fn check_event_id(event_id: &str) -> Result<()> {
+    let ok = !event_id.is_empty()
+        && event_id.len() <= 128
+        && event_id.chars().all(|c| c.is_ascii_graphic());
+    if ok {
+        Ok(())
+    } else {
+        Err(StoreError::Invalid(
+            "a Slack event id is 1-128 printable ASCII characters".into(),
+        ))
+    }
+}
+
+pub(crate) fn check_limit(limit: u32) -> Result<usize> {
+    if limit == 0 || limit > 1000 {
+        return Err(StoreError::Invalid(format!(
+            "page limit {limit}: use 1-1000"
+        )));
+    }
+    Ok(limit as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn urls_lose_their_password_in_messages() {
+        assert_eq!(
+            super::redact_url("postgres://u:secret@h/db"),
+            "postgres://u@h/db"
+        );
+        assert_eq!(super::redact_url("postgres://h/db"), "postgres://h/db");
+    }
+}

@@ -1,0 +1,459 @@
+//! The in-memory back end: for unit tests of other crates. It evaluates list predicates with
+//! `authz_core::matches`, the one truth table, and follows the same contract as the databases.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use authz_core::{ConfigTier, Predicate, RunId, ScheduleName, ScopeKey, matches};
+
+use crate::plan::{self, Plan};
+use crate::types::{new_id, tier_parts};
+use crate::*;
+
+#[derive(Default)]
+struct State {
+    runs: BTreeMap<RunId, RunRecord>,
+    events: BTreeMap<RunId, Vec<RunEvent>>,
+    friction: Vec<Friction>,
+    memory: BTreeMap<RunId, MemoryRecord>,
+    config: BTreeMap<(&'static str, String, String), ConfigValue>,
+    firings: BTreeMap<(String, i64), Firing>,
+    slack_events: BTreeMap<String, Timestamp>,
+    replicas: BTreeMap<String, Timestamp>,
+}
+
+/// All state behind one mutex; every operation is atomic.
+#[derive(Default)]
+pub struct MemoryStore {
+    state: Mutex<State>,
+    max_width: usize,
+}
+
+impl MemoryStore {
+    pub fn new() -> Self {
+        MemoryStore {
+            state: Mutex::default(),
+            max_width: DEFAULT_MAX_PREDICATE_WIDTH,
+        }
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
+        let mut guard = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&mut guard)
+    }
+
+    fn admits(&self, p: &Predicate) -> Result<bool> {
+        Ok(!matches!(plan::plan(p, self.max_width)?, Plan::Nothing))
+    }
+}
+
+fn status_ok(filter: StatusFilter, s: RunStatus) -> bool {
+    match filter {
+        StatusFilter::All => true,
+        StatusFilter::Live => s.is_live(),
+        StatusFilter::Finished => !s.is_live(),
+    }
+}
+
+#[async_trait]
+impl RunStore for MemoryStore {
+    async fn create_run(&self, new: NewRun) -> Result<RunRecord> {
+        let id = RunId::parse(&new_id(new.created_at))
+            .map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let record = RunRecord {
+            id: id.clone(),
+            surface: new.surface,
+            channel_id: new.channel_id,
+            thread_key: new.thread_key,
+            user_id: new.user_id,
+            agent: new.agent,
+            repo: new.repo,
+            status: RunStatus::Queued,
+            channel_visibility: new.channel_visibility,
+            request: new.request,
+            answer: None,
+            error: None,
+            created_at: new.created_at,
+            finished_at: None,
+            capability_token: new.capability_token,
+            agent_token: new.agent_token,
+            owner: new.owner.map(|o| o.as_str().to_owned()),
+        };
+        self.with(|s| s.runs.insert(id, record.clone()));
+        Ok(record)
+    }
+
+    async fn start_run(&self, id: &RunId) -> Result<()> {
+        self.with(|s| match s.runs.get_mut(id) {
+            None => Err(StoreError::NoSuchRun(id.clone())),
+            Some(r) if r.status == RunStatus::Queued => {
+                r.status = RunStatus::Running;
+                Ok(())
+            }
+            Some(r) if r.status == RunStatus::Running => Ok(()),
+            Some(r) => Err(StoreError::AlreadyFinished {
+                id: id.clone(),
+                status: r.status,
+            }),
+        })
+    }
+
+    async fn finish_run(&self, id: &RunId, finish: Finish) -> Result<RunRecord> {
+        if finish.status.is_live() {
+            return Err(StoreError::Invalid(format!(
+                "{} is not a terminal status",
+                finish.status
+            )));
+        }
+        self.with(|s| match s.runs.get_mut(id) {
+            None => Err(StoreError::NoSuchRun(id.clone())),
+            Some(r) if !r.status.is_live() => Err(StoreError::AlreadyFinished {
+                id: id.clone(),
+                status: r.status,
+            }),
+            Some(r) => {
+                r.status = finish.status;
+                r.answer = finish.answer;
+                r.error = finish.error;
+                r.finished_at = Some(finish.at);
+                Ok(r.clone())
+            }
+        })
+    }
+
+    async fn get_run(&self, id: &RunId) -> Result<Option<RunRecord>> {
+        Ok(self.with(|s| s.runs.get(id).cloned()))
+    }
+
+    async fn list_runs(&self, q: &ListRuns) -> Result<Page> {
+        let limit = check_limit(q.limit)?;
+        if !self.admits(&q.visible_to)? {
+            return Ok(Page {
+                runs: vec![],
+                next: None,
+            });
+        }
+        let before = q.before.as_ref().map(|c| (c.created_at, c.id.clone()));
+        let mut runs: Vec<RunRecord> = self.with(|s| {
+            s.runs
+                .values()
+                .filter(|r| status_ok(q.status, r.status))
+                .filter(|r| {
+                    before
+                        .as_ref()
+                        .is_none_or(|b| (r.created_at, r.id.clone()) < *b)
+                })
+                .filter(|r| matches(&q.visible_to, &r.facts()))
+                .cloned()
+                .collect()
+        });
+        runs.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
+        let next = if runs.len() > limit {
+            runs.truncate(limit);
+            runs.last().map(RunRecord::cursor)
+        } else {
+            None
+        };
+        Ok(Page { runs, next })
+    }
+
+    async fn append_event(&self, id: &RunId, at: Timestamp, kind: &str, body: &str) -> Result<i64> {
+        self.with(|s| {
+            if !s.runs.contains_key(id) {
+                return Err(StoreError::NoSuchRun(id.clone()));
+            }
+            let events = s.events.entry(id.clone()).or_default();
+            let seq = events.len() as i64 + 1;
+            events.push(RunEvent {
+                run_id: id.clone(),
+                seq,
+                at,
+                kind: kind.to_owned(),
+                body: body.to_owned(),
+            });
+            Ok(seq)
+        })
+    }
+
+    async fn events(&self, id: &RunId) -> Result<Vec<RunEvent>> {
+        Ok(self.with(|s| s.events.get(id).cloned().unwrap_or_default()))
+    }
+
+    async fn add_friction(&self, f: Friction) -> Result<()> {
+        self.with(|s| {
+            if !s.runs.contains_key(&f.run_id) {
+                return Err(StoreError::NoSuchRun(f.run_id.clone()));
+            }
+            s.friction.push(f);
+            Ok(())
+        })
+    }
+
+    async fn friction(&self, id: &RunId) -> Result<Vec<Friction>> {
+        Ok(self.with(|s| {
+            s.friction
+                .iter()
+                .filter(|f| &f.run_id == id)
+                .cloned()
+                .collect()
+        }))
+    }
+
+    async fn friction_recent(
+        &self,
+        visible_to: &Predicate,
+        since: Timestamp,
+        limit: u32,
+    ) -> Result<Vec<FrictionOfRun>> {
+        let limit = check_limit(limit)?;
+        if !self.admits(visible_to)? {
+            return Ok(vec![]);
+        }
+        let mut out: Vec<FrictionOfRun> = self.with(|s| {
+            s.friction
+                .iter()
+                .filter(|f| f.at >= since)
+                .filter_map(|f| {
+                    let run = s.runs.get(&f.run_id)?;
+                    matches(visible_to, &run.facts()).then(|| FrictionOfRun {
+                        friction: f.clone(),
+                        channel_id: run.channel_id.clone(),
+                        agent: run.agent.clone(),
+                    })
+                })
+                .collect()
+        });
+        out.sort_by_key(|f| std::cmp::Reverse(f.friction.at));
+        out.truncate(limit);
+        Ok(out)
+    }
+
+    async fn count_runs_since(&self, visible_to: &Predicate, since: Timestamp) -> Result<u64> {
+        if !self.admits(visible_to)? {
+            return Ok(0);
+        }
+        Ok(self.with(|s| {
+            s.runs
+                .values()
+                .filter(|r| r.created_at >= since && matches(visible_to, &r.facts()))
+                .count() as u64
+        }))
+    }
+
+    async fn heartbeat(&self, replica: &ReplicaId, now: Timestamp) -> Result<()> {
+        self.with(|s| s.replicas.insert(replica.as_str().to_owned(), now));
+        Ok(())
+    }
+
+    async fn tombstone_orphans(
+        &self,
+        replica: &ReplicaId,
+        now: Timestamp,
+        lease: Duration,
+        own: bool,
+    ) -> Result<Vec<RunId>> {
+        let expired_before = now.saturating_sub(lease);
+        Ok(self.with(|s| {
+            let dead = |owner: &Option<String>| match owner {
+                None => own,
+                Some(o) if o == replica.as_str() => own,
+                Some(o) => s.replicas.get(o).is_none_or(|hb| *hb < expired_before),
+            };
+            let ids: Vec<RunId> = s
+                .runs
+                .values()
+                .filter(|r| r.status.is_live() && dead(&r.owner))
+                .map(|r| r.id.clone())
+                .collect();
+            for id in &ids {
+                if let Some(r) = s.runs.get_mut(id) {
+                    r.status = RunStatus::Interrupted;
+                    r.finished_at = Some(now);
+                    r.error = Some(INTERRUPTED.to_owned());
+                }
+            }
+            ids
+        }))
+    }
+}
+
+/// The error text a tombstone carries.
+pub(crate) const INTERRUPTED: &str = "interrupted: the process running it stopped";
+
+#[async_trait]
+impl crate::MemoryStore for MemoryStore {
+    async fn add_memory(&self, new: NewMemory) -> Result<MemoryRecord> {
+        let id = RunId::parse(&new_id(new.created_at))
+            .map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let record = MemoryRecord {
+            id: id.clone(),
+            scope: new.scope,
+            text: new.text,
+            supersedes: new.supersedes,
+            source_run: new.source_run,
+            created_at: new.created_at,
+            forgotten_at: None,
+        };
+        self.with(|s| s.memory.insert(id, record.clone()));
+        Ok(record)
+    }
+
+    async fn get_memory(&self, id: &MemoryId) -> Result<Option<MemoryRecord>> {
+        Ok(self.with(|s| s.memory.get(id).cloned()))
+    }
+
+    async fn memory_in_scopes(&self, scopes: &[ScopeKey], limit: u32) -> Result<Vec<MemoryRecord>> {
+        let limit = check_limit(limit)?;
+        let mut out: Vec<MemoryRecord> = self.with(|s| {
+            let live = |r: &MemoryRecord| r.forgotten_at.is_none();
+            let superseded = |r: &MemoryRecord| {
+                s.memory
+                    .values()
+                    .any(|o| live(o) && o.supersedes.as_ref() == Some(&r.id))
+            };
+            s.memory
+                .values()
+                .filter(|r| scopes.contains(&r.scope) && live(r) && !superseded(r))
+                .cloned()
+                .collect()
+        });
+        out.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
+        out.truncate(limit);
+        Ok(out)
+    }
+
+    async fn forget_memory(&self, id: &MemoryId, at: Timestamp) -> Result<bool> {
+        Ok(self.with(|s| match s.memory.get_mut(id) {
+            Some(r) if r.forgotten_at.is_none() => {
+                r.forgotten_at = Some(at);
+                true
+            }
+            _ => false,
+        }))
+    }
+}
+
+fn config_key(tier: &ConfigTier, key: &str) -> (&'static str, String, String) {
+    let (t, id) = tier_parts(tier);
+    (t, id, key.to_owned())
+}
+
+#[async_trait]
+impl ConfigStore for MemoryStore {
+    async fn get_config(&self, tier: &ConfigTier, key: &str) -> Result<Option<ConfigValue>> {
+        Ok(self.with(|s| s.config.get(&config_key(tier, key)).cloned()))
+    }
+
+    async fn set_config(&self, value: ConfigValue) -> Result<()> {
+        self.with(|s| s.config.insert(config_key(&value.tier, &value.key), value));
+        Ok(())
+    }
+
+    async fn delete_config(&self, tier: &ConfigTier, key: &str) -> Result<bool> {
+        Ok(self.with(|s| s.config.remove(&config_key(tier, key)).is_some()))
+    }
+
+    async fn list_config(&self, tier: &ConfigTier, prefix: &str) -> Result<Vec<ConfigValue>> {
+        let (t, id) = tier_parts(tier);
+        Ok(self.with(|s| {
+            s.config
+                .iter()
+                .filter(|((kt, kid, k), _)| *kt == t && *kid == id && k.starts_with(prefix))
+                .map(|(_, v)| v.clone())
+                .collect()
+        }))
+    }
+}
+
+#[async_trait]
+impl ScheduleStore for MemoryStore {
+    async fn claim_firing(
+        &self,
+        name: &ScheduleName,
+        slot: Timestamp,
+        at: Timestamp,
+    ) -> Result<bool> {
+        Ok(self.with(|s| {
+            let key = (name.to_string(), slot.micros());
+            if s.firings.contains_key(&key) {
+                return false;
+            }
+            s.firings.insert(
+                key,
+                Firing {
+                    name: name.clone(),
+                    slot,
+                    fired_at: at,
+                    status: "claimed".into(),
+                    run_id: None,
+                    detail: None,
+                },
+            );
+            true
+        }))
+    }
+
+    async fn record_firing(
+        &self,
+        name: &ScheduleName,
+        slot: Timestamp,
+        status: &str,
+        run_id: Option<&RunId>,
+        detail: Option<&str>,
+    ) -> Result<()> {
+        self.with(
+            |s| match s.firings.get_mut(&(name.to_string(), slot.micros())) {
+                Some(f) => {
+                    f.status = status.to_owned();
+                    f.run_id = run_id.cloned();
+                    f.detail = detail.map(str::to_owned);
+                    Ok(())
+                }
+                None => Err(StoreError::Invalid(format!(
+                    "no claimed firing of {name} at {}",
+                    slot.micros()
+                ))),
+            },
+        )
+    }
+
+    async fn recent_firings(&self, name: &ScheduleName, limit: u32) -> Result<Vec<Firing>> {
+        let limit = check_limit(limit)?;
+        Ok(self.with(|s| {
+            let mut v: Vec<Firing> = s
+                .firings
+                .values()
+                .filter(|f| &f.name == name)
+                .cloned()
+                .collect();
+            v.sort_by_key(|f| std::cmp::Reverse(f.slot));
+            v.truncate(limit);
+            v
+        }))
+    }
+}
+
+#[async_trait]
+impl SlackEventStore for MemoryStore {
+    async fn first_sighting(&self, event_id: &str, at: Timestamp) -> Result<bool> {
+        check_event_id(event_id)?;
+        Ok(self.with(|s| {
+            if s.slack_events.contains_key(event_id) {
+                return false;
+            }
+            s.slack_events.insert(event_id.to_owned(), at);
+            true
+        }))
+    }
+}
+
+impl Store for MemoryStore {
+    fn backend(&self) -> &'static str {
+        "memory"
+    }
+}

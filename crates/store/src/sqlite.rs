@@ -1,0 +1,836 @@
+//! The SQLite back end: the embedded default. One file in WAL mode, created and migrated on
+//! first open. A list's branches are read in one statement per round: for each group,
+//! `json_each` over its open branches, each an index range `LIMIT`ed read newest-first.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use authz_core::{ConfigTier, Predicate, RunId, ScheduleName, ScopeKey};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{AssertSqlSafe, Row, SqlitePool};
+
+use crate::memory::INTERRUPTED;
+use crate::merge::{FetchBranches, OpenBranch, merged_page};
+use crate::plan::{self, Group, Plan};
+use crate::sql::{
+    Bind, BranchRow, RUN_COLUMNS, RawRun, json_array, json_string, run_columns, status_sql,
+};
+use crate::types::{new_id, scope_from_parts, scope_parts, tier_from_parts, tier_parts};
+use crate::*;
+
+pub struct SqliteStore {
+    pool: SqlitePool,
+    path: String,
+    max_width: usize,
+}
+
+/// The migrations, embedded at build time.
+pub fn migrator() -> sqlx::migrate::Migrator {
+    sqlx::migrate!("../../migrations/sqlite")
+}
+
+impl SqliteStore {
+    /// Opens (creating if missing) and migrates the database at `sqlite://path`.
+    pub async fn open(url: &str) -> Result<Self> {
+        let store = Self::connect(url).await?;
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// Opens without migrating (tests that build an old schema first).
+    pub async fn connect(url: &str) -> Result<Self> {
+        let path = url
+            .trim_start_matches("sqlite://")
+            .trim_start_matches("sqlite:")
+            .to_owned();
+        if path.is_empty() || path == ":memory:" {
+            return Err(StoreError::BadUrl(url.to_owned()));
+        }
+        let options = SqliteConnectOptions::from_str(url)
+            .map_err(|_| StoreError::BadUrl(url.to_owned()))?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .foreign_keys(true)
+            .busy_timeout(Duration::from_secs(5));
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(options)
+            .await
+            .map_err(|e| not_sqlite(e, &path))?;
+        let store = SqliteStore {
+            pool,
+            path,
+            max_width: DEFAULT_MAX_PREDICATE_WIDTH,
+        };
+        // Reading the schema proves the file is a SQLite database before anything is written.
+        sqlx::query("SELECT count(*) FROM sqlite_master")
+            .fetch_one(&store.pool)
+            .await
+            .map_err(|e| not_sqlite(e, &store.path))?;
+        Ok(store)
+    }
+
+    pub async fn migrate(&self) -> Result<()> {
+        migrator().run(&self.pool).await.map_err(|e| match e {
+            sqlx::migrate::MigrateError::Execute(inner) => not_sqlite(inner, &self.path),
+            other => StoreError::Migrate(other),
+        })
+    }
+
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
+    /// `EXPLAIN QUERY PLAN` of the first statement a list would run, one line per step.
+    pub async fn list_plan(&self, q: &ListRuns) -> Result<Vec<String>> {
+        let statement = match plan::plan(&q.visible_to, self.max_width)? {
+            Plan::Nothing => return Ok(vec![]),
+            Plan::Everything => everything_sql(q),
+            Plan::Groups(groups) => {
+                let open = first_round(&groups, q);
+                branches_sql(&groups, &open, q.status, q.limit + 1)
+            }
+        };
+        let rows = bind_all(
+            sqlx::query(AssertSqlSafe(format!("EXPLAIN QUERY PLAN {}", statement.0))),
+            statement.1,
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| r.try_get::<String, _>("detail").unwrap_or_default())
+            .collect())
+    }
+}
+
+fn not_sqlite(e: sqlx::Error, path: &str) -> StoreError {
+    let is_notadb = matches!(&e, sqlx::Error::Database(db) if db.code().as_deref() == Some("26"))
+        || e.to_string().contains("file is not a database");
+    if is_notadb {
+        StoreError::NotSqlite {
+            path: path.to_owned(),
+        }
+    } else {
+        StoreError::Database(e)
+    }
+}
+
+type Statement = (String, Vec<Bind>);
+
+fn bind_all<'q>(
+    mut q: sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>,
+    binds: Vec<Bind>,
+) -> sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments> {
+    for b in binds {
+        q = match b {
+            Bind::Text(s) => q.bind(s),
+            Bind::Int(i) => q.bind(i),
+            Bind::Texts(v) => q.bind(json_array(&v)),
+            Bind::Ints(v) => q.bind(format!(
+                "[{}]",
+                v.iter().map(i64::to_string).collect::<Vec<_>>().join(",")
+            )),
+        };
+    }
+    q
+}
+
+fn bind_all_as<'q, T>(
+    mut q: sqlx::query::QueryAs<'q, sqlx::Sqlite, T, sqlx::sqlite::SqliteArguments>,
+    binds: Vec<Bind>,
+) -> sqlx::query::QueryAs<'q, sqlx::Sqlite, T, sqlx::sqlite::SqliteArguments> {
+    for b in binds {
+        q = match b {
+            Bind::Text(s) => q.bind(s),
+            Bind::Int(i) => q.bind(i),
+            Bind::Texts(v) => q.bind(json_array(&v)),
+            Bind::Ints(v) => q.bind(format!(
+                "[{}]",
+                v.iter().map(i64::to_string).collect::<Vec<_>>().join(",")
+            )),
+        };
+    }
+    q
+}
+
+fn first_round(groups: &[Group], q: &ListRuns) -> Vec<OpenBranch> {
+    let (at, id) = q.before.as_ref().map_or((i64::MAX, String::new()), |c| {
+        (c.created_at.micros(), c.id.to_string())
+    });
+    groups
+        .iter()
+        .enumerate()
+        .flat_map(|(g, group)| {
+            let (at, id) = (at, id.clone());
+            group.values.iter().map(move |v| OpenBranch {
+                group: g,
+                value: v.clone(),
+                after_at: at,
+                after_id: id.clone(),
+            })
+        })
+        .collect()
+}
+
+/// The whole table, newest first: the `(created_at, id)` index, no filter.
+fn everything_sql(q: &ListRuns) -> Statement {
+    let (at, id) = q.before.as_ref().map_or((i64::MAX, String::new()), |c| {
+        (c.created_at.micros(), c.id.to_string())
+    });
+    let sql = format!(
+        "SELECT {RUN_COLUMNS} FROM runs x WHERE (x.created_at < ? OR (x.created_at = ? AND x.id < ?)){} ORDER BY x.created_at DESC, x.id DESC LIMIT ?",
+        status_sql(q.status, "x")
+    );
+    (
+        sql,
+        vec![
+            Bind::Int(at),
+            Bind::Int(at),
+            Bind::Text(id),
+            Bind::Int(i64::from(q.limit) + 1),
+        ],
+    )
+}
+
+/// One statement reading every open branch: per group, `json_each` over `{v, c, i}` objects
+/// (value and where the branch continues), each branch a correlated, `LIMIT`ed index read.
+fn branches_sql(
+    groups: &[Group],
+    open: &[OpenBranch],
+    status: StatusFilter,
+    per_branch: u32,
+) -> Statement {
+    let mut parts = Vec::new();
+    let mut binds = Vec::new();
+    for (g, group) in groups.iter().enumerate() {
+        let mine: Vec<String> = open
+            .iter()
+            .filter(|b| b.group == g)
+            .map(|b| {
+                format!(
+                    "{{\"v\":{},\"c\":{},\"i\":{}}}",
+                    json_string(&b.value),
+                    b.after_at,
+                    json_string(&b.after_id)
+                )
+            })
+            .collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let filters: String = group
+            .filters
+            .iter()
+            .map(|a| {
+                format!(
+                    " AND x.{} IN (SELECT value FROM json_each(?))",
+                    a.column.sql()
+                )
+            })
+            .collect();
+        parts.push(format!(
+            "SELECT {g} AS grp, json_extract(v.value, '$.v') AS val, {cols} FROM json_each(?) AS v \
+             CROSS JOIN runs r ON r.rowid IN (SELECT x.rowid FROM runs x \
+             WHERE x.{drive} = json_extract(v.value, '$.v') \
+             AND (x.created_at < json_extract(v.value, '$.c') OR (x.created_at = json_extract(v.value, '$.c') AND x.id < json_extract(v.value, '$.i')))\
+             {filters}{status} ORDER BY x.created_at DESC, x.id DESC LIMIT ?)",
+            cols = run_columns("r"),
+            drive = group.drive.sql(),
+            status = status_sql(status, "x"),
+        ));
+        binds.push(Bind::Text(format!("[{}]", mine.join(","))));
+        binds.extend(group.filters.iter().map(|a| Bind::Texts(a.values.clone())));
+        binds.push(Bind::Int(i64::from(per_branch)));
+    }
+    (parts.join(" UNION ALL "), binds)
+}
+
+/// A flat `WHERE` for the predicate's groups (friction report, counts): window-bounded reads.
+fn flat_where(groups: &[Group], alias: &str) -> (String, Vec<Bind>) {
+    let mut ors = Vec::new();
+    let mut binds = Vec::new();
+    for g in groups {
+        let mut ands = vec![format!(
+            "{alias}.{} IN (SELECT value FROM json_each(?))",
+            g.drive.sql()
+        )];
+        binds.push(Bind::Texts(g.values.clone()));
+        for a in &g.filters {
+            ands.push(format!(
+                "{alias}.{} IN (SELECT value FROM json_each(?))",
+                a.column.sql()
+            ));
+            binds.push(Bind::Texts(a.values.clone()));
+        }
+        ors.push(format!("({})", ands.join(" AND ")));
+    }
+    (format!("({})", ors.join(" OR ")), binds)
+}
+
+#[async_trait]
+impl FetchBranches for SqliteStore {
+    async fn fetch(
+        &self,
+        groups: &[Group],
+        open: &[OpenBranch],
+        status: StatusFilter,
+        per_branch: u32,
+    ) -> Result<Vec<(usize, String, RunRecord)>> {
+        let (sql, binds) = branches_sql(groups, open, status, per_branch);
+        let rows: Vec<BranchRow> = bind_all_as(sqlx::query_as(AssertSqlSafe(sql)), binds)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.into_iter()
+            .map(|r| {
+                Ok((
+                    usize::try_from(r.grp).unwrap_or(usize::MAX),
+                    r.val,
+                    r.run.into_record()?,
+                ))
+            })
+            .collect()
+    }
+}
+
+async fn fetch_runs(pool: &SqlitePool, (sql, binds): Statement) -> Result<Vec<RunRecord>> {
+    let rows: Vec<RawRun> = bind_all_as(sqlx::query_as(AssertSqlSafe(sql)), binds)
+        .fetch_all(pool)
+        .await?;
+    rows.into_iter().map(RawRun::into_record).collect()
+}
+
+#[async_trait]
+impl RunStore for SqliteStore {
+    async fn create_run(&self, new: NewRun) -> Result<RunRecord> {
+        let id = RunId::parse(&new_id(new.created_at))
+            .map_err(|e| StoreError::Invalid(e.to_string()))?;
+        sqlx::query(
+            "INSERT INTO runs (id, surface, channel_id, thread_key, user_id, agent, repo, status, request, created_at, capability_token_hash, agent_token_hash, owner, channel_visibility) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(id.as_str())
+        .bind(&new.surface)
+        .bind(new.channel_id.as_str())
+        .bind(new.thread_key.as_deref())
+        .bind(new.user_id.as_str())
+        .bind(&new.agent)
+        .bind(new.repo.as_ref().map(|r| r.as_str()))
+        .bind(&new.request)
+        .bind(new.created_at.micros())
+        .bind(new.capability_token.as_ref().map(TokenHash::to_hex))
+        .bind(new.agent_token.as_ref().map(TokenHash::to_hex))
+        .bind(new.owner.as_ref().map(ReplicaId::as_str))
+        .bind(new.channel_visibility.as_str())
+        .execute(&self.pool)
+        .await?;
+        self.get_run(&id).await?.ok_or(StoreError::NoSuchRun(id))
+    }
+
+    async fn start_run(&self, id: &RunId) -> Result<()> {
+        let done =
+            sqlx::query("UPDATE runs SET status = 'running' WHERE id = ? AND status = 'queued'")
+                .bind(id.as_str())
+                .execute(&self.pool)
+                .await?;
+        if done.rows_affected() == 1 {
+            return Ok(());
+        }
+        match self.get_run(id).await? {
+            None => Err(StoreError::NoSuchRun(id.clone())),
+            Some(r) if r.status == RunStatus::Running => Ok(()),
+            Some(r) => Err(StoreError::AlreadyFinished {
+                id: id.clone(),
+                status: r.status,
+            }),
+        }
+    }
+
+    async fn finish_run(&self, id: &RunId, f: Finish) -> Result<RunRecord> {
+        if f.status.is_live() {
+            return Err(StoreError::Invalid(format!(
+                "{} is not a terminal status",
+                f.status
+            )));
+        }
+        let done = sqlx::query(
+            "UPDATE runs SET status = ?, answer = ?, error = ?, finished_at = ? WHERE id = ? AND status IN ('queued', 'running')",
+        )
+        .bind(f.status.as_str())
+        .bind(f.answer.as_deref())
+        .bind(f.error.as_deref())
+        .bind(f.at.micros())
+        .bind(id.as_str())
+        .execute(&self.pool)
+        .await?;
+        let run = self
+            .get_run(id)
+            .await?
+            .ok_or_else(|| StoreError::NoSuchRun(id.clone()))?;
+        if done.rows_affected() == 1 {
+            Ok(run)
+        } else {
+            Err(StoreError::AlreadyFinished {
+                id: id.clone(),
+                status: run.status,
+            })
+        }
+    }
+
+    async fn get_run(&self, id: &RunId) -> Result<Option<RunRecord>> {
+        let row: Option<RawRun> = sqlx::query_as(AssertSqlSafe(format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE id = ?"
+        )))
+        .bind(id.as_str())
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(RawRun::into_record).transpose()
+    }
+
+    async fn list_runs(&self, q: &ListRuns) -> Result<Page> {
+        let limit = check_limit(q.limit)?;
+        match plan::plan(&q.visible_to, self.max_width)? {
+            Plan::Nothing => Ok(Page {
+                runs: vec![],
+                next: None,
+            }),
+            Plan::Everything => {
+                let mut runs = fetch_runs(&self.pool, everything_sql(q)).await?;
+                let next = if runs.len() > limit {
+                    runs.truncate(limit);
+                    runs.last().map(RunRecord::cursor)
+                } else {
+                    None
+                };
+                Ok(Page { runs, next })
+            }
+            Plan::Groups(groups) => {
+                merged_page(self, &groups, q.status, limit, q.before.as_ref()).await
+            }
+        }
+    }
+
+    async fn append_event(&self, id: &RunId, at: Timestamp, kind: &str, body: &str) -> Result<i64> {
+        let mut tx = self.pool.begin().await?;
+        let seq: Option<i64> = sqlx::query_scalar(
+            "UPDATE runs SET event_seq = event_seq + 1 WHERE id = ? RETURNING event_seq",
+        )
+        .bind(id.as_str())
+        .fetch_optional(&mut *tx)
+        .await?;
+        let seq = seq.ok_or_else(|| StoreError::NoSuchRun(id.clone()))?;
+        sqlx::query("INSERT INTO run_events (run_id, seq, at, kind, body) VALUES (?, ?, ?, ?, ?)")
+            .bind(id.as_str())
+            .bind(seq)
+            .bind(at.micros())
+            .bind(kind)
+            .bind(body)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(seq)
+    }
+
+    async fn events(&self, id: &RunId) -> Result<Vec<RunEvent>> {
+        let rows =
+            sqlx::query("SELECT seq, at, kind, body FROM run_events WHERE run_id = ? ORDER BY seq")
+                .bind(id.as_str())
+                .fetch_all(&self.pool)
+                .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(RunEvent {
+                    run_id: id.clone(),
+                    seq: r.try_get("seq")?,
+                    at: Timestamp::from_micros(r.try_get("at")?),
+                    kind: r.try_get("kind")?,
+                    body: r.try_get("body")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn add_friction(&self, f: Friction) -> Result<()> {
+        let exists: Option<i64> = sqlx::query_scalar("SELECT 1 FROM runs WHERE id = ?")
+            .bind(f.run_id.as_str())
+            .fetch_optional(&self.pool)
+            .await?;
+        if exists.is_none() {
+            return Err(StoreError::NoSuchRun(f.run_id));
+        }
+        sqlx::query("INSERT INTO friction (run_id, at, kind, detail) VALUES (?, ?, ?, ?)")
+            .bind(f.run_id.as_str())
+            .bind(f.at.micros())
+            .bind(&f.kind)
+            .bind(&f.detail)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn friction(&self, id: &RunId) -> Result<Vec<Friction>> {
+        let rows =
+            sqlx::query("SELECT at, kind, detail FROM friction WHERE run_id = ? ORDER BY at, id")
+                .bind(id.as_str())
+                .fetch_all(&self.pool)
+                .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(Friction {
+                    run_id: id.clone(),
+                    at: Timestamp::from_micros(r.try_get("at")?),
+                    kind: r.try_get("kind")?,
+                    detail: r.try_get("detail")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn friction_recent(
+        &self,
+        visible_to: &Predicate,
+        since: Timestamp,
+        limit: u32,
+    ) -> Result<Vec<FrictionOfRun>> {
+        let limit = check_limit(limit)?;
+        let filter = match plan::plan(visible_to, self.max_width)? {
+            Plan::Nothing => return Ok(vec![]),
+            Plan::Everything => (String::from("1"), vec![]),
+            Plan::Groups(groups) => flat_where(&groups, "r"),
+        };
+        let sql = format!(
+            "SELECT f.run_id, f.at, f.kind, f.detail, r.channel_id, r.agent FROM friction f JOIN runs r ON r.id = f.run_id \
+             WHERE f.at >= ? AND {} ORDER BY f.at DESC, f.id DESC LIMIT ?",
+            filter.0
+        );
+        let mut binds = vec![Bind::Int(since.micros())];
+        binds.extend(filter.1);
+        binds.push(Bind::Int(limit as i64));
+        let rows = bind_all(sqlx::query(AssertSqlSafe(sql)), binds)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                let run_id: String = r.try_get("run_id")?;
+                let channel: String = r.try_get("channel_id")?;
+                Ok(FrictionOfRun {
+                    friction: Friction {
+                        run_id: RunId::parse(&run_id)
+                            .map_err(|_| StoreError::corrupt("run id", &run_id))?,
+                        at: Timestamp::from_micros(r.try_get("at")?),
+                        kind: r.try_get("kind")?,
+                        detail: r.try_get("detail")?,
+                    },
+                    channel_id: channel
+                        .parse()
+                        .map_err(|_| StoreError::corrupt("channel id", &channel))?,
+                    agent: r.try_get("agent")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn count_runs_since(&self, visible_to: &Predicate, since: Timestamp) -> Result<u64> {
+        let filter = match plan::plan(visible_to, self.max_width)? {
+            Plan::Nothing => return Ok(0),
+            Plan::Everything => (String::from("1"), vec![]),
+            Plan::Groups(groups) => flat_where(&groups, "r"),
+        };
+        let sql = format!(
+            "SELECT count(*) AS n FROM runs r WHERE r.created_at >= ? AND {}",
+            filter.0
+        );
+        let mut binds = vec![Bind::Int(since.micros())];
+        binds.extend(filter.1);
+        let row = bind_all(sqlx::query(AssertSqlSafe(sql)), binds)
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(u64::try_from(row.try_get::<i64, _>("n")?).unwrap_or(0))
+    }
+
+    async fn heartbeat(&self, replica: &ReplicaId, now: Timestamp) -> Result<()> {
+        sqlx::query("INSERT INTO replicas (id, heartbeat_at) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at")
+            .bind(replica.as_str())
+            .bind(now.micros())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn tombstone_orphans(
+        &self,
+        replica: &ReplicaId,
+        now: Timestamp,
+        lease: Duration,
+        own: bool,
+    ) -> Result<Vec<RunId>> {
+        let expired_before = now.saturating_sub(lease).micros();
+        let ids: Vec<String> = sqlx::query_scalar(
+            "UPDATE runs SET status = 'interrupted', finished_at = ?, error = ? \
+             WHERE status IN ('queued', 'running') AND ( \
+               (? AND (owner IS NULL OR owner = ?)) \
+               OR (owner IS NOT NULL AND owner <> ? AND NOT EXISTS (SELECT 1 FROM replicas p WHERE p.id = runs.owner AND p.heartbeat_at >= ?))) \
+             RETURNING id",
+        )
+        .bind(now.micros())
+        .bind(INTERRUPTED)
+        .bind(own)
+        .bind(replica.as_str())
+        .bind(replica.as_str())
+        .bind(expired_before)
+        .fetch_all(&self.pool)
+        .await?;
+        ids.iter()
+            .map(|i| RunId::parse(i).map_err(|_| StoreError::corrupt("run id", i)))
+            .collect()
+    }
+}
+
+#[async_trait]
+impl crate::MemoryStore for SqliteStore {
+    async fn add_memory(&self, new: NewMemory) -> Result<MemoryRecord> {
+        let id = RunId::parse(&new_id(new.created_at))
+            .map_err(|e| StoreError::Invalid(e.to_string()))?;
+        let (kind, key) = scope_parts(&new.scope);
+        sqlx::query("INSERT INTO memory_records (id, scope_kind, scope_key, text, supersedes, source_run, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)")
+            .bind(id.as_str())
+            .bind(kind)
+            .bind(&key)
+            .bind(&new.text)
+            .bind(new.supersedes.as_ref().map(|s| s.as_str()))
+            .bind(new.source_run.as_ref().map(|s| s.as_str()))
+            .bind(new.created_at.micros())
+            .execute(&self.pool)
+            .await?;
+        Ok(MemoryRecord {
+            id,
+            scope: new.scope,
+            text: new.text,
+            supersedes: new.supersedes,
+            source_run: new.source_run,
+            created_at: new.created_at,
+            forgotten_at: None,
+        })
+    }
+
+    async fn get_memory(&self, id: &MemoryId) -> Result<Option<MemoryRecord>> {
+        let row = sqlx::query("SELECT * FROM memory_records WHERE id = ?")
+            .bind(id.as_str())
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(memory_row).transpose()
+    }
+
+    async fn memory_in_scopes(&self, scopes: &[ScopeKey], limit: u32) -> Result<Vec<MemoryRecord>> {
+        let limit = check_limit(limit)?;
+        let keys: Vec<String> = scopes.iter().map(|s| scope_parts(s).1).collect();
+        let rows = sqlx::query(
+            "SELECT * FROM memory_records m WHERE m.scope_key IN (SELECT value FROM json_each(?)) AND m.forgotten_at IS NULL \
+             AND NOT EXISTS (SELECT 1 FROM memory_records n WHERE n.supersedes = m.id AND n.forgotten_at IS NULL) \
+             ORDER BY m.created_at DESC, m.id DESC LIMIT ?",
+        )
+        .bind(json_array(&keys))
+        .bind(limit as i64)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(memory_row).collect()
+    }
+
+    async fn forget_memory(&self, id: &MemoryId, at: Timestamp) -> Result<bool> {
+        let done = sqlx::query(
+            "UPDATE memory_records SET forgotten_at = ? WHERE id = ? AND forgotten_at IS NULL",
+        )
+        .bind(at.micros())
+        .bind(id.as_str())
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+}
+
+fn memory_row(r: &sqlx::sqlite::SqliteRow) -> Result<MemoryRecord> {
+    let id: String = r.try_get("id")?;
+    let parse_id = |s: String| RunId::parse(&s).map_err(|_| StoreError::corrupt("memory id", &s));
+    Ok(MemoryRecord {
+        id: parse_id(id)?,
+        scope: scope_from_parts(
+            &r.try_get::<String, _>("scope_kind")?,
+            &r.try_get::<String, _>("scope_key")?,
+        )?,
+        text: r.try_get("text")?,
+        supersedes: r
+            .try_get::<Option<String>, _>("supersedes")?
+            .map(parse_id)
+            .transpose()?,
+        source_run: r
+            .try_get::<Option<String>, _>("source_run")?
+            .map(parse_id)
+            .transpose()?,
+        created_at: Timestamp::from_micros(r.try_get("created_at")?),
+        forgotten_at: r
+            .try_get::<Option<i64>, _>("forgotten_at")?
+            .map(Timestamp::from_micros),
+    })
+}
+
+fn config_row(r: &sqlx::sqlite::SqliteRow) -> Result<ConfigValue> {
+    let by: String = r.try_get("updated_by")?;
+    Ok(ConfigValue {
+        tier: tier_from_parts(
+            &r.try_get::<String, _>("tier")?,
+            &r.try_get::<String, _>("tier_id")?,
+        )?,
+        key: r.try_get("key")?,
+        value: r.try_get("value")?,
+        updated_by: by
+            .parse()
+            .map_err(|_| StoreError::corrupt("actor id", &by))?,
+        updated_at: Timestamp::from_micros(r.try_get("updated_at")?),
+    })
+}
+
+#[async_trait]
+impl ConfigStore for SqliteStore {
+    async fn get_config(&self, tier: &ConfigTier, key: &str) -> Result<Option<ConfigValue>> {
+        let (t, id) = tier_parts(tier);
+        let row =
+            sqlx::query("SELECT * FROM config_values WHERE tier = ? AND tier_id = ? AND key = ?")
+                .bind(t)
+                .bind(&id)
+                .bind(key)
+                .fetch_optional(&self.pool)
+                .await?;
+        row.as_ref().map(config_row).transpose()
+    }
+
+    async fn set_config(&self, v: ConfigValue) -> Result<()> {
+        let (t, id) = tier_parts(&v.tier);
+        sqlx::query(
+            "INSERT INTO config_values (tier, tier_id, key, value, updated_by, updated_at) VALUES (?, ?, ?, ?, ?, ?) \
+             ON CONFLICT (tier, tier_id, key) DO UPDATE SET value = excluded.value, updated_by = excluded.updated_by, updated_at = excluded.updated_at",
+        )
+        .bind(t)
+        .bind(&id)
+        .bind(&v.key)
+        .bind(&v.value)
+        .bind(v.updated_by.as_str())
+        .bind(v.updated_at.micros())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn delete_config(&self, tier: &ConfigTier, key: &str) -> Result<bool> {
+        let (t, id) = tier_parts(tier);
+        let done =
+            sqlx::query("DELETE FROM config_values WHERE tier = ? AND tier_id = ? AND key = ?")
+                .bind(t)
+                .bind(&id)
+                .bind(key)
+                .execute(&self.pool)
+                .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn list_config(&self, tier: &ConfigTier, prefix: &str) -> Result<Vec<ConfigValue>> {
+        let (t, id) = tier_parts(tier);
+        let rows = sqlx::query("SELECT * FROM config_values WHERE tier = ? AND tier_id = ? AND substr(key, 1, length(?)) = ? ORDER BY key")
+            .bind(t)
+            .bind(&id)
+            .bind(prefix)
+            .bind(prefix)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(config_row).collect()
+    }
+}
+
+#[async_trait]
+impl ScheduleStore for SqliteStore {
+    async fn claim_firing(
+        &self,
+        name: &ScheduleName,
+        slot: Timestamp,
+        at: Timestamp,
+    ) -> Result<bool> {
+        let done = sqlx::query("INSERT INTO schedule_firings (name, slot, fired_at, status) VALUES (?, ?, ?, 'claimed') ON CONFLICT (name, slot) DO NOTHING")
+            .bind(name.as_str())
+            .bind(slot.micros())
+            .bind(at.micros())
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn record_firing(
+        &self,
+        name: &ScheduleName,
+        slot: Timestamp,
+        status: &str,
+        run_id: Option<&RunId>,
+        detail: Option<&str>,
+    ) -> Result<()> {
+        let done = sqlx::query("UPDATE schedule_firings SET status = ?, run_id = ?, detail = ? WHERE name = ? AND slot = ?")
+            .bind(status)
+            .bind(run_id.map(|r| r.as_str()))
+            .bind(detail)
+            .bind(name.as_str())
+            .bind(slot.micros())
+            .execute(&self.pool)
+            .await?;
+        if done.rows_affected() == 1 {
+            Ok(())
+        } else {
+            Err(StoreError::Invalid(format!(
+                "no claimed firing of {name} at {}",
+                slot.micros()
+            )))
+        }
+    }
+
+    async fn recent_firings(&self, name: &ScheduleName, limit: u32) -> Result<Vec<Firing>> {
+        let limit = check_limit(limit)?;
+        let rows =
+            sqlx::query("SELECT * FROM schedule_firings WHERE name = ? ORDER BY slot DESC LIMIT ?")
+                .bind(name.as_str())
+                .bind(limit as i64)
+                .fetch_all(&self.pool)
+                .await?;
+        rows.iter()
+            .map(|r| {
+                let run: Option<String> = r.try_get("run_id")?;
+                Ok(Firing {
+                    name: name.clone(),
+                    slot: Timestamp::from_micros(r.try_get("slot")?),
+                    fired_at: Timestamp::from_micros(r.try_get("fired_at")?),
+                    status: r.try_get("status")?,
+                    run_id: run
+                        .map(|s| RunId::parse(&s).map_err(|_| StoreError::corrupt("run id", &s)))
+                        .transpose()?,
+                    detail: r.try_get("detail")?,
+                })
+            })
+            .collect()
+    }
+}
+
+#[async_trait]
+impl SlackEventStore for SqliteStore {
+    async fn first_sighting(&self, event_id: &str, at: Timestamp) -> Result<bool> {
+        check_event_id(event_id)?;
+        let done = sqlx::query("INSERT INTO slack_events (event_id, received_at) VALUES (?, ?) ON CONFLICT (event_id) DO NOTHING")
+            .bind(event_id)
+            .bind(at.micros())
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+}
+
+impl Store for SqliteStore {
+    fn backend(&self) -> &'static str {
+        "sqlite"
+    }
+}

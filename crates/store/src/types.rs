@@ -1,0 +1,495 @@
+//! What the store keeps: runs and their parts, memory records, config values, schedule
+//! firings. Plain data; every string from a row is parsed back into its type on the way out.
+
+use std::fmt;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use authz_core::{
+    ActorId, ChannelId, ChannelVisibility, ConfigTier, RepoSlug, RunFacts, RunId, ScheduleName,
+    ScopeKey,
+};
+use sha2::{Digest, Sha256};
+
+use crate::StoreError;
+
+/// Microseconds since the Unix epoch, UTC. Callers pass time in; the store never decides it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamp(i64);
+
+impl Timestamp {
+    pub const fn from_micros(micros: i64) -> Self {
+        Timestamp(micros)
+    }
+
+    pub const fn micros(self) -> i64 {
+        self.0
+    }
+
+    /// The wall clock. Only binaries and tests call this; the store takes time as an argument.
+    pub fn now() -> Self {
+        let d = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        Timestamp(i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+    }
+
+    pub fn saturating_sub(self, d: std::time::Duration) -> Self {
+        let micros = i64::try_from(d.as_micros()).unwrap_or(i64::MAX);
+        Timestamp(self.0.saturating_sub(micros))
+    }
+}
+
+/// A run's status. Terminal statuses never change again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RunStatus {
+    Queued,
+    Running,
+    Completed,
+    Failed,
+    Stopped,
+    Interrupted,
+    Misconfigured,
+}
+
+impl RunStatus {
+    pub const ALL: [RunStatus; 7] = [
+        RunStatus::Queued,
+        RunStatus::Running,
+        RunStatus::Completed,
+        RunStatus::Failed,
+        RunStatus::Stopped,
+        RunStatus::Interrupted,
+        RunStatus::Misconfigured,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Queued => "queued",
+            RunStatus::Running => "running",
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+            RunStatus::Stopped => "stopped",
+            RunStatus::Interrupted => "interrupted",
+            RunStatus::Misconfigured => "misconfigured",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Self, StoreError> {
+        RunStatus::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| StoreError::corrupt("run status", s))
+    }
+
+    /// Queued or running.
+    pub fn is_live(self) -> bool {
+        matches!(self, RunStatus::Queued | RunStatus::Running)
+    }
+}
+
+impl fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A token, stored only as its SHA-256.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct TokenHash([u8; 32]);
+
+impl TokenHash {
+    pub fn of(token: &str) -> Self {
+        TokenHash(Sha256::digest(token.as_bytes()).into())
+    }
+
+    pub fn to_hex(&self) -> String {
+        hex(&self.0)
+    }
+
+    pub fn from_hex(s: &str) -> Result<Self, StoreError> {
+        let bytes = unhex(s).ok_or_else(|| StoreError::corrupt("token hash", s))?;
+        let arr: [u8; 32] = bytes
+            .try_into()
+            .map_err(|_| StoreError::corrupt("token hash", s))?;
+        Ok(TokenHash(arr))
+    }
+
+    /// Constant-time comparison with a presented token.
+    pub fn matches(&self, token: &str) -> bool {
+        let other = TokenHash::of(token);
+        self.0
+            .iter()
+            .zip(other.0.iter())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+    }
+}
+
+impl fmt::Debug for TokenHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("TokenHash(…)")
+    }
+}
+
+/// The replica that owns a live run (its process); renews a heartbeat lease.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ReplicaId(String);
+
+impl ReplicaId {
+    pub fn parse(s: &str) -> Result<Self, StoreError> {
+        let ok = !s.is_empty()
+            && s.len() <= 128
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        if ok {
+            Ok(ReplicaId(s.to_owned()))
+        } else {
+            Err(StoreError::Invalid(format!(
+                "replica id {s:?}: use 1-128 letters, digits, '-', '_' or '.'"
+            )))
+        }
+    }
+
+    /// A fresh id for this process.
+    pub fn random() -> Self {
+        ReplicaId(format!(
+            "replica-{}",
+            new_id(Timestamp::now()).to_ascii_lowercase()
+        ))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A new run, as the dispatcher records it.
+#[derive(Debug, Clone)]
+pub struct NewRun {
+    pub surface: String,
+    pub channel_id: ChannelId,
+    pub thread_key: Option<String>,
+    pub user_id: ActorId,
+    pub agent: String,
+    pub repo: Option<RepoSlug>,
+    pub channel_visibility: ChannelVisibility,
+    pub request: String,
+    pub created_at: Timestamp,
+    pub capability_token: Option<TokenHash>,
+    pub agent_token: Option<TokenHash>,
+    pub owner: Option<ReplicaId>,
+}
+
+/// A run as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunRecord {
+    pub id: RunId,
+    pub surface: String,
+    pub channel_id: ChannelId,
+    pub thread_key: Option<String>,
+    pub user_id: ActorId,
+    pub agent: String,
+    pub repo: Option<RepoSlug>,
+    pub status: RunStatus,
+    pub channel_visibility: ChannelVisibility,
+    pub request: String,
+    pub answer: Option<String>,
+    pub error: Option<String>,
+    pub created_at: Timestamp,
+    pub finished_at: Option<Timestamp>,
+    pub capability_token: Option<TokenHash>,
+    pub agent_token: Option<TokenHash>,
+    pub owner: Option<String>,
+}
+
+impl RunRecord {
+    /// The facts the policy reads.
+    pub fn facts(&self) -> RunFacts {
+        RunFacts {
+            id: self.id.clone(),
+            channel_id: self.channel_id.clone(),
+            user_id: self.user_id.clone(),
+            repo: self.repo.clone(),
+            channel_visibility: self.channel_visibility,
+        }
+    }
+
+    pub fn cursor(&self) -> Cursor {
+        Cursor {
+            created_at: self.created_at,
+            id: self.id.clone(),
+        }
+    }
+}
+
+/// How a run ends.
+#[derive(Debug, Clone)]
+pub struct Finish {
+    pub status: RunStatus,
+    pub answer: Option<String>,
+    pub error: Option<String>,
+    pub at: Timestamp,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunEvent {
+    pub run_id: RunId,
+    pub seq: i64,
+    pub at: Timestamp,
+    pub kind: String,
+    pub body: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Friction {
+    pub run_id: RunId,
+    pub at: Timestamp,
+    /// tool error, denial, retry, timeout, user correction, …
+    pub kind: String,
+    pub detail: String,
+}
+
+/// A friction entry joined to the run it belongs to (for `friction report`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrictionOfRun {
+    pub friction: Friction,
+    pub channel_id: ChannelId,
+    pub agent: String,
+}
+
+/// Which runs a list wants by status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusFilter {
+    /// queued or running
+    Live,
+    /// everything else
+    Finished,
+    All,
+}
+
+/// A page request. `visible_to` is the caller's compiled predicate; the store applies it in
+/// its own query.
+#[derive(Debug, Clone)]
+pub struct ListRuns {
+    pub visible_to: authz_core::Predicate,
+    pub status: StatusFilter,
+    pub limit: u32,
+    pub before: Option<Cursor>,
+}
+
+/// A page, newest first, and the cursor of the next page when there is one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page {
+    pub runs: Vec<RunRecord>,
+    pub next: Option<Cursor>,
+}
+
+/// A keyset position: the page continues strictly before `(created_at, id)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cursor {
+    pub created_at: Timestamp,
+    pub id: RunId,
+}
+
+impl Cursor {
+    /// The opaque text form handed to callers.
+    pub fn encode(&self) -> String {
+        hex(format!("{}.{}", self.created_at.micros(), self.id).as_bytes())
+    }
+
+    pub fn decode(s: &str) -> Result<Self, StoreError> {
+        let bad = || StoreError::BadCursor;
+        let bytes = unhex(s).ok_or_else(bad)?;
+        let text = String::from_utf8(bytes).map_err(|_| bad())?;
+        let (at, id) = text.split_once('.').ok_or_else(bad)?;
+        Ok(Cursor {
+            created_at: Timestamp(at.parse().map_err(|_| bad())?),
+            id: RunId::parse(id).map_err(|_| bad())?,
+        })
+    }
+}
+
+/// A memory record id (time-sortable, like run ids).
+pub type MemoryId = RunId;
+
+#[derive(Debug, Clone)]
+pub struct NewMemory {
+    pub scope: ScopeKey,
+    pub text: String,
+    pub supersedes: Option<MemoryId>,
+    pub source_run: Option<RunId>,
+    pub created_at: Timestamp,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryRecord {
+    pub id: MemoryId,
+    pub scope: ScopeKey,
+    pub text: String,
+    pub supersedes: Option<MemoryId>,
+    pub source_run: Option<RunId>,
+    pub created_at: Timestamp,
+    pub forgotten_at: Option<Timestamp>,
+}
+
+/// One tiered config value. MCP server entries are a key family (`mcp.<name>`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigValue {
+    pub tier: ConfigTier,
+    pub key: String,
+    pub value: String,
+    pub updated_by: ActorId,
+    pub updated_at: Timestamp,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Firing {
+    pub name: ScheduleName,
+    pub slot: Timestamp,
+    pub fired_at: Timestamp,
+    pub status: String,
+    pub run_id: Option<RunId>,
+    pub detail: Option<String>,
+}
+
+pub(crate) fn scope_parts(scope: &ScopeKey) -> (&'static str, String) {
+    (scope.kind().as_str(), scope.key())
+}
+
+pub(crate) fn scope_from_parts(kind: &str, key: &str) -> Result<ScopeKey, StoreError> {
+    let bad = || StoreError::corrupt("memory scope", &format!("{kind}/{key}"));
+    let scope = match kind {
+        "org" if key == "org" => ScopeKey::Org,
+        "user" => ScopeKey::User(
+            key.strip_prefix("user:")
+                .and_then(|k| k.parse().ok())
+                .ok_or_else(bad)?,
+        ),
+        "channel" => ScopeKey::Channel(
+            key.strip_prefix("channel:")
+                .and_then(|k| k.parse().ok())
+                .ok_or_else(bad)?,
+        ),
+        "repo" => ScopeKey::Repo(
+            key.strip_prefix("repo:")
+                .and_then(|k| k.parse().ok())
+                .ok_or_else(bad)?,
+        ),
+        _ => return Err(bad()),
+    };
+    Ok(scope)
+}
+
+pub(crate) fn tier_parts(tier: &ConfigTier) -> (&'static str, String) {
+    match tier {
+        ConfigTier::Org => ("org", String::new()),
+        ConfigTier::Channel(c) => ("channel", c.to_string()),
+        ConfigTier::User(u) => ("user", u.to_string()),
+    }
+}
+
+pub(crate) fn tier_from_parts(tier: &str, id: &str) -> Result<ConfigTier, StoreError> {
+    let bad = || StoreError::corrupt("config tier", &format!("{tier}/{id}"));
+    Ok(match tier {
+        "org" => ConfigTier::Org,
+        "channel" => ConfigTier::Channel(id.parse().map_err(|_| bad())?),
+        "user" => ConfigTier::User(id.parse().map_err(|_| bad())?),
+        _ => return Err(bad()),
+    })
+}
+
+const CROCKFORD: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+
+/// A new time-sortable id: 13 base32 digits of the time in microseconds, then 13 of
+/// randomness (seeded per process by the OS through `RandomState`, mixed with a counter).
+pub fn new_id(at: Timestamp) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    h.write_i64(at.micros());
+    let random = h.finish();
+    let mut out = String::with_capacity(26);
+    for value in [at.micros().max(0) as u64, random] {
+        for i in (0..13).rev() {
+            let digit = if i == 12 {
+                (value >> 60) & 0xf
+            } else {
+                (value >> (i * 5)) & 0x1f
+            };
+            out.push(char::from(CROCKFORD[digit as usize]));
+        }
+    }
+    out
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) || s.len() > 1024 {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| s.get(i..i + 2).and_then(|p| u8::from_str_radix(p, 16).ok()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_sort_by_time() {
+        let a = new_id(Timestamp::from_micros(1_000));
+        let b = new_id(Timestamp::from_micros(1_001));
+        let c = new_id(Timestamp::from_micros(1_001));
+        assert_eq!(a.len(), 26);
+        assert!(a < b && b != c);
+        assert!(RunId::parse(&a).is_ok());
+    }
+
+    #[test]
+    fn cursors_round_trip_and_refuse_garbage() {
+        let c = Cursor {
+            created_at: Timestamp::from_micros(42),
+            id: RunId::parse("r1").unwrap(),
+        };
+        assert_eq!(Cursor::decode(&c.encode()).unwrap(), c);
+        for bad in [
+            "",
+            "zz",
+            "abc",
+            "3432",
+            &hex(b"42"),
+            &hex(b"x.r1"),
+            &hex(b"42.../x"),
+            &"a".repeat(2000),
+        ] {
+            assert!(
+                matches!(Cursor::decode(bad), Err(StoreError::BadCursor)),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn statuses_parse_and_refuse_unknown_words() {
+        for s in RunStatus::ALL {
+            assert_eq!(RunStatus::parse(s.as_str()).unwrap(), s);
+        }
+        let e = RunStatus::parse("paused").unwrap_err().to_string();
+        assert!(e.contains("run status") && e.contains("paused"), "{e}");
+    }
+
+    #[test]
+    fn token_hashes_compare_without_keeping_the_token() {
+        let h = TokenHash::of("secret");
+        assert!(h.matches("secret") && !h.matches("secreT"));
+        assert_eq!(TokenHash::from_hex(&h.to_hex()).unwrap(), h);
+        assert!(!format!("{h:?}").contains(&h.to_hex()));
+        assert!(TokenHash::from_hex("00").is_err());
+    }
+}

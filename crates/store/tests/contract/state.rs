@@ -1,0 +1,205 @@
+//! Memory records, config values, schedule firings and Slack event ids, on every back end.
+
+use authz_core::{ConfigTier, ScheduleName, ScopeKey};
+use store::{ConfigValue, NewMemory, Timestamp};
+
+use crate::contract;
+use crate::support::*;
+
+contract!(
+    memory_records_supersede_and_forget,
+    config_values_on_three_tiers,
+    a_schedule_slot_fires_once_under_concurrent_claims,
+    a_slack_retry_is_seen_once,
+);
+
+async fn memory_records_supersede_and_forget(b: Backend) {
+    let u = open(b).await;
+    let s = &*u.store;
+    let user = ScopeKey::User("slack:U1".parse().unwrap());
+    let channel = ScopeKey::Channel("slack:G1".parse().unwrap());
+    let add = |scope: &ScopeKey, text: &str, at, supersedes| NewMemory {
+        scope: scope.clone(),
+        text: text.into(),
+        supersedes,
+        source_run: None,
+        created_at: Timestamp::from_micros(at),
+    };
+    let org = s
+        .add_memory(add(&ScopeKey::Org, "standup at 10", 1, None))
+        .await
+        .unwrap();
+    let old = s
+        .add_memory(add(&user, "prefers tabs", 2, None))
+        .await
+        .unwrap();
+    let new = s
+        .add_memory(add(&user, "prefers spaces", 3, Some(old.id.clone())))
+        .await
+        .unwrap();
+    s.add_memory(add(&channel, "deploys on friday", 4, None))
+        .await
+        .unwrap();
+    let got = s
+        .memory_in_scopes(&[ScopeKey::Org, user.clone()], 10)
+        .await
+        .unwrap();
+    let texts: Vec<&str> = got.iter().map(|m| m.text.as_str()).collect();
+    assert_eq!(
+        texts,
+        vec!["prefers spaces", "standup at 10"],
+        "superseded and other scopes are left out"
+    );
+    assert_eq!(
+        s.get_memory(&new.id).await.unwrap().unwrap().supersedes,
+        Some(old.id.clone())
+    );
+    assert!(
+        s.forget_memory(&new.id, Timestamp::from_micros(5))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !s.forget_memory(&new.id, Timestamp::from_micros(6))
+            .await
+            .unwrap(),
+        "forgetting twice"
+    );
+    let got = s
+        .memory_in_scopes(std::slice::from_ref(&user), 10)
+        .await
+        .unwrap();
+    assert_eq!(
+        got.iter().map(|m| m.text.as_str()).collect::<Vec<_>>(),
+        vec!["prefers tabs"],
+        "a forgotten correction restores what it corrected"
+    );
+    assert_eq!(
+        s.get_memory(&org.id).await.unwrap().unwrap().scope,
+        ScopeKey::Org
+    );
+    u.cleanup().await;
+}
+
+async fn config_values_on_three_tiers(b: Backend) {
+    let u = open(b).await;
+    let s = &*u.store;
+    let by: authz_core::ActorId = "slack:U1".parse().unwrap();
+    let tiers = [
+        ConfigTier::Org,
+        ConfigTier::Channel("slack:C1".parse().unwrap()),
+        ConfigTier::User("slack:U1".parse().unwrap()),
+    ];
+    for (i, tier) in tiers.iter().enumerate() {
+        let v = |key: &str, value: &str| ConfigValue {
+            tier: tier.clone(),
+            key: key.into(),
+            value: value.into(),
+            updated_by: by.clone(),
+            updated_at: Timestamp::from_micros(i as i64),
+        };
+        s.set_config(v("agent", "echo")).await.unwrap();
+        s.set_config(v("agent", "coding")).await.unwrap();
+        s.set_config(v("mcp.github", "https://mcp.example/github"))
+            .await
+            .unwrap();
+        s.set_config(v("mcp.linear", "https://mcp.example/linear"))
+            .await
+            .unwrap();
+        assert_eq!(
+            s.get_config(tier, "agent").await.unwrap().unwrap().value,
+            "coding",
+            "upsert"
+        );
+        let mcp: Vec<String> = s
+            .list_config(tier, "mcp.")
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|c| c.key)
+            .collect();
+        assert_eq!(mcp, vec!["mcp.github", "mcp.linear"]);
+    }
+    assert!(s.delete_config(&tiers[1], "mcp.github").await.unwrap());
+    assert!(!s.delete_config(&tiers[1], "mcp.github").await.unwrap());
+    assert_eq!(s.list_config(&tiers[1], "mcp.").await.unwrap().len(), 1);
+    assert_eq!(
+        s.list_config(&tiers[0], "mcp.").await.unwrap().len(),
+        2,
+        "tiers are separate"
+    );
+    assert_eq!(
+        s.get_config(&ConfigTier::Channel("slack:C2".parse().unwrap()), "agent")
+            .await
+            .unwrap(),
+        None
+    );
+    u.cleanup().await;
+}
+
+async fn a_schedule_slot_fires_once_under_concurrent_claims(b: Backend) {
+    let u = open(b).await;
+    let name = ScheduleName::parse("self-improvement").unwrap();
+    let slot = Timestamp::from_micros(604_800_000_000);
+    let mut tasks = Vec::new();
+    for i in 0..16 {
+        let (st, n) = (u.store.clone(), name.clone());
+        tasks.push(tokio::spawn(async move {
+            st.claim_firing(&n, slot, Timestamp::from_micros(i))
+                .await
+                .unwrap()
+        }));
+    }
+    let mut wins = 0;
+    for t in tasks {
+        wins += usize::from(t.await.unwrap());
+    }
+    assert_eq!(wins, 1, "exactly one claimant fires the slot");
+    let next_slot = Timestamp::from_micros(2 * 604_800_000_000);
+    assert!(
+        u.store
+            .claim_firing(&name, next_slot, Timestamp::from_micros(1))
+            .await
+            .unwrap()
+    );
+    u.store
+        .record_firing(&name, slot, "completed", None, Some("12 runs analysed"))
+        .await
+        .unwrap();
+    let firings = u.store.recent_firings(&name, 10).await.unwrap();
+    assert_eq!(firings.len(), 2);
+    assert_eq!(firings[1].status, "completed");
+    assert!(
+        u.store
+            .record_firing(&name, Timestamp::from_micros(5), "completed", None, None)
+            .await
+            .is_err(),
+        "an unclaimed slot"
+    );
+    u.cleanup().await;
+}
+
+async fn a_slack_retry_is_seen_once(b: Backend) {
+    let u = open(b).await;
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let st = u.store.clone();
+        tasks.push(tokio::spawn(async move {
+            st.first_sighting("Ev0123ABC", Timestamp::from_micros(i))
+                .await
+                .unwrap()
+        }));
+    }
+    let mut firsts = 0;
+    for t in tasks {
+        firsts += usize::from(t.await.unwrap());
+    }
+    assert_eq!(firsts, 1);
+    assert!(
+        u.store
+            .first_sighting("Ev0123ABD", Timestamp::from_micros(9))
+            .await
+            .unwrap()
+    );
+    u.cleanup().await;
+}

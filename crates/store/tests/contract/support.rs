@@ -1,0 +1,140 @@
+//! Back ends under test and fixtures. SQLite and memory always run; Postgres runs against
+//! `SWITCHBOARD_TEST_POSTGRES_URL`, each test in its own schema, and fails (never skips) when
+//! the variable is set but the server cannot be reached. scripts/test.sh leaves the Postgres
+//! tests out, and says so, when the variable is unset.
+
+use std::sync::Arc;
+
+use authz_core::{ChannelVisibility, RunId};
+use store::{InMemoryStore, NewRun, PostgresStore, SqliteStore, Store, Timestamp};
+
+#[derive(Debug, Clone, Copy)]
+pub enum Backend {
+    Memory,
+    Sqlite,
+    Postgres,
+}
+
+/// A store and what keeps it alive (a temp dir, a schema to drop).
+pub struct Under {
+    pub store: Arc<dyn Store>,
+    pub sqlite: Option<Arc<SqliteStore>>,
+    pub postgres: Option<Arc<PostgresStore>>,
+    _dir: Option<tempfile::TempDir>,
+    schema: Option<String>,
+}
+
+impl Under {
+    pub async fn cleanup(self) {
+        if let (Some(pg), Some(schema)) = (&self.postgres, &self.schema) {
+            let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
+                .execute(pg.pool())
+                .await;
+        }
+    }
+}
+
+pub fn postgres_url() -> String {
+    std::env::var("SWITCHBOARD_TEST_POSTGRES_URL").unwrap_or_else(|_| {
+        panic!("SWITCHBOARD_TEST_POSTGRES_URL is not set: Postgres tests need a server (scripts/test.sh sets it when one is reachable)")
+    })
+}
+
+pub fn unique_schema() -> String {
+    format!(
+        "sb_test_{}",
+        store::new_id(Timestamp::now()).to_ascii_lowercase()
+    )
+}
+
+pub async fn open(backend: Backend) -> Under {
+    match backend {
+        Backend::Memory => Under {
+            store: Arc::new(InMemoryStore::new()),
+            sqlite: None,
+            postgres: None,
+            _dir: None,
+            schema: None,
+        },
+        Backend::Sqlite => {
+            let dir = tempfile::tempdir().unwrap();
+            let url = format!("sqlite://{}", dir.path().join("switchboard.db").display());
+            let s = Arc::new(SqliteStore::open(&url).await.unwrap());
+            Under {
+                store: s.clone(),
+                sqlite: Some(s),
+                postgres: None,
+                _dir: Some(dir),
+                schema: None,
+            }
+        }
+        Backend::Postgres => {
+            let schema = unique_schema();
+            let s = Arc::new(
+                PostgresStore::open_in_schema(&postgres_url(), Some(&schema))
+                    .await
+                    .unwrap(),
+            );
+            Under {
+                store: s.clone(),
+                sqlite: None,
+                postgres: Some(s),
+                _dir: None,
+                schema: Some(schema),
+            }
+        }
+    }
+}
+
+pub fn new_run(channel: &str, user: &str, vis: ChannelVisibility, at: i64) -> NewRun {
+    NewRun {
+        surface: "test".into(),
+        channel_id: channel.parse().unwrap(),
+        thread_key: Some("t1".into()),
+        user_id: user.parse().unwrap(),
+        agent: "echo".into(),
+        repo: None,
+        channel_visibility: vis,
+        request: format!("request at {at}"),
+        created_at: Timestamp::from_micros(at),
+        capability_token: None,
+        agent_token: None,
+        owner: None,
+    }
+}
+
+pub fn ids(runs: &[store::RunRecord]) -> Vec<RunId> {
+    runs.iter().map(|r| r.id.clone()).collect()
+}
+
+/// Every page of a list, following cursors.
+pub async fn all_pages(store: &dyn Store, mut q: store::ListRuns) -> Vec<store::RunRecord> {
+    let mut out = Vec::new();
+    loop {
+        let page = store.list_runs(&q).await.unwrap();
+        out.extend(page.runs);
+        match page.next {
+            Some(c) => q.before = Some(c),
+            None => return out,
+        }
+    }
+}
+
+/// Declares one async test per back end for each contract function.
+#[macro_export]
+macro_rules! contract {
+    ($($name:ident),* $(,)?) => {
+        mod memory {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() { super::$name($crate::support::Backend::Memory).await })*
+        }
+        mod sqlite {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() { super::$name($crate::support::Backend::Sqlite).await })*
+        }
+        mod postgres {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() { super::$name($crate::support::Backend::Postgres).await })*
+        }
+    };
+}
