@@ -4,6 +4,11 @@
 #   authz   authorize and predicate_for, side by side with cedar-policy deciding an equivalent
 #           policy on the same requests in the same run (crates/authz-bench, excluded from the
 #           workspace so Cedar is built only here).
+#   store   a 50-run page for four actor shapes at 10k, 100k and 1M runs on SQLite and Postgres,
+#           beside load-then-filter at the largest size. Needs PostgreSQL
+#           ($SWITCHBOARD_BENCH_POSTGRES_URL, default postgres://postgres@127.0.0.1:5432/test);
+#           fixtures are kept in target/bench/ and schemas sb_bench_<n>. Extra arguments are
+#           sizes: scripts/bench.sh store 10000 100000
 #
 # Raw output goes to target/bench/<name>.txt; docs/benchmarks.md records the figures with the
 # machine and this command.
@@ -11,6 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p target/bench
 what="${1:-authz}"
+shift || true
 
 case "$what" in
   authz)
@@ -19,8 +25,12 @@ case "$what" in
       --manifest-path crates/authz-bench/Cargo.toml --bench authorize \
       | tee target/bench/authz.txt
     ;;
+  store)
+    echo "== list pages: SQLite and Postgres (builds fixtures on first run: a few minutes at 1M)"
+    cargo bench --locked -p store --bench list_pages -- "$@" | tee target/bench/store.txt
+    ;;
   *)
-    echo "unknown benchmark '$what'; known: authz" >&2
+    echo "unknown benchmark '$what'; known: authz, store" >&2
     exit 2
     ;;
 esac

@@ -35,6 +35,7 @@ use async_trait::async_trait;
 use authz_core::{ConfigTier, Predicate, RunId, ScheduleName, ScopeKey};
 
 pub use memory::MemoryStore as InMemoryStore;
+pub use merge::DEFAULT_WALK_PAGES;
 pub use postgres::{PostgresStore, migrator as postgres_migrator};
 pub use sqlite::{SqliteStore, migrator as sqlite_migrator};
 pub use types::*;
@@ -218,6 +219,25 @@ pub(crate) fn check_event_id(event_id: &str) -> Result<()> {
             "a Slack event id is 1-128 printable ASCII characters".into(),
         ))
     }
+}
+
+/// Where a page starts: strictly before the cursor, or from the newest row.
+pub(crate) fn start_key(before: Option<&Cursor>) -> merge::Key {
+    before.map_or((i64::MAX, String::new()), |c| {
+        (c.created_at.micros(), c.id.to_string())
+    })
+}
+
+/// Orders rows newest first and cuts the page, with the next cursor when more remain.
+pub(crate) fn assemble_page(mut runs: Vec<RunRecord>, limit: usize) -> Page {
+    runs.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
+    let next = if runs.len() > limit {
+        runs.truncate(limit);
+        runs.last().map(RunRecord::cursor)
+    } else {
+        None
+    };
+    Page { runs, next }
 }
 
 pub(crate) fn check_limit(limit: u32) -> Result<usize> {

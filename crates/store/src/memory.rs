@@ -139,7 +139,7 @@ impl RunStore for MemoryStore {
             });
         }
         let before = q.before.as_ref().map(|c| (c.created_at, c.id.clone()));
-        let mut runs: Vec<RunRecord> = self.with(|s| {
+        let runs: Vec<RunRecord> = self.with(|s| {
             s.runs
                 .values()
                 .filter(|r| status_ok(q.status, r.status))
@@ -152,14 +152,7 @@ impl RunStore for MemoryStore {
                 .cloned()
                 .collect()
         });
-        runs.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
-        let next = if runs.len() > limit {
-            runs.truncate(limit);
-            runs.last().map(RunRecord::cursor)
-        } else {
-            None
-        };
-        Ok(Page { runs, next })
+        Ok(assemble_page(runs, limit))
     }
 
     async fn append_event(&self, id: &RunId, at: Timestamp, kind: &str, body: &str) -> Result<i64> {

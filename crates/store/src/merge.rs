@@ -1,119 +1,186 @@
-//! The k-way merge of branch pages, in rounds.
+//! A page of a list whose predicate compiled to branches.
+//!
+//! First a bounded walk: the page index newest-first over a window of a few pages, filtered by
+//! the whole predicate; when the predicate is dense (public runs, busy channels) that fills the
+//! page at once. Every row in the window is examined, so whatever the walk misses lies below
+//! the window's last key, and the branches take over from there.
+//!
+//! Then the k-way merge of branch pages, in rounds.
 //!
 //! Each branch (one value of a group) is an index range read newest-first. A round asks every
-//! still-open branch for its next `n` rows in one statement; the merge keeps the newest
-//! `limit + 1` candidates. A branch stays open only while it may still hold a row newer than
-//! the current `limit + 1`-th candidate: its last row was newer and it was not exhausted. `n`
-//! starts small (about two pages spread over the branches) and doubles, up to the page. So a
-//! round touches at most (open branches × n) rows, and the whole page at most
-//! (branches × page) — usually far fewer.
+//! still-open branch for its next `n` keys in one statement; the merge keeps the newest
+//! `need` candidates. A branch stays open only while it may still hold a row newer than the
+//! current `need`-th candidate: its last key was newer and it was not exhausted. `n` starts at
+//! about four pages' worth of rows spread over the branches and grows four-fold, up to `need`.
+//! So a round touches at most (open branches × n) index entries, and a page at most
+//! (branches × need) — usually far fewer. Rounds carry keys only (`created_at`, `id`); the
+//! page's full rows are fetched once, by id, at the end.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeSet, HashMap};
 
 use async_trait::async_trait;
 
 use crate::plan::Group;
-use crate::{Cursor, Page, Result, RunRecord, StatusFilter};
+use crate::{Cursor, Page, Result, RunRecord, StatusFilter, assemble_page, start_key};
+
+/// How many pages' worth of rows the walk examines before handing over to the branches.
+pub const DEFAULT_WALK_PAGES: usize = 8;
+
+/// A row's place in the page order: `(created_at, id)`, compared descending.
+pub(crate) type Key = (i64, String);
 
 /// One branch to read: a group and one of its values, continuing strictly before `after`.
 #[derive(Debug, Clone)]
 pub(crate) struct OpenBranch {
     pub group: usize,
     pub value: String,
-    pub after_at: i64,
-    pub after_id: String,
+    pub after: Key,
 }
 
 /// A back end's one-statement read of many branches.
 #[async_trait]
 pub(crate) trait FetchBranches: Sync {
-    /// For each branch, its next `per_branch` rows (newest first), tagged `(group, value)`.
+    /// For each branch, the keys of its next `per_branch` rows (newest first), tagged
+    /// `(group, value)`.
     async fn fetch(
         &self,
         groups: &[Group],
         open: &[OpenBranch],
         status: StatusFilter,
         per_branch: u32,
-    ) -> Result<Vec<(usize, String, RunRecord)>>;
+    ) -> Result<Vec<(usize, String, Key)>>;
 }
 
-type Key = (i64, String);
-
-fn key_of(r: &RunRecord) -> Key {
-    (r.created_at.micros(), r.id.to_string())
+/// A back end's reads for a branched list.
+#[async_trait]
+pub(crate) trait ListBackend: FetchBranches {
+    /// The walk's window in pages; 0 goes straight to the branches.
+    fn walk_pages(&self) -> usize;
+    /// The key of the `window`-th row strictly before `start` (in page order, any status), or
+    /// `None` when fewer rows remain.
+    async fn boundary(&self, start: &Key, window: u32) -> Result<Option<Key>>;
+    /// Up to `need` newest rows with keys in `[floor, start)` that pass the groups and status;
+    /// without a floor, everything before `start`.
+    async fn walk(
+        &self,
+        groups: &[Group],
+        status: StatusFilter,
+        start: &Key,
+        floor: Option<&Key>,
+        need: u32,
+    ) -> Result<Vec<RunRecord>>;
+    async fn runs_by_ids(&self, ids: Vec<String>) -> Result<Vec<RunRecord>>;
 }
 
-pub(crate) async fn merged_page<F: FetchBranches + ?Sized>(
-    fetcher: &F,
+/// The page: the walk, then the branches below its window when it came up short.
+pub(crate) async fn page_of_groups<B: ListBackend + ?Sized>(
+    backend: &B,
     groups: &[Group],
     status: StatusFilter,
     limit: usize,
     before: Option<&Cursor>,
 ) -> Result<Page> {
     let need = limit + 1;
-    let start: Key = before.map_or((i64::MAX, String::new()), |c| {
-        (c.created_at.micros(), c.id.to_string())
-    });
-    let mut branches: Vec<(OpenBranch, bool)> = groups
+    let start = start_key(before);
+    let need32 = u32::try_from(need).unwrap_or(u32::MAX);
+    let (mut runs, floor) = if backend.walk_pages() == 0 {
+        (Vec::new(), Some(start))
+    } else {
+        let window = u32::try_from(need * backend.walk_pages()).unwrap_or(u32::MAX);
+        let floor = backend.boundary(&start, window).await?;
+        let runs = backend
+            .walk(groups, status, &start, floor.as_ref(), need32)
+            .await?;
+        (runs, floor)
+    };
+    if let (true, Some(floor)) = (runs.len() < need, floor) {
+        // Everything in [floor, start) was examined; continue strictly below the floor.
+        let keys = merged_keys(backend, groups, status, need - runs.len(), floor).await?;
+        if !keys.is_empty() {
+            runs.extend(
+                backend
+                    .runs_by_ids(keys.into_iter().map(|(_, id)| id).collect())
+                    .await?,
+            );
+        }
+    }
+    Ok(assemble_page(runs, limit))
+}
+
+/// Every branch of the groups, each starting strictly before `start`.
+pub(crate) fn all_branches(groups: &[Group], start: &Key) -> Vec<OpenBranch> {
+    groups
         .iter()
         .enumerate()
-        .flat_map(|(g, group)| {
-            group.values.iter().map(move |v| OpenBranch {
-                group: g,
-                value: v.clone(),
-                after_at: 0,
-                after_id: String::new(),
+        .flat_map(|(group, g)| {
+            g.values.iter().map(move |value| OpenBranch {
+                group,
+                value: value.clone(),
+                after: start.clone(),
             })
         })
-        .map(|mut b| {
-            b.after_at = start.0;
-            b.after_id.clone_from(&start.1);
-            (b, false)
-        })
+        .collect()
+}
+
+/// The keys of the newest `need` rows across the groups' branches, strictly before `start`,
+/// newest first.
+pub(crate) async fn merged_keys<F: FetchBranches + ?Sized>(
+    fetcher: &F,
+    groups: &[Group],
+    status: StatusFilter,
+    need: usize,
+    start: Key,
+) -> Result<Vec<Key>> {
+    let mut branches: Vec<(OpenBranch, bool)> = all_branches(groups, &start)
+        .into_iter()
+        .map(|b| (b, false))
         .collect();
-    // Newest first: the map's order is ascending, so keys are read from the back.
-    let mut candidates: BTreeMap<Key, RunRecord> = BTreeMap::new();
-    let mut per_branch = (2 * need).div_ceil(branches.len().max(1)).clamp(2, need);
+    // Ascending order: the newest keys are at the back.
+    let mut candidates: BTreeSet<Key> = BTreeSet::new();
+    let mut per_branch = (4 * need).div_ceil(branches.len().max(1)).max(2).min(need.max(1));
     loop {
-        let threshold = (candidates.len() >= need)
-            .then(|| candidates.keys().rev().nth(need - 1).cloned())
-            .flatten();
+        let threshold = if candidates.len() >= need {
+            candidates.iter().rev().nth(need - 1).cloned()
+        } else {
+            None
+        };
         let open: Vec<OpenBranch> = branches
             .iter()
-            .filter(|(b, exhausted)| {
-                !exhausted
-                    && threshold
-                        .as_ref()
-                        .is_none_or(|t| (b.after_at, b.after_id.clone()) > *t)
-            })
+            .filter(|(b, exhausted)| !exhausted && threshold.as_ref().is_none_or(|t| b.after > *t))
             .map(|(b, _)| b.clone())
             .collect();
         if open.is_empty() {
             break;
         }
         let rows = fetcher
-            .fetch(groups, &open, status, per_branch as u32)
+            .fetch(
+                groups,
+                &open,
+                status,
+                u32::try_from(per_branch).unwrap_or(u32::MAX),
+            )
             .await?;
-        let mut counts: HashMap<(usize, String), (usize, Key)> = HashMap::new();
-        for (g, v, run) in rows {
-            let key = key_of(&run);
-            let entry = counts.entry((g, v)).or_insert((0, key.clone()));
+        // Per branch: how many keys came back, and the oldest of them.
+        let mut seen: HashMap<(usize, String), (usize, Key)> = HashMap::new();
+        for (g, v, key) in rows {
+            let entry = seen.entry((g, v)).or_insert((0, key.clone()));
             entry.0 += 1;
-            entry.1 = entry.1.clone().min(key.clone());
-            candidates.insert(key, run);
+            if key < entry.1 {
+                entry.1 = key.clone();
+            }
+            candidates.insert(key);
         }
-        for (b, exhausted) in branches.iter_mut() {
-            let was_open = open
+        for (b, exhausted) in &mut branches {
+            if !open
                 .iter()
-                .any(|o| o.group == b.group && o.value == b.value);
-            if !was_open {
+                .any(|o| o.group == b.group && o.value == b.value)
+            {
                 continue;
             }
-            match counts.get(&(b.group, b.value.clone())) {
+            match seen.remove(&(b.group, b.value.clone())) {
                 Some((n, oldest)) => {
-                    b.after_at = oldest.0;
-                    b.after_id.clone_from(&oldest.1);
-                    *exhausted = *n < per_branch;
+                    b.after = oldest;
+                    *exhausted = n < per_branch;
                 }
                 None => *exhausted = true,
             }
@@ -121,14 +188,7 @@ pub(crate) async fn merged_page<F: FetchBranches + ?Sized>(
         while candidates.len() > need {
             candidates.pop_first();
         }
-        per_branch = (per_branch * 2).min(need);
+        per_branch = (per_branch * 4).min(need);
     }
-    let mut runs: Vec<RunRecord> = candidates.into_values().rev().collect();
-    let next = if runs.len() > limit {
-        runs.truncate(limit);
-        runs.last().map(RunRecord::cursor)
-    } else {
-        None
-    };
-    Ok(Page { runs, next })
+    Ok(candidates.into_iter().rev().collect())
 }

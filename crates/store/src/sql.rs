@@ -8,15 +8,6 @@ use crate::{RunRecord, RunStatus, StatusFilter, StoreError, Timestamp};
 /// The run columns, in the order `RawRun` reads them.
 pub(crate) const RUN_COLUMNS: &str = "id, surface, channel_id, thread_key, user_id, agent, repo, status, request, answer, error, created_at, finished_at, capability_token_hash, agent_token_hash, owner, channel_visibility";
 
-/// The same columns qualified by a table alias.
-pub(crate) fn run_columns(alias: &str) -> String {
-    RUN_COLUMNS
-        .split(", ")
-        .map(|c| format!("{alias}.{c}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 /// A run row as the database returns it; parsed into a `RunRecord` with every field checked.
 #[derive(Debug, sqlx::FromRow)]
 pub(crate) struct RawRun {
@@ -83,13 +74,13 @@ impl RawRun {
     }
 }
 
-/// A round's row: which branch it came from, and the run.
+/// A round's row: which branch it came from, and the row's page key.
 #[derive(Debug, sqlx::FromRow)]
-pub(crate) struct BranchRow {
+pub(crate) struct BranchKey {
     pub grp: i64,
     pub val: String,
-    #[sqlx(flatten)]
-    pub run: RawRun,
+    pub created_at: i64,
+    pub id: String,
 }
 
 /// A bound value.

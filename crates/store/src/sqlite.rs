@@ -11,15 +11,14 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{AssertSqlSafe, Row, SqlitePool};
 
 use crate::memory::INTERRUPTED;
-use crate::merge::{FetchBranches, OpenBranch, merged_page};
+use crate::merge::{FetchBranches, Key, ListBackend, OpenBranch, all_branches, page_of_groups};
 use crate::plan::{self, Group, Plan};
-use crate::sql::{
-    Bind, BranchRow, RUN_COLUMNS, RawRun, json_array, json_string, run_columns, status_sql,
-};
+use crate::sql::{Bind, BranchKey, RUN_COLUMNS, RawRun, json_array, json_string, status_sql};
 use crate::types::{new_id, scope_from_parts, scope_parts, tier_from_parts, tier_parts};
 use crate::*;
 
 pub struct SqliteStore {
+    walk_pages: usize,
     pool: SqlitePool,
     path: String,
     max_width: usize,
@@ -31,6 +30,12 @@ pub fn migrator() -> sqlx::migrate::Migrator {
 }
 
 impl SqliteStore {
+    /// Sets the walk's window in pages (0: branches only). Tests use it to exercise both paths.
+    pub fn with_walk_pages(mut self, pages: usize) -> Self {
+        self.walk_pages = pages;
+        self
+    }
+
     /// Opens (creating if missing) and migrates the database at `sqlite://path`.
     pub async fn open(url: &str) -> Result<Self> {
         let store = Self::connect(url).await?;
@@ -63,6 +68,7 @@ impl SqliteStore {
             pool,
             path,
             max_width: DEFAULT_MAX_PREDICATE_WIDTH,
+            walk_pages: crate::merge::DEFAULT_WALK_PAGES,
         };
         // Reading the schema proves the file is a SQLite database before anything is written.
         sqlx::query("SELECT count(*) FROM sqlite_master")
@@ -83,26 +89,35 @@ impl SqliteStore {
         &self.pool
     }
 
-    /// `EXPLAIN QUERY PLAN` of the first statement a list would run, one line per step.
+    /// `EXPLAIN QUERY PLAN` of the statements a list's first page runs (the walk and the first round
+    /// of branches, or the one whole-table read), one line per step.
     pub async fn list_plan(&self, q: &ListRuns) -> Result<Vec<String>> {
-        let statement = match plan::plan(&q.visible_to, self.max_width)? {
+        let statements = match plan::plan(&q.visible_to, self.max_width)? {
             Plan::Nothing => return Ok(vec![]),
-            Plan::Everything => everything_sql(q),
+            Plan::Everything => vec![everything_sql(q)],
             Plan::Groups(groups) => {
-                let open = first_round(&groups, q);
-                branches_sql(&groups, &open, q.status, q.limit + 1)
+                let start = start_key(q.before.as_ref());
+                let floor = (i64::MAX - 1, String::new());
+                vec![
+                    walk_sql(&groups, q.status, &start, Some(&floor), q.limit + 1),
+                    branches_sql(&groups, &first_round(&groups, q), q.status, q.limit + 1),
+                ]
             }
         };
-        let rows = bind_all(
-            sqlx::query(AssertSqlSafe(format!("EXPLAIN QUERY PLAN {}", statement.0))),
-            statement.1,
-        )
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows
-            .iter()
-            .map(|r| r.try_get::<String, _>("detail").unwrap_or_default())
-            .collect())
+        let mut lines = Vec::new();
+        for (sql, binds) in statements {
+            let rows = bind_all(
+                sqlx::query(AssertSqlSafe(format!("EXPLAIN QUERY PLAN {sql}"))),
+                binds,
+            )
+            .fetch_all(&self.pool)
+            .await?;
+            lines.extend(
+                rows.iter()
+                    .map(|r| r.try_get::<String, _>("detail").unwrap_or_default()),
+            );
+        }
+        Ok(lines)
     }
 }
 
@@ -157,22 +172,7 @@ fn bind_all_as<'q, T>(
 }
 
 fn first_round(groups: &[Group], q: &ListRuns) -> Vec<OpenBranch> {
-    let (at, id) = q.before.as_ref().map_or((i64::MAX, String::new()), |c| {
-        (c.created_at.micros(), c.id.to_string())
-    });
-    groups
-        .iter()
-        .enumerate()
-        .flat_map(|(g, group)| {
-            let (at, id) = (at, id.clone());
-            group.values.iter().map(move |v| OpenBranch {
-                group: g,
-                value: v.clone(),
-                after_at: at,
-                after_id: id.clone(),
-            })
-        })
-        .collect()
+    all_branches(groups, &start_key(q.before.as_ref()))
 }
 
 /// The whole table, newest first: the `(created_at, id)` index, no filter.
@@ -195,7 +195,7 @@ fn everything_sql(q: &ListRuns) -> Statement {
     )
 }
 
-/// One statement reading every open branch: per group, `json_each` over `{v, c, i}` objects
+/// One statement reading every open branch: per group, `json_each` over `[value, created_at, id]` arrays
 /// (value and where the branch continues), each branch a correlated, `LIMIT`ed index read.
 fn branches_sql(
     groups: &[Group],
@@ -211,10 +211,10 @@ fn branches_sql(
             .filter(|b| b.group == g)
             .map(|b| {
                 format!(
-                    "{{\"v\":{},\"c\":{},\"i\":{}}}",
+                    "[{},{},{}]",
                     json_string(&b.value),
-                    b.after_at,
-                    json_string(&b.after_id)
+                    b.after.0,
+                    json_string(&b.after.1)
                 )
             })
             .collect();
@@ -232,12 +232,11 @@ fn branches_sql(
             })
             .collect();
         parts.push(format!(
-            "SELECT {g} AS grp, json_extract(v.value, '$.v') AS val, {cols} FROM json_each(?) AS v \
+            "SELECT {g} AS grp, (v.value ->> 0) AS val, r.created_at AS created_at, r.id AS id FROM json_each(?) AS v \
              CROSS JOIN runs r ON r.rowid IN (SELECT x.rowid FROM runs x \
-             WHERE x.{drive} = json_extract(v.value, '$.v') \
-             AND (x.created_at < json_extract(v.value, '$.c') OR (x.created_at = json_extract(v.value, '$.c') AND x.id < json_extract(v.value, '$.i')))\
+             WHERE x.{drive} = (v.value ->> 0) \
+             AND (x.created_at < (v.value ->> 1) OR (x.created_at = (v.value ->> 1) AND x.id < (v.value ->> 2)))\
              {filters}{status} ORDER BY x.created_at DESC, x.id DESC LIMIT ?)",
-            cols = run_columns("r"),
             drive = group.drive.sql(),
             status = status_sql(status, "x"),
         ));
@@ -278,20 +277,90 @@ impl FetchBranches for SqliteStore {
         open: &[OpenBranch],
         status: StatusFilter,
         per_branch: u32,
-    ) -> Result<Vec<(usize, String, RunRecord)>> {
+    ) -> Result<Vec<(usize, String, Key)>> {
         let (sql, binds) = branches_sql(groups, open, status, per_branch);
-        let rows: Vec<BranchRow> = bind_all_as(sqlx::query_as(AssertSqlSafe(sql)), binds)
+        let rows: Vec<BranchKey> = bind_all_as(sqlx::query_as(AssertSqlSafe(sql)), binds)
             .fetch_all(&self.pool)
             .await?;
-        rows.into_iter()
+        Ok(rows
+            .into_iter()
             .map(|r| {
-                Ok((
+                (
                     usize::try_from(r.grp).unwrap_or(usize::MAX),
                     r.val,
-                    r.run.into_record()?,
-                ))
+                    (r.created_at, r.id),
+                )
             })
-            .collect()
+            .collect())
+    }
+}
+
+/// The walk: the page index newest-first between `floor` and `start`, filtered by the
+/// predicate's groups; `LIMIT`ed to the rows needed.
+fn walk_sql(
+    groups: &[Group],
+    status: StatusFilter,
+    start: &Key,
+    floor: Option<&Key>,
+    need: u32,
+) -> Statement {
+    let (filter, filter_binds) = flat_where(groups, "x");
+    let floor_sql = if floor.is_some() {
+        " AND (x.created_at, x.id) >= (?, ?)"
+    } else {
+        ""
+    };
+    let sql = format!(
+        "SELECT {RUN_COLUMNS} FROM runs x INDEXED BY runs_page WHERE (x.created_at, x.id) < (?, ?){floor_sql} AND {filter}{} ORDER BY x.created_at DESC, x.id DESC LIMIT ?",
+        status_sql(status, "x")
+    );
+    let mut binds = vec![Bind::Int(start.0), Bind::Text(start.1.clone())];
+    if let Some(f) = floor {
+        binds.extend([Bind::Int(f.0), Bind::Text(f.1.clone())]);
+    }
+    binds.extend(filter_binds);
+    binds.push(Bind::Int(i64::from(need)));
+    (sql, binds)
+}
+
+#[async_trait]
+impl ListBackend for SqliteStore {
+    fn walk_pages(&self) -> usize {
+        self.walk_pages
+    }
+
+    async fn boundary(&self, start: &Key, window: u32) -> Result<Option<Key>> {
+        let row: Option<(i64, String)> = sqlx::query_as("SELECT created_at, id FROM runs INDEXED BY runs_page WHERE (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT 1 OFFSET ?")
+            .bind(start.0)
+            .bind(&start.1)
+            .bind(i64::from(window.saturating_sub(1)))
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row)
+    }
+
+    async fn walk(
+        &self,
+        groups: &[Group],
+        status: StatusFilter,
+        start: &Key,
+        floor: Option<&Key>,
+        need: u32,
+    ) -> Result<Vec<RunRecord>> {
+        fetch_runs(&self.pool, walk_sql(groups, status, start, floor, need)).await
+    }
+
+    async fn runs_by_ids(&self, ids: Vec<String>) -> Result<Vec<RunRecord>> {
+        fetch_runs(
+            &self.pool,
+            (
+                format!(
+                    "SELECT {RUN_COLUMNS} FROM runs WHERE id IN (SELECT value FROM json_each(?))"
+                ),
+                vec![Bind::Texts(ids)],
+            ),
+        )
+        .await
     }
 }
 
@@ -396,18 +465,12 @@ impl RunStore for SqliteStore {
                 runs: vec![],
                 next: None,
             }),
-            Plan::Everything => {
-                let mut runs = fetch_runs(&self.pool, everything_sql(q)).await?;
-                let next = if runs.len() > limit {
-                    runs.truncate(limit);
-                    runs.last().map(RunRecord::cursor)
-                } else {
-                    None
-                };
-                Ok(Page { runs, next })
-            }
+            Plan::Everything => Ok(assemble_page(
+                fetch_runs(&self.pool, everything_sql(q)).await?,
+                limit,
+            )),
             Plan::Groups(groups) => {
-                merged_page(self, &groups, q.status, limit, q.before.as_ref()).await
+                page_of_groups(self, &groups, q.status, limit, q.before.as_ref()).await
             }
         }
     }

@@ -103,13 +103,13 @@ async fn wipe(u: &Under) {
     }
 }
 
-fn differential(backend: Backend, cases: u32) {
+fn differential(backend: Backend, walk_pages: usize, cases: u32) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
-    let under = std::cell::RefCell::new(rt.block_on(open(backend)));
+    let under = std::cell::RefCell::new(rt.block_on(open_walking(backend, walk_pages)));
     let config = ProptestConfig {
         cases,
         failure_persistence: None,
@@ -145,15 +145,25 @@ fn differential(backend: Backend, cases: u32) {
 
 #[test]
 fn sqlite_list_equals_point_authorize() {
-    differential(Backend::Sqlite, 96);
+    differential(Backend::Sqlite, store::DEFAULT_WALK_PAGES, 96);
+}
+
+#[test]
+fn sqlite_branches_alone_equal_point_authorize() {
+    differential(Backend::Sqlite, 0, 64);
 }
 
 #[test]
 fn postgres_list_equals_point_authorize() {
-    differential(Backend::Postgres, 96);
+    differential(Backend::Postgres, store::DEFAULT_WALK_PAGES, 96);
+}
+
+#[test]
+fn postgres_branches_alone_equal_point_authorize() {
+    differential(Backend::Postgres, 0, 64);
 }
 
 #[test]
 fn memory_list_equals_point_authorize() {
-    differential(Backend::Memory, 96);
+    differential(Backend::Memory, 0, 96);
 }

@@ -48,6 +48,11 @@ pub fn unique_schema() -> String {
 }
 
 pub async fn open(backend: Backend) -> Under {
+    open_walking(backend, store::DEFAULT_WALK_PAGES).await
+}
+
+/// A store whose lists walk `walk_pages` pages before the branches (0: branches only).
+pub async fn open_walking(backend: Backend, walk_pages: usize) -> Under {
     match backend {
         Backend::Memory => Under {
             store: Arc::new(InMemoryStore::new()),
@@ -59,7 +64,12 @@ pub async fn open(backend: Backend) -> Under {
         Backend::Sqlite => {
             let dir = tempfile::tempdir().unwrap();
             let url = format!("sqlite://{}", dir.path().join("switchboard.db").display());
-            let s = Arc::new(SqliteStore::open(&url).await.unwrap());
+            let s = Arc::new(
+                SqliteStore::open(&url)
+                    .await
+                    .unwrap()
+                    .with_walk_pages(walk_pages),
+            );
             Under {
                 store: s.clone(),
                 sqlite: Some(s),
