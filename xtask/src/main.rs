@@ -1,14 +1,15 @@
 //! # xtask: the workspace's own chores
 //!
-//! `cargo xtask tidy`: the checks that keep the architecture true (authz-core stays pure).
-//! More verbs arrive with the parts they serve (conformance-matrix, bench drivers).
+//! `cargo xtask tidy`: the checks that keep the architecture true (authz-core stays pure; no
+//! hand-made comparisons of caller ids or channels outside authz-core).
+//! `cargo xtask conformance-matrix`: prints docs/conformance-matrix.md.
 //! It never ships; `anyhow` is fine here.
 
 mod tidy;
 
 use anyhow::{Context, Result, bail};
 
-const USAGE: &str = "usage: cargo xtask <verb>\n\nverbs:\n  tidy    check that authz-core depends on no async runtime, database or HTTP crate,\n          and that its source touches no I/O, clock or environment API";
+const USAGE: &str = "usage: cargo xtask <verb>\n\nverbs:\n  tidy                 check that authz-core depends on no async runtime, database or HTTP\n                       crate and touches no I/O, clock or environment API, and that no\n                       command or adapter compares caller ids or channels by hand\n  conformance-matrix   print the conformance matrix (docs/conformance-matrix.md)";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -18,6 +19,7 @@ fn main() -> Result<()> {
             let metadata = tidy::cargo_metadata(&root)?;
             let mut faults = tidy::forbidden_dependencies(&metadata, "authz-core")?;
             faults.extend(tidy::forbidden_apis(&root.join("crates/authz-core/src"))?);
+            faults.extend(tidy::hand_made_decisions(&root)?);
             if !faults.is_empty() {
                 bail!(
                     "tidy found {} fault(s):\n  {}",
@@ -26,7 +28,17 @@ fn main() -> Result<()> {
                 );
             }
             println!(
-                "tidy: authz-core is pure (no runtime, database or HTTP crate; no I/O, clock or env API)"
+                "tidy: authz-core is pure; no hand-made id or channel comparisons in commands or adapters"
+            );
+            Ok(())
+        }
+        Some("conformance-matrix") => {
+            let table = commands::conformance::fixture_table().map_err(anyhow::Error::msg)?;
+            let registry = commands::Registry::catalogue();
+            let actors = commands::conformance::actor_set(&table);
+            print!(
+                "{}",
+                commands::conformance::render_markdown(&registry, &actors)
             );
             Ok(())
         }

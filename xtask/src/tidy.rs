@@ -48,6 +48,81 @@ const FORBIDDEN_APIS: &[&str] = &[
     "eprintln!",
 ];
 
+/// The crates that must never decide by hand: the registry and every adapter.
+const DECISION_FREE_CRATES: &[&str] = &[
+    "commands",
+    "slack",
+    "http-ingress",
+    "mcp",
+    "access-api",
+    "schedule",
+    "dispatch",
+    "server",
+];
+
+/// Hand-made comparisons of caller ids or channels: what `authorize` exists to replace.
+const HAND_MADE: &[&str] = &[
+    "actor.id ==",
+    "actor.id !=",
+    "== caller",
+    "!= caller",
+    "channel_id ==",
+    "channel_id !=",
+    "user_id ==",
+    "user_id !=",
+    "origin ==",
+    "starts_with(\"slack:",
+    "starts_with(\"http:",
+    "starts_with(\"mcp:",
+    "starts_with(\"access:",
+    "starts_with(\"cli:",
+    "is_admin",
+    "admins.contains",
+];
+
+/// Names every hand-made comparison in the decision-free crates' sources (tests included:
+/// a test that compares ids by hand to decide is as wrong as code that does).
+pub fn hand_made_decisions(root: &Path) -> Result<Vec<String>> {
+    let mut faults = Vec::new();
+    for krate in DECISION_FREE_CRATES {
+        let dir = root.join("crates").join(krate).join("src");
+        if !dir.exists() {
+            continue;
+        }
+        let mut dirs = vec![dir];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir)? {
+                let path = entry?.path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    faults.extend(scan_hand_made(&path, &std::fs::read_to_string(&path)?));
+                }
+            }
+        }
+    }
+    Ok(faults)
+}
+
+fn scan_hand_made(path: &Path, text: &str) -> Vec<String> {
+    text.lines()
+        .enumerate()
+        .flat_map(|(n, line)| {
+            let code = line.split("//").next().unwrap_or_default();
+            HAND_MADE
+                .iter()
+                .filter(move |p| code.contains(*p))
+                .map(move |p| {
+                    format!(
+                        "{}:{}: compares by hand (`{p}`); ask authz-core",
+                        path.display(),
+                        n + 1
+                    )
+                })
+        })
+        .collect()
+}
+
 pub fn cargo_metadata(root: &Path) -> Result<Value> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let out = Command::new(cargo)
@@ -225,6 +300,24 @@ mod tests {
     fn authz_core_source_uses_no_io_clock_or_env_api() {
         let faults = forbidden_apis(&root().join("crates/authz-core/src")).unwrap();
         assert!(faults.is_empty(), "{faults:#?}");
+    }
+
+    #[test]
+    fn no_command_or_adapter_compares_ids_or_channels_by_hand() {
+        let faults = hand_made_decisions(&root()).unwrap();
+        assert!(faults.is_empty(), "{faults:#?}");
+        assert!(
+            root().join("crates/commands/src").exists(),
+            "the scan reaches the registry"
+        );
+    }
+
+    #[test]
+    fn the_hand_made_scan_flags_a_planted_comparison() {
+        let text = "fn f(c: &Caller) -> bool { c.actor.id == admin_id }\n// actor.id == in a comment\nfn g(r: &Run) -> bool { r.channel_id == here }\n";
+        let faults = scan_hand_made(Path::new("x.rs"), text);
+        assert_eq!(faults.len(), 2, "{faults:?}");
+        assert!(faults[0].starts_with("x.rs:1:") && faults[1].starts_with("x.rs:3:"));
     }
 
     #[test]

@@ -78,7 +78,12 @@ pub struct LoadedConfig {
     pub agents: BTreeSet<AgentName>,
     pub default_agent: Option<AgentName>,
     pub table: GrantsTable,
+    /// `[store] url`: `sqlite://…`, `postgres://…` or `memory:`.
+    pub store_url: String,
 }
+
+/// Where runs are kept when the config names no store: a SQLite file in the working directory.
+pub const DEFAULT_STORE_URL: &str = "sqlite://./switchboard.db";
 
 /// Picks the file: `--config`, else `SWITCHBOARD_CONFIG`, else `./switchboard.toml` if it
 /// exists, else the embedded default.
@@ -144,12 +149,40 @@ pub fn parse(source: Source, text: &str) -> Result<LoadedConfig, LoadError> {
     for (name, grants) in builtin_schedules() {
         table.declare_schedule(name, grants);
     }
+    let store_url = parse_store(&doc).map_err(|(path, msg)| {
+        let segments: Vec<&str> = path.iter().map(String::as_str).collect();
+        LoadError::new(&source, locate(&segments), msg)
+    })?;
     Ok(LoadedConfig {
         source,
         agents,
         default_agent,
         table,
+        store_url,
     })
+}
+
+/// `[store]`: `url` only.
+fn parse_store(doc: &Table) -> Result<String, KeyFault> {
+    let Some(section) = doc.get("store") else {
+        return Ok(DEFAULT_STORE_URL.to_owned());
+    };
+    let Value::Table(section) = section else {
+        return Err((
+            vec!["store".into()],
+            "store: must be a table with url = \"sqlite://…\"".into(),
+        ));
+    };
+    let mut url = DEFAULT_STORE_URL.to_owned();
+    for (key, value) in section {
+        let at = vec!["store".to_owned(), key.clone()];
+        match (key.as_str(), value) {
+            ("url", Value::String(u)) if u == "memory:" || u.starts_with("sqlite:") || u.starts_with("postgres://") || u.starts_with("postgresql://") => url = u.clone(),
+            ("url", _) => return Err((at, "store.url: must be sqlite://path/to/switchboard.db, postgres://user@host/db or memory:".into())),
+            (other, _) => return Err((at, format!("store.{other}: unknown key; [store] takes url"))),
+        }
+    }
+    Ok(url)
 }
 
 /// The schedules the schedule registry declares built in, with their grants. (They move to the

@@ -1,50 +1,95 @@
 //! # cli: the `switchboard` binary
 //!
-//! What it is: the operator's entry point. Today: `config check` (load and validate a config,
-//! show what every configured actor holds) and `authz explain` (one decision with every row
-//! tried). `serve` and the registry commands arrive with their crates.
+//! What it is: the operator's entry point. A fixed set of local verbs — `serve`, `ask`,
+//! `authz` (`explain`, `matrix`), `db` (`migrate`), `config check`, `completions`, `version` —
+//! and everything else forwarded to the command registry as `cli:local`, in-process, against
+//! the configured store (`switchboard runs list --status all`, `switchboard config get …`).
 //!
-//! What it must never do: decide anything itself. Every decision is authz-core's; this crate
-//! parses arguments, loads the file, and renders.
+//! What it must never do: decide anything itself. Every decision is authz-core's, every
+//! command the registry's; this crate parses its own flags, loads the file, and renders.
 //!
-//! Invariants: exit 0 = ok (or allowed), 1 = denied, 2 = usage or config error; human output by
-//! default, `--json` for scripts; colour only on a terminal.
+//! Invariants: exit 0 = ok (or allowed), 1 = refused, not found or not done, 2 = usage or
+//! config error; human output by default, `--json` for scripts; colour only on a terminal.
 
 mod check;
 mod config_file;
 mod explain;
+mod forward;
 mod render;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 
 /// Switchboard: one authorization decision for every surface of a bot backend.
+///
+/// Besides the verbs below, any registry command runs as the local operator (cli:local):
+/// `switchboard help`, `switchboard runs list --status all`, `switchboard config get agent`.
 #[derive(Parser)]
-#[command(name = "switchboard", version, about, long_about = None, propagate_version = true)]
-struct Cli {
+#[command(name = "switchboard", version, about, propagate_version = true, disable_help_subcommand = true, after_help = AFTER_HELP)]
+pub struct Cli {
+    /// Config file [default: $SWITCHBOARD_CONFIG, else ./switchboard.toml, else the embedded default]
+    #[arg(long, value_name = "FILE", global = true)]
+    config: Option<PathBuf>,
+    /// Print JSON instead of text.
+    #[arg(long, global = true)]
+    json: bool,
     #[command(subcommand)]
     command: Command,
 }
 
+const AFTER_HELP: &str = "Registry commands (run as cli:local; `switchboard help` lists them, `<command> --help` shows options):
+  help, status, runs list|get|events|friction|stop, friction report|propose, config get|set,
+  repo list|add|remove|test|build, memory list|forget, mcp list|add|remove, schedule list|fire";
+
+/// The binary's own verbs. Anything else is a registry command.
+pub const LOCAL_VERBS: [&str; 7] = [
+    "serve",
+    "ask",
+    "authz",
+    "db",
+    "config",
+    "completions",
+    "version",
+];
+
 #[derive(Subcommand)]
 enum Command {
-    /// Inspect and validate configuration.
-    #[command(subcommand)]
-    Config(ConfigCommand),
-    /// Ask the policy table about a decision.
+    /// Start the server with every configured surface (not part of this build yet).
+    Serve,
+    /// Ask an agent, as cli:local (not part of this build yet).
+    Ask {
+        /// The request.
+        request: Vec<String>,
+    },
+    /// Ask the policy table about decisions.
     #[command(subcommand)]
     Authz(AuthzCommand),
+    /// The store's database.
+    #[command(subcommand)]
+    Db(DbCommand),
+    /// `config check` here; `config get|set` are registry commands.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// Print shell completions.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell
+        shell: clap_complete::Shell,
+    },
     /// Print the version.
     Version,
+    #[command(external_subcommand)]
+    Registry(Vec<String>),
 }
 
 #[derive(Subcommand)]
 enum ConfigCommand {
-    /// Load and validate a config file (grants, restrict, agents, the policy table) and print
-    /// every configured actor's effective grants. Exits 2 naming the first fault.
-    Check(CheckArgs),
+    /// Load and validate a config file (grants, restrict, agents, store, the policy table) and
+    /// print every configured actor's effective grants. Exits 2 naming the first fault.
+    Check,
+    #[command(external_subcommand)]
+    Registry(Vec<String>),
 }
 
 #[derive(Subcommand)]
@@ -53,6 +98,14 @@ enum AuthzCommand {
     /// Exits 0 when allowed, 1 when denied, 2 on a usage or config error.
     #[command(after_help = EXPLAIN_EXAMPLES)]
     Explain(ExplainArgs),
+    /// The conformance matrix (fixed actors × every command) for this config.
+    Matrix,
+}
+
+#[derive(Subcommand)]
+enum DbCommand {
+    /// Create the database if needed and apply every migration.
+    Migrate,
 }
 
 const EXPLAIN_EXAMPLES: &str = "Resource specs (<type>:<key>=<value>,…):
@@ -70,25 +123,7 @@ Example:
     --resource run:id=r1,channel=slack:G1,user=slack:U2,visibility=private";
 
 #[derive(Args)]
-struct ConfigArg {
-    /// Config file [default: $SWITCHBOARD_CONFIG, else ./switchboard.toml, else the embedded default]
-    #[arg(long, value_name = "FILE")]
-    config: Option<PathBuf>,
-}
-
-#[derive(Args)]
-struct CheckArgs {
-    #[command(flatten)]
-    config: ConfigArg,
-    /// Print the report as JSON.
-    #[arg(long)]
-    json: bool,
-}
-
-#[derive(Args)]
 struct ExplainArgs {
-    #[command(flatten)]
-    config: ConfigArg,
     /// The actor id, e.g. slack:U024BE7LH, http:ops-bot, access:svc:deploy, agent:coding.
     #[arg(long, value_name = "ID")]
     actor: String,
@@ -101,9 +136,6 @@ struct ExplainArgs {
     /// The resource spec; see below.
     #[arg(long, value_name = "SPEC")]
     resource: String,
-    /// Print the decision as JSON.
-    #[arg(long)]
-    json: bool,
 }
 
 const DENIED: u8 = 1;
@@ -121,21 +153,62 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> anyhow::Result<u8> {
-    match cli.command {
+    let (mut json, mut config) = (cli.json, cli.config.clone());
+    // Global flags written after a registry command's words arrive among those words.
+    let mut take_globals = |words: Vec<String>| -> Vec<String> {
+        let (rest, j, c) = forward::split_globals(words);
+        json |= j;
+        config = c.or(config.take());
+        rest
+    };
+    let command = match cli.command {
+        Command::Registry(words) => Command::Registry(take_globals(words)),
+        Command::Config(ConfigCommand::Registry(words)) => {
+            Command::Config(ConfigCommand::Registry(take_globals(words)))
+        }
+        other => other,
+    };
+    match command {
         Command::Version => {
             println!("switchboard {}", env!("CARGO_PKG_VERSION"));
             Ok(0)
         }
-        Command::Config(ConfigCommand::Check(args)) => config_check(args),
-        Command::Authz(AuthzCommand::Explain(args)) => authz_explain(args),
+        Command::Serve | Command::Ask { .. } => {
+            anyhow::bail!(
+                "this verb arrives with the dispatcher and the server, which are not part of this build yet"
+            )
+        }
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "switchboard",
+                &mut std::io::stdout(),
+            );
+            Ok(0)
+        }
+        Command::Config(ConfigCommand::Check) => config_check(config, json),
+        Command::Config(ConfigCommand::Registry(words)) => forward::run(
+            config,
+            json,
+            std::iter::once("config".to_owned()).chain(words).collect(),
+        ),
+        Command::Authz(AuthzCommand::Explain(args)) => authz_explain(config, json, args),
+        Command::Authz(AuthzCommand::Matrix) => authz_matrix(config, json),
+        Command::Db(DbCommand::Migrate) => forward::migrate(config, json),
+        Command::Registry(words) => forward::run(config, json, words),
     }
 }
 
-fn config_check(args: CheckArgs) -> anyhow::Result<u8> {
-    let config = config_file::load(config_file::choose(args.config.config.as_deref()))?;
+fn load(config: Option<PathBuf>) -> anyhow::Result<config_file::LoadedConfig> {
+    Ok(config_file::load(config_file::choose(config.as_deref()))?)
+}
+
+fn config_check(config: Option<PathBuf>, json: bool) -> anyhow::Result<u8> {
+    let config = load(config)?;
     let rows = check::validate_table().map_err(anyhow::Error::msg)?;
     let report = check::report(&config, rows);
-    if args.json {
+    if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{}", check::render_human(&report, render::colour_on()));
@@ -143,8 +216,8 @@ fn config_check(args: CheckArgs) -> anyhow::Result<u8> {
     Ok(0)
 }
 
-fn authz_explain(args: ExplainArgs) -> anyhow::Result<u8> {
-    let config = config_file::load(config_file::choose(args.config.config.as_deref()))?;
+fn authz_explain(config: Option<PathBuf>, json: bool, args: ExplainArgs) -> anyhow::Result<u8> {
+    let config = load(config)?;
     check::validate_table().map_err(anyhow::Error::msg)?;
     let req = explain::resolve(
         &config.table,
@@ -154,9 +227,11 @@ fn authz_explain(args: ExplainArgs) -> anyhow::Result<u8> {
         &args.resource,
     )?;
     let explanation = explain::decide(&req);
-    if args.json {
-        let value = explain::to_json(&req, &explanation);
-        println!("{}", serde_json::to_string_pretty(&value)?);
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&explain::to_json(&req, &explanation))?
+        );
     } else {
         print!(
             "{}",
@@ -168,4 +243,65 @@ fn authz_explain(args: ExplainArgs) -> anyhow::Result<u8> {
     } else {
         DENIED
     })
+}
+
+fn authz_matrix(config: Option<PathBuf>, json: bool) -> anyhow::Result<u8> {
+    let config = load(config)?;
+    let registry = commands::Registry::catalogue();
+    let actors = commands::conformance::actor_set(&config.table);
+    if json {
+        let registry = &registry;
+        let cells: Vec<serde_json::Value> = registry
+            .commands()
+            .iter()
+            .flat_map(|c| {
+                actors.iter().map(move |a| {
+                    serde_json::json!({"command": c.id.as_str(), "actor": a.label, "id": a.caller.actor.id.as_str(), "cell": commands::conformance::cell(registry, &a.caller, c)})
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&cells)?);
+    } else {
+        print!(
+            "{}",
+            commands::conformance::render_markdown(&registry, &actors)
+        );
+    }
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The local verbs are exactly the fixed set; everything else reaches the registry.
+    #[test]
+    fn the_local_verbs_are_the_fixed_set() {
+        let cmd = Cli::command();
+        let mut names: Vec<&str> = cmd.get_subcommands().map(|c| c.get_name()).collect();
+        names.sort();
+        let mut want = LOCAL_VERBS.to_vec();
+        want.sort();
+        assert_eq!(names, want);
+        let config = cmd.find_subcommand("config").unwrap();
+        let local: Vec<&str> = config.get_subcommands().map(|c| c.get_name()).collect();
+        assert_eq!(
+            local,
+            vec!["check"],
+            "config check is local; config get|set reach the registry"
+        );
+    }
+
+    #[test]
+    fn no_registry_command_is_shadowed_by_a_local_verb() {
+        for c in commands::Registry::catalogue().commands() {
+            let first = c.id.as_str().split('.').next().unwrap();
+            let shadowed = LOCAL_VERBS.contains(&first) && first != "config";
+            assert!(
+                !shadowed,
+                "{} would be unreachable behind the local verb `{first}`",
+                c.id
+            );
+        }
+    }
 }

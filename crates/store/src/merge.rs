@@ -137,7 +137,10 @@ pub(crate) async fn merged_keys<F: FetchBranches + ?Sized>(
         .collect();
     // Ascending order: the newest keys are at the back.
     let mut candidates: BTreeSet<Key> = BTreeSet::new();
-    let mut per_branch = (4 * need).div_ceil(branches.len().max(1)).max(2).min(need.max(1));
+    let mut per_branch = (4 * need)
+        .div_ceil(branches.len().max(1))
+        .max(2)
+        .min(need.max(1));
     loop {
         let threshold = if candidates.len() >= need {
             candidates.iter().rev().nth(need - 1).cloned()

@@ -1,0 +1,150 @@
+//! Registry commands from the command line: as `cli:local`, in-process, against the configured
+//! store; and `db migrate`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use authz_core::{ActorId, resolve_actor};
+use commands::{
+    Caller, RawInput, Registry, ReplyKind, ScheduleInfo, Services, Surface, TracingAudit,
+};
+use store::Timestamp;
+
+use crate::config_file;
+
+/// Takes `--json` and `--config FILE` (or `--config=FILE`) out of a registry command's words.
+pub fn split_globals(words: Vec<String>) -> (Vec<String>, bool, Option<PathBuf>) {
+    let mut rest = Vec::new();
+    let (mut json, mut config) = (false, None);
+    let mut it = words.into_iter();
+    while let Some(w) = it.next() {
+        if w == "--json" {
+            json = true;
+        } else if w == "--config" {
+            config = it.next().map(PathBuf::from);
+        } else if let Some(path) = w.strip_prefix("--config=") {
+            config = Some(PathBuf::from(path));
+        } else {
+            rest.push(w);
+        }
+    }
+    (rest, json, config)
+}
+
+/// Exit code of a reply: 0 ok; 1 refused, not found or not done; 2 usage.
+pub fn exit_code(kind: ReplyKind) -> u8 {
+    match kind {
+        ReplyKind::Ok => 0,
+        ReplyKind::Usage | ReplyKind::UnknownCommand => 2,
+        ReplyKind::NotFound
+        | ReplyKind::Unauthorized
+        | ReplyKind::Conflict
+        | ReplyKind::Unavailable
+        | ReplyKind::Failed => 1,
+    }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?)
+}
+
+/// The schedules the registry declares built in.
+fn schedules() -> Vec<ScheduleInfo> {
+    config_file::builtin_schedules()
+        .into_iter()
+        .map(|(name, _)| ScheduleInfo {
+            name,
+            cron: "0 9 * * MON (UTC)".into(),
+            runs: "friction report --days 7".into(),
+        })
+        .collect()
+}
+
+/// `<command words…> [--help]`: help from the schema, or the command as `cli:local`.
+pub fn run(config: Option<PathBuf>, json: bool, words: Vec<String>) -> anyhow::Result<u8> {
+    let registry = Registry::catalogue();
+    if words.iter().any(|w| w == "--help" || w == "-h") {
+        return help(&registry, &words);
+    }
+    let loaded = config_file::load(config_file::choose(config.as_deref()))?;
+    let rt = runtime()?;
+    rt.block_on(async {
+        let store = store::open(&loaded.store_url)
+            .await
+            .map_err(|e| anyhow::anyhow!("store {}: {e}", store::redact_url(&loaded.store_url)))?;
+        let table = Arc::new(loaded.table);
+        let caller = Caller {
+            actor: resolve_actor(ActorId::cli_local(), &table),
+            surface: Surface::Cli,
+        };
+        let services = Services {
+            store,
+            table,
+            audit: Arc::new(TracingAudit),
+            started_at: Timestamp::now(),
+            now: Timestamp::now,
+            schedules: schedules(),
+            version: env!("CARGO_PKG_VERSION"),
+        };
+        let reply = registry
+            .invoke(&caller, RawInput::Words(words), &services)
+            .await;
+        if json {
+            println!("{}", serde_json::to_string_pretty(&reply.data)?);
+        } else if reply.kind == ReplyKind::Ok {
+            println!("{}", reply.text);
+        } else {
+            eprintln!("{}", reply.text);
+        }
+        Ok(exit_code(reply.kind))
+    })
+}
+
+/// `switchboard runs list --help` (the command's usage) or `switchboard runs --help` (the
+/// group's commands), generated from the same schema the registry parses with.
+fn help(registry: &Registry, words: &[String]) -> anyhow::Result<u8> {
+    let plain: Vec<String> = words
+        .iter()
+        .filter(|w| !w.starts_with('-'))
+        .cloned()
+        .collect();
+    if let Some((command, _)) = registry.by_words(&plain) {
+        println!("{}\n\n{}", command.summary, command.usage());
+        return Ok(0);
+    }
+    let group = plain.first().cloned().unwrap_or_default();
+    let members: Vec<_> = registry
+        .commands()
+        .iter()
+        .filter(|c| c.id.as_str().split('.').next() == Some(group.as_str()))
+        .collect();
+    if members.is_empty() {
+        eprintln!("{}", commands::replies::unknown_command(&group));
+        return Ok(2);
+    }
+    for c in members {
+        println!("{:<18} {}", c.text_form(), c.summary);
+    }
+    Ok(0)
+}
+
+/// `db migrate`: opening the store creates and migrates it.
+pub fn migrate(config: Option<PathBuf>, json: bool) -> anyhow::Result<u8> {
+    let loaded = config_file::load(config_file::choose(config.as_deref()))?;
+    let url = store::redact_url(&loaded.store_url);
+    let rt = runtime()?;
+    let backend = rt
+        .block_on(async { store::open(&loaded.store_url).await.map(|s| s.backend()) })
+        .map_err(|e| anyhow::anyhow!("store {url}: {e}"))?;
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"store": url, "backend": backend, "migrated": true})
+        );
+    } else {
+        println!("migrated the {backend} store at {url}");
+    }
+    Ok(0)
+}

@@ -1,0 +1,189 @@
+//! Registry commands from the command line, as cli:local against a real store: the split of
+//! local verbs and registry commands, help from the schema, exit codes, `--json`.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+struct Env {
+    dir: tempfile::TempDir,
+}
+
+impl Env {
+    fn sqlite() -> Env {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("runs.db");
+        std::fs::write(
+            dir.path().join("switchboard.toml"),
+            format!("[store]\nurl = \"sqlite://{}\"\n", db.display()),
+        )
+        .unwrap();
+        Env { dir }
+    }
+
+    fn with_store_url(url: &str) -> Env {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("switchboard.toml"),
+            format!("[store]\nurl = \"{url}\"\n"),
+        )
+        .unwrap();
+        Env { dir }
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_switchboard"))
+            .args(args)
+            .current_dir(self.dir.path())
+            .env_remove("SWITCHBOARD_CONFIG")
+            .output()
+            .unwrap()
+    }
+}
+
+fn out(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn err(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn registry_commands_run_as_cli_local_against_sqlite() {
+    let e = Env::sqlite();
+    let list = e.run(&["runs", "list", "--status", "all"]);
+    assert_eq!(list.status.code(), Some(0), "{}", err(&list));
+    assert_eq!(out(&list).trim(), "no runs");
+    assert!(
+        Path::new(&e.dir.path().join("runs.db")).exists(),
+        "the store was created on first use"
+    );
+
+    let set = e.run(&["config", "set", "agent", "coding", "--org"]);
+    assert_eq!(set.status.code(), Some(0), "{}", err(&set));
+    let get = e.run(&["config", "get", "agent"]);
+    assert_eq!(out(&get).trim(), "agent = coding (from the org)");
+
+    let json = e.run(&["status", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(v["store"]["backend"], "sqlite");
+    let global = e.run(&["--json", "config", "get", "agent"]);
+    let v: serde_json::Value = serde_json::from_slice(&global.stdout).unwrap();
+    assert_eq!(v["value"], "coding");
+}
+
+#[test]
+fn exit_codes_mean_something() {
+    let e = Env::sqlite();
+    let missing = e.run(&["runs", "get", "0000000000000NOSUCHRUN0000"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert_eq!(err(&missing).trim(), "run not found");
+    let usage = e.run(&["runs", "list", "--bogus"]);
+    assert_eq!(usage.status.code(), Some(2));
+    assert!(err(&usage).contains("usage: runs list"), "{}", err(&usage));
+    let unknown = e.run(&["frobnicate", "now"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(err(&unknown).contains("unknown command `frobnicate`"));
+    let not_yet = e.run(&["schedule", "fire", "self-improvement"]);
+    assert_eq!(not_yet.status.code(), Some(1));
+    assert!(
+        err(&not_yet).contains("needs the dispatcher"),
+        "{}",
+        err(&not_yet)
+    );
+    let serve = e.run(&["serve"]);
+    assert_eq!(serve.status.code(), Some(2));
+    assert!(err(&serve).contains("not part of this build yet"));
+}
+
+#[test]
+fn every_registry_command_is_reachable_with_help_from_its_schema() {
+    let e = Env::sqlite();
+    for c in commands::Registry::catalogue().commands() {
+        let mut args: Vec<String> = c.id.as_str().split('.').map(str::to_owned).collect();
+        args.push("--help".into());
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = e.run(&refs);
+        assert_eq!(o.status.code(), Some(0), "{}: {}", c.id, err(&o));
+        assert!(
+            out(&o).contains(&format!("usage: {}", c.text_form())),
+            "{}: {}",
+            c.id,
+            out(&o)
+        );
+    }
+    let group = e.run(&["runs", "--help"]);
+    assert!(
+        out(&group).contains("runs list") && out(&group).contains("runs stop"),
+        "{}",
+        out(&group)
+    );
+}
+
+#[test]
+fn config_check_is_local_and_config_get_set_reach_the_registry() {
+    let e = Env::sqlite();
+    let check = e.run(&["config", "check"]);
+    assert_eq!(check.status.code(), Some(0));
+    assert!(out(&check).contains("policy table"));
+    let get = e.run(&["config", "get", "nothing", "--org"]);
+    assert_eq!(out(&get).trim(), "`nothing` is not set on the org");
+    let help = e.run(&["config", "set", "--help"]);
+    assert!(out(&help).contains("usage: config set <key> <value>"));
+}
+
+#[test]
+fn db_migrate_authz_matrix_and_completions() {
+    let e = Env::sqlite();
+    let m = e.run(&["db", "migrate"]);
+    assert_eq!(m.status.code(), Some(0), "{}", err(&m));
+    assert!(out(&m).starts_with("migrated the sqlite store at sqlite://"));
+    let matrix = e.run(&["authz", "matrix"]);
+    assert!(
+        out(&matrix).contains("| `runs list` (runs:read) |"),
+        "{}",
+        out(&matrix)
+    );
+    let json = e.run(&["authz", "matrix", "--json"]);
+    let cells: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let cli_help = cells
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["command"] == "help" && c["id"] == "cli:local")
+        .unwrap();
+    assert_eq!(cli_help["cell"], "✅");
+    let comp = e.run(&["completions", "bash"]);
+    assert!(out(&comp).contains("switchboard"));
+    let bad_store = Env::with_store_url("mysql://nope");
+    let o = bad_store.run(&["runs", "list"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(err(&o).contains("store.url"), "{}", err(&o));
+}
+
+#[test]
+fn postgres_registry_commands_from_the_cli() {
+    let url = std::env::var("SWITCHBOARD_TEST_POSTGRES_URL")
+        .expect("SWITCHBOARD_TEST_POSTGRES_URL is not set");
+    let schema = format!(
+        "sb_cli_{}",
+        store::new_id(store::Timestamp::now()).to_ascii_lowercase()
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(store::PostgresStore::open_in_schema(&url, Some(&schema)))
+        .unwrap();
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let e = Env::with_store_url(&format!("{url}{sep}options=-c%20search_path%3D{schema}"));
+    let set = e.run(&["config", "set", "agent", "coding", "--org"]);
+    assert_eq!(set.status.code(), Some(0), "{}", err(&set));
+    assert_eq!(
+        out(&e.run(&["config", "get", "agent"])).trim(),
+        "agent = coding (from the org)"
+    );
+    let status = e.run(&["status", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(v["store"]["backend"], "postgres");
+}

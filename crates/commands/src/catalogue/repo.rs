@@ -1,0 +1,143 @@
+//! `repo list|add|remove|test|build`. Repos are configured on the org tier (`repo.<slug>`);
+//! whether a caller may use one is `authorize(repo:use, repo)`, with `restricted` from config.
+
+use authz_core::{Action, BoxFuture, ConfigTier, RepoSlug, Verdict, authorize};
+use serde_json::json;
+use store::ConfigValue;
+
+use super::{ok, store_failed};
+use crate::{Args, Ctx, Registry, Reply, ReplyKind, replies};
+
+pub(crate) const REPO_PREFIX: &str = "repo.";
+
+fn slug(ctx: &Ctx<'_>, args: &Args) -> Result<RepoSlug, Reply> {
+    RepoSlug::parse(args.text("repo").unwrap_or_default()).map_err(|e| {
+        Reply::of(
+            ReplyKind::Usage,
+            replies::usage_error(&e.to_string(), &ctx.command.usage()),
+        )
+    })
+}
+
+pub fn list<'a>(ctx: &'a Ctx<'a>, _args: Args) -> BoxFuture<'a, Reply> {
+    Box::pin(async move {
+        let values = match ctx
+            .services
+            .store
+            .list_config(&ConfigTier::Org, REPO_PREFIX)
+            .await
+        {
+            Ok(v) => v,
+            Err(e) => return store_failed(e),
+        };
+        let mut lines = Vec::new();
+        let mut data = Vec::new();
+        for v in values {
+            let Ok(slug) = RepoSlug::parse(v.key.trim_start_matches(REPO_PREFIX)) else {
+                continue;
+            };
+            let restricted = ctx.services.table.restrict().repos.contains(&slug);
+            let usable = ctx.services.table.can_use_repo(&ctx.caller.actor, &slug);
+            let mark = if usable { "✓" } else { "✗" };
+            let note = match (restricted, usable) {
+                (true, true) => " (restricted; granted to you)",
+                (true, false) => " (restricted)",
+                _ => "",
+            };
+            lines.push(format!(
+                "{mark} {slug}  {}{note}",
+                if v.value.is_empty() {
+                    "—"
+                } else {
+                    v.value.as_str()
+                }
+            ));
+            data.push(json!({"repo": slug.as_str(), "source": v.value, "restricted": restricted, "you_may_use": usable}));
+        }
+        let text = if lines.is_empty() {
+            "no repos configured (repo add <owner/name> --path P | --url U)".to_owned()
+        } else {
+            lines.join("\n")
+        };
+        ok(text, json!({"repos": data}))
+    })
+}
+
+pub fn add<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
+    Box::pin(async move {
+        let slug = match slug(ctx, &args) {
+            Ok(s) => s,
+            Err(r) => return r,
+        };
+        let source = match (args.text("path"), args.text("url")) {
+            (Some(p), _) => format!("path:{p}"),
+            (_, Some(u)) => format!("url:{u}"),
+            _ => String::new(),
+        };
+        let v = ConfigValue {
+            tier: ConfigTier::Org,
+            key: format!("{REPO_PREFIX}{slug}"),
+            value: source.clone(),
+            updated_by: ctx.caller.actor.id.clone(),
+            updated_at: (ctx.services.now)(),
+        };
+        if let Err(e) = ctx.services.store.set_config(v).await {
+            return store_failed(e);
+        }
+        ok(
+            format!("added repo {slug}"),
+            json!({"repo": slug.as_str(), "source": source}),
+        )
+    })
+}
+
+pub fn remove<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
+    Box::pin(async move {
+        let slug = match slug(ctx, &args) {
+            Ok(s) => s,
+            Err(r) => return r,
+        };
+        match ctx
+            .services
+            .store
+            .delete_config(&ConfigTier::Org, &format!("{REPO_PREFIX}{slug}"))
+            .await
+        {
+            Ok(true) => ok(
+                format!("removed repo {slug}"),
+                json!({"removed": slug.as_str()}),
+            ),
+            Ok(false) => ok(
+                format!("repo {slug} is not configured"),
+                json!({"removed": null}),
+            ),
+            Err(e) => store_failed(e),
+        }
+    })
+}
+
+/// `repo test|build`: the registry admitted the coding agent; the repo must be usable by the
+/// caller (restricted repos); the run itself is the dispatcher's.
+async fn exec(ctx: &Ctx<'_>, args: &Args) -> Reply {
+    let slug = match slug(ctx, args) {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    let resource = ctx.services.table.repo(slug);
+    let verdict = authorize(&ctx.caller.actor, &Action::RepoUse, &resource);
+    if let Verdict::Deny(_) = verdict {
+        return Registry::refuse(ctx, &Action::RepoUse, &resource, &verdict);
+    }
+    Reply::of(
+        ReplyKind::Unavailable,
+        replies::needs_dispatcher(&ctx.command.text_form()),
+    )
+}
+
+pub fn test<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
+    Box::pin(async move { exec(ctx, &args).await })
+}
+
+pub fn build<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
+    Box::pin(async move { exec(ctx, &args).await })
+}

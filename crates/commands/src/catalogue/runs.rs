@@ -1,0 +1,284 @@
+//! `runs list|get|events|friction|stop`. The list hands the caller's predicate to the store;
+//! the point reads authorize the run they loaded and answer not_found on a deny, exactly as
+//! for a missing id.
+
+use authz_core::{
+    Action, BoxFuture, Predicate, Resource, ResourceType, RunId, Verdict, authorize, predicate_for,
+};
+use serde_json::json;
+use store::{Cursor, ListRuns, RunRecord, StatusFilter};
+
+use super::{ago, ok, store_failed};
+use crate::{Args, Ctx, Registry, Reply, ReplyKind, replies};
+
+fn action(ctx: &Ctx<'_>) -> Action {
+    ctx.command.action.clone()
+}
+
+/// Loads a run and authorizes `action` on it. A malformed id, a missing run and a denied run
+/// all answer the same not_found.
+pub(crate) async fn load_run(
+    ctx: &Ctx<'_>,
+    args: &Args,
+    action: &Action,
+) -> Result<RunRecord, Reply> {
+    let Some(id) = args.text("id").and_then(|t| RunId::parse(t).ok()) else {
+        return Err(Reply::not_found("run"));
+    };
+    let run = match ctx.services.store.get_run(&id).await {
+        Ok(Some(run)) => run,
+        Ok(None) => return Err(Reply::not_found("run")),
+        Err(e) => return Err(store_failed(e)),
+    };
+    let resource = Resource::Run(run.facts());
+    match authorize(&ctx.caller.actor, action, &resource) {
+        Verdict::Allow => Ok(run),
+        deny => Err(Registry::refuse(ctx, action, &resource, &deny)),
+    }
+}
+
+pub(crate) fn run_json(r: &RunRecord) -> serde_json::Value {
+    json!({
+        "id": r.id.as_str(),
+        "status": r.status.as_str(),
+        "channel": r.channel_id.as_str(),
+        "visibility": r.channel_visibility.as_str(),
+        "user": r.user_id.as_str(),
+        "agent": r.agent,
+        "repo": r.repo.as_ref().map(|x| x.as_str()),
+        "surface": r.surface,
+        "request": r.request,
+        "answer": r.answer,
+        "error": r.error,
+        "created_at": r.created_at.micros(),
+        "finished_at": r.finished_at.map(|t| t.micros()),
+    })
+}
+
+fn shorten(s: &str, n: usize) -> String {
+    let one_line = s.replace('\n', " ");
+    if one_line.chars().count() <= n {
+        one_line
+    } else {
+        format!(
+            "{}…",
+            one_line
+                .chars()
+                .take(n.saturating_sub(1))
+                .collect::<String>()
+        )
+    }
+}
+
+pub fn list<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
+    Box::pin(async move {
+        let status = match args.text("status") {
+            Some("finished") => StatusFilter::Finished,
+            Some("all") => StatusFilter::All,
+            _ => StatusFilter::Live,
+        };
+        let before = match args.text("before").map(Cursor::decode).transpose() {
+            Ok(c) => c,
+            Err(_) => {
+                return Reply::of(
+                    ReplyKind::Usage,
+                    replies::usage_error(
+                        "`--before`: that cursor is not one this server gave",
+                        &ctx.command.usage(),
+                    ),
+                );
+            }
+        };
+        let visible_to = predicate_for(&ctx.caller.actor, &action(ctx), ResourceType::Run);
+        let limit = u32::try_from(args.int("limit").unwrap_or(20)).unwrap_or(20);
+        let page = if visible_to == Predicate::None {
+            store::Page {
+                runs: vec![],
+                next: None,
+            }
+        } else {
+            match ctx
+                .services
+                .store
+                .list_runs(&ListRuns {
+                    visible_to,
+                    status,
+                    limit,
+                    before,
+                })
+                .await
+            {
+                Ok(p) => p,
+                Err(e) => return store_failed(e),
+            }
+        };
+        let now = (ctx.services.now)();
+        let mut text = if page.runs.is_empty() {
+            "no runs".to_owned()
+        } else {
+            let rows: Vec<[String; 6]> = page
+                .runs
+                .iter()
+                .map(|r| {
+                    [
+                        r.id.to_string(),
+                        r.status.to_string(),
+                        r.channel_id.to_string(),
+                        r.agent.clone(),
+                        ago(now, r.created_at),
+                        shorten(&r.request, 48),
+                    ]
+                })
+                .collect();
+            table(
+                &["ID", "STATUS", "CHANNEL", "AGENT", "STARTED", "REQUEST"],
+                &rows,
+            )
+        };
+        let next = page.next.as_ref().map(Cursor::encode);
+        if let Some(n) = &next {
+            text.push_str(&format!("\nmore: runs list --before {n}"));
+        }
+        ok(
+            text,
+            json!({"runs": page.runs.iter().map(run_json).collect::<Vec<_>>(), "next": next}),
+        )
+    })
+}
+
+/// An aligned table; the last column is not padded.
+pub(crate) fn table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let header: [String; N] = header.map(str::to_owned);
+    for row in std::iter::once(&header).chain(rows) {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(i, (c, w))| {
+                if i + 1 == N {
+                    c.clone()
+                } else {
+                    format!("{c:<w$}")
+                }
+            })
+            .collect();
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
+    out.trim_end().to_owned()
+}
+
+pub fn get<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
+    Box::pin(async move {
+        let run = match load_run(ctx, &args, &action(ctx)).await {
+            Ok(r) => r,
+            Err(reply) => return reply,
+        };
+        let now = (ctx.services.now)();
+        let mut text = format!(
+            "run {}  {}\nchannel  {} ({})\nuser     {}\nagent    {}\nstarted  {}\n",
+            run.id,
+            run.status,
+            run.channel_id,
+            run.channel_visibility,
+            run.user_id,
+            run.agent,
+            ago(now, run.created_at)
+        );
+        if let Some(repo) = &run.repo {
+            text.push_str(&format!("repo     {repo}\n"));
+        }
+        text.push_str(&format!(
+            "\nrequest\n  {}\n",
+            run.request.replace('\n', "\n  ")
+        ));
+        if let Some(answer) = &run.answer {
+            text.push_str(&format!("\nanswer\n  {}\n", answer.replace('\n', "\n  ")));
+        }
+        if let Some(error) = &run.error {
+            text.push_str(&format!("\nerror\n  {error}\n"));
+        }
+        ok(text.trim_end().to_owned(), run_json(&run))
+    })
+}
+
+pub fn events<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
+    Box::pin(async move {
+        let run = match load_run(ctx, &args, &action(ctx)).await {
+            Ok(r) => r,
+            Err(reply) => return reply,
+        };
+        let events = match ctx.services.store.events(&run.id).await {
+            Ok(e) => e,
+            Err(e) => return store_failed(e),
+        };
+        let text = if events.is_empty() {
+            format!("run {} has no events", run.id)
+        } else {
+            events
+                .iter()
+                .map(|e| format!("#{:<4} {:<10} {}", e.seq, e.kind, e.body))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        let data = events
+            .iter()
+            .map(|e| json!({"seq": e.seq, "at": e.at.micros(), "kind": e.kind, "body": e.body}))
+            .collect::<Vec<_>>();
+        ok(text, json!({"run": run.id.as_str(), "events": data}))
+    })
+}
+
+pub fn friction<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
+    Box::pin(async move {
+        let run = match load_run(ctx, &args, &action(ctx)).await {
+            Ok(r) => r,
+            Err(reply) => return reply,
+        };
+        let entries = match ctx.services.store.friction(&run.id).await {
+            Ok(e) => e,
+            Err(e) => return store_failed(e),
+        };
+        let text = if entries.is_empty() {
+            format!("run {} has no friction", run.id)
+        } else {
+            entries
+                .iter()
+                .map(|f| format!("{}: {}", f.kind, f.detail))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        let data = entries
+            .iter()
+            .map(|f| json!({"at": f.at.micros(), "kind": f.kind, "detail": f.detail}))
+            .collect::<Vec<_>>();
+        ok(text, json!({"run": run.id.as_str(), "friction": data}))
+    })
+}
+
+pub fn stop<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
+    Box::pin(async move {
+        let run = match load_run(ctx, &args, &action(ctx)).await {
+            Ok(r) => r,
+            Err(reply) => return reply,
+        };
+        if !run.status.is_live() {
+            return Reply::of(
+                ReplyKind::Conflict,
+                replies::already_finished(run.status.as_str()),
+            );
+        }
+        // Cancelling a live run is the dispatcher's: it owns the process and the agent.
+        Reply::of(
+            ReplyKind::Unavailable,
+            replies::needs_dispatcher("runs stop"),
+        )
+    })
+}

@@ -1,0 +1,87 @@
+//! Every reply text, in one place; each has a golden test (tests/goldens/).
+//!
+//! A refusal never carries its reason: not_found is byte-identical to a missing resource, and
+//! 🚫 names the command and who to ask, nothing else.
+
+use authz_core::{ActorId, Namespace};
+
+/// not_found on text surfaces: `run not found`, `memory record not found`.
+pub fn not_found(what: &str) -> String {
+    format!("{what} not found")
+}
+
+/// The same on HTTP/API surfaces (status 404).
+pub fn not_found_json(what: &str) -> String {
+    format!("{{\"error\":\"{what} not found\",\"code\":\"not_found\"}}")
+}
+
+/// The HTTP/API body of a 🚫 (status 403).
+pub const UNAUTHORIZED_JSON: &str = "{\"error\":\"unauthorized\",\"code\":\"unauthorized\"}";
+
+/// `🚫 You don't have permission to use `<command>`. Ask <admins>.`; with no admin configured
+/// the sentence ends after the command, naming nobody.
+pub fn unauthorized(command: &str, admins: &[ActorId]) -> String {
+    match ask(admins) {
+        Some(who) => format!("🚫 You don't have permission to use `{command}`. Ask {who}."),
+        None => format!("🚫 You don't have permission to use `{command}`."),
+    }
+}
+
+/// The channel tier of `config set` has its own refusal.
+pub fn channel_config_denied(channel: &str, admins: &[ActorId]) -> String {
+    match ask(admins) {
+        Some(who) => format!("🚫 You can't change the config of {channel}. Ask {who}."),
+        None => format!("🚫 You can't change the config of {channel}."),
+    }
+}
+
+/// The admins hint: Slack ids as mentions, others as they are, joined as a sentence.
+fn ask(admins: &[ActorId]) -> Option<String> {
+    let names: Vec<String> = admins
+        .iter()
+        .map(|id| match id.namespace() {
+            Namespace::Slack => format!("<@{}>", id.subject()),
+            _ => id.to_string(),
+        })
+        .collect();
+    match names.as_slice() {
+        [] => None,
+        [one] => Some(one.clone()),
+        [init @ .., last] => Some(format!("{} or {last}", init.join(", "))),
+    }
+}
+
+pub fn unknown_command(word: &str) -> String {
+    format!("unknown command `{word}`. Try `help` to see the commands you can use.")
+}
+
+pub fn usage_error(problem: &str, usage: &str) -> String {
+    format!("{problem}\n{usage}")
+}
+
+pub fn already_finished(status: &str) -> String {
+    format!("that run already finished ({status})")
+}
+
+/// What a command answers when the part that would do its work is not running in this process.
+pub fn needs_dispatcher(command: &str) -> String {
+    format!(
+        "`{command}` needs the dispatcher, which is not part of this build yet; nothing was started"
+    )
+}
+
+pub fn store_failed() -> String {
+    "the store could not answer; try again shortly (the operator log has the details)".to_owned()
+}
+
+pub fn config_set(key: &str, tier: &str) -> String {
+    format!("set `{key}` on {tier}")
+}
+
+pub fn config_unset(key: &str, tier: &str) -> String {
+    format!("`{key}` is not set on {tier}")
+}
+
+pub fn need_tier(command: &str) -> String {
+    format!("`{command}` needs a tier here: --org, --user or --channel <channel>")
+}

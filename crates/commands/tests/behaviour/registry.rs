@@ -1,0 +1,238 @@
+//! The registry's order of work: find, authorize before parsing, audit, deny shape, parse,
+//! handle. And the reply texts, byte for byte.
+
+use authz_core::ChannelVisibility as V;
+use commands::{RawInput, ReplyKind, replies};
+
+use crate::harness::*;
+
+#[tokio::test]
+async fn a_refused_caller_is_never_parsed_and_learns_no_usage() {
+    let w = sqlite().await;
+    let nobody = w.caller("http:nobody");
+    for text in [
+        "runs list --bogus --limit 0",
+        "config set",
+        "friction report --days 9999",
+        "mcp add",
+    ] {
+        let r = w.say(&nobody, text).await;
+        assert_eq!(r.kind, ReplyKind::Unauthorized, "{text}: {r:?}");
+        assert!(
+            !r.text.contains("usage"),
+            "{text}: a refused caller saw usage: {}",
+            r.text
+        );
+        assert!(
+            r.text.starts_with("🚫 You don't have permission to use `"),
+            "{}",
+            r.text
+        );
+    }
+    for text in [
+        "runs get ../../etc/passwd",
+        "runs events",
+        "memory forget x y z",
+    ] {
+        let r = w.say(&nobody, text).await;
+        assert_eq!(r.kind, ReplyKind::NotFound, "{text}: {r:?}");
+    }
+    // The same malformed input from an admitted caller gets the usage.
+    let admin = w.caller("slack:UADMIN");
+    let r = w.say(&admin, "runs list --bogus").await;
+    assert_eq!(r.kind, ReplyKind::Usage);
+    assert!(
+        r.text.contains("unknown option `--bogus`") && r.text.contains("usage: runs list"),
+        "{}",
+        r.text
+    );
+}
+
+#[tokio::test]
+async fn a_deny_writes_one_audit_line_with_the_reason_and_never_the_reply() {
+    let w = sqlite().await;
+    let run = w.run("slack:G1", "slack:UADMIN", V::Private, 5).await;
+    let plain = w.caller("slack:UPLAIN");
+    let r = w.say(&plain, &format!("runs get {}", run.id)).await;
+    assert_eq!(r.text, "run not found");
+    let lines = w.audit.lines();
+    assert_eq!(lines.len(), 1);
+    let line = lines[0].to_string();
+    // A plain Slack user holds no runs:read: refused at admission, before the run was loaded.
+    assert_eq!(
+        line,
+        "[authz] deny actor=slack:UPLAIN action=runs:read resource=command reason=missing-grant surface=slack"
+    );
+    assert!(
+        !line.contains(run.id.as_str()),
+        "no run id on the audit line"
+    );
+
+    let operator = w.caller("access:operator");
+    let r = w.say(&operator, &format!("runs get {}", run.id)).await;
+    assert_eq!(r.text, "run not found");
+    let line = w.audit.lines()[1].to_string();
+    assert_eq!(
+        line,
+        "[authz] deny actor=access:operator action=runs:read resource=run reason=not-member surface=access"
+    );
+    for reply_text in [&r.text, &r.data.to_string()] {
+        assert!(
+            !reply_text.contains("member") && !reply_text.contains("grant"),
+            "the reason leaked: {reply_text}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_denied_point_read_is_byte_identical_to_a_missing_id() {
+    let w = sqlite().await;
+    let private = w.run("slack:G1", "slack:UADMIN", V::Private, 5).await;
+    let operator = w.caller("access:operator");
+    for verb in ["get", "events", "friction", "stop"] {
+        let denied = w
+            .say(&operator, &format!("runs {verb} {}", private.id))
+            .await;
+        let missing = w
+            .say(
+                &operator,
+                &format!("runs {verb} 0000000000000NOSUCHRUN0000"),
+            )
+            .await;
+        assert_eq!(denied, missing, "runs {verb}");
+        assert_eq!(denied.kind, ReplyKind::NotFound);
+        assert_eq!(
+            denied.data.to_string(),
+            r#"{"code":"not_found","error":"run not found"}"#
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_unknown_command_is_a_hint_and_nothing_is_authorized() {
+    let w = sqlite().await;
+    let r = w
+        .say(&w.caller("http:nobody"), "deploy everything now")
+        .await;
+    assert_eq!(r.kind, ReplyKind::UnknownCommand);
+    assert_eq!(
+        r.text,
+        "unknown command `deploy`. Try `help` to see the commands you can use."
+    );
+    assert!(w.audit.lines().is_empty());
+    assert!(!w.registry.is_command("please summarise the last deploy"));
+    assert!(w.registry.is_command("runs list --status all"));
+}
+
+#[tokio::test]
+async fn json_input_goes_through_the_same_admission_and_schema() {
+    let w = sqlite().await;
+    let args = serde_json::json!({"status": "all", "limit": 5});
+    let raw = RawInput::Json {
+        id: "runs.list".into(),
+        args: args.as_object().unwrap().clone(),
+    };
+    let admin = w.caller("slack:UADMIN");
+    assert_eq!(
+        w.registry
+            .invoke(&admin, raw.clone(), &w.services)
+            .await
+            .kind,
+        ReplyKind::Ok
+    );
+    assert_eq!(
+        w.registry
+            .invoke(&w.caller("http:nobody"), raw, &w.services)
+            .await
+            .kind,
+        ReplyKind::Unauthorized
+    );
+    let bad = RawInput::Json {
+        id: "runs.list".into(),
+        args: serde_json::json!({"limit": "many"})
+            .as_object()
+            .unwrap()
+            .clone(),
+    };
+    let r = w.registry.invoke(&admin, bad, &w.services).await;
+    assert_eq!(r.kind, ReplyKind::Usage);
+    let unknown = RawInput::Json {
+        id: "runs.delete".into(),
+        args: Default::default(),
+    };
+    assert_eq!(
+        w.registry.invoke(&admin, unknown, &w.services).await.kind,
+        ReplyKind::UnknownCommand
+    );
+}
+
+#[tokio::test]
+async fn control_characters_in_command_text_are_refused() {
+    let w = sqlite().await;
+    let r = w
+        .say(&w.caller("slack:UADMIN"), "runs list \u{1b}[2J")
+        .await;
+    assert_eq!(r.kind, ReplyKind::Usage);
+    assert_eq!(r.text, "command text contains control characters");
+}
+
+fn golden(name: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/goldens")
+        .join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[test]
+fn reply_texts_match_their_goldens() {
+    let admins: Vec<authz_core::ActorId> = ["slack:U024BE7LH", "access:ops"]
+        .iter()
+        .map(|a| a.parse().unwrap())
+        .collect();
+    let one: Vec<authz_core::ActorId> = vec!["slack:U024BE7LH".parse().unwrap()];
+    let cases = [
+        ("not_found.txt", replies::not_found("run")),
+        ("not_found_memory.txt", replies::not_found("memory record")),
+        ("not_found.json", replies::not_found_json("run")),
+        ("unauthorized.txt", replies::unauthorized("runs list", &one)),
+        (
+            "unauthorized_two_admins.txt",
+            replies::unauthorized("config set", &admins),
+        ),
+        (
+            "unauthorized_no_admins.txt",
+            replies::unauthorized("runs list", &[]),
+        ),
+        ("unauthorized.json", replies::UNAUTHORIZED_JSON.to_owned()),
+        (
+            "channel_config_denied.txt",
+            replies::channel_config_denied("slack:C024", &one),
+        ),
+        (
+            "channel_config_denied_no_admins.txt",
+            replies::channel_config_denied("slack:C024", &[]),
+        ),
+        ("unknown_command.txt", replies::unknown_command("deploy")),
+        (
+            "already_finished.txt",
+            replies::already_finished("completed"),
+        ),
+        (
+            "needs_dispatcher.txt",
+            replies::needs_dispatcher("runs stop"),
+        ),
+    ];
+    for (file, text) in cases {
+        assert_eq!(text, golden(file).trim_end_matches('\n'), "{file}");
+    }
+}
+
+#[tokio::test]
+async fn the_admins_hint_names_people_holding_all_never_a_surface() {
+    let w = sqlite().await;
+    let r = w.say(&w.caller("http:nobody"), "runs list").await;
+    assert_eq!(
+        r.text,
+        "🚫 You don't have permission to use `runs list`. Ask <@UADMIN>."
+    );
+}
