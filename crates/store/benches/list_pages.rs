@@ -256,15 +256,16 @@ async fn measure(
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
-    let sizes: Vec<usize> = if args.is_empty() {
-        vec![10_000, 100_000, 1_000_000]
-    } else {
-        args.iter().filter_map(|a| a.parse().ok()).collect()
-    };
+    // Arguments: sizes (default 10000 100000 1000000), `sqlite` or `postgres` to run one back
+    // end, `--no-naive` to skip load-then-filter.
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut sizes: Vec<usize> = args.iter().filter_map(|a| a.parse().ok()).collect();
+    if sizes.is_empty() {
+        sizes = vec![10_000, 100_000, 1_000_000];
+    }
+    let picked = args.iter().any(|a| a == "sqlite" || a == "postgres");
+    let only = |b: &str| !picked || args.iter().any(|a| a == b);
+    let naive_wanted = !args.iter().any(|a| a == "--no-naive");
     let pg_url = std::env::var("SWITCHBOARD_BENCH_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -276,12 +277,17 @@ fn main() {
         let mut out = Vec::new();
         println!("| back end | runs | actor | page median (ms) | load-then-filter (ms) | ratio |");
         println!("| --- | ---: | --- | ---: | ---: | ---: |");
+        let largest = sizes.iter().copied().max().unwrap_or(0);
         for &n in &sizes {
-            let naive_too = n == *sizes.iter().max().unwrap_or(&n);
-            let s = sqlite_fixture(n).await;
-            measure("SQLite", &s, n, naive_too, &mut out).await;
-            let p = postgres_fixture(&pg_url, n).await;
-            measure("Postgres", &p, n, naive_too, &mut out).await;
+            let naive_too = naive_wanted && n == largest;
+            if only("sqlite") {
+                let s = sqlite_fixture(n).await;
+                measure("SQLite", &s, n, naive_too, &mut out).await;
+            }
+            if only("postgres") {
+                let p = postgres_fixture(&pg_url, n).await;
+                measure("Postgres", &p, n, naive_too, &mut out).await;
+            }
         }
     });
 }

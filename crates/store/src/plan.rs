@@ -29,6 +29,16 @@ impl Column {
             Column::Repo => "repo",
         }
     }
+
+    /// The index a branch driven by this column reads: `(column, created_at DESC, id DESC)`.
+    pub fn index(self) -> &'static str {
+        match self {
+            Column::Channel => "runs_channel_page",
+            Column::Visibility => "runs_visibility_page",
+            Column::User => "runs_user_page",
+            Column::Repo => "runs_repo_page",
+        }
+    }
 }
 
 /// `column IN (values)`.

@@ -123,9 +123,13 @@ impl PostgresStore {
             Plan::Everything => vec![everything_sql(q)],
             Plan::Groups(groups) => {
                 let start = start_key(q.before.as_ref());
-                let floor = (i64::MAX - 1, String::new());
+                // The walk's real window, as the page would read it.
+                let window = (q.limit as usize + 1) * self.walk_pages.max(1);
+                let floor = self
+                    .boundary(&start, u32::try_from(window).unwrap_or(u32::MAX))
+                    .await?;
                 vec![
-                    walk_sql(&groups, q.status, &start, Some(&floor), q.limit + 1),
+                    walk_sql(&groups, q.status, &start, floor.as_ref(), q.limit + 1),
                     branches_sql(&groups, &first_round(&groups, q), q.status, q.limit + 1),
                 ]
             }

@@ -97,9 +97,13 @@ impl SqliteStore {
             Plan::Everything => vec![everything_sql(q)],
             Plan::Groups(groups) => {
                 let start = start_key(q.before.as_ref());
-                let floor = (i64::MAX - 1, String::new());
+                // The walk's real window, as the page would read it.
+                let window = (q.limit as usize + 1) * self.walk_pages.max(1);
+                let floor = self
+                    .boundary(&start, u32::try_from(window).unwrap_or(u32::MAX))
+                    .await?;
                 vec![
-                    walk_sql(&groups, q.status, &start, Some(&floor), q.limit + 1),
+                    walk_sql(&groups, q.status, &start, floor.as_ref(), q.limit + 1),
                     branches_sql(&groups, &first_round(&groups, q), q.status, q.limit + 1),
                 ]
             }
@@ -233,11 +237,12 @@ fn branches_sql(
             .collect();
         parts.push(format!(
             "SELECT {g} AS grp, (v.value ->> 0) AS val, r.created_at AS created_at, r.id AS id FROM json_each(?) AS v \
-             CROSS JOIN runs r ON r.rowid IN (SELECT x.rowid FROM runs x \
+             CROSS JOIN runs r ON r.rowid IN (SELECT x.rowid FROM runs x INDEXED BY {index} \
              WHERE x.{drive} = (v.value ->> 0) \
              AND (x.created_at < (v.value ->> 1) OR (x.created_at = (v.value ->> 1) AND x.id < (v.value ->> 2)))\
              {filters}{status} ORDER BY x.created_at DESC, x.id DESC LIMIT ?)",
             drive = group.drive.sql(),
+            index = group.drive.index(),
             status = status_sql(status, "x"),
         ));
         binds.push(Bind::Text(format!("[{}]", mine.join(","))));
