@@ -25,6 +25,8 @@ pub struct ActorRow {
 #[derive(Debug, Serialize)]
 pub struct Report {
     pub config: String,
+    /// The store URL, any password removed.
+    pub store: String,
     pub agents: Vec<String>,
     pub default_agent: Option<String>,
     pub restricted_agents: Vec<String>,
@@ -50,6 +52,7 @@ pub fn report(config: &LoadedConfig, policy_rows: usize) -> Report {
     let names = |v: &mut dyn Iterator<Item = String>| v.collect::<Vec<_>>();
     Report {
         config: config.source.to_string(),
+        store: store::redact_url(&config.store_url),
         agents: names(&mut config.agents.iter().map(ToString::to_string)),
         default_agent: config.default_agent.as_ref().map(ToString::to_string),
         restricted_agents: names(&mut t.restrict().agents.iter().map(ToString::to_string)),
@@ -147,9 +150,10 @@ pub fn render_human(r: &Report, colour: bool) -> String {
         }
     };
     let mut out = format!(
-        "{} {}\n\nagents            {}\ndefault agent     {}\nrestricted agents {}\nrestricted repos  {}\nadmins            {}\npolicy table      {} rows, valid\n\n",
+        "{} {}\n\nstore             {}\nagents            {}\ndefault agent     {}\nrestricted agents {}\nrestricted repos  {}\nadmins            {}\npolicy table      {} rows, valid\n\n",
         render::paint("ok", "32", colour),
         r.config,
+        r.store,
         list(&r.agents),
         r.default_agent.as_deref().unwrap_or("—"),
         list(&r.restricted_agents),

@@ -370,6 +370,38 @@ mod tests {
     }
 
     #[test]
+    fn the_store_section_names_its_faults() {
+        assert_eq!(
+            parse(Source::EmbeddedDefault, "").unwrap().store_url,
+            DEFAULT_STORE_URL
+        );
+        let pg = parse(
+            Source::EmbeddedDefault,
+            "[store]\nurl = \"postgres://sb@db/sb\"",
+        )
+        .unwrap();
+        assert_eq!(pg.store_url, "postgres://sb@db/sb");
+        for (text, want) in [
+            (
+                "[store]\nurl = \"mysql://x\"",
+                "t.toml:2:1: store.url: must be sqlite://",
+            ),
+            ("[store]\nurl = 5", "t.toml:2:1: store.url: must be"),
+            (
+                "[store]\npath = \"x.db\"",
+                "t.toml:2:1: store.path: unknown key; [store] takes url",
+            ),
+            (
+                "store = \"sqlite://x\"",
+                "t.toml:1:1: store: must be a table",
+            ),
+        ] {
+            let e = err(text);
+            assert!(e.starts_with(want), "{text}: {e}");
+        }
+    }
+
+    #[test]
     fn key_segments_split_quoted_ids() {
         assert_eq!(
             key_segments("grants.\"slack:U1\".channels[0]"),
