@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every test: unit, integration (behaviour) and doc tests, for the whole workspace.
 # nextest runs the unit and integration tests; it does not run doctests, so cargo test does.
+# Benchmarks are not tests: scripts/bench.sh runs them.
 #
 # The Postgres tests run against $SWITCHBOARD_TEST_POSTGRES_URL (each in its own schema).
 # Unset, they are left out and this script says so; .ci/run always sets it and fails when
@@ -18,9 +19,9 @@ if [ -z "${SWITCHBOARD_TEST_POSTGRES_URL:-}" ]; then
 fi
 
 if cargo nextest --version >/dev/null 2>&1; then
-  cargo nextest run --workspace --all-targets --locked --no-fail-fast "${filter[@]}"
+  cargo nextest run --workspace --lib --bins --tests --locked --no-fail-fast "${filter[@]}"
 else
   echo "cargo-nextest not found; running the same tests with cargo test" >&2
-  cargo test --workspace --all-targets --locked --no-fail-fast -- "${skip[@]}"
+  cargo test --workspace --lib --bins --tests --locked --no-fail-fast -- "${skip[@]}"
 fi
 cargo test --workspace --doc --locked

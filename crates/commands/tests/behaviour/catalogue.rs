@@ -27,9 +27,27 @@ on_both!(
     schedules,
 );
 
-fn refused(r: &commands::Reply) {
-    assert_eq!(r.kind, ReplyKind::Unauthorized, "{r:?}");
+/// A 🚫 with no reason in it, and the reason on a fresh audit line.
+async fn refused(w: &World, caller: &commands::Caller, text: &str) {
+    let before = w.audit.lines().len();
+    let r = w.say(caller, text).await;
+    assert_eq!(r.kind, ReplyKind::Unauthorized, "{text}: {r:?}");
     assert!(r.text.starts_with("🚫"), "{}", r.text);
+    let lines = w.audit.lines();
+    assert_eq!(
+        lines.len(),
+        before + 1,
+        "{text}: one audit line per refusal"
+    );
+    let line = &lines[before];
+    assert_eq!(line.actor, caller.actor.id.as_str());
+    for leak in [line.reason, "grant", "member", "restricted"] {
+        assert!(
+            !r.text.contains(leak) && !r.data.to_string().contains(leak),
+            "{text}: the reply carries `{leak}`: {}",
+            r.text
+        );
+    }
 }
 
 async fn help_and_status(w: World) {
@@ -51,7 +69,7 @@ async fn help_and_status(w: World) {
         "{}",
         token_help.text
     );
-    refused(&w.say(&w.caller("http:dispatch"), "help").await);
+    refused(&w, &w.caller("http:dispatch"), "help").await;
 
     w.run("slack:C1", "slack:UPLAIN", V::Public, 1).await;
     let status = w.say(&w.caller("http:reader"), "status").await;
@@ -66,7 +84,7 @@ async fn help_and_status(w: World) {
         w.say(&w.caller("http:reader"), "status now").await.kind,
         ReplyKind::Usage
     );
-    refused(&w.say(&w.caller("http:writer"), "status").await);
+    refused(&w, &w.caller("http:writer"), "status").await;
 }
 
 async fn runs_list_pages_what_each_caller_may_read(w: World) {
@@ -127,7 +145,7 @@ async fn runs_list_pages_what_each_caller_may_read(w: World) {
         first.text
     );
     // An agent holds what its principal holds, never more.
-    refused(&w.say(&w.agent_for("slack:UPLAIN"), "runs list").await);
+    refused(&w, &w.agent_for("slack:UPLAIN"), "runs list").await;
     assert_eq!(
         ids(&w
             .say(&w.agent_for("slack:UADMIN"), "runs list --status all")
@@ -136,7 +154,7 @@ async fn runs_list_pages_what_each_caller_may_read(w: World) {
         5
     );
     // Refusal and bad input.
-    refused(&w.say(&w.caller("slack:UPLAIN"), "runs list").await);
+    refused(&w, &w.caller("slack:UPLAIN"), "runs list").await;
     for bad in [
         "runs list --limit 0",
         "runs list --status sideways",
@@ -299,7 +317,7 @@ async fn friction_report_counts_the_visible_runs(w: World) {
         fleet.text
     );
     assert!(fleet.text.contains("http:billing ×2"), "{}", fleet.text);
-    refused(&w.say(&w.caller("http:dispatch"), "friction report").await);
+    refused(&w, &w.caller("http:dispatch"), "friction report").await;
     assert_eq!(
         w.say(&w.caller("slack:UPLAIN"), "friction report --days 0")
             .await
@@ -325,7 +343,7 @@ async fn friction_propose_records(w: World) {
         .unwrap();
     assert_eq!(stored.len(), 1);
     assert_eq!(stored[0].updated_by.as_str(), "http:writer");
-    refused(&w.say(&w.caller("slack:UPLAIN"), "friction propose x").await);
+    refused(&w, &w.caller("slack:UPLAIN"), "friction propose x").await;
     assert_eq!(
         w.say(&w.caller("http:writer"), "friction propose")
             .await
@@ -375,10 +393,7 @@ async fn config_get_and_set_on_the_tiers(w: World) {
         w.say(&plain_here, "config get missing --org").await.text,
         "`missing` is not set on the org"
     );
-    refused(
-        &w.say(&w.caller("http:reader"), "config set agent x --org")
-            .await,
-    );
+    refused(&w, &w.caller("http:reader"), "config set agent x --org").await;
     let nobody_in_cli = w.caller("slack:UCONFIG");
     assert!(
         w.say(&nobody_in_cli, "config set agent x")
@@ -424,7 +439,7 @@ async fn repos_and_their_restriction(w: World) {
         "{}",
         listed.text
     );
-    refused(&w.say(&w.caller("slack:UPLAIN"), "repo add acme/x").await);
+    refused(&w, &w.caller("slack:UPLAIN"), "repo add acme/x").await;
     assert_eq!(
         w.say(&repo_writer, "repo add not-a-slug").await.kind,
         ReplyKind::Usage
@@ -436,7 +451,7 @@ async fn repos_and_their_restriction(w: World) {
         ReplyKind::Usage
     );
     // repo test: admitted on the coding agent (restricted here: only the admin may run it).
-    refused(&w.say(&w.caller("slack:UPLAIN"), "repo test acme/web").await);
+    refused(&w, &w.caller("slack:UPLAIN"), "repo test acme/web").await;
     let admin = w.say(&w.caller("slack:UADMIN"), "repo test acme/web").await;
     assert_eq!(
         admin.kind,
@@ -535,10 +550,7 @@ async fn memory_list_and_forget(w: World) {
 
 async fn mcp_servers_on_channel_and_org(w: World) {
     let plain_here = w.in_channel("slack:UPLAIN", "slack:C1");
-    refused(
-        &w.say(&plain_here, "mcp add github https://mcp.example/gh")
-            .await,
-    );
+    refused(&w, &plain_here, "mcp add github https://mcp.example/gh").await;
     let cw = w.in_channel("slack:UCONFIG", "slack:C1");
     assert_eq!(
         w.say(&cw, "mcp add github https://mcp.example/gh")
@@ -547,10 +559,7 @@ async fn mcp_servers_on_channel_and_org(w: World) {
         ReplyKind::Ok,
         "config:write holders manage a channel's servers"
     );
-    refused(
-        &w.say(&cw, "mcp add linear https://mcp.example/linear --org")
-            .await,
-    );
+    refused(&w, &cw, "mcp add linear https://mcp.example/linear --org").await;
     let rw = w.caller("slack:UREPO");
     assert_eq!(
         w.say(&rw, "mcp add linear https://mcp.example/linear --org")
@@ -623,9 +632,11 @@ async fn schedules(w: World) {
             .contains("completed 2m ago")
     );
     refused(
-        &w.say(&w.caller("slack:UPLAIN"), "schedule fire self-improvement")
-            .await,
-    );
+        &w,
+        &w.caller("slack:UPLAIN"),
+        "schedule fire self-improvement",
+    )
+    .await;
     assert_eq!(
         w.say(&w.caller("slack:UADMIN"), "schedule fire self-improvement")
             .await
