@@ -7,14 +7,16 @@
 //!
 //! What it must never do: receive an actor or decide anything. It receives a compiled
 //! `Predicate` and applies it **in its own query** — never by loading rows and filtering them
-//! afterwards. It never stores a token in clear (SHA-256 only) and never reads the clock: time
-//! is an argument.
+//! afterwards. It never stores a token in clear (SHA-256 only), and its back ends never read
+//! the clock: time is an argument (`Timestamp::now` is for binaries and tests).
 //!
 //! Invariants:
 //! - `Predicate::None` never touches the database; `All` sends no filter; a malformed predicate
 //!   (empty `And`/`Or`, a list wider than the bound) is an error, never `All`.
-//! - Every list branch is an index range read newest-first with a per-branch limit; pages are
-//!   keyset-paginated on `(created_at DESC, id DESC)` with an opaque cursor.
+//! - A list reads indexes ordered like the page: a bounded walk of the page index (a window of
+//!   a few pages), then one index range per branch, newest-first with a per-branch limit
+//!   (`merge.rs`); pages are keyset-paginated on `(created_at DESC, id DESC)` with an opaque
+//!   cursor. The cost of a page does not grow with the table.
 //! - `list_runs(predicate_for(actor))` returns exactly the runs point `authorize` allows
 //!   (the SQL differential tests).
 //! - A terminal status never changes; writes are single statements or transactions.
