@@ -14,10 +14,10 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{AssertSqlSafe, PgPool, Row};
 
 use crate::memory::INTERRUPTED;
-use crate::merge::{FetchBranches, Key, ListBackend, OpenBranch, all_branches, page_of_groups};
+use crate::merge::{FetchBranches, Key, ListBackend, OpenBranch, page_of_groups};
 use crate::plan::{self, Group, Plan};
-use crate::sql::{Bind, BranchKey, RUN_COLUMNS, RawRun, status_sql};
-use crate::types::{new_id, scope_from_parts, scope_parts, tier_from_parts, tier_parts};
+use crate::sql::*;
+use crate::types::{new_id, scope_parts, tier_parts};
 use crate::*;
 
 pub struct PostgresStore {
@@ -35,20 +35,6 @@ pub fn migrator() -> sqlx::migrate::Migrator {
 /// Numbers `?` placeholders as `$1`, `$2`, … (the statements here contain no other `?`).
 fn pg(sql: &str) -> AssertSqlSafe<String> {
     AssertSqlSafe(numbered(sql))
-}
-
-fn numbered(sql: &str) -> String {
-    let mut out = String::with_capacity(sql.len() + 16);
-    let mut n = 0;
-    for c in sql.chars() {
-        if c == '?' {
-            n += 1;
-            out.push_str(&format!("${n}"));
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 impl PostgresStore {
@@ -120,7 +106,7 @@ impl PostgresStore {
     pub async fn list_plan(&self, q: &ListRuns) -> Result<Vec<String>> {
         let statements = match plan::plan(&q.visible_to, self.max_width)? {
             Plan::Nothing => return Ok(vec![]),
-            Plan::Everything => vec![everything_sql(q)],
+            Plan::Everything => vec![everything_sql(Dialect::Postgres, q)],
             Plan::Groups(groups) => {
                 let start = start_key(q.before.as_ref());
                 // The walk's real window, as the page would read it.
@@ -129,7 +115,14 @@ impl PostgresStore {
                     .boundary(&start, u32::try_from(window).unwrap_or(u32::MAX))
                     .await?;
                 vec![
-                    walk_sql(&groups, q.status, &start, floor.as_ref(), q.limit + 1),
+                    walk_sql(
+                        Dialect::Postgres,
+                        &groups,
+                        q.status,
+                        &start,
+                        floor.as_ref(),
+                        q.limit + 1,
+                    ),
                     branches_sql(&groups, &first_round(&groups, q), q.status, q.limit + 1),
                 ]
             }
@@ -147,8 +140,6 @@ impl PostgresStore {
         Ok(lines)
     }
 }
-
-type Statement = (String, Vec<Bind>);
 
 fn bind_all<'q>(
     mut q: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
@@ -178,29 +169,6 @@ fn bind_all_as<'q, T>(
         };
     }
     q
-}
-
-fn first_round(groups: &[Group], q: &ListRuns) -> Vec<OpenBranch> {
-    all_branches(groups, &start_key(q.before.as_ref()))
-}
-
-/// The whole table, newest first: the `(created_at, id)` index, no filter.
-fn everything_sql(q: &ListRuns) -> Statement {
-    let (at, id) = q.before.as_ref().map_or((i64::MAX, String::new()), |c| {
-        (c.created_at.micros(), c.id.to_string())
-    });
-    let sql = format!(
-        "SELECT {RUN_COLUMNS} FROM runs x WHERE (x.created_at, x.id) < (?, ?){} ORDER BY x.created_at DESC, x.id DESC LIMIT ?",
-        status_sql(q.status, "x")
-    );
-    (
-        numbered(&sql),
-        vec![
-            Bind::Int(at),
-            Bind::Text(id),
-            Bind::Int(i64::from(q.limit) + 1),
-        ],
-    )
 }
 
 /// One statement reading every open branch: per group, `unnest` of three bound arrays (value,
@@ -242,22 +210,6 @@ fn branches_sql(
     (numbered(&parts.join(" UNION ALL ")), binds)
 }
 
-/// A flat `WHERE` for the predicate's groups (friction report, counts): window-bounded reads.
-fn flat_where(groups: &[Group], alias: &str) -> (String, Vec<Bind>) {
-    let mut ors = Vec::new();
-    let mut binds = Vec::new();
-    for g in groups {
-        let mut ands = vec![format!("{alias}.{} = ANY(?)", g.drive.sql())];
-        binds.push(Bind::Texts(g.values.clone()));
-        for a in &g.filters {
-            ands.push(format!("{alias}.{} = ANY(?)", a.column.sql()));
-            binds.push(Bind::Texts(a.values.clone()));
-        }
-        ors.push(format!("({})", ands.join(" AND ")));
-    }
-    (format!("({})", ors.join(" OR ")), binds)
-}
-
 #[async_trait]
 impl FetchBranches for PostgresStore {
     async fn fetch(
@@ -284,34 +236,6 @@ impl FetchBranches for PostgresStore {
     }
 }
 
-/// The walk: the page index newest-first between `floor` and `start`, filtered by the
-/// predicate's groups; `LIMIT`ed to the rows needed.
-fn walk_sql(
-    groups: &[Group],
-    status: StatusFilter,
-    start: &Key,
-    floor: Option<&Key>,
-    need: u32,
-) -> Statement {
-    let (filter, filter_binds) = flat_where(groups, "x");
-    let floor_sql = if floor.is_some() {
-        " AND (x.created_at, x.id) >= (?, ?)"
-    } else {
-        ""
-    };
-    let sql = format!(
-        "SELECT {RUN_COLUMNS} FROM runs x WHERE (x.created_at, x.id) < (?, ?){floor_sql} AND {filter}{} ORDER BY x.created_at DESC, x.id DESC LIMIT ?",
-        status_sql(status, "x")
-    );
-    let mut binds = vec![Bind::Int(start.0), Bind::Text(start.1.clone())];
-    if let Some(f) = floor {
-        binds.extend([Bind::Int(f.0), Bind::Text(f.1.clone())]);
-    }
-    binds.extend(filter_binds);
-    binds.push(Bind::Int(i64::from(need)));
-    (numbered(&sql), binds)
-}
-
 #[async_trait]
 impl ListBackend for PostgresStore {
     fn walk_pages(&self) -> usize {
@@ -319,12 +243,13 @@ impl ListBackend for PostgresStore {
     }
 
     async fn boundary(&self, start: &Key, window: u32) -> Result<Option<Key>> {
-        let row: Option<(i64, String)> = sqlx::query_as(pg("SELECT created_at, id FROM runs WHERE (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT 1 OFFSET ?"))
-            .bind(start.0)
-            .bind(&start.1)
-            .bind(i64::from(window.saturating_sub(1)))
-            .fetch_optional(&self.pool)
-            .await?;
+        let row: Option<(i64, String)> =
+            sqlx::query_as(AssertSqlSafe(boundary_sql(Dialect::Postgres)))
+                .bind(start.0)
+                .bind(&start.1)
+                .bind(i64::from(window.saturating_sub(1)))
+                .fetch_optional(&self.pool)
+                .await?;
         Ok(row)
     }
 
@@ -336,7 +261,11 @@ impl ListBackend for PostgresStore {
         floor: Option<&Key>,
         need: u32,
     ) -> Result<Vec<RunRecord>> {
-        fetch_runs(&self.pool, walk_sql(groups, status, start, floor, need)).await
+        fetch_runs(
+            &self.pool,
+            walk_sql(Dialect::Postgres, groups, status, start, floor, need),
+        )
+        .await
     }
 
     async fn runs_by_ids(&self, ids: Vec<String>) -> Result<Vec<RunRecord>> {
@@ -395,14 +324,7 @@ impl RunStore for PostgresStore {
         if done.rows_affected() == 1 {
             return Ok(());
         }
-        match self.get_run(id).await? {
-            None => Err(StoreError::NoSuchRun(id.clone())),
-            Some(r) if r.status == RunStatus::Running => Ok(()),
-            Some(r) => Err(StoreError::AlreadyFinished {
-                id: id.clone(),
-                status: r.status,
-            }),
-        }
+        not_live(id, self.get_run(id).await?.as_ref(), true)
     }
 
     async fn finish_run(&self, id: &RunId, f: Finish) -> Result<RunRecord> {
@@ -412,26 +334,20 @@ impl RunStore for PostgresStore {
                 f.status
             )));
         }
-        let done = sqlx::query(pg(
-            "UPDATE runs SET status = ?, answer = ?, error = ?, finished_at = ? WHERE id = ? AND status IN ('queued', 'running')"))
-        .bind(f.status.as_str())
-        .bind(f.answer.as_deref())
-        .bind(f.error.as_deref())
-        .bind(f.at.micros())
-        .bind(id.as_str())
-        .execute(&self.pool)
-        .await?;
-        let run = self
-            .get_run(id)
-            .await?
-            .ok_or_else(|| StoreError::NoSuchRun(id.clone()))?;
-        if done.rows_affected() == 1 {
-            Ok(run)
-        } else {
-            Err(StoreError::AlreadyFinished {
-                id: id.clone(),
-                status: run.status,
-            })
+        let done = sqlx::query(pg("UPDATE runs SET status = ?, answer = ?, error = ?, finished_at = ? WHERE id = ? AND status IN ('queued', 'running')"))
+            .bind(f.status.as_str())
+            .bind(f.answer.as_deref())
+            .bind(f.error.as_deref())
+            .bind(f.at.micros())
+            .bind(id.as_str())
+            .execute(&self.pool)
+            .await?;
+        let run = self.get_run(id).await?;
+        match (done.rows_affected(), run) {
+            (1, Some(run)) => Ok(run),
+            (_, run) => {
+                not_live(id, run.as_ref(), false).and(Err(StoreError::NoSuchRun(id.clone())))
+            }
         }
     }
 
@@ -452,7 +368,7 @@ impl RunStore for PostgresStore {
                 next: None,
             }),
             Plan::Everything => Ok(assemble_page(
-                fetch_runs(&self.pool, everything_sql(q)).await?,
+                fetch_runs(&self.pool, everything_sql(Dialect::Postgres, q)).await?,
                 limit,
             )),
             Plan::Groups(groups) => {
@@ -485,23 +401,22 @@ impl RunStore for PostgresStore {
     }
 
     async fn events(&self, id: &RunId) -> Result<Vec<RunEvent>> {
-        let rows = sqlx::query(pg(
+        let rows: Vec<RawEvent> = sqlx::query_as(pg(
             "SELECT seq, at, kind, body FROM run_events WHERE run_id = ? ORDER BY seq",
         ))
         .bind(id.as_str())
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(RunEvent {
-                    run_id: id.clone(),
-                    seq: r.try_get("seq")?,
-                    at: Timestamp::from_micros(r.try_get("at")?),
-                    kind: r.try_get("kind")?,
-                    body: r.try_get("body")?,
-                })
+        Ok(rows
+            .into_iter()
+            .map(|r| RunEvent {
+                run_id: id.clone(),
+                seq: r.seq,
+                at: Timestamp::from_micros(r.at),
+                kind: r.kind,
+                body: r.body,
             })
-            .collect()
+            .collect())
     }
 
     async fn add_friction(&self, f: Friction) -> Result<()> {
@@ -525,22 +440,21 @@ impl RunStore for PostgresStore {
     }
 
     async fn friction(&self, id: &RunId) -> Result<Vec<Friction>> {
-        let rows = sqlx::query(pg(
+        let rows: Vec<RawFriction> = sqlx::query_as(pg(
             "SELECT at, kind, detail FROM friction WHERE run_id = ? ORDER BY at, id",
         ))
         .bind(id.as_str())
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(Friction {
-                    run_id: id.clone(),
-                    at: Timestamp::from_micros(r.try_get("at")?),
-                    kind: r.try_get("kind")?,
-                    detail: r.try_get("detail")?,
-                })
+        Ok(rows
+            .into_iter()
+            .map(|r| Friction {
+                run_id: id.clone(),
+                at: Timestamp::from_micros(r.at),
+                kind: r.kind,
+                detail: r.detail,
             })
-            .collect()
+            .collect())
     }
 
     async fn friction_recent(
@@ -550,55 +464,26 @@ impl RunStore for PostgresStore {
         limit: u32,
     ) -> Result<Vec<FrictionOfRun>> {
         let limit = check_limit(limit)?;
-        let filter = match plan::plan(visible_to, self.max_width)? {
-            Plan::Nothing => return Ok(vec![]),
-            Plan::Everything => (String::from("TRUE"), vec![]),
-            Plan::Groups(groups) => flat_where(&groups, "r"),
+        let Some(filter) = plan_filter(Dialect::Postgres, plan::plan(visible_to, self.max_width)?)
+        else {
+            return Ok(vec![]);
         };
-        let sql = numbered(&format!(
-            "SELECT f.run_id, f.at, f.kind, f.detail, r.channel_id, r.agent FROM friction f JOIN runs r ON r.id = f.run_id \
-             WHERE f.at >= ? AND {} ORDER BY f.at DESC, f.id DESC LIMIT ?",
-            filter.0
-        ));
-        let mut binds = vec![Bind::Int(since.micros())];
-        binds.extend(filter.1);
-        binds.push(Bind::Int(limit as i64));
-        let rows = bind_all(sqlx::query(AssertSqlSafe(sql)), binds)
+        let (sql, binds) =
+            friction_recent_sql(Dialect::Postgres, filter, since.micros(), limit as i64);
+        let rows: Vec<RawFrictionOfRun> = bind_all_as(sqlx::query_as(AssertSqlSafe(sql)), binds)
             .fetch_all(&self.pool)
             .await?;
-        rows.iter()
-            .map(|r| {
-                let run_id: String = r.try_get("run_id")?;
-                let channel: String = r.try_get("channel_id")?;
-                Ok(FrictionOfRun {
-                    friction: Friction {
-                        run_id: RunId::parse(&run_id)
-                            .map_err(|_| StoreError::corrupt("run id", &run_id))?,
-                        at: Timestamp::from_micros(r.try_get("at")?),
-                        kind: r.try_get("kind")?,
-                        detail: r.try_get("detail")?,
-                    },
-                    channel_id: channel
-                        .parse()
-                        .map_err(|_| StoreError::corrupt("channel id", &channel))?,
-                    agent: r.try_get("agent")?,
-                })
-            })
+        rows.into_iter()
+            .map(RawFrictionOfRun::into_record)
             .collect()
     }
 
     async fn count_runs_since(&self, visible_to: &Predicate, since: Timestamp) -> Result<u64> {
-        let filter = match plan::plan(visible_to, self.max_width)? {
-            Plan::Nothing => return Ok(0),
-            Plan::Everything => (String::from("TRUE"), vec![]),
-            Plan::Groups(groups) => flat_where(&groups, "r"),
+        let Some(filter) = plan_filter(Dialect::Postgres, plan::plan(visible_to, self.max_width)?)
+        else {
+            return Ok(0);
         };
-        let sql = numbered(&format!(
-            "SELECT count(*) AS n FROM runs r WHERE r.created_at >= ? AND {}",
-            filter.0
-        ));
-        let mut binds = vec![Bind::Int(since.micros())];
-        binds.extend(filter.1);
+        let (sql, binds) = count_since_sql(Dialect::Postgres, filter, since.micros());
         let row = bind_all(sqlx::query(AssertSqlSafe(sql)), binds)
             .fetch_one(&self.pool)
             .await?;
@@ -671,17 +556,18 @@ impl crate::MemoryStore for PostgresStore {
     }
 
     async fn get_memory(&self, id: &MemoryId) -> Result<Option<MemoryRecord>> {
-        let row = sqlx::query(pg("SELECT * FROM memory_records WHERE id = ?"))
-            .bind(id.as_str())
-            .fetch_optional(&self.pool)
-            .await?;
-        row.as_ref().map(memory_row).transpose()
+        let row: Option<RawMemory> =
+            sqlx::query_as(pg("SELECT * FROM memory_records WHERE id = ?"))
+                .bind(id.as_str())
+                .fetch_optional(&self.pool)
+                .await?;
+        row.map(RawMemory::into_record).transpose()
     }
 
     async fn memory_in_scopes(&self, scopes: &[ScopeKey], limit: u32) -> Result<Vec<MemoryRecord>> {
         let limit = check_limit(limit)?;
         let keys: Vec<String> = scopes.iter().map(|s| scope_parts(s).1).collect();
-        let rows = sqlx::query(pg(
+        let rows: Vec<RawMemory> = sqlx::query_as(pg(
             "SELECT * FROM memory_records m WHERE m.scope_key = ANY(?) AND m.forgotten_at IS NULL \
              AND NOT EXISTS (SELECT 1 FROM memory_records n WHERE n.supersedes = m.id AND n.forgotten_at IS NULL) \
              ORDER BY m.created_at DESC, m.id DESC LIMIT ?"
@@ -690,7 +576,7 @@ impl crate::MemoryStore for PostgresStore {
         .bind(limit as i64)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter().map(memory_row).collect()
+        rows.into_iter().map(RawMemory::into_record).collect()
     }
 
     async fn forget_memory(&self, id: &MemoryId, at: Timestamp) -> Result<bool> {
@@ -705,52 +591,11 @@ impl crate::MemoryStore for PostgresStore {
     }
 }
 
-fn memory_row(r: &sqlx::postgres::PgRow) -> Result<MemoryRecord> {
-    let id: String = r.try_get("id")?;
-    let parse_id = |s: String| RunId::parse(&s).map_err(|_| StoreError::corrupt("memory id", &s));
-    Ok(MemoryRecord {
-        id: parse_id(id)?,
-        scope: scope_from_parts(
-            &r.try_get::<String, _>("scope_kind")?,
-            &r.try_get::<String, _>("scope_key")?,
-        )?,
-        text: r.try_get("text")?,
-        supersedes: r
-            .try_get::<Option<String>, _>("supersedes")?
-            .map(parse_id)
-            .transpose()?,
-        source_run: r
-            .try_get::<Option<String>, _>("source_run")?
-            .map(parse_id)
-            .transpose()?,
-        created_at: Timestamp::from_micros(r.try_get("created_at")?),
-        forgotten_at: r
-            .try_get::<Option<i64>, _>("forgotten_at")?
-            .map(Timestamp::from_micros),
-    })
-}
-
-fn config_row(r: &sqlx::postgres::PgRow) -> Result<ConfigValue> {
-    let by: String = r.try_get("updated_by")?;
-    Ok(ConfigValue {
-        tier: tier_from_parts(
-            &r.try_get::<String, _>("tier")?,
-            &r.try_get::<String, _>("tier_id")?,
-        )?,
-        key: r.try_get("key")?,
-        value: r.try_get("value")?,
-        updated_by: by
-            .parse()
-            .map_err(|_| StoreError::corrupt("actor id", &by))?,
-        updated_at: Timestamp::from_micros(r.try_get("updated_at")?),
-    })
-}
-
 #[async_trait]
 impl ConfigStore for PostgresStore {
     async fn get_config(&self, tier: &ConfigTier, key: &str) -> Result<Option<ConfigValue>> {
         let (t, id) = tier_parts(tier);
-        let row = sqlx::query(pg(
+        let row: Option<RawConfig> = sqlx::query_as(pg(
             "SELECT * FROM config_values WHERE tier = ? AND tier_id = ? AND key = ?",
         ))
         .bind(t)
@@ -758,7 +603,7 @@ impl ConfigStore for PostgresStore {
         .bind(key)
         .fetch_optional(&self.pool)
         .await?;
-        row.as_ref().map(config_row).transpose()
+        row.map(RawConfig::into_record).transpose()
     }
 
     async fn set_config(&self, v: ConfigValue) -> Result<()> {
@@ -793,14 +638,14 @@ impl ConfigStore for PostgresStore {
 
     async fn list_config(&self, tier: &ConfigTier, prefix: &str) -> Result<Vec<ConfigValue>> {
         let (t, id) = tier_parts(tier);
-        let rows = sqlx::query(pg("SELECT * FROM config_values WHERE tier = ? AND tier_id = ? AND left(key, length(?)) = ? ORDER BY key"))
+        let rows: Vec<RawConfig> = sqlx::query_as(pg("SELECT * FROM config_values WHERE tier = ? AND tier_id = ? AND left(key, length(?)) = ? ORDER BY key"))
             .bind(t)
             .bind(&id)
             .bind(prefix)
             .bind(prefix)
             .fetch_all(&self.pool)
             .await?;
-        rows.iter().map(config_row).collect()
+        rows.into_iter().map(RawConfig::into_record).collect()
     }
 }
 
@@ -849,28 +694,14 @@ impl ScheduleStore for PostgresStore {
 
     async fn recent_firings(&self, name: &ScheduleName, limit: u32) -> Result<Vec<Firing>> {
         let limit = check_limit(limit)?;
-        let rows = sqlx::query(pg(
+        let rows: Vec<RawFiring> = sqlx::query_as(pg(
             "SELECT * FROM schedule_firings WHERE name = ? ORDER BY slot DESC LIMIT ?",
         ))
         .bind(name.as_str())
         .bind(limit as i64)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|r| {
-                let run: Option<String> = r.try_get("run_id")?;
-                Ok(Firing {
-                    name: name.clone(),
-                    slot: Timestamp::from_micros(r.try_get("slot")?),
-                    fired_at: Timestamp::from_micros(r.try_get("fired_at")?),
-                    status: r.try_get("status")?,
-                    run_id: run
-                        .map(|s| RunId::parse(&s).map_err(|_| StoreError::corrupt("run id", &s)))
-                        .transpose()?,
-                    detail: r.try_get("detail")?,
-                })
-            })
-            .collect()
+        rows.into_iter().map(|r| r.into_record(name)).collect()
     }
 }
 
