@@ -1,0 +1,282 @@
+//! `command`: any program. The request goes on stdin or as the last argument; each stdout
+//! line is an event; the last block of stdout (after the last blank line) is the answer; on a
+//! non-zero exit, stderr becomes friction. The program runs in its own process group with a
+//! scrubbed environment, and the whole group is killed on stop, timeout, or when it exits
+//! leaving children behind.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+
+use async_trait::async_trait;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::Command;
+use tokio_util::sync::CancellationToken;
+
+use crate::{AgentBackend, AgentJob, AgentOutcome, EventSink, SettingsError};
+
+/// How the request reaches the program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RequestVia {
+    #[default]
+    Stdin,
+    Argument,
+}
+
+#[derive(Debug, Clone)]
+pub struct CommandSettings {
+    /// The program and its leading arguments: `["claude", "-p"]`.
+    pub argv: Vec<String>,
+    pub request_via: RequestVia,
+    /// The environment the program gets (already filtered to the allow-list by the server),
+    /// before `SWITCHBOARD_*` are added.
+    pub env: Vec<(String, String)>,
+    /// Where the program runs when the job has no workspace.
+    pub default_dir: Option<PathBuf>,
+}
+
+/// stderr kept for friction, at most.
+const STDERR_KEEP: usize = 16 * 1024;
+
+pub struct CommandBackend {
+    settings: CommandSettings,
+}
+
+impl CommandBackend {
+    pub fn new(settings: CommandSettings) -> Result<Self, SettingsError> {
+        if settings.argv.first().is_none_or(|p| p.trim().is_empty()) {
+            return Err(SettingsError::Invalid(
+                "command: name the program, like command = [\"claude\", \"-p\"]".into(),
+            ));
+        }
+        Ok(CommandBackend { settings })
+    }
+
+    fn command(&self, job: &AgentJob) -> Command {
+        let (program, args) = match self.settings.argv.split_first() {
+            Some((p, a)) => (p.as_str(), a),
+            None => ("false", &[][..]),
+        };
+        let mut cmd = Command::new(program);
+        cmd.args(args);
+        if self.settings.request_via == RequestVia::Argument {
+            cmd.arg(&job.request);
+        }
+        cmd.env_clear()
+            .envs(self.settings.env.iter().map(|(k, v)| (k, v)))
+            .env("SWITCHBOARD_RUN_ID", job.run_id.as_str())
+            .env("SWITCHBOARD_AGENT_TOKEN", &job.agent_token)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        if let Some(url) = &job.mcp_url {
+            cmd.env("SWITCHBOARD_MCP_URL", url);
+        }
+        if let Some(dir) = job
+            .workspace
+            .as_ref()
+            .or(self.settings.default_dir.as_ref())
+        {
+            cmd.current_dir(dir);
+        }
+        cmd
+    }
+}
+
+/// Kills the program's whole process group. An already-gone group is not an error.
+fn kill_group(pid: Option<u32>) {
+    if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
+        let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+    }
+}
+
+/// Reads one line of at most `max` bytes (the rest of a longer line is read and dropped).
+/// `None` at end of input.
+async fn read_capped_line<R: AsyncRead + Unpin>(
+    reader: &mut BufReader<R>,
+    max: usize,
+) -> std::io::Result<Option<String>> {
+    let mut line = Vec::new();
+    let mut saw_any = false;
+    loop {
+        let buf = reader.fill_buf().await?;
+        if buf.is_empty() {
+            break;
+        }
+        saw_any = true;
+        let (chunk, done) = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => (&buf[..i], Some(i + 1)),
+            None => (buf, None),
+        };
+        let room = max.saturating_sub(line.len());
+        line.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        let used = done.unwrap_or(buf.len());
+        reader.consume(used);
+        if done.is_some() {
+            break;
+        }
+    }
+    Ok(saw_any.then(|| {
+        String::from_utf8_lossy(&line)
+            .trim_end_matches('\r')
+            .to_owned()
+    }))
+}
+
+/// The last block of output: the lines after the last blank line.
+fn last_block(lines: &[String]) -> String {
+    let trimmed: Vec<&String> = {
+        let mut end = lines.len();
+        while end > 0 && lines[end - 1].trim().is_empty() {
+            end -= 1;
+        }
+        lines[..end].iter().collect()
+    };
+    let start = trimmed
+        .iter()
+        .rposition(|l| l.trim().is_empty())
+        .map_or(0, |i| i + 1);
+    trimmed[start..]
+        .iter()
+        .map(|s| s.as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[async_trait]
+impl AgentBackend for CommandBackend {
+    fn kind(&self) -> &'static str {
+        "command"
+    }
+
+    async fn run(&self, job: AgentJob, sink: EventSink, cancel: CancellationToken) -> AgentOutcome {
+        let mut child = match self.command(&job).spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                let program = self.settings.argv.first().map_or("", String::as_str);
+                return sink.failed(&format!("could not start `{program}`: {e}"));
+            }
+        };
+        let pid = child.id();
+        let stdin = child.stdin.take();
+        let request = (self.settings.request_via == RequestVia::Stdin).then(|| job.request.clone());
+        let feed = async move {
+            if let (Some(mut stdin), Some(request)) = (stdin, request) {
+                // A program that does not read stdin closes it; that is not a failure.
+                let _ = stdin.write_all(request.as_bytes()).await;
+                let _ = stdin.shutdown().await;
+            }
+        };
+        let stderr = child.stderr.take();
+        let collect_stderr = async move {
+            let mut kept = Vec::new();
+            if let Some(stderr) = stderr {
+                let mut limited = stderr.take(STDERR_KEEP as u64);
+                let _ = limited.read_to_end(&mut kept).await;
+                // Drain the rest so the program never blocks on a full pipe.
+                let mut rest = limited.into_inner();
+                let _ = tokio::io::copy(&mut rest, &mut tokio::io::sink()).await;
+            }
+            String::from_utf8_lossy(&kept).into_owned()
+        };
+        let stdout = child.stdout.take();
+        let max_line = sink.caps().event_bytes;
+        let sink_for_lines = sink.clone();
+        let read_stdout = async move {
+            let mut lines = Vec::new();
+            if let Some(stdout) = stdout {
+                let mut reader = BufReader::new(stdout);
+                while let Ok(Some(line)) = read_capped_line(&mut reader, max_line).await {
+                    if !line.trim().is_empty() {
+                        sink_for_lines.event("output", &line).await;
+                    }
+                    lines.push(line);
+                    // Keep only what the answer can need: the tail after a blank line.
+                    if lines.len() > 4096 {
+                        lines.drain(..2048);
+                    }
+                }
+            }
+            lines
+        };
+        // When the program exits, anything it left running in its group goes with it (so a
+        // background child holding stdout open cannot keep the run alive).
+        let wait = async {
+            let status = child.wait().await;
+            kill_group(pid);
+            status
+        };
+        let work = async {
+            let ((), stderr, lines, status) = tokio::join!(feed, collect_stderr, read_stdout, wait);
+            (status, stderr, lines)
+        };
+        let (status, stderr, lines) = tokio::select! {
+            done = work => done,
+            () = cancel.cancelled() => {
+                kill_group(pid);
+                return sink.cancelled();
+            }
+        };
+        match status {
+            Ok(s) if s.success() => sink.answered(&last_block(&lines)),
+            Ok(s) => {
+                if !stderr.trim().is_empty() {
+                    sink.friction("tool_error", stderr.trim()).await;
+                }
+                let how = s.code().map_or_else(
+                    || "was killed by a signal".to_owned(),
+                    |c| format!("exited with status {c}"),
+                );
+                sink.failed(&format!("the agent program {how}"))
+            }
+            Err(e) => sink.failed(&format!("waiting for the agent program failed: {e}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_answer_is_the_last_block() {
+        let l = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(last_block(&l(&["a", "b"])), "a\nb");
+        assert_eq!(
+            last_block(&l(&["step", "", "answer 1", "answer 2", ""])),
+            "answer 1\nanswer 2"
+        );
+        assert_eq!(last_block(&l(&[])), "");
+    }
+
+    #[tokio::test]
+    async fn long_lines_are_cut_and_the_rest_dropped() {
+        let data = format!("{}\nshort\n", "x".repeat(100));
+        let mut r = BufReader::with_capacity(8, data.as_bytes());
+        assert_eq!(
+            read_capped_line(&mut r, 10).await.unwrap().unwrap(),
+            "x".repeat(10)
+        );
+        assert_eq!(
+            read_capped_line(&mut r, 10).await.unwrap().unwrap(),
+            "short"
+        );
+        assert_eq!(read_capped_line(&mut r, 10).await.unwrap(), None);
+    }
+
+    #[test]
+    fn an_empty_argv_is_refused() {
+        let e = CommandBackend::new(CommandSettings {
+            argv: vec![],
+            request_via: RequestVia::Stdin,
+            env: vec![],
+            default_dir: None,
+        })
+        .err()
+        .unwrap();
+        assert!(e.to_string().contains("name the program"));
+    }
+}

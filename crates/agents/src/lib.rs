@@ -1,0 +1,269 @@
+//! # agents: the back ends that do a run's work
+//!
+//! What it is: one trait, [`AgentBackend`], and three implementations — [`CommandBackend`]
+//! (any program: the request on stdin or as an argument, each stdout line an event),
+//! [`OpenAiBackend`] (any OpenAI-compatible chat-completions endpoint, streaming) and
+//! [`EchoBackend`] (built in, deterministic, needs nothing outside the process).
+//!
+//! What it must never do: decide anything (the dispatcher admitted the run before a back end
+//! sees it), read the environment or config files (the server hands each back end its
+//! settings, the allow-listed environment included), or let agent text out unsanitised.
+//!
+//! Invariants:
+//! - Agent-supplied text (events, answer, error, friction) passes [`Sanitizer`] where it
+//!   enters: an [`AgentOutcome`] and every [`SinkItem`] can only be built through an
+//!   [`EventSink`], which cleans and caps them.
+//! - Output is bounded: each event at `OutputCaps::event_bytes`, all events together at
+//!   `OutputCaps::total_bytes` (past it events are dropped and one `output_capped` friction
+//!   is recorded), the answer at `OutputCaps::answer_bytes`.
+//! - Cancellation is honoured: a back end returns promptly once its token is cancelled, and
+//!   the command back end kills the program's whole process group.
+
+mod command;
+mod echo;
+mod openai;
+pub mod sanitize;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use async_trait::async_trait;
+use authz_core::{AgentName, RepoSlug, RunId};
+use tokio::sync::mpsc;
+pub use tokio_util::sync::CancellationToken;
+
+pub use command::{CommandBackend, CommandSettings, RequestVia};
+pub use echo::{EchoBackend, EchoBehaviour, EchoSettings};
+pub use openai::{OpenAiBackend, OpenAiSettings};
+pub use sanitize::Sanitizer;
+
+/// What a back end is asked to do.
+#[derive(Debug, Clone)]
+pub struct AgentJob {
+    pub run_id: RunId,
+    pub agent: AgentName,
+    pub request: String,
+    /// The memory context block (memory.md); empty until the memory crate lands.
+    pub memory_block: String,
+    pub repo: Option<RepoSlug>,
+    /// Where a `command` agent runs: the repo's workspace, else the run's scratch directory.
+    pub workspace: Option<PathBuf>,
+    /// Where the agent calls back over MCP, when the MCP surface is on.
+    pub mcp_url: Option<String>,
+    /// The run-scoped agent token (a JWT); handed to the program, never logged.
+    pub agent_token: String,
+}
+
+/// Limits on what one run may emit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutputCaps {
+    pub event_bytes: usize,
+    pub total_bytes: usize,
+    pub answer_bytes: usize,
+}
+
+impl Default for OutputCaps {
+    fn default() -> Self {
+        OutputCaps {
+            event_bytes: 4 * 1024,
+            total_bytes: 1024 * 1024,
+            answer_bytes: 64 * 1024,
+        }
+    }
+}
+
+/// What travels from a back end to the dispatcher while a run is live. Built only by
+/// [`EventSink`], so its text is always sanitised and capped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SinkItem {
+    Event { kind: String, body: String },
+    Friction { kind: String, detail: String },
+}
+
+/// How a run ended, as its back end saw it. Built only by [`EventSink`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentOutcome(Ending);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Ending {
+    Answered(String),
+    Failed(String),
+    Cancelled,
+}
+
+impl AgentOutcome {
+    /// The answer, when the run answered.
+    pub fn answer(&self) -> Option<&str> {
+        match &self.0 {
+            Ending::Answered(a) => Some(a),
+            _ => None,
+        }
+    }
+
+    /// The error, when the run failed.
+    pub fn error(&self) -> Option<&str> {
+        match &self.0 {
+            Ending::Failed(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// True when the back end stopped because its cancellation token fired.
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self.0, Ending::Cancelled)
+    }
+}
+
+/// Where a back end sends its events and friction, and how it builds its outcome: every
+/// text is sanitised and capped here.
+#[derive(Clone)]
+pub struct EventSink {
+    tx: mpsc::Sender<SinkItem>,
+    sanitizer: Arc<Sanitizer>,
+    caps: OutputCaps,
+    emitted: Arc<AtomicUsize>,
+    capped: Arc<AtomicBool>,
+}
+
+impl EventSink {
+    /// A sink and the receiver the dispatcher drains.
+    pub fn channel(
+        caps: OutputCaps,
+        sanitizer: Arc<Sanitizer>,
+    ) -> (Self, mpsc::Receiver<SinkItem>) {
+        let (tx, rx) = mpsc::channel(256);
+        let sink = EventSink {
+            tx,
+            sanitizer,
+            caps,
+            emitted: Arc::new(AtomicUsize::new(0)),
+            capped: Arc::new(AtomicBool::new(false)),
+        };
+        (sink, rx)
+    }
+
+    /// Sends one event. Past the total cap the event is dropped (and one `output_capped`
+    /// friction sent); false when it was dropped or the dispatcher is gone.
+    pub async fn event(&self, kind: &str, body: &str) -> bool {
+        let body = cap(&self.sanitizer.clean(body), self.caps.event_bytes);
+        let total = self.emitted.fetch_add(body.len(), Ordering::Relaxed) + body.len();
+        if total > self.caps.total_bytes {
+            if !self.capped.swap(true, Ordering::Relaxed) {
+                let detail = format!(
+                    "the agent's output passed {} bytes; later events were not recorded",
+                    self.caps.total_bytes
+                );
+                self.friction("output_capped", &detail).await;
+            }
+            return false;
+        }
+        let kind = cap(&self.sanitizer.clean(kind), 64);
+        self.tx.send(SinkItem::Event { kind, body }).await.is_ok()
+    }
+
+    /// Records friction (a tool error, a retry, a timeout, …).
+    pub async fn friction(&self, kind: &str, detail: &str) {
+        let detail = cap(&self.sanitizer.clean(detail), self.caps.event_bytes);
+        let kind = cap(&self.sanitizer.clean(kind), 64);
+        // The dispatcher being gone means the run is over; nothing is left to record it in.
+        let _ = self.tx.send(SinkItem::Friction { kind, detail }).await;
+    }
+
+    pub fn answered(&self, answer: &str) -> AgentOutcome {
+        AgentOutcome(Ending::Answered(cap(
+            &self.sanitizer.clean(answer),
+            self.caps.answer_bytes,
+        )))
+    }
+
+    pub fn failed(&self, error: &str) -> AgentOutcome {
+        AgentOutcome(Ending::Failed(cap(
+            &self.sanitizer.clean(error),
+            self.caps.event_bytes,
+        )))
+    }
+
+    pub fn cancelled(&self) -> AgentOutcome {
+        AgentOutcome(Ending::Cancelled)
+    }
+
+    pub fn caps(&self) -> OutputCaps {
+        self.caps
+    }
+}
+
+/// `s` cut to at most `max` bytes on a character boundary, marked when cut.
+pub fn cap(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut end = max.saturating_sub('…'.len_utf8());
+    while end > 0 && !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", s.get(..end).unwrap_or_default())
+}
+
+/// An agent back end. `run` returns when the work is done, failed, or `cancel` fired.
+#[async_trait]
+pub trait AgentBackend: Send + Sync {
+    /// `command`, `openai` or `echo`.
+    fn kind(&self) -> &'static str;
+    async fn run(
+        &self,
+        job: AgentJob,
+        events: EventSink,
+        cancel: CancellationToken,
+    ) -> AgentOutcome;
+}
+
+/// Why a back end's settings are not usable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SettingsError {
+    #[error("{0}")]
+    Invalid(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cap_cuts_on_a_char_boundary_and_marks_it() {
+        assert_eq!(cap("hello", 10), "hello");
+        let cut = cap("héllo wörld", 6);
+        assert!(cut.len() <= 6 && cut.ends_with('…'), "{cut}");
+        assert_eq!(cap("abc", 0), "…");
+    }
+
+    #[tokio::test]
+    async fn the_sink_caps_the_total_and_says_so_once() {
+        let caps = OutputCaps {
+            event_bytes: 8,
+            total_bytes: 20,
+            answer_bytes: 5,
+        };
+        let (sink, mut rx) = EventSink::channel(caps, Arc::new(Sanitizer::new(Vec::new())));
+        let mut sent = 0;
+        for _ in 0..10 {
+            if sink.event("line", "0123456789abcdef").await {
+                sent += 1;
+            }
+        }
+        drop(sink.clone());
+        assert_eq!(sent, 2, "two events of 8 bytes fit in 20");
+        let outcome = sink.answered("a long answer");
+        drop(sink);
+        let mut items = Vec::new();
+        while let Some(i) = rx.recv().await {
+            items.push(i);
+        }
+        let frictions: Vec<_> = items
+            .iter()
+            .filter(|i| matches!(i, SinkItem::Friction { kind, .. } if kind == "output_capped"))
+            .collect();
+        assert_eq!(frictions.len(), 1);
+        assert!(outcome.answer().unwrap().len() <= 5);
+    }
+}

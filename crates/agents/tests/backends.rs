@@ -1,0 +1,383 @@
+//! The back ends against real peers: shell scripts for `command`, a small OpenAI-compatible
+//! server on loopback for `openai`.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agents::{
+    AgentBackend, AgentJob, AgentOutcome, CancellationToken, CommandBackend, CommandSettings,
+    EchoBackend, EchoBehaviour, EchoSettings, EventSink, OpenAiBackend, OpenAiSettings, OutputCaps,
+    RequestVia, Sanitizer, SinkItem,
+};
+use authz_core::{AgentName, RunId};
+
+fn job(request: &str) -> AgentJob {
+    AgentJob {
+        run_id: RunId::parse("01JABCDEFGHJKMNPQRSTVWXYZ0").unwrap(),
+        agent: AgentName::parse("tester").unwrap(),
+        request: request.into(),
+        memory_block: String::new(),
+        repo: None,
+        workspace: None,
+        mcp_url: Some("http://127.0.0.1:9/mcp".into()),
+        agent_token: "agent-token-for-this-run".into(),
+    }
+}
+
+async fn run(
+    backend: &dyn AgentBackend,
+    job: AgentJob,
+    cancel: CancellationToken,
+) -> (AgentOutcome, Vec<SinkItem>) {
+    let sanitizer = Arc::new(Sanitizer::new(vec!["super-secret-value-1".into()]));
+    let (sink, mut rx) = EventSink::channel(OutputCaps::default(), sanitizer);
+    let drain = tokio::spawn(async move {
+        let mut items = Vec::new();
+        while let Some(i) = rx.recv().await {
+            items.push(i);
+        }
+        items
+    });
+    let outcome = backend.run(job, sink, cancel).await;
+    (outcome, drain.await.unwrap())
+}
+
+fn events(items: &[SinkItem]) -> Vec<String> {
+    items
+        .iter()
+        .filter_map(|i| match i {
+            SinkItem::Event { body, .. } => Some(body.clone()),
+            SinkItem::Friction { .. } => None,
+        })
+        .collect()
+}
+
+fn script(dir: &Path, name: &str, body: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    let mut perms = std::fs::metadata(&path).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&path, perms).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+fn command(argv: Vec<String>, via: RequestVia) -> CommandBackend {
+    CommandBackend::new(CommandSettings {
+        argv,
+        request_via: via,
+        env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+        default_dir: None,
+    })
+    .unwrap()
+}
+
+#[tokio::test]
+async fn command_reads_stdin_streams_lines_and_answers_with_the_last_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = script(
+        dir.path(),
+        "agent.sh",
+        "read req\necho \"working on: $req\"\necho \"\"\necho \"answer line 1\"\necho \"token super-secret-value-1 \\033[31mred\\033[0m\"",
+    );
+    let (outcome, items) = run(
+        &command(vec![s], RequestVia::Stdin),
+        job("fix the build"),
+        CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(
+        outcome.answer(),
+        Some("answer line 1\ntoken [redacted] red"),
+        "last block, sanitised"
+    );
+    assert_eq!(events(&items)[0], "working on: fix the build");
+}
+
+#[tokio::test]
+async fn command_takes_the_request_as_an_argument_and_gets_a_scrubbed_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = script(dir.path(), "env.sh", "echo \"arg=$1\"\nenv | sort");
+    let (outcome, items) = run(
+        &command(vec![s], RequestVia::Argument),
+        job("hello"),
+        CancellationToken::new(),
+    )
+    .await;
+    let answer = outcome.answer().unwrap().to_owned();
+    let lines = events(&items);
+    assert_eq!(lines[0], "arg=hello");
+    let names: Vec<&str> = answer.lines().filter_map(|l| l.split('=').next()).collect();
+    for must in [
+        "PATH",
+        "SWITCHBOARD_AGENT_TOKEN",
+        "SWITCHBOARD_MCP_URL",
+        "SWITCHBOARD_RUN_ID",
+    ] {
+        assert!(names.contains(&must), "{must} missing from {names:?}");
+    }
+    for name in &names {
+        assert!(
+            ["PATH", "PWD", "SHLVL", "_", "arg"].contains(name) || name.starts_with("SWITCHBOARD_"),
+            "{name} leaked into the agent's environment"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_failing_command_puts_stderr_into_friction() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = script(
+        dir.path(),
+        "fail.sh",
+        "echo partial\necho 'compiler said no' >&2\nexit 3",
+    );
+    let (outcome, items) = run(
+        &command(vec![s], RequestVia::Stdin),
+        job("x"),
+        CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(
+        outcome.error(),
+        Some("the agent program exited with status 3")
+    );
+    assert!(items.iter().any(|i| matches!(i, SinkItem::Friction { kind, detail } if kind == "tool_error" && detail == "compiler said no")));
+}
+
+#[tokio::test]
+async fn a_missing_program_fails_with_its_name() {
+    let (outcome, _) = run(
+        &command(vec!["/nonexistent/agent".into()], RequestVia::Stdin),
+        job("x"),
+        CancellationToken::new(),
+    )
+    .await;
+    assert!(
+        outcome
+            .error()
+            .unwrap()
+            .starts_with("could not start `/nonexistent/agent`")
+    );
+}
+
+fn alive(pid: i32) -> bool {
+    // `kill -0` through the procfs: a zombie or a gone process has no live status.
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .map(|s| !s.contains("State:\tZ"))
+        .unwrap_or(false)
+}
+
+#[tokio::test]
+async fn cancelling_kills_the_whole_process_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("child.pid");
+    let s = script(
+        dir.path(),
+        "stall.sh",
+        &format!(
+            "sleep 300 &\necho $! > {}\necho started\nwait",
+            pidfile.display()
+        ),
+    );
+    let cancel = CancellationToken::new();
+    let backend = command(vec![s], RequestVia::Stdin);
+    let c2 = cancel.clone();
+    let pf = pidfile.clone();
+    let stopper = tokio::spawn(async move {
+        for _ in 0..200 {
+            if pf.exists() && !std::fs::read_to_string(&pf).unwrap().trim().is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        c2.cancel();
+    });
+    let (outcome, _) =
+        tokio::time::timeout(Duration::from_secs(20), run(&backend, job("x"), cancel))
+            .await
+            .expect("a cancelled command returns promptly");
+    stopper.await.unwrap();
+    assert!(outcome.is_cancelled());
+    let child: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let mut gone = false;
+    for _ in 0..100 {
+        if !alive(child) {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(gone, "the background child {child} survived the stop");
+}
+
+#[tokio::test]
+async fn a_background_child_does_not_keep_a_finished_run_alive() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = script(dir.path(), "bg.sh", "sleep 300 &\necho done");
+    let (outcome, _) = tokio::time::timeout(
+        Duration::from_secs(20),
+        run(
+            &command(vec![s], RequestVia::Stdin),
+            job("x"),
+            CancellationToken::new(),
+        ),
+    )
+    .await
+    .expect("the run ends when the program does");
+    assert_eq!(outcome.answer(), Some("done"));
+}
+
+#[tokio::test]
+async fn echo_answers_deterministically_and_says_what_it_is() {
+    let echo = EchoBackend::new(EchoSettings::default());
+    let (a, items) = run(&echo, job("summarise the week"), CancellationToken::new()).await;
+    let (b, _) = run(&echo, job("summarise the week"), CancellationToken::new()).await;
+    assert_eq!(a, b);
+    let answer = a.answer().unwrap();
+    assert!(answer.contains("runs no model"), "{answer}");
+    assert!(answer.contains("request: summarise the week"));
+    assert_eq!(events(&items).len(), 3);
+}
+
+#[tokio::test]
+async fn echo_can_fail_and_stall() {
+    let fail = EchoBackend::new(EchoSettings {
+        behaviour: EchoBehaviour::Fail,
+        ..Default::default()
+    });
+    let (o, _) = run(&fail, job("x"), CancellationToken::new()).await;
+    assert!(o.error().unwrap().contains("told to fail"));
+    let stall = EchoBackend::new(EchoSettings {
+        behaviour: EchoBehaviour::Stall,
+        ..Default::default()
+    });
+    let cancel = CancellationToken::new();
+    let c2 = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        c2.cancel();
+    });
+    let (o, items) = run(&stall, job("x"), cancel).await;
+    assert!(o.is_cancelled());
+    assert_eq!(events(&items).len(), 2, "it said it was stalling");
+}
+
+/// A small OpenAI-compatible server: streams the answer back in pieces, or errors, or asks
+/// for a tool, depending on the request.
+async fn fake_openai() -> String {
+    use axum::Router;
+    use axum::body::Body;
+    use axum::http::{HeaderMap, Response, StatusCode};
+    use axum::routing::post;
+
+    async fn completions(headers: HeaderMap, body: String) -> Response<Body> {
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v["stream"], true);
+        assert_eq!(v["model"], "test-model");
+        let request = v["messages"][1]["content"].as_str().unwrap().to_owned();
+        let auth = headers
+            .get("authorization")
+            .map(|h| h.to_str().unwrap().to_owned());
+        if request == "unauthorised"
+            || auth.as_deref() != Some("Bearer sk-test-key-0123456789abcdef")
+        {
+            return Response::builder()
+                .status(StatusCode::UNAUTHORIZED)
+                .body(Body::from(
+                    "{\"error\":\"bad key sk-test-key-0123456789abcdef\"}",
+                ))
+                .unwrap();
+        }
+        let mut out = String::new();
+        if request == "use a tool" {
+            out.push_str(&format!(
+                "data: {}\n\n",
+                serde_json::json!({"choices":[{"delta":{"tool_calls":[{"id":"1"}]}}]})
+            ));
+        } else {
+            for piece in ["You said: ", &request, "\nSecond", " line"] {
+                out.push_str(&format!(
+                    "data: {}\n\n",
+                    serde_json::json!({"choices":[{"delta":{"content":piece}}]})
+                ));
+            }
+            out.push_str("data: [DONE]\n\n");
+        }
+        Response::builder()
+            .header("content-type", "text/event-stream")
+            .body(Body::from(out))
+            .unwrap()
+    }
+
+    let app = Router::new().route("/v1/chat/completions", post(completions));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}/v1")
+}
+
+fn openai(base: &str, key: &str) -> OpenAiBackend {
+    OpenAiBackend::new(OpenAiSettings {
+        base_url: base.into(),
+        model: "test-model".into(),
+        api_key: Some(key.into()),
+        system_prompt: None,
+    })
+    .unwrap()
+}
+
+#[tokio::test]
+async fn openai_streams_lines_as_events_and_the_whole_text_as_the_answer() {
+    let base = fake_openai().await;
+    let backend = openai(&base, "sk-test-key-0123456789abcdef");
+    let (o, items) = run(&backend, job("ship it"), CancellationToken::new()).await;
+    assert_eq!(o.answer(), Some("You said: ship it\nSecond line"));
+    assert_eq!(events(&items), vec!["You said: ship it", "Second line"]);
+}
+
+#[tokio::test]
+async fn openai_errors_are_named_and_the_remote_body_is_sanitised_friction() {
+    let base = fake_openai().await;
+    let (o, items) = run(
+        &openai(&base, "sk-wrong-key-0000000000000000"),
+        job("x"),
+        CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(
+        o.error(),
+        Some("the model endpoint answered 401 Unauthorized")
+    );
+    let friction: Vec<_> = items
+        .iter()
+        .filter_map(|i| match i {
+            SinkItem::Friction { detail, .. } => Some(detail.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(friction.len(), 1);
+    assert!(!friction[0].contains("sk-test-key"), "{friction:?}");
+    let good = openai(&base, "sk-test-key-0123456789abcdef");
+    let (o, _) = run(&good, job("use a tool"), CancellationToken::new()).await;
+    assert!(
+        o.error()
+            .unwrap()
+            .contains("tool calling arrives with the broker")
+    );
+    let (o, _) = run(
+        &openai("http://127.0.0.1:9/v1", "k"),
+        job("x"),
+        CancellationToken::new(),
+    )
+    .await;
+    assert!(
+        o.error()
+            .unwrap()
+            .starts_with("the model endpoint could not be reached")
+    );
+}
