@@ -1,0 +1,665 @@
+//! # dispatch: a run's life
+//!
+//! What it is: what happens to text that is not a command. In order (spec/dispatch.md):
+//! choose the agent (`@name`, the channel's then the org's `agent` config value, the
+//! configured default); `authorize(actor, agent:run:<name>, agent{name})`; take a concurrency
+//! slot; stamp the channel's visibility from the [`ChannelDirectory`], bounded by
+//! `channel_directory_timeout`; record the run with a capability token and a run-scoped agent
+//! token; run the back end; record and publish its events; finish with answer, status and
+//! friction. Also `repo test|build` runs, `runs stop`, the live-runs registry, and shutdown.
+//!
+//! What it must never do: widen anything on error. A directory that is slow or fails stamps
+//! `unknown` (never a guess); an admission that is not `Allow` starts nothing and records
+//! nothing; a full limit starts nothing; a store that cannot record the run starts nothing.
+//! It never logs a token, a request or agent text — only run ids, channel ids and agents.
+//!
+//! Invariants:
+//! - A run is recorded before its back end starts and reaches a terminal status exactly once
+//!   (completed, failed, stopped, or interrupted by shutdown); a crash leaves it live for the
+//!   store's recovery to tombstone, never a ghost.
+//! - Live-run updates reach a viewer only through a [`Subscription`], filtered by `matches`.
+//! - The concurrency slot is held for the run's whole life and given back when it ends.
+
+mod limits;
+mod live;
+mod tokens;
+mod workspace;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use agents::{AgentBackend, AgentJob, AgentOutcome, CancellationToken, EventSink, OutputCaps};
+use agents::{Sanitizer, SinkItem};
+use authz_core::{
+    Action, Actor, AgentName, ChannelDirectory, ChannelId, ChannelVisibility, ConfigTier, RepoSlug,
+    Resource, RunId, Verdict, authorize,
+};
+use store::{Finish, Friction, NewRun, ReplicaId, RunRecord, RunStatus, Store, StoreError};
+use store::{Timestamp, TokenHash};
+use tokio::sync::watch;
+
+pub use limits::{Busy, Slots};
+pub use live::{LiveRun, LiveRuns, LiveUpdate, StopReason, Subscription};
+pub use tokens::{AgentClaims, AgentTokens, TokenError, random_token};
+pub use workspace::WorkspaceError;
+
+/// An agent the dispatcher can run.
+pub struct AgentEntry {
+    pub backend: Arc<dyn AgentBackend>,
+    pub timeout: Duration,
+    /// The agent `repo test|build` runs.
+    pub coding: bool,
+    pub caps: OutputCaps,
+}
+
+/// The dispatcher's settings (from `[agents]` and `[server]`).
+#[derive(Debug, Clone)]
+pub struct DispatchSettings {
+    pub default_agent: Option<AgentName>,
+    pub max_concurrent: usize,
+    pub max_per_actor: usize,
+    pub channel_directory_timeout: Duration,
+    /// Where agents call back over MCP, when that surface is on.
+    pub mcp_url: Option<String>,
+    /// Repo clones and the scratch directory of command agents.
+    pub data_dir: PathBuf,
+    /// How long an agent token stays valid past the agent's timeout.
+    pub agent_token_slack: Duration,
+}
+
+impl Default for DispatchSettings {
+    fn default() -> Self {
+        DispatchSettings {
+            default_agent: None,
+            max_concurrent: 16,
+            max_per_actor: 4,
+            channel_directory_timeout: Duration::from_millis(1500),
+            mcp_url: None,
+            data_dir: PathBuf::from("."),
+            agent_token_slack: Duration::from_secs(300),
+        }
+    }
+}
+
+/// Who asks for a run, from where, and what.
+#[derive(Debug, Clone)]
+pub struct RunRequest {
+    pub actor: Actor,
+    /// `slack`, `http`, `mcp`, `access`, `cli`, `schedule`.
+    pub surface: &'static str,
+    /// The run channel (spec/authz.md, "Where a run is recorded").
+    pub channel: ChannelId,
+    pub thread_key: Option<String>,
+    pub text: String,
+    /// An agent chosen outside the text (`ask --agent NAME`); `@name` in the text wins.
+    pub agent: Option<AgentName>,
+}
+
+/// `repo test` or `repo build`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RepoTask {
+    Test,
+    Build,
+}
+
+impl RepoTask {
+    fn request(self, slug: &RepoSlug) -> String {
+        match self {
+            RepoTask::Test => format!(
+                "Run the test suite of {slug} in this workspace and report what passed and what failed."
+            ),
+            RepoTask::Build => {
+                format!(
+                    "Build {slug} in this workspace and report whether it built, with the errors if not."
+                )
+            }
+        }
+    }
+}
+
+/// Proof that the registry admitted a `repo test|build` (`repo:exec` on `agent{coding}`),
+/// which is the agent admission: the dispatcher does not ask again.
+#[derive(Debug, Clone, Copy)]
+pub struct RegistryAdmitted {
+    _private: (),
+}
+
+impl RegistryAdmitted {
+    /// Only the registry's `repo test|build` handler builds this, after its admission.
+    pub fn after_repo_exec_admission() -> Self {
+        RegistryAdmitted { _private: () }
+    }
+}
+
+/// Why nothing was started.
+#[derive(Debug, thiserror::Error)]
+pub enum DispatchError {
+    /// The admission denied; the caller writes the audit line and answers 🚫.
+    #[error("not permitted")]
+    Refused {
+        action: Action,
+        resource: Resource,
+        verdict: Verdict,
+    },
+    #[error("there is no agent `{name}`; the agents are {}", known.join(", "))]
+    UnknownAgent { name: String, known: Vec<String> },
+    #[error(
+        "no agent was named and none is the default; set agents.default in the config or start with @<agent>"
+    )]
+    NoAgent,
+    #[error("no agent is the coding agent; set coding = true on one [agents.<name>]")]
+    NoCodingAgent,
+    #[error("busy: {}; try again shortly", busy_text(.0))]
+    Busy(Busy),
+    #[error("the server is shutting down; try again shortly")]
+    ShuttingDown,
+    #[error("{0}")]
+    Workspace(#[from] WorkspaceError),
+    #[error("the run could not be recorded; try again shortly")]
+    Store(#[from] StoreError),
+    #[error("the run's tokens could not be made: {0}")]
+    Token(#[from] TokenError),
+}
+
+fn busy_text(b: &Busy) -> String {
+    match b {
+        Busy::Actor { limit } => format!("you already have {limit} runs going"),
+        Busy::Global { limit } => format!("{limit} runs are already going"),
+    }
+}
+
+/// A started run: its record, the capability token (for the requester only), and its end.
+pub struct Started {
+    pub run: RunRecord,
+    pub capability_token: String,
+    pub done: watch::Receiver<Option<RunRecord>>,
+}
+
+impl Started {
+    /// Waits for the run's final record (`None` if its task vanished).
+    pub async fn finished(mut self) -> Option<RunRecord> {
+        loop {
+            if let Some(r) = self.done.borrow().clone() {
+                return Some(r);
+            }
+            if self.done.changed().await.is_err() {
+                return self.done.borrow().clone();
+            }
+        }
+    }
+}
+
+/// What `stop` found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopOutcome {
+    /// The run is live here and is being cancelled.
+    Stopping,
+    /// Not live in this process (another replica's, or already ending).
+    NotHere,
+}
+
+/// The dispatcher. Cheap to share (`Arc`).
+pub struct Dispatcher {
+    store: Arc<dyn Store>,
+    directory: Arc<dyn ChannelDirectory>,
+    agents: BTreeMap<AgentName, AgentEntry>,
+    settings: DispatchSettings,
+    live: Arc<LiveRuns>,
+    slots: Slots,
+    replica: ReplicaId,
+    tokens: AgentTokens,
+    sanitizer: Arc<Sanitizer>,
+    accepting: AtomicBool,
+    now: fn() -> Timestamp,
+}
+
+/// Everything a dispatcher is built from.
+pub struct DispatcherParts {
+    pub store: Arc<dyn Store>,
+    pub directory: Arc<dyn ChannelDirectory>,
+    pub agents: BTreeMap<AgentName, AgentEntry>,
+    pub settings: DispatchSettings,
+    pub replica: ReplicaId,
+    pub tokens: AgentTokens,
+    /// The process's configured secrets, redacted from agent text by value.
+    pub secrets: Vec<String>,
+    pub now: fn() -> Timestamp,
+}
+
+impl Dispatcher {
+    pub fn new(parts: DispatcherParts) -> Self {
+        let slots = Slots::new(parts.settings.max_concurrent, parts.settings.max_per_actor);
+        Dispatcher {
+            store: parts.store,
+            directory: parts.directory,
+            agents: parts.agents,
+            settings: parts.settings,
+            live: Arc::new(LiveRuns::default()),
+            slots,
+            replica: parts.replica,
+            tokens: parts.tokens,
+            sanitizer: Arc::new(Sanitizer::new(parts.secrets)),
+            accepting: AtomicBool::new(true),
+            now: parts.now,
+        }
+    }
+
+    pub fn live(&self) -> &LiveRuns {
+        &self.live
+    }
+
+    pub fn replica(&self) -> &ReplicaId {
+        &self.replica
+    }
+
+    pub fn agent_names(&self) -> impl Iterator<Item = &AgentName> {
+        self.agents.keys()
+    }
+
+    pub fn agent_tokens(&self) -> &AgentTokens {
+        &self.tokens
+    }
+
+    /// Starts a run for text that is not a command.
+    pub async fn start(self: &Arc<Self>, req: RunRequest) -> Result<Started, DispatchError> {
+        let (name, text) = self.choose_agent(&req).await?;
+        let action = Action::AgentRun(name.clone());
+        let resource = Resource::Agent { name: name.clone() };
+        let verdict = authorize(&req.actor, &action, &resource);
+        if !verdict.is_allow() {
+            return Err(DispatchError::Refused {
+                action,
+                resource,
+                verdict,
+            });
+        }
+        self.launch(req, name, text, None, None).await
+    }
+
+    /// Starts a coding-agent run in a repo's workspace. The registry admitted it
+    /// (`repo:exec` on `agent{coding}`) and authorized `repo:use` on the repo.
+    pub async fn start_repo(
+        self: &Arc<Self>,
+        req: RunRequest,
+        slug: RepoSlug,
+        task: RepoTask,
+        _admitted: RegistryAdmitted,
+    ) -> Result<Started, DispatchError> {
+        let name = self
+            .agents
+            .iter()
+            .find(|(_, a)| a.coding)
+            .map(|(n, _)| n.clone())
+            .ok_or(DispatchError::NoCodingAgent)?;
+        let dir = workspace::workspace(self.store.as_ref(), &self.settings.data_dir, &slug).await?;
+        let text = task.request(&slug);
+        self.launch(req, name, text, Some(slug), Some(dir)).await
+    }
+
+    /// Cancels a live run of this process (`runs stop`).
+    pub fn stop(&self, id: &RunId) -> StopOutcome {
+        if self.live.cancel(id, StopReason::Stop) {
+            StopOutcome::Stopping
+        } else {
+            StopOutcome::NotHere
+        }
+    }
+
+    /// Stops accepting runs, lets live ones finish until `grace` passes, then cancels the rest
+    /// (they end `interrupted`) and waits up to `settle` for them to be recorded. Returns how
+    /// many were cancelled.
+    pub async fn shutdown(&self, grace: Duration, settle: Duration) -> usize {
+        self.accepting.store(false, Ordering::SeqCst);
+        let deadline = tokio::time::Instant::now() + grace;
+        if self.live.wait_empty(deadline).await {
+            return 0;
+        }
+        let cancelled = self.live.cancel_all(StopReason::Shutdown);
+        self.live
+            .wait_empty(tokio::time::Instant::now() + settle)
+            .await;
+        cancelled
+    }
+
+    /// `@name` at the start of the text, else the explicit agent, else the channel's then the
+    /// org's `agent` config value, else the default. Returns the name and the text to send.
+    async fn choose_agent(&self, req: &RunRequest) -> Result<(AgentName, String), DispatchError> {
+        if let Some((word, rest)) = mention(&req.text) {
+            return Ok((self.declared(word)?, rest.to_owned()));
+        }
+        if let Some(name) = &req.agent {
+            return Ok((self.declared(name.as_str())?, req.text.clone()));
+        }
+        for tier in [ConfigTier::Channel(req.channel.clone()), ConfigTier::Org] {
+            if let Some(v) = self.store.get_config(&tier, "agent").await? {
+                return Ok((self.declared(v.value.trim())?, req.text.clone()));
+            }
+        }
+        let name = self
+            .settings
+            .default_agent
+            .clone()
+            .ok_or(DispatchError::NoAgent)?;
+        Ok((self.declared(name.as_str())?, req.text.clone()))
+    }
+
+    fn declared(&self, word: &str) -> Result<AgentName, DispatchError> {
+        AgentName::parse(word)
+            .ok()
+            .filter(|n| self.agents.contains_key(n))
+            .ok_or_else(|| DispatchError::UnknownAgent {
+                name: word.chars().take(64).collect(),
+                known: self.agents.keys().map(|n| n.to_string()).collect(),
+            })
+    }
+
+    /// Limits, stamp, record, spawn.
+    async fn launch(
+        self: &Arc<Self>,
+        req: RunRequest,
+        name: AgentName,
+        text: String,
+        repo: Option<RepoSlug>,
+        workspace: Option<PathBuf>,
+    ) -> Result<Started, DispatchError> {
+        if !self.accepting.load(Ordering::SeqCst) {
+            return Err(DispatchError::ShuttingDown);
+        }
+        let entry = self.agents.get(&name).ok_or(DispatchError::NoAgent)?;
+        let slot = self
+            .slots
+            .acquire(&req.actor.id)
+            .map_err(DispatchError::Busy)?;
+        let visibility = self.stamp(&req.channel).await;
+        let capability_token = random_token()?;
+        let created_at = (self.now)();
+        let new = NewRun {
+            surface: req.surface.to_owned(),
+            channel_id: req.channel.clone(),
+            thread_key: req.thread_key.clone(),
+            user_id: req.actor.id.clone(),
+            agent: name.to_string(),
+            repo: repo.clone(),
+            channel_visibility: visibility,
+            request: text.clone(),
+            created_at,
+            capability_token: Some(TokenHash::of(&capability_token)),
+            agent_token: None,
+            owner: Some(self.replica.clone()),
+        };
+        let run = self.store.create_run(new).await?;
+        let agent_token = self.mint_agent_token(&run, entry.timeout, created_at);
+        let agent_token = match agent_token {
+            Ok(t) => t,
+            Err(e) => {
+                self.fail_before_start(&run, "the run's agent token could not be made")
+                    .await;
+                return Err(e.into());
+            }
+        };
+        let cancel = CancellationToken::new();
+        self.live.insert(
+            LiveRun {
+                facts: run.facts(),
+                agent: run.agent.clone(),
+                surface: run.surface.clone(),
+                status: RunStatus::Queued,
+                created_at,
+            },
+            cancel.clone(),
+        );
+        tracing::info!(run = %run.id, channel = %run.channel_id, agent = %run.agent, "run started");
+        let (done_tx, done) = watch::channel(None);
+        let job = AgentJob {
+            run_id: run.id.clone(),
+            agent: name.clone(),
+            request: text,
+            memory_block: String::new(),
+            repo,
+            workspace,
+            mcp_url: self.settings.mcp_url.clone(),
+            agent_token,
+        };
+        let this = self.clone();
+        let record = run.clone();
+        tokio::spawn(async move {
+            let finished = this.drive(record, name, job, cancel).await;
+            drop(slot);
+            let _ = done_tx.send(finished);
+        });
+        Ok(Started {
+            run,
+            capability_token,
+            done,
+        })
+    }
+
+    /// The channel's visibility, bounded by the directory timeout; `unknown` past it.
+    async fn stamp(&self, channel: &ChannelId) -> ChannelVisibility {
+        let timeout = self.settings.channel_directory_timeout;
+        match tokio::time::timeout(timeout, self.directory.info(channel)).await {
+            Ok(v) => v,
+            Err(_) => {
+                tracing::warn!(target: "authz", channel = %channel, "[authz] channel directory timed out");
+                ChannelVisibility::Unknown
+            }
+        }
+    }
+
+    fn mint_agent_token(
+        &self,
+        run: &RunRecord,
+        timeout: Duration,
+        now: Timestamp,
+    ) -> Result<String, TokenError> {
+        let now_secs = u64::try_from(now.micros() / 1_000_000).unwrap_or(0);
+        let life = timeout
+            .saturating_add(self.settings.agent_token_slack)
+            .as_secs();
+        self.tokens.mint(&AgentClaims {
+            run: run.id.to_string(),
+            agent: run.agent.clone(),
+            sub: run.user_id.to_string(),
+            exp: now_secs.saturating_add(life),
+        })
+    }
+
+    async fn fail_before_start(&self, run: &RunRecord, why: &str) {
+        let finish = Finish {
+            status: RunStatus::Failed,
+            answer: None,
+            error: Some(why.to_owned()),
+            at: (self.now)(),
+        };
+        if let Err(e) = self.store.finish_run(&run.id, finish).await {
+            tracing::error!(run = %run.id, error = %e, "recording a run that could not start failed");
+        }
+    }
+
+    /// The run's task: start, run the back end under its timeout while recording events,
+    /// finish. Returns the final record.
+    async fn drive(
+        self: Arc<Self>,
+        run: RunRecord,
+        name: AgentName,
+        job: AgentJob,
+        cancel: CancellationToken,
+    ) -> Option<RunRecord> {
+        let Some(entry) = self.agents.get(&name) else {
+            return None;
+        };
+        if let Err(e) = self.store.start_run(&run.id).await {
+            tracing::error!(run = %run.id, error = %e, "marking the run running failed");
+        }
+        self.live.set_status(&run.id, RunStatus::Running);
+        let sanitizer = Arc::new(
+            self.sanitizer
+                .for_run(run.id.as_str(), run.thread_key.as_deref()),
+        );
+        let (sink, mut items) = EventSink::channel(entry.caps, sanitizer);
+        let backend = entry.backend.clone();
+        let agent_cancel = cancel.clone();
+        let mut task = tokio::spawn(async move { backend.run(job, sink, agent_cancel).await });
+        let timer = tokio::time::sleep(entry.timeout);
+        tokio::pin!(timer);
+        let mut frictions = Vec::new();
+        let mut outcome: Option<AgentOutcome> = None;
+        let mut items_open = true;
+        while outcome.is_none() || items_open {
+            tokio::select! {
+                item = items.recv(), if items_open => match item {
+                    Some(item) => self.record_item(&run, item, &mut frictions).await,
+                    None => items_open = false,
+                },
+                joined = &mut task, if outcome.is_none() => {
+                    outcome = Some(joined.unwrap_or_else(|_| {
+                        let (s, _) = EventSink::channel(entry.caps, self.sanitizer.clone());
+                        s.failed("the agent back end crashed")
+                    }));
+                }
+                () = &mut timer, if outcome.is_none() && !cancel.is_cancelled() => {
+                    self.live.cancel(&run.id, StopReason::Timeout);
+                }
+            }
+        }
+        let outcome = outcome?;
+        let reason = self.live.reason(&run.id);
+        let finish = self.finish_of(&outcome, reason, entry.timeout);
+        if reason == Some(StopReason::Timeout) {
+            let detail = format!("the agent did not finish within {}", human(entry.timeout));
+            frictions.push(("timeout".to_owned(), detail));
+        }
+        for (kind, detail) in frictions {
+            let f = Friction {
+                run_id: run.id.clone(),
+                at: (self.now)(),
+                kind,
+                detail,
+            };
+            if let Err(e) = self.store.add_friction(f).await {
+                tracing::error!(run = %run.id, error = %e, "recording friction failed");
+            }
+        }
+        let status = finish.status;
+        let record = match self.store.finish_run(&run.id, finish.clone()).await {
+            Ok(r) => Some(r),
+            Err(e) => {
+                // Left live: the store's recovery tombstones it; never reported as done.
+                tracing::error!(run = %run.id, error = %e, "recording the run's end failed");
+                None
+            }
+        };
+        tracing::info!(run = %run.id, status = %status, "run finished");
+        self.live.publish(LiveUpdate::Finished {
+            run: run.facts(),
+            status,
+            answer: finish.answer,
+            error: finish.error,
+        });
+        self.live.remove(&run.id);
+        record
+    }
+
+    async fn record_item(
+        &self,
+        run: &RunRecord,
+        item: SinkItem,
+        frictions: &mut Vec<(String, String)>,
+    ) {
+        match item {
+            SinkItem::Event { kind, body } => {
+                match self
+                    .store
+                    .append_event(&run.id, (self.now)(), &kind, &body)
+                    .await
+                {
+                    Ok(seq) => self.live.publish(LiveUpdate::Event {
+                        run: run.facts(),
+                        seq,
+                        kind,
+                        body,
+                    }),
+                    Err(e) => {
+                        tracing::error!(run = %run.id, error = %e, "recording an event failed")
+                    }
+                }
+            }
+            SinkItem::Friction { kind, detail } => frictions.push((kind, detail)),
+        }
+    }
+
+    fn finish_of(
+        &self,
+        outcome: &AgentOutcome,
+        reason: Option<StopReason>,
+        timeout: Duration,
+    ) -> Finish {
+        let at = (self.now)();
+        let (status, answer, error) = if outcome.is_cancelled() {
+            match reason {
+                Some(StopReason::Timeout) => (
+                    RunStatus::Failed,
+                    None,
+                    Some(format!("timed out after {}", human(timeout))),
+                ),
+                Some(StopReason::Shutdown) => (
+                    RunStatus::Interrupted,
+                    None,
+                    Some("the server shut down before the run finished".to_owned()),
+                ),
+                Some(StopReason::Stop) | None => {
+                    (RunStatus::Stopped, None, Some("stopped".to_owned()))
+                }
+            }
+        } else if let Some(answer) = outcome.answer() {
+            (RunStatus::Completed, Some(answer.to_owned()), None)
+        } else {
+            (
+                RunStatus::Failed,
+                None,
+                Some(outcome.error().unwrap_or("the agent failed").to_owned()),
+            )
+        };
+        Finish {
+            status,
+            answer,
+            error,
+            at,
+        }
+    }
+}
+
+/// `1.5s`, `300ms`, `2s`.
+fn human(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        format!("{}ms", d.as_millis())
+    } else if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}
+
+/// `@name rest` → (`name`, `rest`).
+fn mention(text: &str) -> Option<(&str, &str)> {
+    let rest = text.trim_start().strip_prefix('@')?;
+    let end = rest.find(|c: char| c.is_whitespace()).unwrap_or(rest.len());
+    let (name, tail) = rest.split_at(end);
+    (!name.is_empty()).then(|| (name, tail.trim_start()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mention;
+
+    #[test]
+    fn mentions_name_the_agent_and_leave_the_rest() {
+        assert_eq!(mention("@coding fix it"), Some(("coding", "fix it")));
+        assert_eq!(mention("  @echo"), Some(("echo", "")));
+        assert_eq!(mention("hello @coding"), None);
+        assert_eq!(mention("@ x"), None);
+    }
+}

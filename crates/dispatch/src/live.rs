@@ -1,0 +1,259 @@
+//! The process-wide registry of live runs, and subscriptions filtered per viewer.
+//!
+//! A subscription holds the viewer's `predicate_for(viewer, runs:read, run)` and drops every
+//! update whose run it does not match **before** handing anything over: a viewer never
+//! receives a byte about a run it may not read.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use agents::CancellationToken;
+use authz_core::{Action, Actor, CommandGroup, Effect, Predicate, ResourceType, RunFacts, RunId};
+use authz_core::{matches, predicate_for};
+use store::{RunStatus, Timestamp};
+use tokio::sync::{Notify, broadcast};
+
+/// A live run as viewers see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveRun {
+    pub facts: RunFacts,
+    pub agent: String,
+    pub surface: String,
+    pub status: RunStatus,
+    pub created_at: Timestamp,
+}
+
+/// One change to the live set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LiveUpdate {
+    /// A run appeared or changed status.
+    Upsert(LiveRun),
+    /// A run emitted an event (already sanitised and recorded).
+    Event {
+        run: RunFacts,
+        seq: i64,
+        kind: String,
+        body: String,
+    },
+    /// A run finished and left the live set.
+    Finished {
+        run: RunFacts,
+        status: RunStatus,
+        answer: Option<String>,
+        error: Option<String>,
+    },
+    /// This subscriber fell behind and missed this many updates (it names no run).
+    Lagged(u64),
+}
+
+impl LiveUpdate {
+    /// The run an update is about (`Lagged` is about none).
+    pub fn run(&self) -> Option<&RunFacts> {
+        match self {
+            LiveUpdate::Upsert(r) => Some(&r.facts),
+            LiveUpdate::Event { run, .. } | LiveUpdate::Finished { run, .. } => Some(run),
+            LiveUpdate::Lagged(_) => None,
+        }
+    }
+}
+
+/// Why a live run is being cancelled; decides its final status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// `runs stop`: `stopped`.
+    Stop,
+    /// The agent's timeout: `failed`, with a timeout friction.
+    Timeout,
+    /// The server is shutting down past its grace: `interrupted`.
+    Shutdown,
+}
+
+struct Entry {
+    run: LiveRun,
+    cancel: CancellationToken,
+    reason: Option<StopReason>,
+}
+
+/// The live runs of this process.
+pub struct LiveRuns {
+    runs: Mutex<HashMap<RunId, Entry>>,
+    tx: broadcast::Sender<LiveUpdate>,
+    emptied: Notify,
+}
+
+impl Default for LiveRuns {
+    fn default() -> Self {
+        LiveRuns {
+            runs: Mutex::new(HashMap::new()),
+            tx: broadcast::channel(1024).0,
+            emptied: Notify::new(),
+        }
+    }
+}
+
+fn runs_read() -> Action {
+    Action::Command(CommandGroup::Runs, Effect::Read)
+}
+
+impl LiveRuns {
+    pub(crate) fn insert(&self, run: LiveRun, cancel: CancellationToken) {
+        if let Ok(mut runs) = self.runs.lock() {
+            runs.insert(
+                run.facts.id.clone(),
+                Entry {
+                    run: run.clone(),
+                    cancel,
+                    reason: None,
+                },
+            );
+        }
+        self.publish(LiveUpdate::Upsert(run));
+    }
+
+    pub(crate) fn set_status(&self, id: &RunId, status: RunStatus) {
+        let updated = self.runs.lock().ok().and_then(|mut runs| {
+            runs.get_mut(id).map(|e| {
+                e.run.status = status;
+                e.run.clone()
+            })
+        });
+        if let Some(run) = updated {
+            self.publish(LiveUpdate::Upsert(run));
+        }
+    }
+
+    pub(crate) fn publish(&self, update: LiveUpdate) {
+        // No subscriber is not an error.
+        let _ = self.tx.send(update);
+    }
+
+    pub(crate) fn remove(&self, id: &RunId) {
+        let empty = self
+            .runs
+            .lock()
+            .map(|mut runs| {
+                runs.remove(id);
+                runs.is_empty()
+            })
+            .unwrap_or(true);
+        if empty {
+            self.emptied.notify_waiters();
+        }
+    }
+
+    /// Cancels a live run for `reason` (the first reason wins). False when it is not live here.
+    pub(crate) fn cancel(&self, id: &RunId, reason: StopReason) -> bool {
+        let Ok(mut runs) = self.runs.lock() else {
+            return false;
+        };
+        match runs.get_mut(id) {
+            Some(e) => {
+                e.reason.get_or_insert(reason);
+                e.cancel.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub(crate) fn reason(&self, id: &RunId) -> Option<StopReason> {
+        self.runs
+            .lock()
+            .ok()
+            .and_then(|runs| runs.get(id).and_then(|e| e.reason))
+    }
+
+    /// Cancels every live run (shutdown past its grace); returns how many.
+    pub(crate) fn cancel_all(&self, reason: StopReason) -> usize {
+        let ids: Vec<RunId> = self
+            .runs
+            .lock()
+            .map(|runs| runs.keys().cloned().collect())
+            .unwrap_or_default();
+        ids.iter().filter(|id| self.cancel(id, reason)).count()
+    }
+
+    pub fn len(&self) -> usize {
+        self.runs.lock().map(|r| r.len()).unwrap_or(0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Waits until no run is live, or `deadline` passes; true when empty.
+    pub async fn wait_empty(&self, deadline: tokio::time::Instant) -> bool {
+        loop {
+            let notified = self.emptied.notified();
+            if self.is_empty() {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return self.is_empty();
+            }
+        }
+    }
+
+    /// The live runs `viewer` may read, newest first.
+    pub fn snapshot(&self, viewer: &Actor) -> Vec<LiveRun> {
+        let predicate = predicate_for(viewer, &runs_read(), ResourceType::Run);
+        let mut out: Vec<LiveRun> = self
+            .runs
+            .lock()
+            .map(|runs| {
+                runs.values()
+                    .filter(|e| matches(&predicate, &e.run.facts))
+                    .map(|e| e.run.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+        out
+    }
+
+    /// Updates about the runs `viewer` may read, from now on.
+    pub fn subscribe(&self, viewer: &Actor) -> Subscription {
+        Subscription {
+            rx: self.tx.subscribe(),
+            predicate: predicate_for(viewer, &runs_read(), ResourceType::Run),
+        }
+    }
+}
+
+/// One viewer's feed: only updates whose run its predicate matches.
+pub struct Subscription {
+    rx: broadcast::Receiver<LiveUpdate>,
+    predicate: Predicate,
+}
+
+impl Subscription {
+    /// The next update this viewer may see; `None` when the registry is gone.
+    pub async fn recv(&mut self) -> Option<LiveUpdate> {
+        loop {
+            match self.rx.recv().await {
+                Ok(update) => match update.run() {
+                    Some(run) if matches(&self.predicate, run) => return Some(update),
+                    _ => continue,
+                },
+                Err(broadcast::error::RecvError::Lagged(n)) => return Some(LiveUpdate::Lagged(n)),
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    }
+
+    /// The next update already waiting for this viewer, without waiting.
+    pub fn try_next(&mut self) -> Option<LiveUpdate> {
+        loop {
+            match self.rx.try_recv() {
+                Ok(update) => match update.run() {
+                    Some(run) if matches(&self.predicate, run) => return Some(update),
+                    _ => continue,
+                },
+                Err(broadcast::error::TryRecvError::Lagged(n)) => {
+                    return Some(LiveUpdate::Lagged(n));
+                }
+                Err(_) => return None,
+            }
+        }
+    }
+}

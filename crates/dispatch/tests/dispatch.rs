@@ -1,0 +1,662 @@
+//! The dispatcher over a real SQLite store: agent choice, admission, the stamp and its
+//! timeout, limits, stop, timeout, caps, live-run filtering, shutdown and repo workspaces.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agents::{
+    AgentBackend, CommandBackend, CommandSettings, EchoBackend, EchoBehaviour, EchoSettings,
+    OutputCaps, RequestVia,
+};
+use authz_core::{
+    ActorId, AgentName, BoxFuture, ChannelDirectory, ChannelId, ChannelVisibility, ConfigTier,
+    GrantsTable, Membership, RepoSlug, StaticChannelDirectory, resolve_actor,
+};
+use dispatch::{
+    AgentEntry, AgentTokens, Busy, DispatchError, DispatchSettings, Dispatcher, DispatcherParts,
+    LiveUpdate, RegistryAdmitted, RepoTask, RunRequest, StopOutcome,
+};
+use store::{ConfigValue, ListRuns, RunStatus, StatusFilter, Store, Timestamp};
+
+struct World {
+    store: Arc<dyn Store>,
+    table: GrantsTable,
+    _dir: tempfile::TempDir,
+}
+
+const CONFIG: &str = r#"
+[restrict]
+agents = ["coding"]
+
+[grants."http:viewer"]
+actions = ["runs:read", "agent:run:echo", "agent:run:other", "agent:run:staller", "agent:run:failer", "agent:run:chatty"]
+channels = ["http:ops"]
+
+[grants."http:fleet"]
+actions = ["runs:read", "agent:run:*"]
+channels = "all"
+
+[grants."http:coder"]
+actions = ["agent:run:coding", "agent:run:echo", "agent:run:staller"]
+"#;
+
+fn names() -> BTreeSet<AgentName> {
+    ["echo", "other", "staller", "failer", "coding", "chatty"]
+        .into_iter()
+        .map(|n| AgentName::parse(n).unwrap())
+        .collect()
+}
+
+async fn world() -> World {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("sb.db").display());
+    let store = store::open(&url).await.unwrap();
+    let doc: toml::Table = toml::from_str(CONFIG).unwrap();
+    let table = GrantsTable::from_config(&doc, names()).unwrap();
+    World {
+        store,
+        table,
+        _dir: dir,
+    }
+}
+
+fn echo(behaviour: EchoBehaviour) -> Arc<dyn AgentBackend> {
+    Arc::new(EchoBackend::new(EchoSettings {
+        behaviour,
+        delay: Duration::ZERO,
+    }))
+}
+
+fn entry(backend: Arc<dyn AgentBackend>, timeout: Duration, coding: bool) -> AgentEntry {
+    AgentEntry {
+        backend,
+        timeout,
+        coding,
+        caps: OutputCaps::default(),
+    }
+}
+
+fn script(dir: &std::path::Path, body: &str) -> String {
+    let path = dir.join(format!("agent-{}.sh", body.len()));
+    let mut f = std::fs::File::create(&path).unwrap();
+    writeln!(f, "#!/bin/sh\n{body}").unwrap();
+    drop(f);
+    let mut p = std::fs::metadata(&path).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut p, 0o755);
+    std::fs::set_permissions(&path, p).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+struct Options {
+    settings: DispatchSettings,
+    directory: Arc<dyn ChannelDirectory>,
+    chatty_caps: OutputCaps,
+    scripts: tempfile::TempDir,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            settings: DispatchSettings {
+                default_agent: AgentName::parse("echo").ok(),
+                ..Default::default()
+            },
+            directory: Arc::new(StaticChannelDirectory),
+            chatty_caps: OutputCaps::default(),
+            scripts: tempfile::tempdir().unwrap(),
+        }
+    }
+}
+
+fn dispatcher(w: &World, o: &Options) -> Arc<Dispatcher> {
+    let mut agents = BTreeMap::new();
+    let n = |s: &str| AgentName::parse(s).unwrap();
+    let long = Duration::from_secs(30);
+    agents.insert(n("echo"), entry(echo(EchoBehaviour::Answer), long, false));
+    agents.insert(n("other"), entry(echo(EchoBehaviour::Answer), long, false));
+    agents.insert(
+        n("staller"),
+        entry(
+            echo(EchoBehaviour::Stall),
+            Duration::from_millis(300),
+            false,
+        ),
+    );
+    agents.insert(n("failer"), entry(echo(EchoBehaviour::Fail), long, false));
+    let pwd = CommandBackend::new(CommandSettings {
+        argv: vec![script(o.scripts.path(), "echo working\necho\npwd")],
+        request_via: RequestVia::Stdin,
+        env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+        default_dir: None,
+    })
+    .unwrap();
+    agents.insert(n("coding"), entry(Arc::new(pwd), long, true));
+    let chatty = CommandBackend::new(CommandSettings {
+        argv: vec![script(
+            o.scripts.path(),
+            "i=0\nwhile [ $i -lt 50 ]; do echo \"line $i of output\"; i=$((i+1)); done",
+        )],
+        request_via: RequestVia::Stdin,
+        env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+        default_dir: None,
+    })
+    .unwrap();
+    agents.insert(
+        n("chatty"),
+        AgentEntry {
+            backend: Arc::new(chatty),
+            timeout: long,
+            coding: false,
+            caps: o.chatty_caps,
+        },
+    );
+    Arc::new(Dispatcher::new(DispatcherParts {
+        store: w.store.clone(),
+        directory: o.directory.clone(),
+        agents,
+        settings: o.settings.clone(),
+        replica: store::ReplicaId::parse("test-replica").unwrap(),
+        tokens: AgentTokens::ephemeral().unwrap(),
+        secrets: vec![],
+        now: Timestamp::now,
+    }))
+}
+
+fn request(w: &World, actor: &str, channel: &str, text: &str) -> RunRequest {
+    RunRequest {
+        actor: resolve_actor(actor.parse().unwrap(), &w.table),
+        surface: "http",
+        channel: ChannelId::parse(channel).unwrap(),
+        thread_key: None,
+        text: text.into(),
+        agent: None,
+    }
+}
+
+async fn all_runs(w: &World) -> Vec<store::RunRecord> {
+    let q = ListRuns {
+        visible_to: authz_core::Predicate::All,
+        status: StatusFilter::All,
+        before: None,
+        limit: 100,
+    };
+    w.store.list_runs(&q).await.unwrap().runs
+}
+
+#[tokio::test]
+async fn a_request_is_recorded_run_and_finished_with_its_events() {
+    let w = world().await;
+    let d = dispatcher(&w, &Options::default());
+    let started = d
+        .start(request(&w, "http:viewer", "http:ops", "hello there"))
+        .await
+        .unwrap();
+    assert_eq!(started.run.channel_visibility, ChannelVisibility::Machine);
+    assert_eq!(started.run.channel_id.as_str(), "http:ops");
+    assert!(
+        started
+            .run
+            .capability_token
+            .as_ref()
+            .unwrap()
+            .matches(&started.capability_token)
+    );
+    let id = started.run.id.clone();
+    let done = started.finished().await.unwrap();
+    assert_eq!(done.status, RunStatus::Completed);
+    assert!(done.answer.unwrap().contains("request: hello there"));
+    let events = w.store.events(&id).await.unwrap();
+    assert_eq!(events.len(), 3);
+    assert!(d.live().is_empty());
+}
+
+#[tokio::test]
+async fn the_agent_is_chosen_by_mention_then_flag_then_channel_then_org_then_default() {
+    let w = world().await;
+    let d = dispatcher(&w, &Options::default());
+    let agent_of = |s: dispatch::Started| s.run.agent.clone();
+    let r = d
+        .start(request(&w, "http:viewer", "http:ops", "@other hi"))
+        .await
+        .unwrap();
+    assert_eq!(
+        r.run.request, "hi",
+        "the mention is not part of the request"
+    );
+    assert_eq!(agent_of(r), "other");
+    let mut flagged = request(&w, "http:viewer", "http:ops", "hi");
+    flagged.agent = AgentName::parse("failer").ok();
+    assert_eq!(agent_of(d.start(flagged).await.unwrap()), "failer");
+    let set = |tier: ConfigTier, agent: &str| ConfigValue {
+        tier,
+        key: "agent".into(),
+        value: agent.into(),
+        updated_by: ActorId::cli_local(),
+        updated_at: Timestamp::now(),
+    };
+    w.store
+        .set_config(set(ConfigTier::Org, "other"))
+        .await
+        .unwrap();
+    assert_eq!(
+        agent_of(
+            d.start(request(&w, "http:viewer", "http:ops", "hi"))
+                .await
+                .unwrap()
+        ),
+        "other"
+    );
+    let ops = ChannelId::parse("http:ops").unwrap();
+    w.store
+        .set_config(set(ConfigTier::Channel(ops), "failer"))
+        .await
+        .unwrap();
+    assert_eq!(
+        agent_of(
+            d.start(request(&w, "http:viewer", "http:ops", "hi"))
+                .await
+                .unwrap()
+        ),
+        "failer"
+    );
+    assert_eq!(
+        agent_of(
+            d.start(request(&w, "http:viewer", "http:ci", "hi"))
+                .await
+                .unwrap()
+        ),
+        "other"
+    );
+    let e = d
+        .start(request(&w, "http:viewer", "http:ops", "@ghost hi"))
+        .await
+        .err()
+        .unwrap();
+    assert!(
+        matches!(e, DispatchError::UnknownAgent { ref name, .. } if name == "ghost"),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn a_refused_agent_starts_and_records_nothing() {
+    let w = world().await;
+    let d = dispatcher(&w, &Options::default());
+    let e = d
+        .start(request(&w, "http:viewer", "http:ops", "@coding fix"))
+        .await
+        .err()
+        .unwrap();
+    assert!(matches!(e, DispatchError::Refused { .. }), "{e}");
+    assert!(all_runs(&w).await.is_empty());
+    let ok = d
+        .start(request(&w, "http:coder", "http:ops", "@coding fix"))
+        .await
+        .unwrap();
+    assert_eq!(ok.run.agent, "coding");
+}
+
+/// A directory that never answers in time.
+struct SlowDirectory;
+
+impl ChannelDirectory for SlowDirectory {
+    fn info<'a>(&'a self, _c: &'a ChannelId) -> BoxFuture<'a, ChannelVisibility> {
+        Box::pin(async {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            ChannelVisibility::Public
+        })
+    }
+    fn is_member<'a>(&'a self, _a: &'a ActorId, _c: &'a ChannelId) -> BoxFuture<'a, Membership> {
+        Box::pin(async { Membership::Unknown })
+    }
+}
+
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_slow_directory_stamps_unknown_logs_it_and_the_run_proceeds() {
+    let captured = Captured::default();
+    let sink = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || sink.clone())
+        .with_ansi(false)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let w = world().await;
+    let mut o = Options::default();
+    o.directory = Arc::new(SlowDirectory);
+    o.settings.channel_directory_timeout = Duration::from_millis(50);
+    let d = dispatcher(&w, &o);
+    let started = d
+        .start(request(&w, "http:viewer", "slack:C1", "hi"))
+        .await
+        .unwrap();
+    assert_eq!(started.run.channel_visibility, ChannelVisibility::Unknown);
+    assert_eq!(
+        started.finished().await.unwrap().status,
+        RunStatus::Completed
+    );
+    let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    assert!(log.contains("[authz] channel directory timed out"), "{log}");
+    assert!(
+        log.contains("slack:C1"),
+        "the line names the channel: {log}"
+    );
+    assert!(!log.contains("hi\n"), "and never the request");
+}
+
+#[tokio::test]
+async fn over_a_limit_the_reply_is_busy_and_nothing_starts() {
+    let w = world().await;
+    let mut o = Options::default();
+    o.settings.max_per_actor = 1;
+    o.settings.max_concurrent = 2;
+    let d = dispatcher(&w, &o);
+    let first = d
+        .start(request(&w, "http:viewer", "http:ops", "@staller a"))
+        .await
+        .unwrap();
+    let e = d
+        .start(request(&w, "http:viewer", "http:ops", "@echo b"))
+        .await
+        .err()
+        .unwrap();
+    assert!(
+        matches!(e, DispatchError::Busy(Busy::Actor { limit: 1 })),
+        "{e}"
+    );
+    assert!(
+        e.to_string()
+            .starts_with("busy: you already have 1 runs going"),
+        "{e}"
+    );
+    let _second = d
+        .start(request(&w, "http:fleet", "http:ops", "@staller c"))
+        .await
+        .unwrap();
+    let e = d
+        .start(request(&w, "http:coder", "http:ops", "@echo d"))
+        .await
+        .err()
+        .unwrap();
+    assert!(
+        matches!(e, DispatchError::Busy(Busy::Global { limit: 2 })),
+        "{e}"
+    );
+    assert_eq!(
+        all_runs(&w).await.len(),
+        2,
+        "the refused requests recorded nothing"
+    );
+    assert_eq!(d.stop(&first.run.id), StopOutcome::Stopping);
+    first.finished().await.unwrap();
+    assert!(
+        d.start(request(&w, "http:viewer", "http:ops", "@echo e"))
+            .await
+            .is_ok(),
+        "the slot came back"
+    );
+}
+
+#[tokio::test]
+async fn stop_ends_a_live_run_stopped_and_a_timeout_ends_it_failed_with_friction() {
+    let w = world().await;
+    let mut o = Options::default();
+    o.settings.max_per_actor = 4;
+    let d = dispatcher(&w, &o);
+    let stalled = d
+        .start(request(&w, "http:viewer", "http:ops", "@staller wait"))
+        .await
+        .unwrap();
+    let id = stalled.run.id.clone();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(d.stop(&id), StopOutcome::Stopping);
+    let r = stalled.finished().await.unwrap();
+    assert_eq!(r.status, RunStatus::Stopped);
+    assert_eq!(
+        d.stop(&id),
+        StopOutcome::NotHere,
+        "a finished run is not live"
+    );
+    let timed = d
+        .start(request(&w, "http:viewer", "http:ops", "@staller wait"))
+        .await
+        .unwrap();
+    let id = timed.run.id.clone();
+    let r = timed.finished().await.unwrap();
+    assert_eq!(r.status, RunStatus::Failed);
+    assert_eq!(r.error.as_deref(), Some("timed out after 300ms"));
+    let f = w.store.friction(&id).await.unwrap();
+    assert!(f.iter().any(|f| f.kind == "timeout"), "{f:?}");
+}
+
+#[tokio::test]
+async fn output_past_the_cap_is_dropped_and_recorded_as_friction() {
+    let w = world().await;
+    let mut o = Options::default();
+    o.chatty_caps = OutputCaps {
+        event_bytes: 64,
+        total_bytes: 200,
+        answer_bytes: 32,
+    };
+    let d = dispatcher(&w, &o);
+    let s = d
+        .start(request(&w, "http:viewer", "http:ops", "@chatty go"))
+        .await
+        .unwrap();
+    let id = s.run.id.clone();
+    let r = s.finished().await.unwrap();
+    assert_eq!(r.status, RunStatus::Completed);
+    assert!(r.answer.unwrap().len() <= 32);
+    let events = w.store.events(&id).await.unwrap();
+    assert!(
+        events.len() < 50 && !events.is_empty(),
+        "{} events",
+        events.len()
+    );
+    let f = w.store.friction(&id).await.unwrap();
+    assert_eq!(f.iter().filter(|f| f.kind == "output_capped").count(), 1);
+}
+
+#[tokio::test]
+async fn live_updates_reach_only_viewers_who_may_read_the_run() {
+    let w = world().await;
+    let d = dispatcher(&w, &Options::default());
+    let viewer = |id: &str| resolve_actor(id.parse().unwrap(), &w.table);
+    let mut ops_viewer = d.live().subscribe(&viewer("http:viewer"));
+    let mut fleet = d.live().subscribe(&viewer("http:fleet"));
+    let mut nobody = d.live().subscribe(&viewer("http:nobody"));
+    let ci = d
+        .start(request(&w, "http:coder", "http:ci", "@echo one"))
+        .await
+        .unwrap();
+    ci.finished().await.unwrap();
+    let ops = d
+        .start(request(&w, "http:coder", "http:ops", "@echo two"))
+        .await
+        .unwrap();
+    let ops_id = ops.run.id.clone();
+    ops.finished().await.unwrap();
+    let drain = |sub: &mut dispatch::Subscription| {
+        let mut seen = Vec::new();
+        while let Some(u) = sub.try_next() {
+            seen.push(u);
+        }
+        seen
+    };
+    let fleet_seen = drain(&mut fleet);
+    let ops_seen = drain(&mut ops_viewer);
+    assert!(
+        drain(&mut nobody).is_empty(),
+        "a viewer with no runs:read sees nothing"
+    );
+    assert!(
+        fleet_seen
+            .iter()
+            .any(|u| u.run().unwrap().channel_id.as_str() == "http:ci")
+    );
+    assert!(!ops_seen.is_empty());
+    assert!(
+        ops_seen.iter().all(|u| u.run().unwrap().id == ops_id),
+        "only http:ops runs"
+    );
+    assert!(
+        ops_seen
+            .iter()
+            .any(|u| matches!(u, LiveUpdate::Finished { .. }))
+    );
+    let stalled = d
+        .start(request(&w, "http:coder", "http:ci", "@staller x"))
+        .await
+        .unwrap();
+    assert_eq!(d.live().snapshot(&viewer("http:fleet")).len(), 1);
+    assert!(d.live().snapshot(&viewer("http:viewer")).is_empty());
+    d.stop(&stalled.run.id);
+}
+
+#[tokio::test]
+async fn shutdown_lets_short_runs_finish_and_interrupts_the_rest() {
+    let w = world().await;
+    let mut o = Options::default();
+    o.settings.max_per_actor = 4;
+    let d = dispatcher(&w, &o);
+    let quick = d
+        .start(request(&w, "http:viewer", "http:ops", "@echo a"))
+        .await
+        .unwrap();
+    let stalled = d
+        .start(request(&w, "http:viewer", "http:ops", "@staller b"))
+        .await
+        .unwrap();
+    let cancelled = d
+        .shutdown(Duration::from_millis(50), Duration::from_secs(5))
+        .await;
+    assert_eq!(cancelled, 1);
+    assert_eq!(quick.finished().await.unwrap().status, RunStatus::Completed);
+    assert_eq!(
+        stalled.finished().await.unwrap().status,
+        RunStatus::Interrupted
+    );
+    let e = d
+        .start(request(&w, "http:viewer", "http:ops", "@echo c"))
+        .await
+        .err()
+        .unwrap();
+    assert!(matches!(e, DispatchError::ShuttingDown));
+}
+
+async fn add_repo(w: &World, slug: &str, value: String) {
+    w.store
+        .set_config(ConfigValue {
+            tier: ConfigTier::Org,
+            key: format!("repo.{slug}"),
+            value,
+            updated_by: ActorId::cli_local(),
+            updated_at: Timestamp::now(),
+        })
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn repo_runs_happen_in_the_configured_path_or_a_clone_of_the_url() {
+    let w = world().await;
+    let data = tempfile::tempdir().unwrap();
+    let mut o = Options::default();
+    o.settings.data_dir = data.path().to_path_buf();
+    let d = dispatcher(&w, &o);
+    let local = tempfile::tempdir().unwrap();
+    let local_path = std::fs::canonicalize(local.path()).unwrap();
+    add_repo(&w, "acme/web", format!("path:{}", local_path.display())).await;
+    let slug = RepoSlug::parse("acme/web").unwrap();
+    let req = request(&w, "http:viewer", "http:ops", "");
+    let s = d
+        .start_repo(
+            req.clone(),
+            slug.clone(),
+            RepoTask::Test,
+            RegistryAdmitted::after_repo_exec_admission(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(s.run.repo.as_ref(), Some(&slug));
+    assert!(s.run.request.starts_with("Run the test suite of acme/web"));
+    let r = s.finished().await.unwrap();
+    assert_eq!(
+        r.answer.as_deref(),
+        Some(local_path.to_str().unwrap()),
+        "ran in the workspace"
+    );
+
+    // A URL: cloned once into the data directory.
+    let origin = tempfile::tempdir().unwrap();
+    let git = |args: &[&str]| {
+        let ok = std::process::Command::new("git")
+            .args(args)
+            .current_dir(origin.path())
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@t")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@t")
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    std::fs::write(origin.path().join("README"), "hi").unwrap();
+    git(&["add", "README"]);
+    git(&["commit", "-qm", "init"]);
+    add_repo(
+        &w,
+        "acme/api",
+        format!("url:file://{}", origin.path().display()),
+    )
+    .await;
+    let api = RepoSlug::parse("acme/api").unwrap();
+    let s = d
+        .start_repo(
+            req.clone(),
+            api.clone(),
+            RepoTask::Build,
+            RegistryAdmitted::after_repo_exec_admission(),
+        )
+        .await
+        .unwrap();
+    let r = s.finished().await.unwrap();
+    let clone = data.path().join("repos/acme/api");
+    assert!(clone.join("README").is_file());
+    assert_eq!(
+        r.answer.as_deref(),
+        Some(std::fs::canonicalize(&clone).unwrap().to_str().unwrap())
+    );
+
+    let ghost = RepoSlug::parse("acme/ghost").unwrap();
+    let e = d
+        .start_repo(
+            req,
+            ghost,
+            RepoTask::Test,
+            RegistryAdmitted::after_repo_exec_admission(),
+        )
+        .await
+        .err()
+        .unwrap();
+    assert!(
+        e.to_string().contains("repo acme/ghost is not configured"),
+        "{e}"
+    );
+}
