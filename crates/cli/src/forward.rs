@@ -40,6 +40,7 @@ pub fn exit_code(kind: ReplyKind) -> u8 {
         | ReplyKind::Unauthorized
         | ReplyKind::Conflict
         | ReplyKind::Unavailable
+        | ReplyKind::Busy
         | ReplyKind::Failed => 1,
     }
 }
@@ -87,6 +88,7 @@ pub fn run(config: Option<PathBuf>, json: bool, words: Vec<String>) -> anyhow::R
             now: Timestamp::now,
             schedules: schedules(),
             version: env!("CARGO_PKG_VERSION"),
+            dispatcher: None,
         };
         let reply = registry
             .invoke(&caller, RawInput::Words(words), &services)

@@ -89,6 +89,8 @@ pub enum ReplyKind {
     UnknownCommand,
     /// The part that would do this is not running here.
     Unavailable,
+    /// A limit is full; nothing was started. Try again shortly.
+    Busy,
     Failed,
 }
 
@@ -201,6 +203,8 @@ pub struct Services {
     pub now: fn() -> Timestamp,
     pub schedules: Vec<ScheduleInfo>,
     pub version: &'static str,
+    /// Runs agents; `None` in a process that runs none (a CLI command against the store).
+    pub dispatcher: Option<Arc<dispatch::Dispatcher>>,
 }
 
 /// One invocation's context.
@@ -425,6 +429,16 @@ impl Registry {
         (command.handler)(&ctx, args).await
     }
 
+    /// What every surface does with text: a command goes to `invoke`; anything else starts an
+    /// agent run through the dispatcher, recorded in the caller's origin channel.
+    pub async fn handle(&self, caller: &Caller, text: &str, services: &Services) -> Handled {
+        if self.is_command(text) {
+            let reply = self.invoke(caller, RawInput::Text(text.to_owned()), services).await;
+            return Handled { reply, run: None };
+        }
+        dispatch_text(caller, text, None, services).await
+    }
+
     /// A refusal as a point read or a 🚫, for handlers that authorize the resource they loaded.
     pub fn refuse(ctx: &Ctx<'_>, action: &Action, resource: &Resource, verdict: &Verdict) -> Reply {
         ctx.services
@@ -436,6 +450,100 @@ impl Registry {
                 &ctx.command.text_form(),
                 &ctx.services.table.admins_hint(),
             )),
+        }
+    }
+}
+
+/// A surface's answer: the reply, and the run when one was started (to follow or wait on).
+pub struct Handled {
+    pub reply: Reply,
+    pub run: Option<dispatch::Started>,
+}
+
+/// Starts an agent run for `caller` (text that is not a command, or `ask`), recorded in the
+/// caller's origin channel. `agent` is an agent chosen outside the text.
+pub async fn dispatch_text(
+    caller: &Caller,
+    text: &str,
+    agent: Option<authz_core::AgentName>,
+    services: &Services,
+) -> Handled {
+    let Some(dispatcher) = &services.dispatcher else {
+        return Handled {
+            reply: Reply::of(ReplyKind::Unavailable, replies::needs_dispatcher("an agent run")),
+            run: None,
+        };
+    };
+    let Some(origin) = caller.actor.origin.clone() else {
+        // Every surface sets the origin; a caller without one has nowhere to record a run.
+        return Handled {
+            reply: Reply::of(ReplyKind::Failed, replies::no_run_channel()),
+            run: None,
+        };
+    };
+    let request = dispatch::RunRequest {
+        actor: caller.actor.clone(),
+        surface: caller.surface.as_str(),
+        channel: origin.channel_id,
+        thread_key: origin.thread_key,
+        text: text.to_owned(),
+        agent,
+    };
+    match dispatcher.start(request).await {
+        Ok(started) => Handled {
+            reply: started_reply(&started),
+            run: Some(started),
+        },
+        Err(e) => Handled {
+            reply: dispatch_refusal(caller, e, services),
+            run: None,
+        },
+    }
+}
+
+/// The reply to a started run.
+pub(crate) fn started_reply(started: &dispatch::Started) -> Reply {
+    let run = &started.run;
+    Reply::ok(
+        replies::run_started(run.id.as_str(), &run.agent, run.channel_id.as_str()),
+        serde_json::json!({
+            "run_id": run.id.as_str(),
+            "agent": run.agent,
+            "channel": run.channel_id.as_str(),
+            "status": run.status.as_str(),
+        }),
+    )
+}
+
+/// Why the dispatcher started nothing, as a reply; a refusal leaves its audit line.
+pub(crate) fn dispatch_refusal(caller: &Caller, e: dispatch::DispatchError, services: &Services) -> Reply {
+    use dispatch::DispatchError as E;
+    match e {
+        E::Refused {
+            action,
+            resource,
+            verdict,
+        } => {
+            services
+                .audit
+                .deny(AuditLine::new(caller, &action, &resource, &verdict));
+            let agent = match &resource {
+                Resource::Agent { name } => name.to_string(),
+                _ => String::new(),
+            };
+            Reply::unauthorized(replies::agent_refused(&agent, &services.table.admins_hint()))
+        }
+        E::Busy(_) | E::ShuttingDown => Reply::of(ReplyKind::Busy, e.to_string()),
+        E::UnknownAgent { .. } | E::NoAgent | E::NoCodingAgent | E::Workspace(_) => {
+            Reply::of(ReplyKind::Usage, e.to_string())
+        }
+        E::Store(err) => {
+            tracing::error!(error = %err, "recording a run failed");
+            Reply::of(ReplyKind::Failed, replies::store_failed())
+        }
+        E::Token(err) => {
+            tracing::error!(error = %err, "making a run's tokens failed");
+            Reply::of(ReplyKind::Failed, "the run could not be started; the operator log has the details")
         }
     }
 }

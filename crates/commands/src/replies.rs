@@ -66,8 +66,44 @@ pub fn already_finished(status: &str) -> String {
 /// What a command answers when the part that would do its work is not running in this process.
 pub fn needs_dispatcher(command: &str) -> String {
     format!(
-        "`{command}` needs the dispatcher, which is not part of this build yet; nothing was started"
+        "{command} needs the dispatcher, which is not running in this process (start `switchboard serve`, or use `switchboard ask`); nothing was started"
     )
+}
+
+/// `schedule fire` before the scheduler exists.
+pub fn needs_scheduler() -> String {
+    "`schedule fire` needs the scheduler, which is not part of this build yet; nothing was fired"
+        .to_owned()
+}
+
+/// `runs stop` on a run that is live in another process.
+pub fn live_elsewhere(owner: &str) -> String {
+    format!(
+        "that run is live in another process ({owner}); stop it there, for example with `runs stop` over POST /ingress"
+    )
+}
+
+/// A stop that was accepted.
+pub fn stopping(id: &str) -> String {
+    format!("stopping run {id}")
+}
+
+/// A run that started.
+pub fn run_started(id: &str, agent: &str, channel: &str) -> String {
+    format!("started run {id} with agent `{agent}` in {channel}; follow it with `runs get {id}`")
+}
+
+/// 🚫 for an agent the caller may not run.
+pub fn agent_refused(agent: &str, admins: &[ActorId]) -> String {
+    match ask(admins) {
+        Some(who) => format!("🚫 You don't have permission to run the `{agent}` agent. Ask {who}."),
+        None => format!("🚫 You don't have permission to run the `{agent}` agent."),
+    }
+}
+
+/// A caller with no origin channel: nowhere to record a run.
+pub fn no_run_channel() -> String {
+    "this request has no channel to record a run in; nothing was started".to_owned()
 }
 
 pub fn store_failed() -> String {

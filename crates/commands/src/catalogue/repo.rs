@@ -116,28 +116,47 @@ pub fn remove<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
     })
 }
 
-/// `repo test|build`: the registry admitted the coding agent; the repo must be usable by the
-/// caller (restricted repos); the run itself is the dispatcher's.
-async fn exec(ctx: &Ctx<'_>, args: &Args) -> Reply {
+/// `repo test|build`: the registry admitted the coding agent (`repo:exec` on
+/// `agent{coding}`, which is the agent admission); the repo must be usable by the caller
+/// (restricted repos); then a coding-agent run in the repo's workspace.
+async fn exec(ctx: &Ctx<'_>, args: &Args, task: dispatch::RepoTask) -> Reply {
     let slug = match slug(ctx, args) {
         Ok(s) => s,
         Err(r) => return r,
     };
-    let resource = ctx.services.table.repo(slug);
+    let resource = ctx.services.table.repo(slug.clone());
     let verdict = authorize(&ctx.caller.actor, &Action::RepoUse, &resource);
     if let Verdict::Deny(_) = verdict {
         return Registry::refuse(ctx, &Action::RepoUse, &resource, &verdict);
     }
-    Reply::of(
-        ReplyKind::Unavailable,
-        replies::needs_dispatcher(&ctx.command.text_form()),
-    )
+    let Some(dispatcher) = &ctx.services.dispatcher else {
+        return Reply::of(
+            ReplyKind::Unavailable,
+            replies::needs_dispatcher(&format!("`{}`", ctx.command.text_form())),
+        );
+    };
+    let Some(origin) = ctx.caller.actor.origin.clone() else {
+        return Reply::of(ReplyKind::Failed, replies::no_run_channel());
+    };
+    let request = dispatch::RunRequest {
+        actor: ctx.caller.actor.clone(),
+        surface: ctx.caller.surface.as_str(),
+        channel: origin.channel_id,
+        thread_key: origin.thread_key,
+        text: String::new(),
+        agent: None,
+    };
+    let admitted = dispatch::RegistryAdmitted::after_repo_exec_admission();
+    match dispatcher.start_repo(request, slug, task, admitted).await {
+        Ok(started) => crate::started_reply(&started),
+        Err(e) => crate::dispatch_refusal(ctx.caller, e, ctx.services),
+    }
 }
 
 pub fn test<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
-    Box::pin(async move { exec(ctx, &args).await })
+    Box::pin(async move { exec(ctx, &args, dispatch::RepoTask::Test).await })
 }
 
 pub fn build<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
-    Box::pin(async move { exec(ctx, &args).await })
+    Box::pin(async move { exec(ctx, &args, dispatch::RepoTask::Build).await })
 }

@@ -275,10 +275,21 @@ pub fn stop<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
                 replies::already_finished(run.status.as_str()),
             );
         }
-        // Cancelling a live run is the dispatcher's: it owns the process and the agent.
-        Reply::of(
-            ReplyKind::Unavailable,
-            replies::needs_dispatcher("runs stop"),
-        )
+        // Cancelling a live run is the dispatcher's, in the process that owns it.
+        let stopped = ctx
+            .services
+            .dispatcher
+            .as_ref()
+            .map(|d| d.stop(&run.id));
+        match stopped {
+            Some(dispatch::StopOutcome::Stopping) => ok(
+                replies::stopping(run.id.as_str()),
+                json!({"run_id": run.id.as_str(), "stopping": true}),
+            ),
+            _ => Reply::of(
+                ReplyKind::Unavailable,
+                replies::live_elsewhere(run.owner.as_deref().unwrap_or("no owner recorded")),
+            ),
+        }
     })
 }

@@ -143,7 +143,7 @@ pub fn schedule_fire<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
         }
         Reply::of(
             ReplyKind::Unavailable,
-            replies::needs_dispatcher("schedule fire"),
+            replies::needs_scheduler(),
         )
     })
 }

@@ -56,6 +56,7 @@ fn world(store: Arc<dyn Store>, dir: Option<tempfile::TempDir>) -> World {
             runs: "friction report --days 7".into(),
         }],
         version: "test",
+        dispatcher: None,
     };
     World {
         registry: Registry::catalogue(),
