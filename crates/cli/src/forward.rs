@@ -5,12 +5,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use authz_core::{ActorId, resolve_actor};
-use commands::{
-    Caller, RawInput, Registry, ReplyKind, ScheduleInfo, Services, Surface, TracingAudit,
-};
+use commands::{Caller, RawInput, Registry, ReplyKind, Services, Surface, TracingAudit};
 use store::Timestamp;
 
 use crate::config_file;
+use server::builtin_schedule_info as schedules;
 
 /// Takes `--json` and `--config FILE` (or `--config=FILE`) out of a registry command's words.
 pub fn split_globals(words: Vec<String>) -> (Vec<String>, bool, Option<PathBuf>) {
@@ -49,18 +48,6 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?)
-}
-
-/// The schedules the registry declares built in.
-fn schedules() -> Vec<ScheduleInfo> {
-    config_file::builtin_schedules()
-        .into_iter()
-        .map(|(name, _)| ScheduleInfo {
-            name,
-            cron: "0 9 * * MON (UTC)".into(),
-            runs: "friction report --days 7".into(),
-        })
-        .collect()
 }
 
 /// `<command words…> [--help]`: help from the schema, or the command as `cli:local`.

@@ -11,11 +11,13 @@
 //! Invariants: exit 0 = ok (or allowed), 1 = refused, not found or not done, 2 = usage or
 //! config error; human output by default, `--json` for scripts; colour only on a terminal.
 
+mod ask;
 mod check;
-mod config_file;
 mod explain;
 mod forward;
 mod render;
+
+use server::config as config_file;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -56,12 +58,26 @@ pub const LOCAL_VERBS: [&str; 7] = [
 
 #[derive(Subcommand)]
 enum Command {
-    /// Start the server with every configured surface (not part of this build yet).
-    Serve,
-    /// Ask an agent, as cli:local (not part of this build yet).
+    /// Start the server with every configured surface; prints which are on and off.
+    ///
+    /// With no config file it uses the embedded default: SQLite at ./switchboard.db, the
+    /// built-in echo agent, HTTP on 127.0.0.1:8080. Ctrl-C or SIGTERM stops it gracefully.
+    Serve {
+        /// Listen here instead of [server] listen, e.g. 127.0.0.1:8080 or 0.0.0.0:80.
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<std::net::SocketAddr>,
+    },
+    /// Ask an agent, as cli:local: shows progress while the run is live, then the answer.
+    ///
+    /// The run is recorded in channel cli:local like any other (`switchboard runs list`).
+    /// Ctrl-C stops the run.
     Ask {
-        /// The request.
+        /// The request (quote it, or give several words).
+        #[arg(required = true)]
         request: Vec<String>,
+        /// The agent to ask (default: @name in the request, then the configured default).
+        #[arg(long, value_name = "NAME")]
+        agent: Option<String>,
     },
     /// Ask the policy table about decisions.
     #[command(subcommand)]
@@ -173,11 +189,8 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             println!("switchboard {}", env!("CARGO_PKG_VERSION"));
             Ok(0)
         }
-        Command::Serve | Command::Ask { .. } => {
-            anyhow::bail!(
-                "this verb arrives with the dispatcher and the server, which are not part of this build yet"
-            )
-        }
+        Command::Serve { listen } => serve(config, json, listen),
+        Command::Ask { request, agent } => ask::run(config, json, request.join(" "), agent),
         Command::Completions { shell } => {
             clap_complete::generate(
                 shell,
@@ -198,6 +211,49 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Db(DbCommand::Migrate) => forward::migrate(config, json),
         Command::Registry(words) => forward::run(config, json, words),
     }
+}
+
+/// Logs to stderr: human lines by default, JSON with `[telemetry] log_format = "json"`;
+/// `RUST_LOG` overrides the level.
+fn init_logs(json: bool, default_level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(render::colour_on());
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+fn serve(config: Option<PathBuf>, json: bool, listen: Option<std::net::SocketAddr>) -> anyhow::Result<u8> {
+    let config = load(config)?;
+    check::validate_table().map_err(anyhow::Error::msg)?;
+    init_logs(config.telemetry.json_logs, "info");
+    let replica = match &config.server.replica_id {
+        Some(id) => store::ReplicaId::parse(id)?,
+        None => server::host_replica_id(),
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(async move {
+        let secrets = server::Secrets::from_env(&config)?;
+        let app = server::App::build(config, secrets, replica).await?;
+        server::serve(app, listen, server::shutdown_signal(), |addr, app| {
+            let summary = server::summary(app, addr);
+            if json {
+                println!("{}", serde_json::to_string(&summary).unwrap_or_default());
+            } else {
+                print!("{summary}");
+            }
+            use std::io::Write;
+            let _ = std::io::stdout().flush();
+        })
+        .await?;
+        Ok(0)
+    })
 }
 
 fn load(config: Option<PathBuf>) -> anyhow::Result<config_file::LoadedConfig> {

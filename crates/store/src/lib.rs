@@ -174,9 +174,12 @@ pub trait SlackEventStore: Send + Sync {
 }
 
 /// Everything the store keeps.
+#[async_trait]
 pub trait Store: RunStore + MemoryStore + ConfigStore + ScheduleStore + SlackEventStore {
     /// `sqlite`, `postgres` or `memory`.
     fn backend(&self) -> &'static str;
+    /// One round trip to the database (`/readyz`).
+    async fn ping(&self) -> Result<()>;
 }
 
 /// Opens the store a URL names, creating and migrating it as needed.

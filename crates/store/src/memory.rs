@@ -445,8 +445,13 @@ impl SlackEventStore for MemoryStore {
     }
 }
 
+#[async_trait]
 impl Store for MemoryStore {
     fn backend(&self) -> &'static str {
         "memory"
+    }
+
+    async fn ping(&self) -> Result<()> {
+        Ok(())
     }
 }

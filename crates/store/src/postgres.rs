@@ -718,8 +718,14 @@ impl SlackEventStore for PostgresStore {
     }
 }
 
+#[async_trait]
 impl Store for PostgresStore {
     fn backend(&self) -> &'static str {
         "postgres"
+    }
+
+    async fn ping(&self) -> Result<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
     }
 }

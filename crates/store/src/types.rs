@@ -117,7 +117,11 @@ impl TokenHash {
 
     /// Constant-time comparison with a presented token.
     pub fn matches(&self, token: &str) -> bool {
-        let other = TokenHash::of(token);
+        self.ct_eq(&TokenHash::of(token))
+    }
+
+    /// Constant-time comparison of two hashes (no early exit on the first differing byte).
+    pub fn ct_eq(&self, other: &TokenHash) -> bool {
         self.0
             .iter()
             .zip(other.0.iter())

@@ -1,0 +1,299 @@
+//! # http-ingress: `POST /ingress`
+//!
+//! What it is: the machine surface. A bearer token is looked up in the token map (constant
+//! time, over hashes) and becomes the actor `http:<subject>`; the body (`text/plain`, or JSON
+//! `{"text": …}`) goes to `Registry::handle`: commands through the registry, other text to
+//! the dispatcher, recorded in the token's `channel` or `http:<subject>`. Replies are the
+//! registry's, as text or JSON by `Accept`.
+//!
+//! What it must never do: decide anything (no id or channel comparisons; the token's channel
+//! is where runs are recorded, never a grant), read a body before the bearer is proven, say
+//! why a bearer was refused, or log a token, a body or a query string.
+//!
+//! Invariants: no token map → 503 saying so; a missing or unknown bearer → 401 with an empty
+//! body; a body over the limit → 413; JSON that is not `{"text": string}` → 400 naming the
+//! problem; any other content type → 415. A denied point read is the registry's not_found,
+//! byte-identical to a missing id.
+
+mod tokens;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use authz_core::{Origin, resolve_actor};
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use commands::{Caller, Registry, Reply, ReplyKind, Services, Surface};
+use serde_json::{Value, json};
+
+pub use tokens::{TokenEntry, TokenMap, TokenMapError};
+
+/// The longest `?wait=` a caller may ask for.
+pub const MAX_WAIT: Duration = Duration::from_secs(300);
+
+/// What the route needs.
+pub struct Ingress {
+    pub registry: Arc<Registry>,
+    pub services: Arc<Services>,
+    /// `None`: no token map configured; the route answers 503.
+    pub tokens: Option<TokenMap>,
+    pub max_body_bytes: usize,
+}
+
+/// The `/ingress` route.
+pub fn router(ingress: Arc<Ingress>) -> Router {
+    Router::new()
+        .route("/ingress", post(handle))
+        .with_state(ingress)
+}
+
+/// The ingress's off message (503), also used by the start-up summary.
+pub const OFF: &str = "the HTTP ingress is off: no token map is configured (set SWITCHBOARD_INGRESS_TOKENS or ingress.tokens_file)";
+
+/// `?wait=<seconds>`: how long to wait for a started run to finish before answering.
+fn wait_param(query: Option<&str>) -> Option<Duration> {
+    query?
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("wait="))
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(|s| Duration::from_secs(s).min(MAX_WAIT))
+}
+
+async fn handle(State(ingress): State<Arc<Ingress>>, request: Request) -> Response {
+    let wait = wait_param(request.uri().query());
+    let Some(tokens) = &ingress.tokens else {
+        return plain(StatusCode::SERVICE_UNAVAILABLE, OFF);
+    };
+    let Some(entry) = bearer(request.headers()).and_then(|t| tokens.lookup(t)) else {
+        return unauthorized();
+    };
+    let wants_json = accepts_json(request.headers());
+    let kind = match content_kind(request.headers()) {
+        Ok(k) => k,
+        Err(response) => return response,
+    };
+    let body = match axum::body::to_bytes(request.into_body(), ingress.max_body_bytes).await {
+        Ok(b) => b,
+        Err(_) => {
+            let msg = format!("the body is over the limit of {} bytes", ingress.max_body_bytes);
+            return plain(StatusCode::PAYLOAD_TOO_LARGE, &msg);
+        }
+    };
+    let text = match request_text(kind, &body) {
+        Ok(t) => t,
+        Err(problem) => return plain(StatusCode::BAD_REQUEST, &problem),
+    };
+    let caller = Caller {
+        actor: resolve_actor(entry.actor.clone(), &ingress.services.table).with_origin(Origin {
+            channel_id: entry.run_channel.clone(),
+            thread_key: None,
+        }),
+        surface: Surface::Http,
+    };
+    let handled = ingress
+        .registry
+        .handle(&caller, &text, &ingress.services)
+        .await;
+    let (reply, started) = match (handled.run, wait) {
+        (Some(run), Some(wait)) => {
+            let id = run.run.id.clone();
+            match tokio::time::timeout(wait, run.finished()).await {
+                Ok(Some(done)) => (finished_reply(&done), false),
+                _ => (still_running(&id), true),
+            }
+        }
+        (run, _) => (handled.reply, run.is_some()),
+    };
+    let status = status_of(reply.kind, started);
+    if !matches!(status, StatusCode::FORBIDDEN | StatusCode::NOT_FOUND) {
+        // Denied requests leave only the audit line (operations.md).
+        tracing::info!(surface = "http", route = "/ingress", actor = %caller.actor.id, status = status.as_u16(), "request");
+    }
+    render(status, &reply, wants_json)
+}
+
+/// The bearer token of an `Authorization` header, if it is one.
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+fn unauthorized() -> Response {
+    let mut r = StatusCode::UNAUTHORIZED.into_response();
+    r.headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    r
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ContentKind {
+    Text,
+    Json,
+}
+
+/// `text/plain` (or no content type) → text; `application/json` → JSON; else 415.
+fn content_kind(headers: &HeaderMap) -> Result<ContentKind, Response> {
+    let Some(value) = headers.get(header::CONTENT_TYPE) else {
+        return Ok(ContentKind::Text);
+    };
+    let essence = value
+        .to_str()
+        .unwrap_or_default()
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    match essence.as_str() {
+        "text/plain" => Ok(ContentKind::Text),
+        "application/json" => Ok(ContentKind::Json),
+        _ => Err(plain(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "send the request as text/plain or as application/json {\"text\": \"…\"}",
+        )),
+    }
+}
+
+/// The request text, or the problem with the body.
+fn request_text(kind: ContentKind, body: &Bytes) -> Result<String, String> {
+    let text = match kind {
+        ContentKind::Text => std::str::from_utf8(body)
+            .map_err(|_| "the body is not UTF-8 text".to_owned())?
+            .to_owned(),
+        ContentKind::Json => {
+            let v: Value = serde_json::from_slice(body).map_err(|e| {
+                format!("the body is not valid JSON (line {} column {}): {}", e.line(), e.column(), json_problem(&e))
+            })?;
+            match v.get("text") {
+                Some(Value::String(t)) => t.clone(),
+                Some(_) => return Err("\"text\" must be a string".to_owned()),
+                None => return Err("the JSON body needs a \"text\" field: {\"text\": \"runs list\"}".to_owned()),
+            }
+        }
+    };
+    if text.trim().is_empty() {
+        return Err("the request is empty; send a command (try `help`) or a request for an agent".to_owned());
+    }
+    Ok(text)
+}
+
+fn json_problem(e: &serde_json::Error) -> &'static str {
+    use serde_json::error::Category;
+    match e.classify() {
+        Category::Eof => "it ends too early",
+        Category::Syntax => "a syntax error",
+        Category::Data => "a value of the wrong type",
+        Category::Io => "it could not be read",
+    }
+}
+
+fn accepts_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("application/json"))
+}
+
+/// The HTTP status of a reply; a started run is 202.
+fn status_of(kind: ReplyKind, started: bool) -> StatusCode {
+    match kind {
+        ReplyKind::Ok if started => StatusCode::ACCEPTED,
+        ReplyKind::Ok => StatusCode::OK,
+        ReplyKind::NotFound => StatusCode::NOT_FOUND,
+        ReplyKind::Unauthorized => StatusCode::FORBIDDEN,
+        ReplyKind::Conflict => StatusCode::CONFLICT,
+        ReplyKind::Usage | ReplyKind::UnknownCommand => StatusCode::BAD_REQUEST,
+        ReplyKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        ReplyKind::Busy => StatusCode::TOO_MANY_REQUESTS,
+        ReplyKind::Failed => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+fn render(status: StatusCode, reply: &Reply, json: bool) -> Response {
+    let (content_type, body) = if json {
+        ("application/json", reply.data.to_string())
+    } else {
+        ("text/plain; charset=utf-8", format!("{}\n", reply.text))
+    };
+    let mut r = Response::new(Body::from(body));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r
+}
+
+fn plain(status: StatusCode, text: &str) -> Response {
+    render(status, &Reply::of(ReplyKind::Failed, text), false)
+}
+
+/// A run that finished while the caller waited.
+fn finished_reply(run: &store::RunRecord) -> Reply {
+    let text = match (&run.answer, &run.error) {
+        (Some(answer), _) => answer.clone(),
+        (None, Some(error)) => format!("run {} {}: {error}", run.id, run.status),
+        (None, None) => format!("run {} {}", run.id, run.status),
+    };
+    Reply::ok(
+        text,
+        json!({
+            "run_id": run.id.as_str(),
+            "agent": run.agent,
+            "channel": run.channel_id.as_str(),
+            "status": run.status.as_str(),
+            "answer": run.answer,
+            "error": run.error,
+        }),
+    )
+}
+
+fn still_running(id: &authz_core::RunId) -> Reply {
+    Reply::ok(
+        format!("run {id} is still running; follow it with `runs get {id}`"),
+        json!({"run_id": id.as_str(), "status": "running"}),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_parsing() {
+        let mut h = HeaderMap::new();
+        assert_eq!(bearer(&h), None);
+        for (v, want) in [
+            ("Bearer abc", Some("abc")),
+            ("bearer  abc ", Some("abc")),
+            ("Basic abc", None),
+            ("Bearer ", None),
+            ("Bearer", None),
+        ] {
+            h.insert(header::AUTHORIZATION, HeaderValue::from_str(v).unwrap());
+            assert_eq!(bearer(&h), want, "{v}");
+        }
+    }
+
+    #[test]
+    fn bodies_are_text_or_json_with_a_text_field() {
+        let b = |s: &str| Bytes::from(s.to_owned());
+        assert_eq!(request_text(ContentKind::Text, &b("runs list")).unwrap(), "runs list");
+        assert_eq!(request_text(ContentKind::Json, &b(r#"{"text":"help"}"#)).unwrap(), "help");
+        for (kind, body, want) in [
+            (ContentKind::Json, "{\"text\":", "not valid JSON (line 1 column 8): it ends too early"),
+            (ContentKind::Json, "{\"text\": 3}", "\"text\" must be a string"),
+            (ContentKind::Json, "{}", "needs a \"text\" field"),
+            (ContentKind::Json, "[1, 2", "not valid JSON"),
+            (ContentKind::Text, "  ", "the request is empty"),
+        ] {
+            let e = request_text(kind, &b(body)).unwrap_err();
+            assert!(e.contains(want), "{body}: {e}");
+        }
+        assert!(request_text(ContentKind::Text, &Bytes::from_static(&[0xff, 0xfe])).is_err());
+    }
+}

@@ -1,0 +1,250 @@
+//! # server: the composition root
+//!
+//! What it is: the one place that reads the config file and the environment, and wires the
+//! parts together: store, channel directory, agent back ends, dispatcher, registry, and the
+//! axum router of every surface this build has (`/healthz`, `/readyz`, `/ingress`). It runs
+//! the replica's heartbeat and recovery, and shuts down gracefully.
+//!
+//! What it must never do: decide anything (authorization is authz-core's, reached through the
+//! registry and the dispatcher), start a surface whose secret is missing (it stays off and the
+//! start-up summary says what it needs), or print a secret.
+//!
+//! Invariants:
+//! - On start, this replica's own live runs from before are tombstoned `interrupted` (the
+//!   store's recovery), then the heartbeat starts; every heartbeat also tombstones the live
+//!   runs of replicas whose lease expired.
+//! - On shutdown: stop accepting, let live runs finish until the grace passes, interrupt the
+//!   rest, then tombstone anything still live of this replica.
+
+pub mod config;
+pub mod secrets;
+mod serve;
+mod summary;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use agents::{
+    AgentBackend, CommandBackend, CommandSettings, EchoBackend, EchoSettings, OpenAiBackend,
+    OpenAiSettings,
+};
+use anyhow::Context;
+use authz_core::{AgentName, StaticChannelDirectory};
+use commands::{Registry, ScheduleInfo, Services, TracingAudit};
+use dispatch::{AgentEntry, AgentTokens, DispatchSettings, Dispatcher, DispatcherParts};
+use store::{ReplicaId, Store, Timestamp};
+
+pub use config::{LoadedConfig, Source};
+pub use secrets::Secrets;
+pub use serve::{readiness, router, serve, shutdown_signal};
+pub use summary::{Summary, summary};
+
+/// Everything a process needs to answer requests and run agents.
+pub struct App {
+    pub config: LoadedConfig,
+    pub store: Arc<dyn Store>,
+    pub registry: Arc<Registry>,
+    pub services: Arc<Services>,
+    pub dispatcher: Arc<Dispatcher>,
+    pub secrets: Secrets,
+    pub replica: ReplicaId,
+}
+
+/// The schedules the registry declares built in (what `schedule list` shows).
+pub fn builtin_schedule_info() -> Vec<ScheduleInfo> {
+    config::builtin_schedules()
+        .into_iter()
+        .map(|(name, _)| ScheduleInfo {
+            name,
+            cron: "0 9 * * MON (UTC)".into(),
+            runs: "friction report --days 7".into(),
+        })
+        .collect()
+}
+
+/// This machine's name as a replica id: the host name, else `local`.
+pub fn host_replica_id() -> ReplicaId {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_default();
+    let cleaned: String = host
+        .trim()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '-' })
+        .take(100)
+        .collect();
+    ReplicaId::parse(&cleaned)
+        .or_else(|_| ReplicaId::parse("local"))
+        .unwrap_or_else(|_| ReplicaId::random())
+}
+
+impl App {
+    /// Opens the store and builds the dispatcher and registry. `replica` names this process
+    /// among the owners of live runs.
+    pub async fn build(config: LoadedConfig, secrets: Secrets, replica: ReplicaId) -> anyhow::Result<App> {
+        let store = store::open(&config.store_url)
+            .await
+            .with_context(|| format!("opening the store {} ([store] url)", store::redact_url(&config.store_url)))?;
+        let scratch = config.server.data_dir.join("scratch");
+        std::fs::create_dir_all(&scratch).with_context(|| {
+            format!(
+                "creating the data directory {} ([server] data_dir)",
+                config.server.data_dir.display()
+            )
+        })?;
+        let agents = build_agents(&config, &secrets, &scratch)?;
+        let tokens = match &secrets.agent_token_secret {
+            Some(secret) => AgentTokens::new(secret).context(
+                "the agent token secret (SWITCHBOARD_AGENT_TOKEN_SECRET or [server] agent_token_secret_file)",
+            )?,
+            None => AgentTokens::ephemeral()?,
+        };
+        let settings = DispatchSettings {
+            default_agent: config.default_agent.clone(),
+            max_concurrent: config.limits.max_concurrent,
+            max_per_actor: config.limits.max_per_actor,
+            channel_directory_timeout: config.limits.channel_directory_timeout,
+            mcp_url: None,
+            data_dir: config.server.data_dir.clone(),
+            ..DispatchSettings::default()
+        };
+        let dispatcher = Arc::new(Dispatcher::new(DispatcherParts {
+            store: store.clone(),
+            directory: Arc::new(StaticChannelDirectory),
+            agents,
+            settings,
+            replica: replica.clone(),
+            tokens,
+            secrets: secrets.values_to_redact(),
+            now: Timestamp::now,
+        }));
+        let table = Arc::new(config.table.clone());
+        let services = Arc::new(Services {
+            store: store.clone(),
+            table,
+            audit: Arc::new(TracingAudit),
+            started_at: Timestamp::now(),
+            now: Timestamp::now,
+            schedules: builtin_schedule_info(),
+            version: env!("CARGO_PKG_VERSION"),
+            dispatcher: Some(dispatcher.clone()),
+        });
+        Ok(App {
+            config,
+            store,
+            registry: Arc::new(Registry::catalogue()),
+            services,
+            dispatcher,
+            secrets,
+            replica,
+        })
+    }
+
+    /// Tombstones this replica's own live runs left from before (a restart) and renews its
+    /// lease. Returns how many runs were tombstoned.
+    pub async fn recover(&self) -> anyhow::Result<usize> {
+        let now = Timestamp::now();
+        let tombstoned = self
+            .store
+            .tombstone_orphans(&self.replica, now, self.config.server.lease, true)
+            .await
+            .context("recovering live runs left from before")?;
+        self.store.heartbeat(&self.replica, now).await?;
+        Ok(tombstoned.len())
+    }
+
+    /// Renews the lease every `heartbeat` and tombstones dead replicas' runs, until `stop`.
+    pub fn spawn_heartbeat(&self, stop: tokio_util::sync::CancellationToken) -> tokio::task::JoinHandle<()> {
+        let store = self.store.clone();
+        let replica = self.replica.clone();
+        let (every, lease) = (self.config.server.heartbeat, self.config.server.lease);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    () = stop.cancelled() => return,
+                }
+                let now = Timestamp::now();
+                if let Err(e) = store.heartbeat(&replica, now).await {
+                    tracing::error!(error = %e, "renewing this replica's lease failed");
+                    continue;
+                }
+                match store.tombstone_orphans(&replica, now, lease, false).await {
+                    Ok(ids) if !ids.is_empty() => {
+                        tracing::warn!(count = ids.len(), "tombstoned the live runs of replicas whose lease expired");
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::error!(error = %e, "sweeping dead replicas' runs failed"),
+                }
+            }
+        })
+    }
+}
+
+fn build_agents(
+    config: &LoadedConfig,
+    secrets: &Secrets,
+    scratch: &std::path::Path,
+) -> anyhow::Result<BTreeMap<AgentName, AgentEntry>> {
+    let mut out = BTreeMap::new();
+    for name in &config.agents {
+        let spec = config.agent_specs.get(name).cloned().unwrap_or_else(|| config::AgentSpec {
+            backend: config::BackendSpec::Echo {
+                behaviour: agents::EchoBehaviour::Answer,
+                delay: std::time::Duration::ZERO,
+            },
+            timeout: std::time::Duration::from_secs(600),
+            coding: false,
+            caps: agents::OutputCaps::default(),
+        });
+        let backend: Arc<dyn AgentBackend> = match &spec.backend {
+            config::BackendSpec::Echo { behaviour, delay } => Arc::new(EchoBackend::new(EchoSettings {
+                behaviour: *behaviour,
+                delay: *delay,
+            })),
+            config::BackendSpec::Command { argv, request_via } => Arc::new(
+                CommandBackend::new(CommandSettings {
+                    argv: argv.clone(),
+                    request_via: *request_via,
+                    env: secrets.agent_env.clone(),
+                    default_dir: Some(scratch.to_path_buf()),
+                })
+                .with_context(|| format!("agents.{name}"))?,
+            ),
+            config::BackendSpec::OpenAi {
+                base_url,
+                model,
+                api_key_env,
+                system_prompt,
+            } => {
+                let api_key = match api_key_env {
+                    Some(var) => Some(secrets.api_keys.get(var).cloned().with_context(|| {
+                        format!("agents.{name}.api_key_env names {var}, which is not set in the environment; export {var}=<key> or remove api_key_env")
+                    })?),
+                    None => None,
+                };
+                Arc::new(
+                    OpenAiBackend::new(OpenAiSettings {
+                        base_url: base_url.clone(),
+                        model: model.clone(),
+                        api_key,
+                        system_prompt: system_prompt.clone(),
+                    })
+                    .with_context(|| format!("agents.{name}"))?,
+                )
+            }
+        };
+        out.insert(
+            name.clone(),
+            AgentEntry {
+                backend,
+                timeout: spec.timeout,
+                coding: spec.coding,
+                caps: spec.caps,
+            },
+        );
+    }
+    Ok(out)
+}

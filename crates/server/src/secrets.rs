@@ -1,0 +1,127 @@
+//! Secrets: from the environment or from files the config names, never from the config file
+//! itself. Nothing here is ever printed; errors name the variable or file and the fix.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::Context;
+use http_ingress::TokenMap;
+
+use crate::config::{BackendSpec, LoadedConfig};
+
+/// The environment variable holding the ingress token map (JSON).
+pub const INGRESS_TOKENS_ENV: &str = "SWITCHBOARD_INGRESS_TOKENS";
+/// The environment variable holding the agent-token secret.
+pub const AGENT_TOKEN_SECRET_ENV: &str = "SWITCHBOARD_AGENT_TOKEN_SECRET";
+/// Other secrets the process knows of, redacted from agent text when set.
+const OTHER_SECRET_ENVS: [&str; 3] = ["SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN"];
+
+/// Where the ingress token map came from (for the start-up summary).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokensFrom {
+    Env,
+    File(String),
+}
+
+pub struct Secrets {
+    pub ingress_tokens: Option<TokenMap>,
+    pub ingress_tokens_from: Option<TokensFrom>,
+    pub agent_token_secret: Option<Vec<u8>>,
+    /// `api_key_env` variable → its value, for the openai agents that name one.
+    pub api_keys: BTreeMap<String, String>,
+    /// The allow-listed environment `command` agents inherit.
+    pub agent_env: Vec<(String, String)>,
+    /// Every secret value, for redaction from agent text.
+    redact: Vec<String>,
+}
+
+impl std::fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secrets(…)")
+    }
+}
+
+impl Secrets {
+    /// From this process's environment.
+    pub fn from_env(config: &LoadedConfig) -> anyhow::Result<Self> {
+        Self::from_lookup(config, |k| std::env::var(k).ok())
+    }
+
+    /// From any lookup (tests pass a map).
+    pub fn from_lookup(
+        config: &LoadedConfig,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> anyhow::Result<Self> {
+        let mut redact = Vec::new();
+        let (ingress_tokens, ingress_tokens_from) = match (&config.ingress.tokens_file, env(INGRESS_TOKENS_ENV)) {
+            (_, Some(json)) if !json.trim().is_empty() => {
+                let map = TokenMap::parse(&json).with_context(|| format!("{INGRESS_TOKENS_ENV}"))?;
+                redact.extend(plaintext_tokens(&json));
+                (Some(map), Some(TokensFrom::Env))
+            }
+            (Some(file), _) => {
+                let json = read_secret_file(file, "[ingress] tokens_file")?;
+                let map = TokenMap::parse(&json)
+                    .with_context(|| format!("{} ([ingress] tokens_file)", file.display()))?;
+                redact.extend(plaintext_tokens(&json));
+                (Some(map), Some(TokensFrom::File(file.display().to_string())))
+            }
+            _ => (None, None),
+        };
+        let agent_token_secret = match (&config.server.agent_token_secret_file, env(AGENT_TOKEN_SECRET_ENV)) {
+            (_, Some(s)) if !s.is_empty() => Some(s.into_bytes()),
+            (Some(file), _) => Some(
+                read_secret_file(file, "[server] agent_token_secret_file")?
+                    .trim()
+                    .as_bytes()
+                    .to_vec(),
+            ),
+            _ => None,
+        };
+        if let Some(s) = &agent_token_secret {
+            redact.push(String::from_utf8_lossy(s).into_owned());
+        }
+        let mut api_keys = BTreeMap::new();
+        for spec in config.agent_specs.values() {
+            if let BackendSpec::OpenAi { api_key_env: Some(var), .. } = &spec.backend {
+                if let Some(v) = env(var).filter(|v| !v.is_empty()) {
+                    redact.push(v.clone());
+                    api_keys.insert(var.clone(), v);
+                }
+            }
+        }
+        redact.extend(OTHER_SECRET_ENVS.iter().filter_map(|k| env(k)).filter(|v| !v.is_empty()));
+        let agent_env = config
+            .limits
+            .env_allow
+            .iter()
+            .filter_map(|k| env(k).map(|v| (k.clone(), v)))
+            .collect();
+        Ok(Secrets {
+            ingress_tokens,
+            ingress_tokens_from,
+            agent_token_secret,
+            api_keys,
+            agent_env,
+            redact,
+        })
+    }
+
+    /// Every configured secret value (redacted from agent text by value).
+    pub fn values_to_redact(&self) -> Vec<String> {
+        self.redact.clone()
+    }
+}
+
+fn read_secret_file(path: &Path, key: &str) -> anyhow::Result<String> {
+    std::fs::read_to_string(path)
+        .with_context(|| format!("reading {} ({key}); check the path and its permissions", path.display()))
+}
+
+/// The plaintext token keys of a token map (not the `sha256:` ones). The map parsed
+/// already; this only lists its keys.
+fn plaintext_tokens(json: &str) -> Vec<String> {
+    serde_json::from_str::<BTreeMap<String, serde::de::IgnoredAny>>(json)
+        .map(|m| m.into_keys().filter(|k| !k.starts_with("sha256:")).collect())
+        .unwrap_or_default()
+}

@@ -1,0 +1,133 @@
+//! `switchboard serve`: bind, recover, summarise, serve every surface, shut down gracefully.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::get;
+use http_ingress::Ingress;
+use store::Store;
+use tokio_util::sync::CancellationToken;
+
+use crate::App;
+
+/// How long `/readyz` waits for the store.
+const READY_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long interrupted runs get to be recorded after the grace.
+const SETTLE: Duration = Duration::from_secs(5);
+
+/// Whether the store answers (what `/readyz` reports).
+pub async fn readiness(store: &dyn Store) -> Result<(), String> {
+    match tokio::time::timeout(READY_TIMEOUT, store.ping()).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(_)) => Err("the store is not reachable".to_owned()),
+        Err(_) => Err(format!("the store did not answer within {}s", READY_TIMEOUT.as_secs())),
+    }
+}
+
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+async fn readyz(State(store): State<Arc<dyn Store>>) -> (StatusCode, String) {
+    match readiness(store.as_ref()).await {
+        Ok(()) => (StatusCode::OK, "ready\n".to_owned()),
+        Err(why) => {
+            tracing::warn!(reason = %why, "not ready");
+            (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {why}\n"))
+        }
+    }
+}
+
+/// Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+}
+
+/// Serves until `shutdown` resolves, then stops accepting, lets live runs finish up to the
+/// grace, interrupts the rest and tombstones what is left. `ready` receives the bound address
+/// once the server accepts connections.
+pub async fn serve(
+    app: App,
+    listen: Option<SocketAddr>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    ready: impl FnOnce(SocketAddr, &App),
+) -> anyhow::Result<()> {
+    let addr = listen.unwrap_or(app.config.server.listen);
+    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| {
+        format!("listening on {addr} failed; pass --listen HOST:PORT or set [server] listen")
+    })?;
+    let bound = listener.local_addr()?;
+    let recovered = app.recover().await?;
+    if recovered > 0 {
+        tracing::warn!(count = recovered, "tombstoned this replica's runs left live by the last process (interrupted)");
+    }
+    let stop = CancellationToken::new();
+    let heartbeat = app.spawn_heartbeat(stop.clone());
+    let router = router(&app);
+    ready(bound, &app);
+    let stopping = stop.clone();
+    let dispatcher = app.dispatcher.clone();
+    let grace = app.config.server.shutdown_grace;
+    let drain = tokio::spawn(async move {
+        shutdown.await;
+        tracing::info!(grace_seconds = grace.as_secs(), "shutting down: no new requests; live runs may finish");
+        stopping.cancel();
+        let interrupted = dispatcher.shutdown(grace, SETTLE).await;
+        if interrupted > 0 {
+            tracing::warn!(count = interrupted, "interrupted live runs at the end of the grace");
+        }
+    });
+    let serving = axum::serve(listener, router).with_graceful_shutdown(stop.clone().cancelled_owned());
+    serving.await.context("serving HTTP")?;
+    drain.await.ok();
+    heartbeat.await.ok();
+    // Anything still live of this replica (a run whose end could not be recorded) is
+    // tombstoned now rather than left for another replica's sweep.
+    let left = app
+        .store
+        .tombstone_orphans(&app.replica, store::Timestamp::now(), app.config.server.lease, true)
+        .await
+        .map(|v| v.len())
+        .unwrap_or(0);
+    if left > 0 {
+        tracing::warn!(count = left, "tombstoned runs still live at exit");
+    }
+    Ok(())
+}
+
+/// The router of every surface this build has.
+pub fn router(app: &App) -> Router {
+    let ingress = Arc::new(Ingress {
+        registry: app.registry.clone(),
+        services: app.services.clone(),
+        tokens: app.secrets.ingress_tokens.clone(),
+        max_body_bytes: app.config.ingress.max_body_bytes,
+    });
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .with_state(app.store.clone())
+        .merge(http_ingress::router(ingress))
+}

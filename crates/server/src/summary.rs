@@ -1,0 +1,123 @@
+//! The start-up summary: which surfaces are on, which are off, and what each off one needs.
+
+use std::net::SocketAddr;
+
+use serde::Serialize;
+
+use crate::App;
+use crate::secrets::TokensFrom;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SurfaceLine {
+    pub surface: &'static str,
+    pub on: bool,
+    /// What it does when on; what it needs when off.
+    pub note: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub version: &'static str,
+    pub listening: String,
+    pub replica: String,
+    pub config: String,
+    pub store: String,
+    pub agents: Vec<String>,
+    pub surfaces: Vec<SurfaceLine>,
+}
+
+/// The summary of a built app listening on `addr`.
+pub fn summary(app: &App, addr: SocketAddr) -> Summary {
+    let c = &app.config;
+    let agents = c
+        .agents
+        .iter()
+        .map(|name| {
+            let kind = c
+                .agent_specs
+                .get(name)
+                .map_or("echo", |s| s.backend.kind());
+            let mut line = format!("{name} ({kind}");
+            if c.default_agent.as_ref() == Some(name) {
+                line.push_str(", default");
+            }
+            if c.agent_specs.get(name).is_some_and(|s| s.coding) {
+                line.push_str(", coding");
+            }
+            line.push(')');
+            line
+        })
+        .collect();
+    let on = |surface, note: &str| SurfaceLine {
+        surface,
+        on: true,
+        note: note.to_owned(),
+    };
+    let off = |surface, note: &str| SurfaceLine {
+        surface,
+        on: false,
+        note: note.to_owned(),
+    };
+    let ingress = match (&app.secrets.ingress_tokens, &app.secrets.ingress_tokens_from) {
+        (Some(map), Some(TokensFrom::Env)) => on(
+            "/ingress",
+            &format!("{} from SWITCHBOARD_INGRESS_TOKENS", tokens(map.len())),
+        ),
+        (Some(map), Some(TokensFrom::File(f))) => {
+            on("/ingress", &format!("{} from {f}", tokens(map.len())))
+        }
+        _ => off(
+            "/ingress",
+            "needs a token map: SWITCHBOARD_INGRESS_TOKENS or [ingress] tokens_file (the route answers 503)",
+        ),
+    };
+    let surfaces = vec![
+        on("/healthz /readyz", "liveness, and readiness (the store answers)"),
+        ingress,
+        on("cli", "`switchboard <command>` and `switchboard ask`, as cli:local"),
+        off("slack", "not part of this build"),
+        off("/mcp", "not part of this build"),
+        off("/api /runs", "not part of this build"),
+        off("schedules", "not part of this build (`schedule fire` says so)"),
+    ];
+    Summary {
+        version: env!("CARGO_PKG_VERSION"),
+        listening: format!("http://{addr}"),
+        replica: app.replica.as_str().to_owned(),
+        config: c.source.to_string(),
+        store: format!("{} ({})", store::redact_url(&c.store_url), app.store.backend()),
+        agents,
+        surfaces,
+    }
+}
+
+fn tokens(n: usize) -> String {
+    if n == 1 {
+        "1 bearer token".to_owned()
+    } else {
+        format!("{n} bearer tokens")
+    }
+}
+
+impl std::fmt::Display for Summary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "switchboard {} serving on {} (replica {})",
+            self.version, self.listening, self.replica
+        )?;
+        writeln!(f, "  config  {}", self.config)?;
+        writeln!(f, "  store   {}", self.store)?;
+        let agents = if self.agents.is_empty() {
+            "none declared ([agents.<name>])".to_owned()
+        } else {
+            self.agents.join(", ")
+        };
+        writeln!(f, "  agents  {agents}")?;
+        for s in &self.surfaces {
+            let state = if s.on { "on " } else { "off" };
+            writeln!(f, "  {state} {:<18} {}", s.surface, s.note)?;
+        }
+        Ok(())
+    }
+}
