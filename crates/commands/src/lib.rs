@@ -350,6 +350,14 @@ impl Registry {
             .unwrap_or(false)
     }
 
+    /// True when the first word of `text` is a command group (`runs`, `config`, …).
+    pub fn starts_with_group(&self, text: &str) -> bool {
+        let first = text.split_whitespace().next().unwrap_or_default();
+        self.commands
+            .iter()
+            .any(|c| c.id.as_str().split('.').next() == Some(first))
+    }
+
     /// The admission decision for a command, exactly as `invoke` asks it.
     pub fn admission(&self, caller: &Caller, command: &Command, raw: &RawInput) -> Verdict {
         authorize(
@@ -431,8 +439,11 @@ impl Registry {
 
     /// What every surface does with text: a command goes to `invoke`; anything else starts an
     /// agent run through the dispatcher, recorded in the caller's origin channel.
+    ///
+    /// Text whose first word is a command group (`runs frobnicate`) is a mistyped command and
+    /// gets the registry's unknown-command reply rather than an agent run.
     pub async fn handle(&self, caller: &Caller, text: &str, services: &Services) -> Handled {
-        if self.is_command(text) {
+        if self.is_command(text) || self.starts_with_group(text) {
             let reply = self.invoke(caller, RawInput::Text(text.to_owned()), services).await;
             return Handled { reply, run: None };
         }

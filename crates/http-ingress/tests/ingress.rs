@@ -1,0 +1,418 @@
+//! `POST /ingress` over real HTTP on loopback, with a SQLite store, the real registry and a
+//! real dispatcher running echo agents.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use agents::{EchoBackend, EchoBehaviour, EchoSettings, OutputCaps};
+use authz_core::{AgentName, ChannelVisibility, GrantsTable, StaticChannelDirectory};
+use commands::{MemoryAudit, Registry, Services};
+use dispatch::{AgentEntry, AgentTokens, DispatchSettings, Dispatcher, DispatcherParts};
+use http_ingress::{Ingress, TokenMap};
+use serde_json::{Value, json};
+use store::{NewRun, RunRecord, Store, Timestamp, TokenHash};
+
+const CONFIG: &str = r#"
+[restrict]
+agents = ["coding"]
+
+# deliberate change (d): runs:read and no channels; its token channel is http:ops.
+[grants."http:reader"]
+actions = ["runs:read"]
+
+# one machine channel.
+[grants."http:opsbot"]
+actions = ["runs:read", "runs:write", "agent:run:echo", "agent:run:staller"]
+channels = ["http:ops"]
+
+# the fleet.
+[grants."http:fleet"]
+actions = ["runs:read", "help:read"]
+channels = "all"
+
+# may start echo; its runs go to http:<subject>.
+[grants."http:ci"]
+actions = ["agent:run:echo"]
+
+# repo:exec alone runs the coding agent in a repo.
+[grants."http:builder"]
+actions = ["repo:exec", "repo:use"]
+"#;
+
+const TOKENS: [(&str, &str, Option<&str>); 6] = [
+    ("reader-token-0123456789", "reader", Some("http:ops")),
+    ("nobody-token-0123456789", "nobody", Some("http:ops")),
+    ("opsbot-token-0123456789", "opsbot", Some("http:ops")),
+    ("fleet-token-01234567890", "fleet", None),
+    ("ci-token-012345678901234", "ci", None),
+    ("builder-token-012345678", "builder", Some("http:builds")),
+];
+
+struct Server {
+    base: String,
+    store: Arc<dyn Store>,
+    audit: Arc<MemoryAudit>,
+    client: reqwest::Client,
+    _dir: tempfile::TempDir,
+    workspace: tempfile::TempDir,
+}
+
+fn agents() -> BTreeMap<AgentName, AgentEntry> {
+    let mut m = BTreeMap::new();
+    for (name, behaviour, coding) in [
+        ("echo", EchoBehaviour::Answer, false),
+        ("staller", EchoBehaviour::Stall, false),
+        ("coding", EchoBehaviour::Answer, true),
+    ] {
+        m.insert(
+            AgentName::parse(name).unwrap(),
+            AgentEntry {
+                backend: Arc::new(EchoBackend::new(EchoSettings {
+                    behaviour,
+                    delay: Duration::ZERO,
+                })),
+                timeout: Duration::from_secs(30),
+                coding,
+                caps: OutputCaps::default(),
+            },
+        );
+    }
+    m
+}
+
+fn token_map() -> TokenMap {
+    let mut map = serde_json::Map::new();
+    for (i, (token, subject, channel)) in TOKENS.iter().enumerate() {
+        // Half the keys hashed, half plaintext: both forms resolve.
+        let key = if i % 2 == 0 {
+            token.to_string()
+        } else {
+            format!("sha256:{}", TokenHash::of(token).to_hex())
+        };
+        let mut entry = json!({"subject": subject, "grants": "all", "actions": "all"});
+        if let Some(c) = channel {
+            entry["channel"] = json!(c);
+        }
+        map.insert(key, entry);
+    }
+    TokenMap::parse(&Value::Object(map).to_string()).unwrap()
+}
+
+async fn start(tokens: Option<TokenMap>, max_body: usize) -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("sb.db").display());
+    let store = store::open(&url).await.unwrap();
+    let names: BTreeSet<AgentName> = agents().into_keys().collect();
+    let doc: toml::Table = toml::from_str(CONFIG).unwrap();
+    let table = Arc::new(GrantsTable::from_config(&doc, names).unwrap());
+    let workspace = tempfile::tempdir().unwrap();
+    let dispatcher = Arc::new(Dispatcher::new(DispatcherParts {
+        store: store.clone(),
+        directory: Arc::new(StaticChannelDirectory),
+        agents: agents(),
+        settings: DispatchSettings {
+            default_agent: AgentName::parse("echo").ok(),
+            data_dir: workspace.path().to_path_buf(),
+            ..Default::default()
+        },
+        replica: store::ReplicaId::parse("ingress-test").unwrap(),
+        tokens: AgentTokens::ephemeral().unwrap(),
+        secrets: vec![],
+        now: Timestamp::now,
+    }));
+    let audit = Arc::new(MemoryAudit::default());
+    let services = Arc::new(Services {
+        store: store.clone(),
+        table,
+        audit: audit.clone(),
+        started_at: Timestamp::now(),
+        now: Timestamp::now,
+        schedules: vec![],
+        version: "test",
+        dispatcher: Some(dispatcher),
+    });
+    let ingress = Arc::new(Ingress {
+        registry: Arc::new(Registry::catalogue()),
+        services,
+        tokens,
+        max_body_bytes: max_body,
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        axum::serve(listener, http_ingress::router(ingress)).await.unwrap();
+    });
+    Server {
+        base: format!("http://{addr}"),
+        store,
+        audit,
+        client: reqwest::Client::new(),
+        _dir: dir,
+        workspace,
+    }
+}
+
+struct Answer {
+    status: u16,
+    content_type: String,
+    body: String,
+}
+
+impl Answer {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
+    }
+}
+
+impl Server {
+    async fn post(&self, path: &str, token: Option<&str>, headers: &[(&str, &str)], body: &str) -> Answer {
+        let mut req = self.client.post(format!("{}{path}", self.base)).body(body.to_owned());
+        if let Some(t) = token {
+            req = req.header("authorization", format!("Bearer {t}"));
+        }
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let resp = req.send().await.unwrap();
+        Answer {
+            status: resp.status().as_u16(),
+            content_type: resp
+                .headers()
+                .get("content-type")
+                .map(|v| v.to_str().unwrap().to_owned())
+                .unwrap_or_default(),
+            body: resp.text().await.unwrap(),
+        }
+    }
+
+    /// A command or request as text, replies as JSON.
+    async fn say(&self, token: &str, text: &str) -> Answer {
+        self.post("/ingress", Some(token), &[("content-type", "text/plain"), ("accept", "application/json")], text)
+            .await
+    }
+
+    async fn listed(&self, token: &str) -> Vec<String> {
+        let a = self.say(token, "runs list --status all --limit 100").await;
+        assert_eq!(a.status, 200, "{}", a.body);
+        a.json()["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    async fn seed(&self, channel: &str, user: &str, vis: ChannelVisibility) -> RunRecord {
+        self.store
+            .create_run(NewRun {
+                surface: "test".into(),
+                channel_id: channel.parse().unwrap(),
+                thread_key: None,
+                user_id: user.parse().unwrap(),
+                agent: "echo".into(),
+                repo: None,
+                channel_visibility: vis,
+                request: format!("request in {channel}"),
+                created_at: Timestamp::now(),
+                capability_token: None,
+                agent_token: None,
+                owner: None,
+            })
+            .await
+            .unwrap()
+    }
+}
+
+fn token(subject: &str) -> &'static str {
+    TOKENS.iter().find(|t| t.1 == subject).unwrap().0
+}
+
+#[tokio::test]
+async fn without_a_token_map_the_route_is_503_and_says_so() {
+    let s = start(None, 1024).await;
+    let a = s.post("/ingress", Some("anything-at-all-123"), &[], "help").await;
+    assert_eq!(a.status, 503);
+    assert!(a.body.contains("no token map is configured"), "{}", a.body);
+}
+
+#[tokio::test]
+async fn bearer_body_and_content_type_faults_have_their_statuses() {
+    let s = start(Some(token_map()), 1024).await;
+    for t in [None, Some("not-a-known-token-123")] {
+        let a = s.post("/ingress", t, &[("content-type", "text/plain")], "help").await;
+        assert_eq!((a.status, a.body.as_str()), (401, ""), "no detail for {t:?}");
+    }
+    let basic = s.post("/ingress", None, &[("authorization", "Basic abc")], "help").await;
+    assert_eq!(basic.status, 401);
+    let ci = token("ci");
+    let big = "x".repeat(2048);
+    assert_eq!(s.post("/ingress", Some(ci), &[("content-type", "text/plain")], &big).await.status, 413);
+    let form = s.post("/ingress", Some(ci), &[("content-type", "application/x-www-form-urlencoded")], "a=b").await;
+    assert_eq!(form.status, 415);
+    assert!(form.body.contains("text/plain or as application/json"));
+    let bad = s.post("/ingress", Some(ci), &[("content-type", "application/json")], "{\"text\": ").await;
+    assert_eq!(bad.status, 400);
+    assert!(bad.body.contains("not valid JSON (line 1 column 9): it ends too early"), "{}", bad.body);
+    let no_text = s.post("/ingress", Some(ci), &[("content-type", "application/json")], "{\"txt\": \"help\"}").await;
+    assert_eq!(no_text.status, 400);
+    assert!(no_text.body.contains("needs a \"text\" field"));
+    // JSON in, text out; text in, JSON out.
+    let help = s.post("/ingress", Some(token("fleet")), &[("content-type", "application/json; charset=utf-8")], "{\"text\": \"help\"}").await;
+    assert_eq!(help.status, 200);
+    assert!(help.content_type.starts_with("text/plain"));
+    assert!(help.body.contains("runs list"), "{}", help.body);
+    let help = s.say(token("fleet"), "help").await;
+    assert_eq!(help.content_type, "application/json");
+    help.json();
+    let unknown = s.say(token("fleet"), "runs frobnicate").await;
+    assert_eq!(unknown.status, 400);
+}
+
+/// Seed 001, deliberate change (d): a token's channel is where its runs are recorded, never a
+/// grant; reading runs needs the channels axis (or is_self).
+#[tokio::test]
+async fn tokens_see_exactly_what_their_grants_allow() {
+    let s = start(Some(token_map()), 64 * 1024).await;
+    let public = s.seed("slack:C1", "slack:U1", ChannelVisibility::Public).await;
+    let public2 = s.seed("slack:C2", "slack:U2", ChannelVisibility::Public).await;
+    let private = s.seed("slack:G1", "slack:U1", ChannelVisibility::Private).await;
+    let dm = s.seed("slack:D1", "slack:U1", ChannelVisibility::Dm).await;
+    let ops = s.seed("http:ops", "http:someone", ChannelVisibility::Machine).await;
+    let ops2 = s.seed("http:ops", "http:other", ChannelVisibility::Machine).await;
+    let ci = s.seed("http:ci", "http:ci", ChannelVisibility::Machine).await;
+    let sched = s.seed("schedule:nightly", "schedule:nightly", ChannelVisibility::Machine).await;
+    let all = [&public, &public2, &private, &dm, &ops, &ops2, &ci, &sched];
+    let ids = |runs: &[&RunRecord]| -> BTreeSet<String> { runs.iter().map(|r| r.id.to_string()).collect() };
+    let set = |v: Vec<String>| -> BTreeSet<String> { v.into_iter().collect() };
+
+    // runs:read, no channels, token channel http:ops: the public runs only.
+    let reader = token("reader");
+    assert_eq!(set(s.listed(reader).await), ids(&[&public, &public2]));
+    let missing = s.say(reader, "runs get 01JZZZZZZZZZZZZZZZZZZZZZZZ").await;
+    assert_eq!(missing.status, 404);
+    for run in [&private, &dm, &ops, &ops2, &ci, &sched] {
+        let a = s.say(reader, &format!("runs get {}", run.id)).await;
+        assert_eq!((a.status, &a.body), (404, &missing.body), "reader must not see {}", run.channel_id);
+    }
+    assert_eq!(s.say(reader, &format!("runs get {}", public.id)).await.status, 200);
+
+    // No grants entry at all: runs list is refused, every runs get is the missing-id 404.
+    let nobody = token("nobody");
+    let refused = s.say(nobody, "runs list --status all").await;
+    assert_eq!(refused.status, 403);
+    let refused_text = s.post("/ingress", Some(nobody), &[("content-type", "text/plain")], "runs list").await;
+    assert!(refused_text.body.starts_with("🚫"), "{}", refused_text.body);
+    for run in all {
+        let a = s.say(nobody, &format!("runs get {}", run.id)).await;
+        assert_eq!((a.status, &a.body), (404, &missing.body), "byte-identical to a missing id");
+        let t = s.post("/ingress", Some(nobody), &[], &format!("runs get {}", run.id)).await;
+        let missing_text = s.post("/ingress", Some(nobody), &[], "runs get 01JZZZZZZZZZZZZZZZZZZZZZZZ").await;
+        assert_eq!((t.status, &t.body), (404, &missing_text.body));
+    }
+
+    // One machine channel: that channel and the public runs, nothing else.
+    assert_eq!(set(s.listed(token("opsbot")).await), ids(&[&public, &public2, &ops, &ops2]));
+    assert_eq!(s.say(token("opsbot"), &format!("runs get {}", ci.id)).await.status, 404);
+
+    // channels = "all": the fleet.
+    assert_eq!(set(s.listed(token("fleet")).await), ids(&all));
+
+    // Denials left audit lines, never a run id.
+    let lines = s.audit.lines();
+    assert!(lines.iter().any(|l| l.actor == "http:nobody" && l.action == "runs:read"));
+    for l in &lines {
+        for run in all {
+            assert!(!l.to_string().contains(run.id.as_str()));
+        }
+    }
+}
+
+#[tokio::test]
+async fn text_that_is_not_a_command_starts_a_run_in_the_tokens_channel() {
+    let s = start(Some(token_map()), 64 * 1024).await;
+    // No token channel: recorded in http:<subject>, machine; its own run is visible by is_self.
+    let started = s.say(token("ci"), "summarise the deploy").await;
+    assert_eq!(started.status, 202, "{}", started.body);
+    let id = started.json()["run_id"].as_str().unwrap().to_owned();
+    let run = s.store.get_run(&id.parse().unwrap()).await.unwrap().unwrap();
+    assert_eq!(run.channel_id.as_str(), "http:ci");
+    assert_eq!(run.channel_visibility, ChannelVisibility::Machine);
+    assert_eq!(run.user_id.as_str(), "http:ci");
+    assert_eq!(run.surface, "http");
+    // ?wait answers with the run's answer.
+    let waited = s
+        .post("/ingress?wait=10", Some(token("ci")), &[("content-type", "text/plain")], "what is this?")
+        .await;
+    assert_eq!(waited.status, 200, "{}", waited.body);
+    assert!(waited.body.contains("request: what is this?"), "{}", waited.body);
+    // The fleet sees it; the ops bot (http:ops only) does not; the reader neither.
+    assert!(s.listed(token("fleet")).await.contains(&id));
+    assert!(!s.listed(token("opsbot")).await.contains(&id));
+    assert!(!s.listed(token("reader")).await.contains(&id));
+    // A token channel: http:ops; the ops bot sees the runs it starts there.
+    let ops = s.say(token("opsbot"), "@echo hello ops").await;
+    assert_eq!(ops.status, 202, "{}", ops.body);
+    let ops_id = ops.json()["run_id"].as_str().unwrap().to_owned();
+    let ops_run = s.store.get_run(&ops_id.parse().unwrap()).await.unwrap().unwrap();
+    assert_eq!(ops_run.channel_id.as_str(), "http:ops");
+    assert!(s.listed(token("opsbot")).await.contains(&ops_id));
+    // An agent the token may not run: 🚫 and an audit line, nothing recorded.
+    let before = s.listed(token("fleet")).await.len();
+    let denied = s.post("/ingress", Some(token("reader")), &[], "do something").await;
+    assert_eq!(denied.status, 403);
+    assert_eq!(denied.body, "🚫 You don't have permission to run the `echo` agent.\n");
+    assert!(s.audit.lines().iter().any(|l| l.action == "agent:run:echo" && l.actor == "http:reader"));
+    assert_eq!(s.listed(token("fleet")).await.len(), before);
+}
+
+#[tokio::test]
+async fn runs_stop_over_the_ingress_stops_a_live_run() {
+    let s = start(Some(token_map()), 64 * 1024).await;
+    let bot = token("opsbot");
+    let started = s.say(bot, "@staller wait for me").await;
+    assert_eq!(started.status, 202, "{}", started.body);
+    let id = started.json()["run_id"].as_str().unwrap().to_owned();
+    // The reader may not stop it (not_found, as if missing).
+    assert_eq!(s.say(token("reader"), &format!("runs stop {id}")).await.status, 404);
+    let stop = s.say(bot, &format!("runs stop {id}")).await;
+    assert_eq!(stop.status, 200, "{}", stop.body);
+    let mut status = String::new();
+    for _ in 0..100 {
+        let got = s.say(token("fleet"), &format!("runs get {id}")).await.json();
+        status = got["status"].as_str().unwrap_or_default().to_owned();
+        if status == "stopped" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(status, "stopped");
+    let again = s.say(bot, &format!("runs stop {id}")).await;
+    assert_eq!(again.status, 409, "{}", again.body);
+}
+
+#[tokio::test]
+async fn repo_exec_alone_runs_the_coding_agent_in_the_repo() {
+    let s = start(Some(token_map()), 64 * 1024).await;
+    let local = s.workspace.path().join("web");
+    std::fs::create_dir_all(&local).unwrap();
+    s.store
+        .set_config(store::ConfigValue {
+            tier: authz_core::ConfigTier::Org,
+            key: "repo.acme/web".into(),
+            value: format!("path:{}", local.display()),
+            updated_by: authz_core::ActorId::cli_local(),
+            updated_at: Timestamp::now(),
+        })
+        .await
+        .unwrap();
+    let a = s.say(token("builder"), "repo test acme/web").await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let id = a.json()["run_id"].as_str().unwrap().to_owned();
+    let run = s.store.get_run(&id.parse().unwrap()).await.unwrap().unwrap();
+    assert_eq!(run.agent, "coding");
+    assert_eq!(run.repo.as_ref().map(|r| r.as_str()), Some("acme/web"));
+    assert_eq!(run.channel_id.as_str(), "http:builds");
+    // Without repo:exec (nor agent:run:coding): refused before anything starts.
+    assert_eq!(s.say(token("ci"), "repo test acme/web").await.status, 403);
+}
