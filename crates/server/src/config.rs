@@ -693,7 +693,7 @@ fn parse_agents(doc: &Table) -> Result<(BTreeSet<AgentName>, Option<AgentName>),
             (_, _) => {
                 return Err((
                     at(key),
-                    format!("agents.{key}: must be a table; declare an agent as [agents.{key}]"),
+                    format!("agents.{key}: unknown key; [agents] takes {} and [agents.<name>] tables (declare an agent as [agents.{key}])", AGENTS_KEYS.join(", ")),
                 ));
             }
         }
@@ -740,7 +740,10 @@ fn locate(text: &str, path: &[&str]) -> Option<(usize, usize)> {
     let mut table = root.get_ref();
     let mut found = None;
     for segment in path {
-        let (key, value) = table.get_key_value(*segment)?;
+        // A missing key is located at the deepest table that holds it.
+        let Some((key, value)) = table.get_key_value(*segment) else {
+            break;
+        };
         found = Some(line_col(text, key.span().start));
         match value.get_ref() {
             toml::de::DeValue::Table(t) => table = t,
@@ -816,7 +819,7 @@ mod tests {
         assert_eq!(c.default_agent.unwrap().as_str(), "coding");
         for (text, want) in [
             ("agents = 3", "agents: must be a table"),
-            ("[agents]\ncoding = \"x\"", "agents.coding: must be a table"),
+            ("[agents]\ncoding = \"x\"", "agents.coding: unknown key; [agents] takes default"),
             (
                 "[agents]\ndefault = \"ghost\"",
                 "`ghost` is not a declared agent",
