@@ -24,7 +24,12 @@ fn replica() -> anyhow::Result<store::ReplicaId> {
     ))?)
 }
 
-pub fn run(config: Option<PathBuf>, json: bool, request: String, agent: Option<String>) -> anyhow::Result<u8> {
+pub fn run(
+    config: Option<PathBuf>,
+    json: bool,
+    request: String,
+    agent: Option<String>,
+) -> anyhow::Result<u8> {
     let config = config_file::load(config_file::choose(config.as_deref()))?;
     check::validate_table().map_err(anyhow::Error::msg)?;
     crate::init_logs(config.telemetry.json_logs, "warn");
@@ -38,7 +43,9 @@ pub fn run(config: Option<PathBuf>, json: bool, request: String, agent: Option<S
     rt.block_on(async move {
         let secrets = server::Secrets::from_env(&config)?;
         let app = server::App::build(config, secrets, replica()?).await?;
-        app.store.heartbeat(&app.replica, store::Timestamp::now()).await?;
+        app.store
+            .heartbeat(&app.replica, store::Timestamp::now())
+            .await?;
         let stop = tokio_util::sync::CancellationToken::new();
         let heartbeat = app.spawn_heartbeat(stop.clone());
         let code = ask(&app, json, &request, agent).await;
@@ -48,7 +55,12 @@ pub fn run(config: Option<PathBuf>, json: bool, request: String, agent: Option<S
     })
 }
 
-async fn ask(app: &server::App, json: bool, request: &str, agent: Option<AgentName>) -> anyhow::Result<u8> {
+async fn ask(
+    app: &server::App,
+    json: bool,
+    request: &str,
+    agent: Option<AgentName>,
+) -> anyhow::Result<u8> {
     let local = ChannelId::parse("cli:local")?;
     let caller = Caller {
         actor: resolve_actor(ActorId::cli_local(), &app.services.table).with_origin(Origin {
@@ -66,7 +78,10 @@ async fn ask(app: &server::App, json: bool, request: &str, agent: Option<AgentNa
     };
     let id = started.run.id.clone();
     let progress = Progress::new(json);
-    progress.line(&format!("run {id} · agent {} · {}", started.run.agent, started.run.channel_id));
+    progress.line(&format!(
+        "run {id} · agent {} · {}",
+        started.run.agent, started.run.channel_id
+    ));
     let mut stopping = false;
     loop {
         tokio::select! {
@@ -83,10 +98,9 @@ async fn ask(app: &server::App, json: bool, request: &str, agent: Option<AgentNa
             }
         }
     }
-    let record = started
-        .finished()
-        .await
-        .context("the run ended without a final record; `switchboard runs get` shows what the store has")?;
+    let record = started.finished().await.context(
+        "the run ended without a final record; `switchboard runs get` shows what the store has",
+    )?;
     Ok(print_result(&record, json))
 }
 

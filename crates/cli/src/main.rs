@@ -229,7 +229,11 @@ fn init_logs(json: bool, default_level: &str) {
     }
 }
 
-fn serve(config: Option<PathBuf>, json: bool, listen: Option<std::net::SocketAddr>) -> anyhow::Result<u8> {
+fn serve(
+    config: Option<PathBuf>,
+    json: bool,
+    listen: Option<std::net::SocketAddr>,
+) -> anyhow::Result<u8> {
     let config = load(config)?;
     check::validate_table().map_err(anyhow::Error::msg)?;
     init_logs(config.telemetry.json_logs, "info");
@@ -237,7 +241,9 @@ fn serve(config: Option<PathBuf>, json: bool, listen: Option<std::net::SocketAdd
         Some(id) => store::ReplicaId::parse(id)?,
         None => server::host_replica_id(),
     };
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     rt.block_on(async move {
         let secrets = server::Secrets::from_env(&config)?;
         let app = server::App::build(config, secrets, replica).await?;

@@ -87,13 +87,21 @@ fn exit_codes_mean_something() {
     let not_yet = e.run(&["schedule", "fire", "self-improvement"]);
     assert_eq!(not_yet.status.code(), Some(1));
     assert!(
-        err(&not_yet).contains("needs the dispatcher"),
+        err(&not_yet).contains("needs the scheduler, which is not part of this build yet"),
         "{}",
         err(&not_yet)
     );
-    let serve = e.run(&["serve"]);
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let serve = e.run(&["serve", "--listen", &addr]);
     assert_eq!(serve.status.code(), Some(2));
-    assert!(err(&serve).contains("not part of this build yet"));
+    assert!(
+        err(&serve).contains(&format!(
+            "listening on {addr} failed; pass --listen HOST:PORT or set [server] listen"
+        )),
+        "{}",
+        err(&serve)
+    );
 }
 
 #[test]

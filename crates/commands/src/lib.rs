@@ -444,7 +444,9 @@ impl Registry {
     /// gets the registry's unknown-command reply rather than an agent run.
     pub async fn handle(&self, caller: &Caller, text: &str, services: &Services) -> Handled {
         if self.is_command(text) || self.starts_with_group(text) {
-            let reply = self.invoke(caller, RawInput::Text(text.to_owned()), services).await;
+            let reply = self
+                .invoke(caller, RawInput::Text(text.to_owned()), services)
+                .await;
             return Handled { reply, run: None };
         }
         dispatch_text(caller, text, None, services).await
@@ -481,7 +483,10 @@ pub async fn dispatch_text(
 ) -> Handled {
     let Some(dispatcher) = &services.dispatcher else {
         return Handled {
-            reply: Reply::of(ReplyKind::Unavailable, replies::needs_dispatcher("an agent run")),
+            reply: Reply::of(
+                ReplyKind::Unavailable,
+                replies::needs_dispatcher("an agent run"),
+            ),
             run: None,
         };
     };
@@ -527,14 +532,19 @@ pub(crate) fn started_reply(started: &dispatch::Started) -> Reply {
 }
 
 /// Why the dispatcher started nothing, as a reply; a refusal leaves its audit line.
-pub(crate) fn dispatch_refusal(caller: &Caller, e: dispatch::DispatchError, services: &Services) -> Reply {
+pub(crate) fn dispatch_refusal(
+    caller: &Caller,
+    e: dispatch::DispatchError,
+    services: &Services,
+) -> Reply {
     use dispatch::DispatchError as E;
     match e {
-        E::Refused {
-            action,
-            resource,
-            verdict,
-        } => {
+        E::Refused(refusal) => {
+            let dispatch::Refusal {
+                action,
+                resource,
+                verdict,
+            } = *refusal;
             services
                 .audit
                 .deny(AuditLine::new(caller, &action, &resource, &verdict));
@@ -542,7 +552,10 @@ pub(crate) fn dispatch_refusal(caller: &Caller, e: dispatch::DispatchError, serv
                 Resource::Agent { name } => name.to_string(),
                 _ => String::new(),
             };
-            Reply::unauthorized(replies::agent_refused(&agent, &services.table.admins_hint()))
+            Reply::unauthorized(replies::agent_refused(
+                &agent,
+                &services.table.admins_hint(),
+            ))
         }
         E::Busy(_) | E::ShuttingDown => Reply::of(ReplyKind::Busy, e.to_string()),
         E::UnknownAgent { .. } | E::NoAgent | E::NoCodingAgent | E::Workspace(_) => {
@@ -554,7 +567,10 @@ pub(crate) fn dispatch_refusal(caller: &Caller, e: dispatch::DispatchError, serv
         }
         E::Token(err) => {
             tracing::error!(error = %err, "making a run's tokens failed");
-            Reply::of(ReplyKind::Failed, "the run could not be started; the operator log has the details")
+            Reply::of(
+                ReplyKind::Failed,
+                "the run could not be started; the operator log has the details",
+            )
         }
     }
 }

@@ -134,16 +134,20 @@ impl RegistryAdmitted {
     }
 }
 
+/// A denied admission: what was asked, on what, and the verdict (for the audit line only).
+#[derive(Debug)]
+pub struct Refusal {
+    pub action: Action,
+    pub resource: Resource,
+    pub verdict: Verdict,
+}
+
 /// Why nothing was started.
 #[derive(Debug, thiserror::Error)]
 pub enum DispatchError {
     /// The admission denied; the caller writes the audit line and answers 🚫.
     #[error("not permitted")]
-    Refused {
-        action: Action,
-        resource: Resource,
-        verdict: Verdict,
-    },
+    Refused(Box<Refusal>),
     #[error("there is no agent `{name}`; the agents are {}", known.join(", "))]
     UnknownAgent { name: String, known: Vec<String> },
     #[error(
@@ -270,11 +274,11 @@ impl Dispatcher {
         let resource = Resource::Agent { name: name.clone() };
         let verdict = authorize(&req.actor, &action, &resource);
         if !verdict.is_allow() {
-            return Err(DispatchError::Refused {
+            return Err(DispatchError::Refused(Box::new(Refusal {
                 action,
                 resource,
                 verdict,
-            });
+            })));
         }
         self.launch(req, name, text, None, None).await
     }
@@ -488,9 +492,7 @@ impl Dispatcher {
         job: AgentJob,
         cancel: CancellationToken,
     ) -> Option<RunRecord> {
-        let Some(entry) = self.agents.get(&name) else {
-            return None;
-        };
+        let entry = self.agents.get(&name)?;
         if let Err(e) = self.store.start_run(&run.id).await {
             tracing::error!(run = %run.id, error = %e, "marking the run running failed");
         }

@@ -207,7 +207,7 @@ impl LiveRuns {
                     .collect()
             })
             .unwrap_or_default();
-        out.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+        out.sort_by_key(|r| std::cmp::Reverse(r.created_at));
         out
     }
 

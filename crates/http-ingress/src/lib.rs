@@ -72,14 +72,19 @@ async fn handle(State(ingress): State<Arc<Ingress>>, request: Request) -> Respon
         return unauthorized();
     };
     let wants_json = accepts_json(request.headers());
-    let kind = match content_kind(request.headers()) {
-        Ok(k) => k,
-        Err(response) => return response,
+    let Some(kind) = content_kind(request.headers()) else {
+        return plain(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "send the request as text/plain or as application/json {\"text\": \"…\"}",
+        );
     };
     let body = match axum::body::to_bytes(request.into_body(), ingress.max_body_bytes).await {
         Ok(b) => b,
         Err(_) => {
-            let msg = format!("the body is over the limit of {} bytes", ingress.max_body_bytes);
+            let msg = format!(
+                "the body is over the limit of {} bytes",
+                ingress.max_body_bytes
+            );
             return plain(StatusCode::PAYLOAD_TOO_LARGE, &msg);
         }
     };
@@ -137,10 +142,10 @@ enum ContentKind {
     Json,
 }
 
-/// `text/plain` (or no content type) → text; `application/json` → JSON; else 415.
-fn content_kind(headers: &HeaderMap) -> Result<ContentKind, Response> {
+/// `text/plain` (or no content type) → text; `application/json` → JSON; else `None` (415).
+fn content_kind(headers: &HeaderMap) -> Option<ContentKind> {
     let Some(value) = headers.get(header::CONTENT_TYPE) else {
-        return Ok(ContentKind::Text);
+        return Some(ContentKind::Text);
     };
     let essence = value
         .to_str()
@@ -151,12 +156,9 @@ fn content_kind(headers: &HeaderMap) -> Result<ContentKind, Response> {
         .trim()
         .to_ascii_lowercase();
     match essence.as_str() {
-        "text/plain" => Ok(ContentKind::Text),
-        "application/json" => Ok(ContentKind::Json),
-        _ => Err(plain(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "send the request as text/plain or as application/json {\"text\": \"…\"}",
-        )),
+        "text/plain" => Some(ContentKind::Text),
+        "application/json" => Some(ContentKind::Json),
+        _ => None,
     }
 }
 
@@ -168,17 +170,30 @@ fn request_text(kind: ContentKind, body: &Bytes) -> Result<String, String> {
             .to_owned(),
         ContentKind::Json => {
             let v: Value = serde_json::from_slice(body).map_err(|e| {
-                format!("the body is not valid JSON (line {} column {}): {}", e.line(), e.column(), json_problem(&e))
+                format!(
+                    "the body is not valid JSON (line {} column {}): {}",
+                    e.line(),
+                    e.column(),
+                    json_problem(&e)
+                )
             })?;
             match v.get("text") {
                 Some(Value::String(t)) => t.clone(),
                 Some(_) => return Err("\"text\" must be a string".to_owned()),
-                None => return Err("the JSON body needs a \"text\" field: {\"text\": \"runs list\"}".to_owned()),
+                None => {
+                    return Err(
+                        "the JSON body needs a \"text\" field: {\"text\": \"runs list\"}"
+                            .to_owned(),
+                    );
+                }
             }
         }
     };
     if text.trim().is_empty() {
-        return Err("the request is empty; send a command (try `help`) or a request for an agent".to_owned());
+        return Err(
+            "the request is empty; send a command (try `help`) or a request for an agent"
+                .to_owned(),
+        );
     }
     Ok(text)
 }
@@ -282,11 +297,25 @@ mod tests {
     #[test]
     fn bodies_are_text_or_json_with_a_text_field() {
         let b = |s: &str| Bytes::from(s.to_owned());
-        assert_eq!(request_text(ContentKind::Text, &b("runs list")).unwrap(), "runs list");
-        assert_eq!(request_text(ContentKind::Json, &b(r#"{"text":"help"}"#)).unwrap(), "help");
+        assert_eq!(
+            request_text(ContentKind::Text, &b("runs list")).unwrap(),
+            "runs list"
+        );
+        assert_eq!(
+            request_text(ContentKind::Json, &b(r#"{"text":"help"}"#)).unwrap(),
+            "help"
+        );
         for (kind, body, want) in [
-            (ContentKind::Json, "{\"text\":", "not valid JSON (line 1 column 8): it ends too early"),
-            (ContentKind::Json, "{\"text\": 3}", "\"text\" must be a string"),
+            (
+                ContentKind::Json,
+                "{\"text\":",
+                "not valid JSON (line 1 column 8): it ends too early",
+            ),
+            (
+                ContentKind::Json,
+                "{\"text\": 3}",
+                "\"text\" must be a string",
+            ),
             (ContentKind::Json, "{}", "needs a \"text\" field"),
             (ContentKind::Json, "[1, 2", "not valid JSON"),
             (ContentKind::Text, "  ", "the request is empty"),

@@ -68,10 +68,17 @@ impl TokenMap {
             let run_channel = match value.get("channel") {
                 None | Some(Value::Null) => ChannelId::parse(actor.as_str()),
                 Some(Value::String(c)) => ChannelId::parse(c),
-                Some(_) => return Err(fault("\"channel\" must be a string such as \"http:ops\"".into())),
+                Some(_) => {
+                    return Err(fault(
+                        "\"channel\" must be a string such as \"http:ops\"".into(),
+                    ));
+                }
             }
             .map_err(|e| fault(format!("channel: {e}")))?;
-            if entries.iter().any(|(h, _): &(TokenHash, TokenEntry)| h.ct_eq(&hash)) {
+            if entries
+                .iter()
+                .any(|(h, _): &(TokenHash, TokenEntry)| h.ct_eq(&hash))
+            {
                 return Err(fault("the same token appears twice".into()));
             }
             entries.push((hash, TokenEntry { actor, run_channel }));
@@ -123,10 +130,18 @@ mod tests {
         assert_eq!(e.actor.as_str(), "http:ops-bot");
         assert_eq!(e.run_channel.as_str(), "http:ops");
         let ci = map.lookup("tok-hashed-0123456789").unwrap();
-        assert_eq!(ci.run_channel.as_str(), "http:ci", "no channel: http:<subject>");
+        assert_eq!(
+            ci.run_channel.as_str(),
+            "http:ci",
+            "no channel: http:<subject>"
+        );
         assert!(map.lookup("tok-0123456789abcdeX").is_none());
         assert!(map.lookup("").is_none());
-        assert_eq!(format!("{map:?}"), "TokenMap(2 tokens)", "Debug never shows a token");
+        assert_eq!(
+            format!("{map:?}"),
+            "TokenMap(2 tokens)",
+            "Debug never shows a token"
+        );
     }
 
     #[test]
@@ -134,12 +149,30 @@ mod tests {
         for (json, want) in [
             ("[1]", "must be a JSON object"),
             ("{", "not JSON: line 1 column 1"),
-            (r#"{"short": {"subject": "a"}}"#, "entry #1: the token is shorter"),
-            (r#"{"sha256:abc": {"subject": "a"}}"#, "entry #1: sha256: must be followed"),
-            (r#"{"tok-0123456789abcdef": {}}"#, "entry #1: needs \"subject\""),
-            (r#"{"tok-0123456789abcdef": {"subject": "has space"}}"#, "entry #1: subject"),
-            (r#"{"tok-0123456789abcdef": {"subject": "a", "channel": 3}}"#, "entry #1: \"channel\" must be a string"),
-            (r#"{"tok-0123456789abcdef": {"subject": "a", "channel": "nope"}}"#, "entry #1: channel:"),
+            (
+                r#"{"short": {"subject": "a"}}"#,
+                "entry #1: the token is shorter",
+            ),
+            (
+                r#"{"sha256:abc": {"subject": "a"}}"#,
+                "entry #1: sha256: must be followed",
+            ),
+            (
+                r#"{"tok-0123456789abcdef": {}}"#,
+                "entry #1: needs \"subject\"",
+            ),
+            (
+                r#"{"tok-0123456789abcdef": {"subject": "has space"}}"#,
+                "entry #1: subject",
+            ),
+            (
+                r#"{"tok-0123456789abcdef": {"subject": "a", "channel": 3}}"#,
+                "entry #1: \"channel\" must be a string",
+            ),
+            (
+                r#"{"tok-0123456789abcdef": {"subject": "a", "channel": "nope"}}"#,
+                "entry #1: channel:",
+            ),
         ] {
             let e = TokenMap::parse(json).unwrap_err().to_string();
             assert!(e.contains(want), "{json}: {e}");
@@ -149,6 +182,11 @@ mod tests {
             r#"{{"{TOKEN}": {{"subject": "a"}}, "sha256:{}": {{"subject": "b"}}}}"#,
             TokenHash::of(TOKEN).to_hex()
         );
-        assert!(TokenMap::parse(&twice).unwrap_err().to_string().contains("appears twice"));
+        assert!(
+            TokenMap::parse(&twice)
+                .unwrap_err()
+                .to_string()
+                .contains("appears twice")
+        );
     }
 }

@@ -141,7 +141,9 @@ async fn start(tokens: Option<TokenMap>, max_body: usize) -> Server {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
-        axum::serve(listener, http_ingress::router(ingress)).await.unwrap();
+        axum::serve(listener, http_ingress::router(ingress))
+            .await
+            .unwrap();
     });
     Server {
         base: format!("http://{addr}"),
@@ -166,8 +168,17 @@ impl Answer {
 }
 
 impl Server {
-    async fn post(&self, path: &str, token: Option<&str>, headers: &[(&str, &str)], body: &str) -> Answer {
-        let mut req = self.client.post(format!("{}{path}", self.base)).body(body.to_owned());
+    async fn post(
+        &self,
+        path: &str,
+        token: Option<&str>,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> Answer {
+        let mut req = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .body(body.to_owned());
         if let Some(t) = token {
             req = req.header("authorization", format!("Bearer {t}"));
         }
@@ -188,8 +199,16 @@ impl Server {
 
     /// A command or request as text, replies as JSON.
     async fn say(&self, token: &str, text: &str) -> Answer {
-        self.post("/ingress", Some(token), &[("content-type", "text/plain"), ("accept", "application/json")], text)
-            .await
+        self.post(
+            "/ingress",
+            Some(token),
+            &[
+                ("content-type", "text/plain"),
+                ("accept", "application/json"),
+            ],
+            text,
+        )
+        .await
     }
 
     async fn listed(&self, token: &str) -> Vec<String> {
@@ -231,7 +250,9 @@ fn token(subject: &str) -> &'static str {
 #[tokio::test]
 async fn without_a_token_map_the_route_is_503_and_says_so() {
     let s = start(None, 1024).await;
-    let a = s.post("/ingress", Some("anything-at-all-123"), &[], "help").await;
+    let a = s
+        .post("/ingress", Some("anything-at-all-123"), &[], "help")
+        .await;
     assert_eq!(a.status, 503);
     assert!(a.body.contains("no token map is configured"), "{}", a.body);
 }
@@ -240,25 +261,76 @@ async fn without_a_token_map_the_route_is_503_and_says_so() {
 async fn bearer_body_and_content_type_faults_have_their_statuses() {
     let s = start(Some(token_map()), 1024).await;
     for t in [None, Some("not-a-known-token-123")] {
-        let a = s.post("/ingress", t, &[("content-type", "text/plain")], "help").await;
-        assert_eq!((a.status, a.body.as_str()), (401, ""), "no detail for {t:?}");
+        let a = s
+            .post("/ingress", t, &[("content-type", "text/plain")], "help")
+            .await;
+        assert_eq!(
+            (a.status, a.body.as_str()),
+            (401, ""),
+            "no detail for {t:?}"
+        );
     }
-    let basic = s.post("/ingress", None, &[("authorization", "Basic abc")], "help").await;
+    let basic = s
+        .post("/ingress", None, &[("authorization", "Basic abc")], "help")
+        .await;
     assert_eq!(basic.status, 401);
     let ci = token("ci");
     let big = "x".repeat(2048);
-    assert_eq!(s.post("/ingress", Some(ci), &[("content-type", "text/plain")], &big).await.status, 413);
-    let form = s.post("/ingress", Some(ci), &[("content-type", "application/x-www-form-urlencoded")], "a=b").await;
+    assert_eq!(
+        s.post(
+            "/ingress",
+            Some(ci),
+            &[("content-type", "text/plain")],
+            &big
+        )
+        .await
+        .status,
+        413
+    );
+    let form = s
+        .post(
+            "/ingress",
+            Some(ci),
+            &[("content-type", "application/x-www-form-urlencoded")],
+            "a=b",
+        )
+        .await;
     assert_eq!(form.status, 415);
     assert!(form.body.contains("text/plain or as application/json"));
-    let bad = s.post("/ingress", Some(ci), &[("content-type", "application/json")], "{\"text\": ").await;
+    let bad = s
+        .post(
+            "/ingress",
+            Some(ci),
+            &[("content-type", "application/json")],
+            "{\"text\": ",
+        )
+        .await;
     assert_eq!(bad.status, 400);
-    assert!(bad.body.contains("not valid JSON (line 1 column 9): it ends too early"), "{}", bad.body);
-    let no_text = s.post("/ingress", Some(ci), &[("content-type", "application/json")], "{\"txt\": \"help\"}").await;
+    assert!(
+        bad.body
+            .contains("not valid JSON (line 1 column 9): it ends too early"),
+        "{}",
+        bad.body
+    );
+    let no_text = s
+        .post(
+            "/ingress",
+            Some(ci),
+            &[("content-type", "application/json")],
+            "{\"txt\": \"help\"}",
+        )
+        .await;
     assert_eq!(no_text.status, 400);
     assert!(no_text.body.contains("needs a \"text\" field"));
     // JSON in, text out; text in, JSON out.
-    let help = s.post("/ingress", Some(token("fleet")), &[("content-type", "application/json; charset=utf-8")], "{\"text\": \"help\"}").await;
+    let help = s
+        .post(
+            "/ingress",
+            Some(token("fleet")),
+            &[("content-type", "application/json; charset=utf-8")],
+            "{\"text\": \"help\"}",
+        )
+        .await;
     assert_eq!(help.status, 200);
     assert!(help.content_type.starts_with("text/plain"));
     assert!(help.body.contains("runs list"), "{}", help.body);
@@ -274,16 +346,36 @@ async fn bearer_body_and_content_type_faults_have_their_statuses() {
 #[tokio::test]
 async fn tokens_see_exactly_what_their_grants_allow() {
     let s = start(Some(token_map()), 64 * 1024).await;
-    let public = s.seed("slack:C1", "slack:U1", ChannelVisibility::Public).await;
-    let public2 = s.seed("slack:C2", "slack:U2", ChannelVisibility::Public).await;
-    let private = s.seed("slack:G1", "slack:U1", ChannelVisibility::Private).await;
+    let public = s
+        .seed("slack:C1", "slack:U1", ChannelVisibility::Public)
+        .await;
+    let public2 = s
+        .seed("slack:C2", "slack:U2", ChannelVisibility::Public)
+        .await;
+    let private = s
+        .seed("slack:G1", "slack:U1", ChannelVisibility::Private)
+        .await;
     let dm = s.seed("slack:D1", "slack:U1", ChannelVisibility::Dm).await;
-    let ops = s.seed("http:ops", "http:someone", ChannelVisibility::Machine).await;
-    let ops2 = s.seed("http:ops", "http:other", ChannelVisibility::Machine).await;
-    let ci = s.seed("http:ci", "http:ci", ChannelVisibility::Machine).await;
-    let sched = s.seed("schedule:nightly", "schedule:nightly", ChannelVisibility::Machine).await;
+    let ops = s
+        .seed("http:ops", "http:someone", ChannelVisibility::Machine)
+        .await;
+    let ops2 = s
+        .seed("http:ops", "http:other", ChannelVisibility::Machine)
+        .await;
+    let ci = s
+        .seed("http:ci", "http:ci", ChannelVisibility::Machine)
+        .await;
+    let sched = s
+        .seed(
+            "schedule:nightly",
+            "schedule:nightly",
+            ChannelVisibility::Machine,
+        )
+        .await;
     let all = [&public, &public2, &private, &dm, &ops, &ops2, &ci, &sched];
-    let ids = |runs: &[&RunRecord]| -> BTreeSet<String> { runs.iter().map(|r| r.id.to_string()).collect() };
+    let ids = |runs: &[&RunRecord]| -> BTreeSet<String> {
+        runs.iter().map(|r| r.id.to_string()).collect()
+    };
     let set = |v: Vec<String>| -> BTreeSet<String> { v.into_iter().collect() };
 
     // runs:read, no channels, token channel http:ops: the public runs only.
@@ -293,34 +385,81 @@ async fn tokens_see_exactly_what_their_grants_allow() {
     assert_eq!(missing.status, 404);
     for run in [&private, &dm, &ops, &ops2, &ci, &sched] {
         let a = s.say(reader, &format!("runs get {}", run.id)).await;
-        assert_eq!((a.status, &a.body), (404, &missing.body), "reader must not see {}", run.channel_id);
+        assert_eq!(
+            (a.status, &a.body),
+            (404, &missing.body),
+            "reader must not see {}",
+            run.channel_id
+        );
     }
-    assert_eq!(s.say(reader, &format!("runs get {}", public.id)).await.status, 200);
+    assert_eq!(
+        s.say(reader, &format!("runs get {}", public.id))
+            .await
+            .status,
+        200
+    );
 
     // No grants entry at all: runs list is refused, every runs get is the missing-id 404.
     let nobody = token("nobody");
     let refused = s.say(nobody, "runs list --status all").await;
     assert_eq!(refused.status, 403);
-    let refused_text = s.post("/ingress", Some(nobody), &[("content-type", "text/plain")], "runs list").await;
+    let refused_text = s
+        .post(
+            "/ingress",
+            Some(nobody),
+            &[("content-type", "text/plain")],
+            "runs list",
+        )
+        .await;
     assert!(refused_text.body.starts_with("🚫"), "{}", refused_text.body);
     for run in all {
         let a = s.say(nobody, &format!("runs get {}", run.id)).await;
-        assert_eq!((a.status, &a.body), (404, &missing.body), "byte-identical to a missing id");
-        let t = s.post("/ingress", Some(nobody), &[], &format!("runs get {}", run.id)).await;
-        let missing_text = s.post("/ingress", Some(nobody), &[], "runs get 01JZZZZZZZZZZZZZZZZZZZZZZZ").await;
+        assert_eq!(
+            (a.status, &a.body),
+            (404, &missing.body),
+            "byte-identical to a missing id"
+        );
+        let t = s
+            .post(
+                "/ingress",
+                Some(nobody),
+                &[],
+                &format!("runs get {}", run.id),
+            )
+            .await;
+        let missing_text = s
+            .post(
+                "/ingress",
+                Some(nobody),
+                &[],
+                "runs get 01JZZZZZZZZZZZZZZZZZZZZZZZ",
+            )
+            .await;
         assert_eq!((t.status, &t.body), (404, &missing_text.body));
     }
 
     // One machine channel: that channel and the public runs, nothing else.
-    assert_eq!(set(s.listed(token("opsbot")).await), ids(&[&public, &public2, &ops, &ops2]));
-    assert_eq!(s.say(token("opsbot"), &format!("runs get {}", ci.id)).await.status, 404);
+    assert_eq!(
+        set(s.listed(token("opsbot")).await),
+        ids(&[&public, &public2, &ops, &ops2])
+    );
+    assert_eq!(
+        s.say(token("opsbot"), &format!("runs get {}", ci.id))
+            .await
+            .status,
+        404
+    );
 
     // channels = "all": the fleet.
     assert_eq!(set(s.listed(token("fleet")).await), ids(&all));
 
     // Denials left audit lines, never a run id.
     let lines = s.audit.lines();
-    assert!(lines.iter().any(|l| l.actor == "http:nobody" && l.action == "runs:read"));
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.actor == "http:nobody" && l.action == "runs:read")
+    );
     for l in &lines {
         for run in all {
             assert!(!l.to_string().contains(run.id.as_str()));
@@ -335,17 +474,31 @@ async fn text_that_is_not_a_command_starts_a_run_in_the_tokens_channel() {
     let started = s.say(token("ci"), "summarise the deploy").await;
     assert_eq!(started.status, 202, "{}", started.body);
     let id = started.json()["run_id"].as_str().unwrap().to_owned();
-    let run = s.store.get_run(&id.parse().unwrap()).await.unwrap().unwrap();
+    let run = s
+        .store
+        .get_run(&id.parse().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(run.channel_id.as_str(), "http:ci");
     assert_eq!(run.channel_visibility, ChannelVisibility::Machine);
     assert_eq!(run.user_id.as_str(), "http:ci");
     assert_eq!(run.surface, "http");
     // ?wait answers with the run's answer.
     let waited = s
-        .post("/ingress?wait=10", Some(token("ci")), &[("content-type", "text/plain")], "what is this?")
+        .post(
+            "/ingress?wait=10",
+            Some(token("ci")),
+            &[("content-type", "text/plain")],
+            "what is this?",
+        )
         .await;
     assert_eq!(waited.status, 200, "{}", waited.body);
-    assert!(waited.body.contains("request: what is this?"), "{}", waited.body);
+    assert!(
+        waited.body.contains("request: what is this?"),
+        "{}",
+        waited.body
+    );
     // The fleet sees it; the ops bot (http:ops only) does not; the reader neither.
     assert!(s.listed(token("fleet")).await.contains(&id));
     assert!(!s.listed(token("opsbot")).await.contains(&id));
@@ -354,15 +507,30 @@ async fn text_that_is_not_a_command_starts_a_run_in_the_tokens_channel() {
     let ops = s.say(token("opsbot"), "@echo hello ops").await;
     assert_eq!(ops.status, 202, "{}", ops.body);
     let ops_id = ops.json()["run_id"].as_str().unwrap().to_owned();
-    let ops_run = s.store.get_run(&ops_id.parse().unwrap()).await.unwrap().unwrap();
+    let ops_run = s
+        .store
+        .get_run(&ops_id.parse().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(ops_run.channel_id.as_str(), "http:ops");
     assert!(s.listed(token("opsbot")).await.contains(&ops_id));
     // An agent the token may not run: 🚫 and an audit line, nothing recorded.
     let before = s.listed(token("fleet")).await.len();
-    let denied = s.post("/ingress", Some(token("reader")), &[], "do something").await;
+    let denied = s
+        .post("/ingress", Some(token("reader")), &[], "do something")
+        .await;
     assert_eq!(denied.status, 403);
-    assert_eq!(denied.body, "🚫 You don't have permission to run the `echo` agent.\n");
-    assert!(s.audit.lines().iter().any(|l| l.action == "agent:run:echo" && l.actor == "http:reader"));
+    assert_eq!(
+        denied.body,
+        "🚫 You don't have permission to run the `echo` agent.\n"
+    );
+    assert!(
+        s.audit
+            .lines()
+            .iter()
+            .any(|l| l.action == "agent:run:echo" && l.actor == "http:reader")
+    );
     assert_eq!(s.listed(token("fleet")).await.len(), before);
 }
 
@@ -374,12 +542,20 @@ async fn runs_stop_over_the_ingress_stops_a_live_run() {
     assert_eq!(started.status, 202, "{}", started.body);
     let id = started.json()["run_id"].as_str().unwrap().to_owned();
     // The reader may not stop it (not_found, as if missing).
-    assert_eq!(s.say(token("reader"), &format!("runs stop {id}")).await.status, 404);
+    assert_eq!(
+        s.say(token("reader"), &format!("runs stop {id}"))
+            .await
+            .status,
+        404
+    );
     let stop = s.say(bot, &format!("runs stop {id}")).await;
     assert_eq!(stop.status, 200, "{}", stop.body);
     let mut status = String::new();
     for _ in 0..100 {
-        let got = s.say(token("fleet"), &format!("runs get {id}")).await.json();
+        let got = s
+            .say(token("fleet"), &format!("runs get {id}"))
+            .await
+            .json();
         status = got["status"].as_str().unwrap_or_default().to_owned();
         if status == "stopped" {
             break;
@@ -409,7 +585,12 @@ async fn repo_exec_alone_runs_the_coding_agent_in_the_repo() {
     let a = s.say(token("builder"), "repo test acme/web").await;
     assert_eq!(a.status, 200, "{}", a.body);
     let id = a.json()["run_id"].as_str().unwrap().to_owned();
-    let run = s.store.get_run(&id.parse().unwrap()).await.unwrap().unwrap();
+    let run = s
+        .store
+        .get_run(&id.parse().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(run.agent, "coding");
     assert_eq!(run.repo.as_ref().map(|r| r.as_str()), Some("acme/web"));
     assert_eq!(run.channel_id.as_str(), "http:builds");

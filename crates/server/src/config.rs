@@ -333,7 +333,9 @@ fn check_unbuilt(doc: &Table, (section, what): (&str, &str)) -> Result<(), KeyFa
             }
             Err((
                 at,
-                format!("[{section}] is read by {what}, which is not part of this build; remove the section (or leave it empty) until it lands"),
+                format!(
+                    "[{section}] is read by {what}, which is not part of this build; remove the section (or leave it empty) until it lands"
+                ),
             ))
         }
     }
@@ -353,7 +355,10 @@ impl<'a> Section<'a> {
                 table,
                 path: vec![name.to_owned()],
             })),
-            Some(_) => Err((vec![name.to_owned()], format!("{name}: must be a table ([{name}])"))),
+            Some(_) => Err((
+                vec![name.to_owned()],
+                format!("{name}: must be a table ([{name}])"),
+            )),
         }
     }
 
@@ -375,7 +380,14 @@ impl<'a> Section<'a> {
     fn only(&self, known: &[&str]) -> Result<(), KeyFault> {
         for key in self.table.keys() {
             if !known.contains(&key.as_str()) {
-                return Err(self.fault(key, format!("unknown key; [{}] takes {}", self.dotted(), known.join(", "))));
+                return Err(self.fault(
+                    key,
+                    format!(
+                        "unknown key; [{}] takes {}",
+                        self.dotted(),
+                        known.join(", ")
+                    ),
+                ));
             }
         }
         Ok(())
@@ -457,11 +469,16 @@ fn parse_server(doc: &Table) -> Result<ServerConfig, KeyFault> {
     if let Some(dir) = s.string("data_dir")? {
         c.data_dir = PathBuf::from(dir);
     }
-    c.shutdown_grace = s.seconds("shutdown_grace_seconds")?.unwrap_or(c.shutdown_grace);
+    c.shutdown_grace = s
+        .seconds("shutdown_grace_seconds")?
+        .unwrap_or(c.shutdown_grace);
     c.heartbeat = s.seconds("heartbeat_seconds")?.unwrap_or(c.heartbeat);
     c.lease = s.seconds("lease_seconds")?.unwrap_or(c.lease);
     if c.lease <= c.heartbeat {
-        return Err(s.fault("lease_seconds", "must be longer than heartbeat_seconds (three heartbeats is a good lease)"));
+        return Err(s.fault(
+            "lease_seconds",
+            "must be longer than heartbeat_seconds (three heartbeats is a good lease)",
+        ));
     }
     c.agent_token_secret_file = s.string("agent_token_secret_file")?.map(PathBuf::from);
     Ok(c)
@@ -486,7 +503,12 @@ fn parse_telemetry(doc: &Table) -> Result<TelemetryConfig, KeyFault> {
     let json_logs = match s.string("log_format")? {
         None | Some("human") => false,
         Some("json") => true,
-        Some(other) => return Err(s.fault("log_format", format!("{other:?}: use \"human\" or \"json\""))),
+        Some(other) => {
+            return Err(s.fault(
+                "log_format",
+                format!("{other:?}: use \"human\" or \"json\""),
+            ));
+        }
     };
     Ok(TelemetryConfig { json_logs })
 }
@@ -518,7 +540,9 @@ const AGENT_KEYS: [&str; 15] = [
     "description",
 ];
 
-fn parse_agent_specs(doc: &Table) -> Result<(AgentLimits, BTreeMap<AgentName, AgentSpec>), KeyFault> {
+fn parse_agent_specs(
+    doc: &Table,
+) -> Result<(AgentLimits, BTreeMap<AgentName, AgentSpec>), KeyFault> {
     let mut limits = AgentLimits::default();
     let mut specs = BTreeMap::new();
     let Some(s) = Section::of(doc, "agents")? else {
@@ -529,7 +553,13 @@ fn parse_agent_specs(doc: &Table) -> Result<(AgentLimits, BTreeMap<AgentName, Ag
             continue;
         }
         let Value::Table(table) = value else {
-            return Err(s.fault(key, format!("unknown key; [agents] takes {} and [agents.<name>] tables", AGENTS_KEYS.join(", "))));
+            return Err(s.fault(
+                key,
+                format!(
+                    "unknown key; [agents] takes {} and [agents.<name>] tables",
+                    AGENTS_KEYS.join(", ")
+                ),
+            ));
         };
         let Ok(name) = AgentName::parse(key) else {
             continue; // parse_agents has named this fault already
@@ -557,7 +587,9 @@ fn parse_agent(a: &Section<'_>) -> Result<AgentSpec, KeyFault> {
     let caps = OutputCaps {
         event_bytes: a.usize("max_event_bytes")?.unwrap_or(defaults.event_bytes),
         total_bytes: a.usize("max_output_bytes")?.unwrap_or(defaults.total_bytes),
-        answer_bytes: a.usize("max_answer_bytes")?.unwrap_or(defaults.answer_bytes),
+        answer_bytes: a
+            .usize("max_answer_bytes")?
+            .unwrap_or(defaults.answer_bytes),
     };
     let kind = a.string("backend")?.unwrap_or("echo");
     let backend_keys: &[&str] = match kind {
@@ -565,53 +597,90 @@ fn parse_agent(a: &Section<'_>) -> Result<AgentSpec, KeyFault> {
         "command" => &["command", "request_via"],
         "openai" => &["base_url", "model", "api_key_env", "system_prompt"],
         other => {
-            return Err(a.fault("backend", format!("{other:?}: use \"echo\", \"command\" or \"openai\"")));
+            return Err(a.fault(
+                "backend",
+                format!("{other:?}: use \"echo\", \"command\" or \"openai\""),
+            ));
         }
     };
-    let all_backend_keys = ["behaviour", "delay_ms", "command", "request_via", "base_url", "model", "api_key_env", "system_prompt"];
+    let all_backend_keys = [
+        "behaviour",
+        "delay_ms",
+        "command",
+        "request_via",
+        "base_url",
+        "model",
+        "api_key_env",
+        "system_prompt",
+    ];
     for key in all_backend_keys {
         if a.table.contains_key(key) && !backend_keys.contains(&key) {
-            return Err(a.fault(key, format!("is not a setting of the {kind} back end; it takes {}", backend_keys.join(", "))));
+            return Err(a.fault(
+                key,
+                format!(
+                    "is not a setting of the {kind} back end; it takes {}",
+                    backend_keys.join(", ")
+                ),
+            ));
         }
     }
-    let backend = match kind {
-        "command" => BackendSpec::Command {
-            argv: match a.strings("command")? {
-                Some(v) if !v.is_empty() && !v[0].trim().is_empty() => v,
-                _ => return Err(a.fault("command", "name the program and its arguments, like command = [\"claude\", \"-p\"]")),
+    let backend =
+        match kind {
+            "command" => BackendSpec::Command {
+                argv: match a.strings("command")? {
+                    Some(v) if !v.is_empty() && !v[0].trim().is_empty() => v,
+                    _ => return Err(a.fault(
+                        "command",
+                        "name the program and its arguments, like command = [\"claude\", \"-p\"]",
+                    )),
+                },
+                request_via: match a.string("request_via")? {
+                    None | Some("stdin") => RequestVia::Stdin,
+                    Some("argument") => RequestVia::Argument,
+                    Some(other) => {
+                        return Err(a.fault(
+                            "request_via",
+                            format!("{other:?}: use \"stdin\" or \"argument\""),
+                        ));
+                    }
+                },
             },
-            request_via: match a.string("request_via")? {
-                None | Some("stdin") => RequestVia::Stdin,
-                Some("argument") => RequestVia::Argument,
-                Some(other) => return Err(a.fault("request_via", format!("{other:?}: use \"stdin\" or \"argument\""))),
+            "openai" => BackendSpec::OpenAi {
+                base_url: a
+                    .string("base_url")?
+                    .ok_or_else(|| {
+                        a.fault(
+                            "base_url",
+                            "is required, like base_url = \"https://api.openai.com/v1\"",
+                        )
+                    })?
+                    .to_owned(),
+                model: a
+                    .string("model")?
+                    .ok_or_else(|| a.fault("model", "is required, like model = \"gpt-4o-mini\""))?
+                    .to_owned(),
+                api_key_env: a.string("api_key_env")?.map(str::to_owned),
+                system_prompt: a.string("system_prompt")?.map(str::to_owned),
             },
-        },
-        "openai" => BackendSpec::OpenAi {
-            base_url: a
-                .string("base_url")?
-                .ok_or_else(|| a.fault("base_url", "is required, like base_url = \"https://api.openai.com/v1\""))?
-                .to_owned(),
-            model: a
-                .string("model")?
-                .ok_or_else(|| a.fault("model", "is required, like model = \"gpt-4o-mini\""))?
-                .to_owned(),
-            api_key_env: a.string("api_key_env")?.map(str::to_owned),
-            system_prompt: a.string("system_prompt")?.map(str::to_owned),
-        },
-        _ => BackendSpec::Echo {
-            behaviour: match a.string("behaviour")? {
-                None => EchoBehaviour::Answer,
-                Some(b) => EchoBehaviour::parse(b).ok_or_else(|| {
-                    a.fault("behaviour", format!("{b:?}: use \"answer\", \"fail\" or \"stall\""))
-                })?,
+            _ => BackendSpec::Echo {
+                behaviour: match a.string("behaviour")? {
+                    None => EchoBehaviour::Answer,
+                    Some(b) => EchoBehaviour::parse(b).ok_or_else(|| {
+                        a.fault(
+                            "behaviour",
+                            format!("{b:?}: use \"answer\", \"fail\" or \"stall\""),
+                        )
+                    })?,
+                },
+                delay: a.millis("delay_ms")?.unwrap_or(Duration::ZERO),
             },
-            delay: a.millis("delay_ms")?.unwrap_or(Duration::ZERO),
-        },
-    };
+        };
     let _ = a.string("description")?;
     Ok(AgentSpec {
         backend,
-        timeout: a.seconds("timeout_seconds")?.unwrap_or(Duration::from_secs(600)),
+        timeout: a
+            .seconds("timeout_seconds")?
+            .unwrap_or(Duration::from_secs(600)),
         coding: a.bool("coding")?.unwrap_or(false),
         caps,
     })
@@ -693,7 +762,10 @@ fn parse_agents(doc: &Table) -> Result<(BTreeSet<AgentName>, Option<AgentName>),
             (_, _) => {
                 return Err((
                     at(key),
-                    format!("agents.{key}: unknown key; [agents] takes {} and [agents.<name>] tables (declare an agent as [agents.{key}])", AGENTS_KEYS.join(", ")),
+                    format!(
+                        "agents.{key}: unknown key; [agents] takes {} and [agents.<name>] tables (declare an agent as [agents.{key}])",
+                        AGENTS_KEYS.join(", ")
+                    ),
                 ));
             }
         }
@@ -775,7 +847,10 @@ mod tests {
         parse(Source::EmbeddedDefault, EMBEDDED_DEFAULT).unwrap();
         let example = include_str!("../../../config/switchboard.example.toml");
         let default = parse(Source::EmbeddedDefault, EMBEDDED_DEFAULT).unwrap();
-        assert_eq!(default.default_agent.as_ref().map(|a| a.as_str()), Some("echo"));
+        assert_eq!(
+            default.default_agent.as_ref().map(|a| a.as_str()),
+            Some("echo")
+        );
         assert_eq!(default.server.listen.to_string(), "127.0.0.1:8080");
         assert_eq!(default.store_url, DEFAULT_STORE_URL);
         let loaded = parse(Source::File("example".into()), example).unwrap();
@@ -819,7 +894,10 @@ mod tests {
         assert_eq!(c.default_agent.unwrap().as_str(), "coding");
         for (text, want) in [
             ("agents = 3", "agents: must be a table"),
-            ("[agents]\ncoding = \"x\"", "agents.coding: unknown key; [agents] takes default"),
+            (
+                "[agents]\ncoding = \"x\"",
+                "agents.coding: unknown key; [agents] takes default",
+            ),
             (
                 "[agents]\ndefault = \"ghost\"",
                 "`ghost` is not a declared agent",
@@ -904,7 +982,10 @@ log_format = "json"
         assert_eq!(c.server.shutdown_grace, Duration::from_secs(3));
         assert_eq!(c.ingress.max_body_bytes, 1024);
         assert_eq!(c.limits.max_per_actor, 2);
-        assert_eq!(c.limits.channel_directory_timeout, Duration::from_millis(500));
+        assert_eq!(
+            c.limits.channel_directory_timeout,
+            Duration::from_millis(500)
+        );
         let claude = &c.agent_specs[&AgentName::parse("claude").unwrap()];
         assert!(claude.coding);
         assert_eq!(
@@ -914,10 +995,18 @@ log_format = "json"
                 request_via: RequestVia::Argument
             }
         );
-        assert_eq!(c.agent_specs[&AgentName::parse("local").unwrap()].backend.kind(), "openai");
+        assert_eq!(
+            c.agent_specs[&AgentName::parse("local").unwrap()]
+                .backend
+                .kind(),
+            "openai"
+        );
         assert_eq!(
             c.agent_specs[&AgentName::parse("demo").unwrap()].backend,
-            BackendSpec::Echo { behaviour: EchoBehaviour::Stall, delay: Duration::from_millis(200) }
+            BackendSpec::Echo {
+                behaviour: EchoBehaviour::Stall,
+                delay: Duration::from_millis(200)
+            }
         );
         assert!(c.telemetry.json_logs);
     }
@@ -925,39 +1014,84 @@ log_format = "json"
     #[test]
     fn unknown_and_malformed_keys_fail_with_their_position() {
         for (text, want) in [
-            ("[server]
-listen = \"localhost\"", "t.toml:2:1: server.listen: \"localhost\" is not an address"),
-            ("[server]
-port = 1", "t.toml:2:1: server.port: unknown key; [server] takes listen"),
-            ("[server]
+            (
+                "[server]
+listen = \"localhost\"",
+                "t.toml:2:1: server.listen: \"localhost\" is not an address",
+            ),
+            (
+                "[server]
+port = 1",
+                "t.toml:2:1: server.port: unknown key; [server] takes listen",
+            ),
+            (
+                "[server]
 heartbeat_seconds = 30
-lease_seconds = 30", "t.toml:3:1: server.lease_seconds: must be longer"),
-            ("[ingress]
-tokens = \"x\"", "t.toml:2:1: ingress.tokens: unknown key"),
-            ("[ingress]
-max_body_bytes = -1", "t.toml:2:1: ingress.max_body_bytes: must be a whole number above 0"),
-            ("[agents]
-max_concurent = 3", "t.toml:2:1: agents.max_concurent: unknown key"),
-            ("[agents.a]
-backend = \"gpt\"", "t.toml:2:1: agents.a.backend: \"gpt\": use"),
-            ("[agents.a]
-backend = \"command\"", "t.toml:1:9: agents.a.command: name the program"),
-            ("[agents.a]
+lease_seconds = 30",
+                "t.toml:3:1: server.lease_seconds: must be longer",
+            ),
+            (
+                "[ingress]
+tokens = \"x\"",
+                "t.toml:2:1: ingress.tokens: unknown key",
+            ),
+            (
+                "[ingress]
+max_body_bytes = -1",
+                "t.toml:2:1: ingress.max_body_bytes: must be a whole number above 0",
+            ),
+            (
+                "[agents]
+max_concurent = 3",
+                "t.toml:2:1: agents.max_concurent: unknown key",
+            ),
+            (
+                "[agents.a]
+backend = \"gpt\"",
+                "t.toml:2:1: agents.a.backend: \"gpt\": use",
+            ),
+            (
+                "[agents.a]
+backend = \"command\"",
+                "t.toml:1:9: agents.a.command: name the program",
+            ),
+            (
+                "[agents.a]
 backend = \"echo\"
-model = \"m\"", "t.toml:3:1: agents.a.model: is not a setting of the echo back end"),
-            ("[agents.a]
+model = \"m\"",
+                "t.toml:3:1: agents.a.model: is not a setting of the echo back end",
+            ),
+            (
+                "[agents.a]
 backend = \"openai\"
-model = \"m\"", "t.toml:1:9: agents.a.base_url: is required"),
-            ("[agents.a]
-timeout = 3", "t.toml:2:1: agents.a.timeout: unknown key"),
-            ("[agents.a]
-behaviour = \"explode\"", "t.toml:2:1: agents.a.behaviour: \"explode\""),
-            ("[telemetry]
-otlp_endpoint = \"http://x\"", "t.toml:2:1: telemetry.otlp_endpoint: unknown key"),
-            ("[slack]
-mode = \"socket\"", "t.toml:2:1: [slack] is read by the Slack surface, which is not part of this build"),
-            ("[[agent_grants]]
-id = \"x\"", "t.toml:1:3: [agent_grants] is read by the tool broker"),
+model = \"m\"",
+                "t.toml:1:9: agents.a.base_url: is required",
+            ),
+            (
+                "[agents.a]
+timeout = 3",
+                "t.toml:2:1: agents.a.timeout: unknown key",
+            ),
+            (
+                "[agents.a]
+behaviour = \"explode\"",
+                "t.toml:2:1: agents.a.behaviour: \"explode\"",
+            ),
+            (
+                "[telemetry]
+otlp_endpoint = \"http://x\"",
+                "t.toml:2:1: telemetry.otlp_endpoint: unknown key",
+            ),
+            (
+                "[slack]
+mode = \"socket\"",
+                "t.toml:2:1: [slack] is read by the Slack surface, which is not part of this build",
+            ),
+            (
+                "[[agent_grants]]
+id = \"x\"",
+                "t.toml:1:3: [agent_grants] is read by the tool broker",
+            ),
         ] {
             let e = err(text);
             assert!(e.starts_with(want), "{text}\n  got:  {e}\n  want: {want}");

@@ -71,7 +71,13 @@ pub fn host_replica_id() -> ReplicaId {
     let cleaned: String = host
         .trim()
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '-'
+            }
+        })
         .take(100)
         .collect();
     ReplicaId::parse(&cleaned)
@@ -82,10 +88,17 @@ pub fn host_replica_id() -> ReplicaId {
 impl App {
     /// Opens the store and builds the dispatcher and registry. `replica` names this process
     /// among the owners of live runs.
-    pub async fn build(config: LoadedConfig, secrets: Secrets, replica: ReplicaId) -> anyhow::Result<App> {
-        let store = store::open(&config.store_url)
-            .await
-            .with_context(|| format!("opening the store {} ([store] url)", store::redact_url(&config.store_url)))?;
+    pub async fn build(
+        config: LoadedConfig,
+        secrets: Secrets,
+        replica: ReplicaId,
+    ) -> anyhow::Result<App> {
+        let store = store::open(&config.store_url).await.with_context(|| {
+            format!(
+                "opening the store {} ([store] url)",
+                store::redact_url(&config.store_url)
+            )
+        })?;
         let scratch = config.server.data_dir.join("scratch");
         std::fs::create_dir_all(&scratch).with_context(|| {
             format!(
@@ -155,7 +168,10 @@ impl App {
     }
 
     /// Renews the lease every `heartbeat` and tombstones dead replicas' runs, until `stop`.
-    pub fn spawn_heartbeat(&self, stop: tokio_util::sync::CancellationToken) -> tokio::task::JoinHandle<()> {
+    pub fn spawn_heartbeat(
+        &self,
+        stop: tokio_util::sync::CancellationToken,
+    ) -> tokio::task::JoinHandle<()> {
         let store = self.store.clone();
         let replica = self.replica.clone();
         let (every, lease) = (self.config.server.heartbeat, self.config.server.lease);
@@ -173,7 +189,10 @@ impl App {
                 }
                 match store.tombstone_orphans(&replica, now, lease, false).await {
                     Ok(ids) if !ids.is_empty() => {
-                        tracing::warn!(count = ids.len(), "tombstoned the live runs of replicas whose lease expired");
+                        tracing::warn!(
+                            count = ids.len(),
+                            "tombstoned the live runs of replicas whose lease expired"
+                        );
                     }
                     Ok(_) => {}
                     Err(e) => tracing::error!(error = %e, "sweeping dead replicas' runs failed"),
@@ -190,20 +209,26 @@ fn build_agents(
 ) -> anyhow::Result<BTreeMap<AgentName, AgentEntry>> {
     let mut out = BTreeMap::new();
     for name in &config.agents {
-        let spec = config.agent_specs.get(name).cloned().unwrap_or_else(|| config::AgentSpec {
-            backend: config::BackendSpec::Echo {
-                behaviour: agents::EchoBehaviour::Answer,
-                delay: std::time::Duration::ZERO,
-            },
-            timeout: std::time::Duration::from_secs(600),
-            coding: false,
-            caps: agents::OutputCaps::default(),
-        });
+        let spec = config
+            .agent_specs
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| config::AgentSpec {
+                backend: config::BackendSpec::Echo {
+                    behaviour: agents::EchoBehaviour::Answer,
+                    delay: std::time::Duration::ZERO,
+                },
+                timeout: std::time::Duration::from_secs(600),
+                coding: false,
+                caps: agents::OutputCaps::default(),
+            });
         let backend: Arc<dyn AgentBackend> = match &spec.backend {
-            config::BackendSpec::Echo { behaviour, delay } => Arc::new(EchoBackend::new(EchoSettings {
-                behaviour: *behaviour,
-                delay: *delay,
-            })),
+            config::BackendSpec::Echo { behaviour, delay } => {
+                Arc::new(EchoBackend::new(EchoSettings {
+                    behaviour: *behaviour,
+                    delay: *delay,
+                }))
+            }
             config::BackendSpec::Command { argv, request_via } => Arc::new(
                 CommandBackend::new(CommandSettings {
                     argv: argv.clone(),

@@ -53,22 +53,29 @@ impl Secrets {
         env: impl Fn(&str) -> Option<String>,
     ) -> anyhow::Result<Self> {
         let mut redact = Vec::new();
-        let (ingress_tokens, ingress_tokens_from) = match (&config.ingress.tokens_file, env(INGRESS_TOKENS_ENV)) {
-            (_, Some(json)) if !json.trim().is_empty() => {
-                let map = TokenMap::parse(&json).with_context(|| format!("{INGRESS_TOKENS_ENV}"))?;
-                redact.extend(plaintext_tokens(&json));
-                (Some(map), Some(TokensFrom::Env))
-            }
-            (Some(file), _) => {
-                let json = read_secret_file(file, "[ingress] tokens_file")?;
-                let map = TokenMap::parse(&json)
-                    .with_context(|| format!("{} ([ingress] tokens_file)", file.display()))?;
-                redact.extend(plaintext_tokens(&json));
-                (Some(map), Some(TokensFrom::File(file.display().to_string())))
-            }
-            _ => (None, None),
-        };
-        let agent_token_secret = match (&config.server.agent_token_secret_file, env(AGENT_TOKEN_SECRET_ENV)) {
+        let (ingress_tokens, ingress_tokens_from) =
+            match (&config.ingress.tokens_file, env(INGRESS_TOKENS_ENV)) {
+                (_, Some(json)) if !json.trim().is_empty() => {
+                    let map = TokenMap::parse(&json).context(INGRESS_TOKENS_ENV)?;
+                    redact.extend(plaintext_tokens(&json));
+                    (Some(map), Some(TokensFrom::Env))
+                }
+                (Some(file), _) => {
+                    let json = read_secret_file(file, "[ingress] tokens_file")?;
+                    let map = TokenMap::parse(&json)
+                        .with_context(|| format!("{} ([ingress] tokens_file)", file.display()))?;
+                    redact.extend(plaintext_tokens(&json));
+                    (
+                        Some(map),
+                        Some(TokensFrom::File(file.display().to_string())),
+                    )
+                }
+                _ => (None, None),
+            };
+        let agent_token_secret = match (
+            &config.server.agent_token_secret_file,
+            env(AGENT_TOKEN_SECRET_ENV),
+        ) {
             (_, Some(s)) if !s.is_empty() => Some(s.into_bytes()),
             (Some(file), _) => Some(
                 read_secret_file(file, "[server] agent_token_secret_file")?
@@ -83,14 +90,24 @@ impl Secrets {
         }
         let mut api_keys = BTreeMap::new();
         for spec in config.agent_specs.values() {
-            if let BackendSpec::OpenAi { api_key_env: Some(var), .. } = &spec.backend {
-                if let Some(v) = env(var).filter(|v| !v.is_empty()) {
-                    redact.push(v.clone());
-                    api_keys.insert(var.clone(), v);
-                }
+            let BackendSpec::OpenAi {
+                api_key_env: Some(var),
+                ..
+            } = &spec.backend
+            else {
+                continue;
+            };
+            if let Some(v) = env(var).filter(|v| !v.is_empty()) {
+                redact.push(v.clone());
+                api_keys.insert(var.clone(), v);
             }
         }
-        redact.extend(OTHER_SECRET_ENVS.iter().filter_map(|k| env(k)).filter(|v| !v.is_empty()));
+        redact.extend(
+            OTHER_SECRET_ENVS
+                .iter()
+                .filter_map(|k| env(k))
+                .filter(|v| !v.is_empty()),
+        );
         let agent_env = config
             .limits
             .env_allow
@@ -114,14 +131,22 @@ impl Secrets {
 }
 
 fn read_secret_file(path: &Path, key: &str) -> anyhow::Result<String> {
-    std::fs::read_to_string(path)
-        .with_context(|| format!("reading {} ({key}); check the path and its permissions", path.display()))
+    std::fs::read_to_string(path).with_context(|| {
+        format!(
+            "reading {} ({key}); check the path and its permissions",
+            path.display()
+        )
+    })
 }
 
 /// The plaintext token keys of a token map (not the `sha256:` ones). The map parsed
 /// already; this only lists its keys.
 fn plaintext_tokens(json: &str) -> Vec<String> {
     serde_json::from_str::<BTreeMap<String, serde::de::IgnoredAny>>(json)
-        .map(|m| m.into_keys().filter(|k| !k.starts_with("sha256:")).collect())
+        .map(|m| {
+            m.into_keys()
+                .filter(|k| !k.starts_with("sha256:"))
+                .collect()
+        })
         .unwrap_or_default()
 }

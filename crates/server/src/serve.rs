@@ -26,7 +26,10 @@ pub async fn readiness(store: &dyn Store) -> Result<(), String> {
     match tokio::time::timeout(READY_TIMEOUT, store.ping()).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(_)) => Err("the store is not reachable".to_owned()),
-        Err(_) => Err(format!("the store did not answer within {}s", READY_TIMEOUT.as_secs())),
+        Err(_) => Err(format!(
+            "the store did not answer within {}s",
+            READY_TIMEOUT.as_secs()
+        )),
     }
 }
 
@@ -39,7 +42,10 @@ async fn readyz(State(store): State<Arc<dyn Store>>) -> (StatusCode, String) {
         Ok(()) => (StatusCode::OK, "ready\n".to_owned()),
         Err(why) => {
             tracing::warn!(reason = %why, "not ready");
-            (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {why}\n"))
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("not ready: {why}\n"),
+            )
         }
     }
 }
@@ -81,7 +87,10 @@ pub async fn serve(
     let bound = listener.local_addr()?;
     let recovered = app.recover().await?;
     if recovered > 0 {
-        tracing::warn!(count = recovered, "tombstoned this replica's runs left live by the last process (interrupted)");
+        tracing::warn!(
+            count = recovered,
+            "tombstoned this replica's runs left live by the last process (interrupted)"
+        );
     }
     let stop = CancellationToken::new();
     let heartbeat = app.spawn_heartbeat(stop.clone());
@@ -92,14 +101,21 @@ pub async fn serve(
     let grace = app.config.server.shutdown_grace;
     let drain = tokio::spawn(async move {
         shutdown.await;
-        tracing::info!(grace_seconds = grace.as_secs(), "shutting down: no new requests; live runs may finish");
+        tracing::info!(
+            grace_seconds = grace.as_secs(),
+            "shutting down: no new requests; live runs may finish"
+        );
         stopping.cancel();
         let interrupted = dispatcher.shutdown(grace, SETTLE).await;
         if interrupted > 0 {
-            tracing::warn!(count = interrupted, "interrupted live runs at the end of the grace");
+            tracing::warn!(
+                count = interrupted,
+                "interrupted live runs at the end of the grace"
+            );
         }
     });
-    let serving = axum::serve(listener, router).with_graceful_shutdown(stop.clone().cancelled_owned());
+    let serving =
+        axum::serve(listener, router).with_graceful_shutdown(stop.clone().cancelled_owned());
     serving.await.context("serving HTTP")?;
     drain.await.ok();
     heartbeat.await.ok();
@@ -107,7 +123,12 @@ pub async fn serve(
     // tombstoned now rather than left for another replica's sweep.
     let left = app
         .store
-        .tombstone_orphans(&app.replica, store::Timestamp::now(), app.config.server.lease, true)
+        .tombstone_orphans(
+            &app.replica,
+            store::Timestamp::now(),
+            app.config.server.lease,
+            true,
+        )
         .await
         .map(|v| v.len())
         .unwrap_or(0);

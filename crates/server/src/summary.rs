@@ -33,10 +33,7 @@ pub fn summary(app: &App, addr: SocketAddr) -> Summary {
         .agents
         .iter()
         .map(|name| {
-            let kind = c
-                .agent_specs
-                .get(name)
-                .map_or("echo", |s| s.backend.kind());
+            let kind = c.agent_specs.get(name).map_or("echo", |s| s.backend.kind());
             let mut line = format!("{name} ({kind}");
             if c.default_agent.as_ref() == Some(name) {
                 line.push_str(", default");
@@ -58,7 +55,10 @@ pub fn summary(app: &App, addr: SocketAddr) -> Summary {
         on: false,
         note: note.to_owned(),
     };
-    let ingress = match (&app.secrets.ingress_tokens, &app.secrets.ingress_tokens_from) {
+    let ingress = match (
+        &app.secrets.ingress_tokens,
+        &app.secrets.ingress_tokens_from,
+    ) {
         (Some(map), Some(TokensFrom::Env)) => on(
             "/ingress",
             &format!("{} from SWITCHBOARD_INGRESS_TOKENS", tokens(map.len())),
@@ -72,20 +72,33 @@ pub fn summary(app: &App, addr: SocketAddr) -> Summary {
         ),
     };
     let surfaces = vec![
-        on("/healthz /readyz", "liveness, and readiness (the store answers)"),
+        on(
+            "/healthz /readyz",
+            "liveness, and readiness (the store answers)",
+        ),
         ingress,
-        on("cli", "`switchboard <command>` and `switchboard ask`, as cli:local"),
+        on(
+            "cli",
+            "`switchboard <command>` and `switchboard ask`, as cli:local",
+        ),
         off("slack", "not part of this build"),
         off("/mcp", "not part of this build"),
         off("/api /runs", "not part of this build"),
-        off("schedules", "not part of this build (`schedule fire` says so)"),
+        off(
+            "schedules",
+            "not part of this build (`schedule fire` says so)",
+        ),
     ];
     Summary {
         version: env!("CARGO_PKG_VERSION"),
         listening: format!("http://{addr}"),
         replica: app.replica.as_str().to_owned(),
         config: c.source.to_string(),
-        store: format!("{} ({})", store::redact_url(&c.store_url), app.store.backend()),
+        store: format!(
+            "{} ({})",
+            store::redact_url(&c.store_url),
+            app.store.backend()
+        ),
         agents,
         surfaces,
     }

@@ -36,7 +36,10 @@ channels = ["http:ops"]
 }
 
 fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-    let map: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let map: HashMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     move |k| map.get(k).cloned()
 }
 
@@ -44,32 +47,72 @@ fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
 fn secrets_come_from_the_environment_or_named_files_and_faults_name_them() {
     let dir = tempfile::tempdir().unwrap();
     let c = config(dir.path(), "");
-    let s = Secrets::from_lookup(&c, env(&[("SWITCHBOARD_INGRESS_TOKENS", TOKENS), ("PATH", "/bin"), ("AWS_SECRET", "x")])).unwrap();
+    let s = Secrets::from_lookup(
+        &c,
+        env(&[
+            ("SWITCHBOARD_INGRESS_TOKENS", TOKENS),
+            ("PATH", "/bin"),
+            ("AWS_SECRET", "x"),
+        ]),
+    )
+    .unwrap();
     assert_eq!(s.ingress_tokens.as_ref().unwrap().len(), 1);
-    assert_eq!(s.agent_env, vec![("PATH".to_owned(), "/bin".to_owned())], "only the allow-list");
-    assert!(s.values_to_redact().contains(&"ops-token-0123456789".to_owned()));
+    assert_eq!(
+        s.agent_env,
+        vec![("PATH".to_owned(), "/bin".to_owned())],
+        "only the allow-list"
+    );
+    assert!(
+        s.values_to_redact()
+            .contains(&"ops-token-0123456789".to_owned())
+    );
     assert_eq!(format!("{s:?}"), "Secrets(…)");
 
     let file = dir.path().join("tokens.json");
     std::fs::write(&file, TOKENS).unwrap();
-    let with_file = config(dir.path(), &format!("[ingress]\ntokens_file = \"{}\"", file.display()));
+    let with_file = config(
+        dir.path(),
+        &format!("[ingress]\ntokens_file = \"{}\"", file.display()),
+    );
     let s = Secrets::from_lookup(&with_file, env(&[])).unwrap();
     assert!(s.ingress_tokens.is_some());
 
-    let e = Secrets::from_lookup(&c, env(&[("SWITCHBOARD_INGRESS_TOKENS", "{\"ops-token-0123456789\": 3}")]))
-        .unwrap_err();
+    let e = Secrets::from_lookup(
+        &c,
+        env(&[(
+            "SWITCHBOARD_INGRESS_TOKENS",
+            "{\"ops-token-0123456789\": 3}",
+        )]),
+    )
+    .unwrap_err();
     let msg = format!("{e:#}");
-    assert!(msg.starts_with("SWITCHBOARD_INGRESS_TOKENS: token map entry #1"), "{msg}");
+    assert!(
+        msg.starts_with("SWITCHBOARD_INGRESS_TOKENS: token map entry #1"),
+        "{msg}"
+    );
     assert!(!msg.contains("ops-token-0123456789"), "{msg}");
-    let missing = config(dir.path(), "[ingress]\ntokens_file = \"/nonexistent/tokens.json\"");
-    let msg = format!("{:#}", Secrets::from_lookup(&missing, env(&[])).unwrap_err());
-    assert!(msg.contains("/nonexistent/tokens.json ([ingress] tokens_file)"), "{msg}");
+    let missing = config(
+        dir.path(),
+        "[ingress]\ntokens_file = \"/nonexistent/tokens.json\"",
+    );
+    let msg = format!(
+        "{:#}",
+        Secrets::from_lookup(&missing, env(&[])).unwrap_err()
+    );
+    assert!(
+        msg.contains("/nonexistent/tokens.json ([ingress] tokens_file)"),
+        "{msg}"
+    );
     let openai = config(
         dir.path(),
         "[agents.gpt]\nbackend = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\nmodel = \"m\"\napi_key_env = \"MY_KEY\"",
     );
-    let s = Secrets::from_lookup(&openai, env(&[("MY_KEY", "sk-abcdefghijklmnopqrstuvwx")])).unwrap();
-    assert_eq!(s.api_keys.get("MY_KEY").map(String::as_str), Some("sk-abcdefghijklmnopqrstuvwx"));
+    let s =
+        Secrets::from_lookup(&openai, env(&[("MY_KEY", "sk-abcdefghijklmnopqrstuvwx")])).unwrap();
+    assert_eq!(
+        s.api_keys.get("MY_KEY").map(String::as_str),
+        Some("sk-abcdefghijklmnopqrstuvwx")
+    );
 }
 
 #[tokio::test]
@@ -80,13 +123,29 @@ async fn an_openai_agent_whose_key_is_missing_fails_the_start_naming_the_variabl
         "[agents.gpt]\nbackend = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\nmodel = \"m\"\napi_key_env = \"MY_KEY\"",
     );
     let secrets = Secrets::from_lookup(&c, env(&[])).unwrap();
-    let e = App::build(c, secrets, store::ReplicaId::parse("r").unwrap()).await.err().unwrap();
+    let e = App::build(c, secrets, store::ReplicaId::parse("r").unwrap())
+        .await
+        .err()
+        .unwrap();
     let msg = format!("{e:#}");
-    assert!(msg.contains("agents.gpt.api_key_env names MY_KEY, which is not set"), "{msg}");
+    assert!(
+        msg.contains("agents.gpt.api_key_env names MY_KEY, which is not set"),
+        "{msg}"
+    );
 }
 
-async fn start(c: server::LoadedConfig, secrets: Secrets) -> (SocketAddr, tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<anyhow::Result<()>>, String) {
-    let app = App::build(c, secrets, store::ReplicaId::parse("test-replica").unwrap()).await.unwrap();
+async fn start(
+    c: server::LoadedConfig,
+    secrets: Secrets,
+) -> (
+    SocketAddr,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<anyhow::Result<()>>,
+    String,
+) {
+    let app = App::build(c, secrets, store::ReplicaId::parse("test-replica").unwrap())
+        .await
+        .unwrap();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
     let handle = tokio::spawn(server::serve(
@@ -107,10 +166,19 @@ async fn start(c: server::LoadedConfig, secrets: Secrets) -> (SocketAddr, tokio:
 async fn the_summary_says_what_is_off_and_what_it_needs() {
     let dir = tempfile::tempdir().unwrap();
     let c = config(dir.path(), "");
-    let (addr, stop, handle, summary) = start(c, Secrets::from_lookup(&config(dir.path(), ""), env(&[])).unwrap()).await;
+    let (addr, stop, handle, summary) = start(
+        c,
+        Secrets::from_lookup(&config(dir.path(), ""), env(&[])).unwrap(),
+    )
+    .await;
     assert!(summary.contains("off /ingress"), "{summary}");
-    assert!(summary.contains("needs a token map: SWITCHBOARD_INGRESS_TOKENS or [ingress] tokens_file"));
-    assert!(summary.contains("agents  echo (echo, default), staller (echo)"), "{summary}");
+    assert!(
+        summary.contains("needs a token map: SWITCHBOARD_INGRESS_TOKENS or [ingress] tokens_file")
+    );
+    assert!(
+        summary.contains("agents  echo (echo, default), staller (echo)"),
+        "{summary}"
+    );
     assert!(summary.contains("off slack"));
     let r = reqwest::Client::new()
         .post(format!("http://{addr}/ingress"))
@@ -130,13 +198,22 @@ async fn health_readiness_ingress_and_a_graceful_shutdown_that_interrupts_what_i
     let c = config(dir.path(), "");
     let secrets = Secrets::from_lookup(&c, env(&[("SWITCHBOARD_INGRESS_TOKENS", TOKENS)])).unwrap();
     let (addr, stop, handle, summary) = start(c, secrets).await;
-    assert!(summary.contains("on  /ingress           1 bearer token from SWITCHBOARD_INGRESS_TOKENS"), "{summary}");
+    assert!(
+        summary.contains("on  /ingress           1 bearer token from SWITCHBOARD_INGRESS_TOKENS"),
+        "{summary}"
+    );
     let client = reqwest::Client::new();
     let get = |path: &str| client.get(format!("http://{addr}{path}")).send();
     let h = get("/healthz").await.unwrap();
-    assert_eq!((h.status().as_u16(), h.text().await.unwrap()), (200, "ok\n".to_owned()));
+    assert_eq!(
+        (h.status().as_u16(), h.text().await.unwrap()),
+        (200, "ok\n".to_owned())
+    );
     let r = get("/readyz").await.unwrap();
-    assert_eq!((r.status().as_u16(), r.text().await.unwrap()), (200, "ready\n".to_owned()));
+    assert_eq!(
+        (r.status().as_u16(), r.text().await.unwrap()),
+        (200, "ready\n".to_owned())
+    );
     let post = |body: &'static str| {
         client
             .post(format!("http://{addr}/ingress"))
@@ -156,11 +233,29 @@ async fn health_readiness_ingress_and_a_graceful_shutdown_that_interrupts_what_i
     stop.send(()).unwrap();
     handle.await.unwrap().unwrap();
     let took = began.elapsed();
-    assert!(took >= Duration::from_millis(900), "live runs got the grace: {took:?}");
-    assert!(took < Duration::from_secs(8), "then were interrupted: {took:?}");
-    let store = store::open(&format!("sqlite://{}", dir.path().join("sb.db").display())).await.unwrap();
+    assert!(
+        took >= Duration::from_millis(900),
+        "live runs got the grace: {took:?}"
+    );
+    assert!(
+        took < Duration::from_secs(8),
+        "then were interrupted: {took:?}"
+    );
+    let store = store::open(&format!("sqlite://{}", dir.path().join("sb.db").display()))
+        .await
+        .unwrap();
     let run = store.get_run(&id.parse().unwrap()).await.unwrap().unwrap();
     assert_eq!(run.status, RunStatus::Interrupted);
-    assert!(!store.events(&run.id).await.unwrap().is_empty(), "its events are kept");
-    assert!(client.get(format!("http://{addr}/healthz")).send().await.is_err(), "no longer accepting");
+    assert!(
+        !store.events(&run.id).await.unwrap().is_empty(),
+        "its events are kept"
+    );
+    assert!(
+        client
+            .get(format!("http://{addr}/healthz"))
+            .send()
+            .await
+            .is_err(),
+        "no longer accepting"
+    );
 }

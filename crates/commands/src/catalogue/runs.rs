@@ -276,11 +276,7 @@ pub fn stop<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
             );
         }
         // Cancelling a live run is the dispatcher's, in the process that owns it.
-        let stopped = ctx
-            .services
-            .dispatcher
-            .as_ref()
-            .map(|d| d.stop(&run.id));
+        let stopped = ctx.services.dispatcher.as_ref().map(|d| d.stop(&run.id));
         match stopped {
             Some(dispatch::StopOutcome::Stopping) => ok(
                 replies::stopping(run.id.as_str()),

@@ -141,9 +141,6 @@ pub fn schedule_fire<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
                 ),
             );
         }
-        Reply::of(
-            ReplyKind::Unavailable,
-            replies::needs_scheduler(),
-        )
+        Reply::of(ReplyKind::Unavailable, replies::needs_scheduler())
     })
 }

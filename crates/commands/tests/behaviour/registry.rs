@@ -222,14 +222,23 @@ fn reply_texts_match_their_goldens() {
             replies::needs_dispatcher("an agent run"),
         ),
         ("needs_scheduler.txt", replies::needs_scheduler()),
-        ("live_elsewhere.txt", replies::live_elsewhere("replica-web-1")),
-        ("stopping.txt", replies::stopping("01JABCDEFGHJKMNPQRSTVWXYZ0")),
+        (
+            "live_elsewhere.txt",
+            replies::live_elsewhere("replica-web-1"),
+        ),
+        (
+            "stopping.txt",
+            replies::stopping("01JABCDEFGHJKMNPQRSTVWXYZ0"),
+        ),
         (
             "run_started.txt",
             replies::run_started("01JABCDEFGHJKMNPQRSTVWXYZ0", "echo", "http:ops"),
         ),
         ("agent_refused.txt", replies::agent_refused("coding", &one)),
-        ("agent_refused_no_admins.txt", replies::agent_refused("coding", &[])),
+        (
+            "agent_refused_no_admins.txt",
+            replies::agent_refused("coding", &[]),
+        ),
         ("no_run_channel.txt", replies::no_run_channel()),
     ];
     for (file, text) in cases {

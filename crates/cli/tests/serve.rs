@@ -1,0 +1,249 @@
+//! `switchboard serve` and `switchboard ask` as real processes: a fresh directory with no
+//! config, recorded runs, graceful shutdown, and a kill -9 followed by a restart that leaves
+//! `interrupted` tombstones rather than ghosts.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+const TOKENS: &str = r#"{"ops-token-0123456789": {"subject": "ops", "channel": "http:ops"}}"#;
+
+const STALL_CONFIG: &str = r#"
+[server]
+replica_id = "replica-a"
+shutdown_grace_seconds = 1
+[agents]
+default = "staller"
+[agents.staller]
+behaviour = "stall"
+[agents.echo]
+[grants."http:ops"]
+actions = ["runs:read", "agent:run:*"]
+channels = ["http:ops"]
+"#;
+
+fn switchboard(dir: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_switchboard"));
+    c.current_dir(dir)
+        .env_remove("SWITCHBOARD_CONFIG")
+        .env_remove("SWITCHBOARD_INGRESS_TOKENS")
+        .env("NO_COLOR", "1")
+        .env("RUST_LOG", "info");
+    c
+}
+
+fn run(dir: &Path, args: &[&str]) -> Output {
+    switchboard(dir).args(args).output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A running `switchboard serve`.
+struct Served {
+    child: Child,
+    addr: String,
+    summary: String,
+}
+
+impl Served {
+    fn start(dir: &Path, tokens: bool) -> Served {
+        let mut cmd = switchboard(dir);
+        cmd.args(["serve", "--listen", "127.0.0.1:0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        if tokens {
+            cmd.env("SWITCHBOARD_INGRESS_TOKENS", TOKENS);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut summary = String::new();
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                summary.push_str(&line);
+                summary.push('\n');
+                if line.contains("off schedules") {
+                    let _ = tx.send(summary.clone());
+                }
+            }
+        });
+        let summary = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("serve printed its summary");
+        let addr = summary
+            .split("serving on http://")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .unwrap()
+            .to_owned();
+        Served {
+            child,
+            addr,
+            summary,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    fn signal(&self, s: Signal) {
+        kill(Pid::from_raw(self.child.id() as i32), s).unwrap();
+    }
+
+    fn wait_exit(&mut self, within: Duration) -> Option<i32> {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("serve did not exit within {within:?}");
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn start_run(client: &reqwest::Client, s: &Served, text: &str) -> String {
+    let r = client
+        .post(s.url("/ingress"))
+        .bearer_auth("ops-token-0123456789")
+        .header("accept", "application/json")
+        .body(text.to_owned())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 202);
+    let v: serde_json::Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
+    v["run_id"].as_str().unwrap().to_owned()
+}
+
+fn run_json(dir: &Path, id: &str) -> serde_json::Value {
+    let o = run(dir, &["runs", "get", id, "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+#[tokio::test]
+async fn serve_on_a_fresh_directory_with_no_config_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Served::start(dir.path(), false);
+    assert!(
+        s.summary.contains("config  (embedded default)"),
+        "{}",
+        s.summary
+    );
+    assert!(
+        s.summary
+            .contains("store   sqlite://./switchboard.db (sqlite)")
+    );
+    assert!(s.summary.contains("agents  echo (echo, default)"));
+    assert!(s.summary.contains("off /ingress"));
+    let client = reqwest::Client::new();
+    let h = client.get(s.url("/healthz")).send().await.unwrap();
+    assert_eq!(h.status().as_u16(), 200);
+    let r = client.get(s.url("/readyz")).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let i = client
+        .post(s.url("/ingress"))
+        .body("help")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(i.status().as_u16(), 503);
+    assert!(dir.path().join("switchboard.db").exists());
+    s.signal(Signal::SIGTERM);
+    assert_eq!(s.wait_exit(Duration::from_secs(20)), Some(0));
+}
+
+#[test]
+fn ask_shows_progress_then_the_answer_and_records_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run(dir.path(), &["ask", "hello", "there"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("request: hello there"),
+        "{}",
+        text(&o.stdout)
+    );
+    assert!(text(&o.stdout).contains("runs no model"));
+    let progress = text(&o.stderr);
+    assert!(progress.contains("· agent echo · cli:local"), "{progress}");
+    assert!(
+        progress.contains("│ received a request of 11 characters"),
+        "{progress}"
+    );
+    let list = run(dir.path(), &["runs", "list", "--status", "all", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0]["channel"], "cli:local");
+    assert_eq!(runs[0]["visibility"], "machine");
+    assert_eq!(runs[0]["user"], "cli:local");
+    assert_eq!(runs[0]["status"], "completed");
+    let json = run(dir.path(), &["ask", "--json", "again"]);
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(v["status"], "completed");
+    let unknown = run(dir.path(), &["ask", "--agent", "nope", "hi"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(text(&unknown.stderr).contains("there is no agent `nope`; the agents are echo"));
+    std::fs::write(
+        dir.path().join("switchboard.toml"),
+        "[agents]\ndefault = \"failer\"\n[agents.failer]\nbehaviour = \"fail\"\n",
+    )
+    .unwrap();
+    let failed = run(dir.path(), &["ask", "break", "please"]);
+    assert_eq!(failed.status.code(), Some(1));
+    assert!(
+        text(&failed.stderr).contains("failed: the echo agent was told to fail"),
+        "{}",
+        text(&failed.stderr)
+    );
+}
+
+#[tokio::test]
+async fn a_killed_server_leaves_no_ghosts_after_restart_and_sigterm_interrupts_what_is_left() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("switchboard.toml"), STALL_CONFIG).unwrap();
+    let client = reqwest::Client::new();
+    let mut first = Served::start(dir.path(), true);
+    let id = start_run(&client, &first, "wait forever").await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    first.signal(Signal::SIGKILL);
+    first.wait_exit(Duration::from_secs(10));
+    assert_eq!(
+        run_json(dir.path(), &id)["status"],
+        "running",
+        "the dead server left it live"
+    );
+
+    let mut second = Served::start(dir.path(), true);
+    let v = run_json(dir.path(), &id);
+    assert_eq!(v["status"], "interrupted", "the restart tombstoned it: {v}");
+    let events = run(dir.path(), &["runs", "events", &id]);
+    assert!(
+        text(&events.stdout).contains("stalling until stopped"),
+        "its events are kept"
+    );
+
+    // Graceful: SIGTERM lets a live run have its grace, then interrupts it; exit 0.
+    let live = start_run(&client, &second, "also forever").await;
+    let quick = start_run(&client, &second, "@echo quick").await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    second.signal(Signal::SIGTERM);
+    assert_eq!(second.wait_exit(Duration::from_secs(20)), Some(0));
+    assert_eq!(run_json(dir.path(), &live)["status"], "interrupted");
+    assert_eq!(run_json(dir.path(), &quick)["status"], "completed");
+}
