@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmarks (never tests). Usage: scripts/bench.sh [authz]
+# Benchmarks (never tests). Usage: scripts/bench.sh [authz|store|ingress]
 #
 #   authz   authorize and predicate_for, side by side with cedar-policy deciding an equivalent
 #           policy on the same requests in the same run (crates/authz-bench, excluded from the
@@ -9,6 +9,11 @@
 #           ($SWITCHBOARD_BENCH_POSTGRES_URL, default postgres://postgres@127.0.0.1:5432/test);
 #           fixtures are kept in target/bench/ and schemas sb_bench_<n>. Extra arguments are
 #           sizes: scripts/bench.sh store 10000 100000
+#
+#   ingress `POST /ingress` `runs list` with wrk (64 connections, 20 s) against the release
+#           binary over a SQLite store of 1M runs: requests/s and latency percentiles, resident
+#           memory idle and under load, and the time from `serve` to ready with an empty store
+#           and with 1M runs (scripts/bench/ingress.py). Installs wrk from Debian if missing.
 #
 # Raw output goes to target/bench/<name>.txt; docs/benchmarks.md records the figures with the
 # machine and this command.
@@ -29,8 +34,14 @@ case "$what" in
     echo "== list pages: SQLite and Postgres (builds fixtures on first run: a few minutes at 1M)"
     cargo bench --locked -p store --bench list_pages -- "$@" | tee target/bench/store.txt
     ;;
+  ingress)
+    command -v wrk >/dev/null || { apt-get install -y -q wrk >/dev/null || { apt-get update -q && apt-get install -y -q wrk; }; }
+    command -v sqlite3 >/dev/null || apt-get install -y -q sqlite3 >/dev/null
+    cargo build --locked --release -p cli
+    python3 scripts/bench/ingress.py | tee target/bench/ingress.txt
+    ;;
   *)
-    echo "unknown benchmark '$what'; known: authz, store" >&2
+    echo "unknown benchmark '$what'; known: authz, store, ingress" >&2
     exit 2
     ;;
 esac

@@ -409,6 +409,14 @@ impl<'a> Section<'a> {
         }
     }
 
+    fn whole(&self, key: &str) -> Result<Option<u64>, KeyFault> {
+        match self.table.get(key) {
+            None => Ok(None),
+            Some(Value::Integer(n)) if *n >= 0 => Ok(u64::try_from(*n).ok()),
+            Some(_) => Err(self.fault(key, "must be a whole number, 0 or more")),
+        }
+    }
+
     fn bool(&self, key: &str) -> Result<Option<bool>, KeyFault> {
         match self.table.get(key) {
             None => Ok(None),
@@ -672,7 +680,9 @@ fn parse_agent(a: &Section<'_>) -> Result<AgentSpec, KeyFault> {
                         )
                     })?,
                 },
-                delay: a.millis("delay_ms")?.unwrap_or(Duration::ZERO),
+                delay: a
+                    .whole("delay_ms")?
+                    .map_or(Duration::ZERO, Duration::from_millis),
             },
         };
     let _ = a.string("description")?;

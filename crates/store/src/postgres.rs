@@ -106,7 +106,13 @@ impl PostgresStore {
     pub async fn list_plan(&self, q: &ListRuns) -> Result<Vec<String>> {
         let statements = match plan::plan(&q.visible_to, self.max_width)? {
             Plan::Nothing => return Ok(vec![]),
+            Plan::Everything if q.status == StatusFilter::Live => {
+                vec![live_sql(Dialect::Postgres, None, q)]
+            }
             Plan::Everything => vec![everything_sql(Dialect::Postgres, q)],
+            Plan::Groups(groups) if q.status == StatusFilter::Live => {
+                vec![live_sql(Dialect::Postgres, Some(&groups), q)]
+            }
             Plan::Groups(groups) => {
                 let start = start_key(q.before.as_ref());
                 // The walk's real window, as the page would read it.
@@ -367,8 +373,16 @@ impl RunStore for PostgresStore {
                 runs: vec![],
                 next: None,
             }),
+            Plan::Everything if q.status == StatusFilter::Live => Ok(assemble_page(
+                fetch_runs(&self.pool, live_sql(Dialect::Postgres, None, q)).await?,
+                limit,
+            )),
             Plan::Everything => Ok(assemble_page(
                 fetch_runs(&self.pool, everything_sql(Dialect::Postgres, q)).await?,
+                limit,
+            )),
+            Plan::Groups(groups) if q.status == StatusFilter::Live => Ok(assemble_page(
+                fetch_runs(&self.pool, live_sql(Dialect::Postgres, Some(&groups), q)).await?,
                 limit,
             )),
             Plan::Groups(groups) => {

@@ -131,6 +131,14 @@ impl Dialect {
         }
     }
 
+    /// The partial index of live runs, in page order.
+    fn live_index(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "runs x INDEXED BY runs_live_page",
+            Dialect::Postgres => "runs x",
+        }
+    }
+
     /// The statement as the database takes it: `?` on SQLite, `$1, $2, …` on Postgres.
     pub(crate) fn finish(self, sql: String) -> String {
         match self {
@@ -175,6 +183,28 @@ pub(crate) fn everything_sql(d: Dialect, q: &ListRuns) -> Statement {
             Bind::Int(i64::from(q.limit) + 1),
         ],
     )
+}
+
+/// A page of live runs. Live runs are few (bounded by the dispatcher's limits), so the list
+/// reads the partial index of live runs newest-first and filters each row by the predicate's
+/// groups (`None`: the whole table), instead of walking the page index past finished runs.
+pub(crate) fn live_sql(d: Dialect, groups: Option<&[Group]>, q: &ListRuns) -> Statement {
+    let (at, id) = start_key(q.before.as_ref());
+    let (filter, filter_binds) = match groups {
+        Some(g) => {
+            let (f, b) = flat_where(d, g, "x");
+            (format!(" AND {f}"), b)
+        }
+        None => (String::new(), Vec::new()),
+    };
+    let sql = format!(
+        "SELECT {RUN_COLUMNS} FROM {} WHERE x.status IN ('queued', 'running') AND (x.created_at, x.id) < (?, ?){filter} ORDER BY x.created_at DESC, x.id DESC LIMIT ?",
+        d.live_index()
+    );
+    let mut binds = vec![Bind::Int(at), Bind::Text(id)];
+    binds.extend(filter_binds);
+    binds.push(Bind::Int(i64::from(q.limit) + 1));
+    (d.finish(sql), binds)
 }
 
 /// A flat `WHERE` for the predicate's groups (the walk, friction report, counts).

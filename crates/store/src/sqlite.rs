@@ -94,7 +94,13 @@ impl SqliteStore {
     pub async fn list_plan(&self, q: &ListRuns) -> Result<Vec<String>> {
         let statements = match plan::plan(&q.visible_to, self.max_width)? {
             Plan::Nothing => return Ok(vec![]),
+            Plan::Everything if q.status == StatusFilter::Live => {
+                vec![live_sql(Dialect::Sqlite, None, q)]
+            }
             Plan::Everything => vec![everything_sql(Dialect::Sqlite, q)],
+            Plan::Groups(groups) if q.status == StatusFilter::Live => {
+                vec![live_sql(Dialect::Sqlite, Some(&groups), q)]
+            }
             Plan::Groups(groups) => {
                 let start = start_key(q.before.as_ref());
                 // The walk's real window, as the page would read it.
@@ -392,8 +398,16 @@ impl RunStore for SqliteStore {
                 runs: vec![],
                 next: None,
             }),
+            Plan::Everything if q.status == StatusFilter::Live => Ok(assemble_page(
+                fetch_runs(&self.pool, live_sql(Dialect::Sqlite, None, q)).await?,
+                limit,
+            )),
             Plan::Everything => Ok(assemble_page(
                 fetch_runs(&self.pool, everything_sql(Dialect::Sqlite, q)).await?,
+                limit,
+            )),
+            Plan::Groups(groups) if q.status == StatusFilter::Live => Ok(assemble_page(
+                fetch_runs(&self.pool, live_sql(Dialect::Sqlite, Some(&groups), q)).await?,
                 limit,
             )),
             Plan::Groups(groups) => {

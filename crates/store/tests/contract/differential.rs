@@ -78,7 +78,9 @@ fn actor() -> impl Strategy<Value = Actor> {
     ]
 }
 
-fn runs() -> impl Strategy<Value = Vec<(usize, usize, Option<usize>, usize, i64)>> {
+type FixtureRun = (usize, usize, Option<usize>, usize, i64, bool);
+
+fn runs() -> impl Strategy<Value = Vec<FixtureRun>> {
     proptest::collection::vec(
         (
             0..CHANNELS.len(),
@@ -86,6 +88,7 @@ fn runs() -> impl Strategy<Value = Vec<(usize, usize, Option<usize>, usize, i64)
             proptest::option::of(0..REPOS.len()),
             0..5usize,
             0..40i64,
+            proptest::bool::weighted(0.7),
         ),
         1..40,
     )
@@ -123,19 +126,31 @@ fn differential(backend: Backend, walk_pages: usize, cases: u32) {
         rt.block_on(async {
             wipe(&u).await;
             let mut stored = Vec::new();
-            for (c, usr, repo, vis, at) in &fixture {
+            for (c, usr, repo, vis, at, finished) in &fixture {
                 let mut n = new_run(CHANNELS[*c], USERS[*usr], ChannelVisibility::ALL[*vis], *at);
                 n.repo = repo.map(|r| REPOS[r].parse().unwrap());
-                stored.push(u.store.create_run(n).await.unwrap());
+                let mut run = u.store.create_run(n).await.unwrap();
+                if *finished {
+                    let end = store::Finish { status: store::RunStatus::Completed, answer: None, error: None, at: run.created_at };
+                    run = u.store.finish_run(&run.id, end).await.unwrap();
+                }
+                stored.push(run);
             }
             for actor in &actors {
                 for a in ["runs:read", "runs:write", "friction:read"].map(act) {
                     let p = predicate_for(actor, &a, ResourceType::Run);
-                    let listed = ids(&all_pages(&*u.store, ListRuns { visible_to: p.clone(), status: StatusFilter::All, limit, before: None }).await);
-                    let mut allowed: Vec<&store::RunRecord> = stored.iter().filter(|r| authorize(actor, &a, &authz_core::Resource::Run(r.facts())).is_allow()).collect();
-                    allowed.sort_by(|x, y| (y.created_at, &y.id).cmp(&(x.created_at, &x.id)));
-                    let allowed: Vec<_> = allowed.into_iter().map(|r| r.id.clone()).collect();
-                    assert_eq!(listed, allowed, "{a} for {actor:?} via {p:?}");
+                    for status in [StatusFilter::All, StatusFilter::Live, StatusFilter::Finished] {
+                        let listed = ids(&all_pages(&*u.store, ListRuns { visible_to: p.clone(), status, limit, before: None }).await);
+                        let wanted = |r: &&store::RunRecord| match status {
+                            StatusFilter::All => true,
+                            StatusFilter::Live => r.status.is_live(),
+                            StatusFilter::Finished => !r.status.is_live(),
+                        };
+                        let mut allowed: Vec<&store::RunRecord> = stored.iter().filter(wanted).filter(|r| authorize(actor, &a, &authz_core::Resource::Run(r.facts())).is_allow()).collect();
+                        allowed.sort_by(|x, y| (y.created_at, &y.id).cmp(&(x.created_at, &x.id)));
+                        let allowed: Vec<_> = allowed.into_iter().map(|r| r.id.clone()).collect();
+                        assert_eq!(listed, allowed, "{a} {status:?} for {actor:?} via {p:?}");
+                    }
                 }
             }
         });
