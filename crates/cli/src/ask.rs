@@ -106,15 +106,7 @@ async fn ask(
 
 fn print_result(run: &RunRecord, json: bool) -> u8 {
     if json {
-        let v = serde_json::json!({
-            "run_id": run.id.as_str(),
-            "agent": run.agent,
-            "channel": run.channel_id.as_str(),
-            "status": run.status.as_str(),
-            "answer": run.answer,
-            "error": run.error,
-        });
-        println!("{v}");
+        println!("{}", commands::outcome_json(run));
     } else if let Some(answer) = &run.answer {
         println!("{answer}");
     } else {

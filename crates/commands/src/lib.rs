@@ -517,6 +517,18 @@ pub async fn dispatch_text(
     }
 }
 
+/// A finished run as data: what `ask --json` prints and `POST /ingress?wait=` answers.
+pub fn outcome_json(run: &store::RunRecord) -> Value {
+    serde_json::json!({
+        "run_id": run.id.as_str(),
+        "agent": run.agent,
+        "channel": run.channel_id.as_str(),
+        "status": run.status.as_str(),
+        "answer": run.answer,
+        "error": run.error,
+    })
+}
+
 /// The reply to a started run.
 pub(crate) fn started_reply(started: &dispatch::Started) -> Reply {
     let run = &started.run;

@@ -177,6 +177,14 @@ fn request(w: &World, actor: &str, channel: &str, text: &str) -> RunRequest {
     }
 }
 
+/// A request the dispatcher must refuse; its error.
+async fn refused(d: &Arc<Dispatcher>, req: RunRequest) -> DispatchError {
+    match d.start(req).await {
+        Ok(s) => panic!("started {} instead of refusing", s.run.id),
+        Err(e) => e,
+    }
+}
+
 async fn all_runs(w: &World) -> Vec<store::RunRecord> {
     let q = ListRuns {
         visible_to: authz_core::Predicate::All,
@@ -271,11 +279,7 @@ async fn the_agent_is_chosen_by_mention_then_flag_then_channel_then_org_then_def
         ),
         "other"
     );
-    let e = d
-        .start(request(&w, "http:viewer", "http:ops", "@ghost hi"))
-        .await
-        .err()
-        .unwrap();
+    let e = refused(&d, request(&w, "http:viewer", "http:ops", "@ghost hi")).await;
     assert!(
         matches!(e, DispatchError::UnknownAgent { ref name, .. } if name == "ghost"),
         "{e}"
@@ -286,11 +290,7 @@ async fn the_agent_is_chosen_by_mention_then_flag_then_channel_then_org_then_def
 async fn a_refused_agent_starts_and_records_nothing() {
     let w = world().await;
     let d = dispatcher(&w, &Options::default());
-    let e = d
-        .start(request(&w, "http:viewer", "http:ops", "@coding fix"))
-        .await
-        .err()
-        .unwrap();
+    let e = refused(&d, request(&w, "http:viewer", "http:ops", "@coding fix")).await;
     assert!(matches!(e, DispatchError::Refused(_)), "{e}");
     assert!(all_runs(&w).await.is_empty());
     let ok = d
@@ -371,11 +371,7 @@ async fn over_a_limit_the_reply_is_busy_and_nothing_starts() {
         .start(request(&w, "http:viewer", "http:ops", "@staller a"))
         .await
         .unwrap();
-    let e = d
-        .start(request(&w, "http:viewer", "http:ops", "@echo b"))
-        .await
-        .err()
-        .unwrap();
+    let e = refused(&d, request(&w, "http:viewer", "http:ops", "@echo b")).await;
     assert!(
         matches!(e, DispatchError::Busy(Busy::Actor { limit: 1 })),
         "{e}"
@@ -389,11 +385,7 @@ async fn over_a_limit_the_reply_is_busy_and_nothing_starts() {
         .start(request(&w, "http:fleet", "http:ops", "@staller c"))
         .await
         .unwrap();
-    let e = d
-        .start(request(&w, "http:coder", "http:ops", "@echo d"))
-        .await
-        .err()
-        .unwrap();
+    let e = refused(&d, request(&w, "http:coder", "http:ops", "@echo d")).await;
     assert!(
         matches!(e, DispatchError::Busy(Busy::Global { limit: 2 })),
         "{e}"
@@ -552,11 +544,7 @@ async fn shutdown_lets_short_runs_finish_and_interrupts_the_rest() {
         stalled.finished().await.unwrap().status,
         RunStatus::Interrupted
     );
-    let e = d
-        .start(request(&w, "http:viewer", "http:ops", "@echo c"))
-        .await
-        .err()
-        .unwrap();
+    let e = refused(&d, request(&w, "http:viewer", "http:ops", "@echo c")).await;
     assert!(matches!(e, DispatchError::ShuttingDown));
 }
 

@@ -254,17 +254,7 @@ fn finished_reply(run: &store::RunRecord) -> Reply {
         (None, Some(error)) => format!("run {} {}: {error}", run.id, run.status),
         (None, None) => format!("run {} {}", run.id, run.status),
     };
-    Reply::ok(
-        text,
-        json!({
-            "run_id": run.id.as_str(),
-            "agent": run.agent,
-            "channel": run.channel_id.as_str(),
-            "status": run.status.as_str(),
-            "answer": run.answer,
-            "error": run.error,
-        }),
-    )
+    Reply::ok(text, commands::outcome_json(run))
 }
 
 fn still_running(id: &authz_core::RunId) -> Reply {

@@ -197,6 +197,17 @@ impl Server {
         }
     }
 
+    /// A body of the given content type, replies as text.
+    async fn post_typed(&self, token: &str, content_type: &str, body: &str) -> Answer {
+        self.post(
+            "/ingress",
+            Some(token),
+            &[("content-type", content_type)],
+            body,
+        )
+        .await
+    }
+
     /// A command or request as text, replies as JSON.
     async fn say(&self, token: &str, text: &str) -> Answer {
         self.post(
@@ -276,35 +287,13 @@ async fn bearer_body_and_content_type_faults_have_their_statuses() {
     assert_eq!(basic.status, 401);
     let ci = token("ci");
     let big = "x".repeat(2048);
-    assert_eq!(
-        s.post(
-            "/ingress",
-            Some(ci),
-            &[("content-type", "text/plain")],
-            &big
-        )
-        .await
-        .status,
-        413
-    );
+    assert_eq!(s.post_typed(ci, "text/plain", &big).await.status, 413);
     let form = s
-        .post(
-            "/ingress",
-            Some(ci),
-            &[("content-type", "application/x-www-form-urlencoded")],
-            "a=b",
-        )
+        .post_typed(ci, "application/x-www-form-urlencoded", "a=b")
         .await;
     assert_eq!(form.status, 415);
     assert!(form.body.contains("text/plain or as application/json"));
-    let bad = s
-        .post(
-            "/ingress",
-            Some(ci),
-            &[("content-type", "application/json")],
-            "{\"text\": ",
-        )
-        .await;
+    let bad = s.post_typed(ci, "application/json", "{\"text\": ").await;
     assert_eq!(bad.status, 400);
     assert!(
         bad.body
@@ -313,21 +302,15 @@ async fn bearer_body_and_content_type_faults_have_their_statuses() {
         bad.body
     );
     let no_text = s
-        .post(
-            "/ingress",
-            Some(ci),
-            &[("content-type", "application/json")],
-            "{\"txt\": \"help\"}",
-        )
+        .post_typed(ci, "application/json", "{\"txt\": \"help\"}")
         .await;
     assert_eq!(no_text.status, 400);
     assert!(no_text.body.contains("needs a \"text\" field"));
     // JSON in, text out; text in, JSON out.
     let help = s
-        .post(
-            "/ingress",
-            Some(token("fleet")),
-            &[("content-type", "application/json; charset=utf-8")],
+        .post_typed(
+            token("fleet"),
+            "application/json; charset=utf-8",
             "{\"text\": \"help\"}",
         )
         .await;
@@ -403,14 +386,7 @@ async fn tokens_see_exactly_what_their_grants_allow() {
     let nobody = token("nobody");
     let refused = s.say(nobody, "runs list --status all").await;
     assert_eq!(refused.status, 403);
-    let refused_text = s
-        .post(
-            "/ingress",
-            Some(nobody),
-            &[("content-type", "text/plain")],
-            "runs list",
-        )
-        .await;
+    let refused_text = s.post_typed(nobody, "text/plain", "runs list").await;
     assert!(refused_text.body.starts_with("🚫"), "{}", refused_text.body);
     for run in all {
         let a = s.say(nobody, &format!("runs get {}", run.id)).await;
