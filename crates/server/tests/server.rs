@@ -259,3 +259,16 @@ async fn health_readiness_ingress_and_a_graceful_shutdown_that_interrupts_what_i
         "no longer accepting"
     );
 }
+
+#[tokio::test]
+async fn readiness_fails_when_the_store_does_not_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("r.db").display());
+    let s = store::SqliteStore::open(&url).await.unwrap();
+    assert_eq!(server::readiness(&s).await, Ok(()));
+    s.pool().close().await;
+    assert_eq!(
+        server::readiness(&s).await,
+        Err("the store is not reachable".to_owned())
+    );
+}
