@@ -4,6 +4,9 @@
 //! argument schema, handler) and invoked, the same way on every surface:
 //! find → `authorize` **before parsing** → on deny, an audit line and the declared deny shape
 //! (not_found for point reads, 🚫 for everything else) → parse (usage on error) → handler.
+//! And `Registry::handle`, what every surface does with text: a command goes to `invoke`,
+//! anything else becomes an agent run through the dispatcher (`dispatch_text`), recorded in
+//! the caller's origin channel.
 //!
 //! What it must never do: decide anything by hand. No comparison of caller ids or channels
 //! here (a tidy test greps for them); admission is `authorize`, lists are `predicate_for`
