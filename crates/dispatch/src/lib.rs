@@ -68,6 +68,8 @@ pub struct DispatchSettings {
     pub data_dir: PathBuf,
     /// How long an agent token stays valid past the agent's timeout.
     pub agent_token_slack: Duration,
+    /// How long a cancelled back end may take to return before it is abandoned.
+    pub cancel_grace: Duration,
 }
 
 impl Default for DispatchSettings {
@@ -80,6 +82,7 @@ impl Default for DispatchSettings {
             mcp_url: None,
             data_dir: PathBuf::from("."),
             agent_token_slack: Duration::from_secs(300),
+            cancel_grace: Duration::from_secs(10),
         }
     }
 }
@@ -510,13 +513,23 @@ impl Dispatcher {
         let mut frictions = Vec::new();
         let mut outcome: Option<AgentOutcome> = None;
         let mut items_open = true;
+        // Once cancelled, a back end gets `cancel_grace` to return; one that ignores its
+        // token is abandoned then, so a run always ends. The same grace bounds the draining
+        // of events after the back end returned.
+        let mut abandon_at: Option<tokio::time::Instant> = None;
         while outcome.is_none() || items_open {
+            let abandon = tokio::time::sleep_until(
+                abandon_at.unwrap_or_else(|| tokio::time::Instant::now() + entry.timeout),
+            );
             tokio::select! {
                 item = items.recv(), if items_open => match item {
                     Some(item) => self.record_item(&run, item, &mut frictions).await,
                     None => items_open = false,
                 },
                 joined = &mut task, if outcome.is_none() => {
+                    // Events still queued are drained; a sink kept alive past the back end's
+                    // return cannot hold the run open beyond the grace.
+                    abandon_at.get_or_insert(tokio::time::Instant::now() + self.settings.cancel_grace);
                     outcome = Some(joined.unwrap_or_else(|_| {
                         let (s, _) = EventSink::channel(entry.caps, self.sanitizer.clone());
                         s.failed("the agent back end crashed")
@@ -524,6 +537,22 @@ impl Dispatcher {
                 }
                 () = &mut timer, if outcome.is_none() && !cancel.is_cancelled() => {
                     self.live.cancel(&run.id, StopReason::Timeout);
+                }
+                () = cancel.cancelled(), if abandon_at.is_none() => {
+                    abandon_at = Some(tokio::time::Instant::now() + self.settings.cancel_grace);
+                }
+                () = abandon, if abandon_at.is_some() => {
+                    if outcome.is_none() {
+                        task.abort();
+                        let (s, _) = EventSink::channel(entry.caps, self.sanitizer.clone());
+                        outcome = Some(s.cancelled());
+                        let detail = format!(
+                            "the agent back end ignored its stop for {} and was abandoned",
+                            human(self.settings.cancel_grace)
+                        );
+                        frictions.push(("unresponsive".to_owned(), detail));
+                    }
+                    items_open = false;
                 }
             }
         }

@@ -548,6 +548,74 @@ async fn shutdown_lets_short_runs_finish_and_interrupts_the_rest() {
     assert!(matches!(e, DispatchError::ShuttingDown));
 }
 
+/// A back end that never looks at its cancellation token.
+struct Deaf;
+
+#[async_trait::async_trait]
+impl AgentBackend for Deaf {
+    fn kind(&self) -> &'static str {
+        "deaf"
+    }
+    async fn run(
+        &self,
+        _job: agents::AgentJob,
+        sink: agents::EventSink,
+        _cancel: agents::CancellationToken,
+    ) -> agents::AgentOutcome {
+        sink.event("progress", "not listening").await;
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        sink.answered("too late")
+    }
+}
+
+#[tokio::test]
+async fn a_back_end_that_ignores_its_stop_is_abandoned_and_the_run_still_ends() {
+    let w = world().await;
+    let mut agents = BTreeMap::new();
+    agents.insert(
+        AgentName::parse("echo").unwrap(),
+        entry(Arc::new(Deaf), Duration::from_millis(100), false),
+    );
+    let d = Arc::new(Dispatcher::new(DispatcherParts {
+        store: w.store.clone(),
+        directory: Arc::new(StaticChannelDirectory),
+        agents,
+        settings: DispatchSettings {
+            default_agent: AgentName::parse("echo").ok(),
+            cancel_grace: Duration::from_millis(100),
+            ..Default::default()
+        },
+        replica: store::ReplicaId::parse("test-replica").unwrap(),
+        tokens: AgentTokens::ephemeral().unwrap(),
+        secrets: vec![],
+        now: Timestamp::now,
+    }));
+    let s = d
+        .start(request(&w, "http:viewer", "http:ops", "hello"))
+        .await
+        .unwrap();
+    let id = s.run.id.clone();
+    let r = tokio::time::timeout(Duration::from_secs(10), s.finished())
+        .await
+        .expect("the run ends")
+        .unwrap();
+    assert_eq!(r.status, RunStatus::Failed);
+    assert_eq!(r.error.as_deref(), Some("timed out after 100ms"));
+    let kinds: Vec<String> = w
+        .store
+        .friction(&id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|f| f.kind)
+        .collect();
+    assert!(
+        kinds.contains(&"unresponsive".to_owned()) && kinds.contains(&"timeout".to_owned()),
+        "{kinds:?}"
+    );
+    assert!(d.live().is_empty());
+}
+
 async fn add_repo(w: &World, slug: &str, value: String) {
     w.store
         .set_config(ConfigValue {
