@@ -15,7 +15,7 @@ use sqlx::{AssertSqlSafe, PgPool, Row};
 
 use crate::memory::INTERRUPTED;
 use crate::merge::{FetchBranches, Key, ListBackend, OpenBranch, page_of_groups};
-use crate::plan::{self, Group, Plan};
+use crate::plan::{self, Group};
 use crate::sql::*;
 use crate::types::{new_id, scope_parts, tier_parts};
 use crate::*;
@@ -104,16 +104,15 @@ impl PostgresStore {
     /// `EXPLAIN` of the statements a list's first page runs (the walk and the first round
     /// of branches, or the one whole-table read), one line per step.
     pub async fn list_plan(&self, q: &ListRuns) -> Result<Vec<String>> {
-        let statements = match plan::plan(&q.visible_to, self.max_width)? {
-            Plan::Nothing => return Ok(vec![]),
-            Plan::Everything if q.status == StatusFilter::Live => {
-                vec![live_sql(Dialect::Postgres, None, q)]
-            }
-            Plan::Everything => vec![everything_sql(Dialect::Postgres, q)],
-            Plan::Groups(groups) if q.status == StatusFilter::Live => {
-                vec![live_sql(Dialect::Postgres, Some(&groups), q)]
-            }
-            Plan::Groups(groups) => {
+        let read = list_read(
+            Dialect::Postgres,
+            plan::plan(&q.visible_to, self.max_width)?,
+            q,
+        );
+        let statements = match read {
+            ListRead::Nothing => return Ok(vec![]),
+            ListRead::One(statement) => vec![statement],
+            ListRead::Groups(groups) => {
                 let start = start_key(q.before.as_ref());
                 // The walk's real window, as the page would read it.
                 let window = (q.limit as usize + 1) * self.walk_pages.max(1);
@@ -135,7 +134,7 @@ impl PostgresStore {
         };
         let mut lines = Vec::new();
         for (sql, binds) in statements {
-            let rows = bind_all(sqlx::query(AssertSqlSafe(format!("EXPLAIN {sql}"))), binds)
+            let rows = sqlx::query_with(AssertSqlSafe(format!("EXPLAIN {sql}")), arguments(binds)?)
                 .fetch_all(&self.pool)
                 .await?;
             lines.extend(
@@ -147,34 +146,20 @@ impl PostgresStore {
     }
 }
 
-fn bind_all<'q>(
-    mut q: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
-    binds: Vec<Bind>,
-) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
+/// A statement's binds as Postgres arguments (lists as arrays).
+fn arguments(binds: Vec<Bind>) -> Result<sqlx::postgres::PgArguments> {
+    use sqlx::Arguments;
+    let mut args = sqlx::postgres::PgArguments::default();
     for b in binds {
-        q = match b {
-            Bind::Text(s) => q.bind(s),
-            Bind::Int(i) => q.bind(i),
-            Bind::Texts(v) => q.bind(v),
-            Bind::Ints(v) => q.bind(v),
-        };
+        match b {
+            Bind::Text(s) => args.add(s),
+            Bind::Int(i) => args.add(i),
+            Bind::Texts(v) => args.add(v),
+            Bind::Ints(v) => args.add(v),
+        }
+        .map_err(|e| StoreError::Invalid(format!("binding a statement's argument: {e}")))?;
     }
-    q
-}
-
-fn bind_all_as<'q, T>(
-    mut q: sqlx::query::QueryAs<'q, sqlx::Postgres, T, sqlx::postgres::PgArguments>,
-    binds: Vec<Bind>,
-) -> sqlx::query::QueryAs<'q, sqlx::Postgres, T, sqlx::postgres::PgArguments> {
-    for b in binds {
-        q = match b {
-            Bind::Text(s) => q.bind(s),
-            Bind::Int(i) => q.bind(i),
-            Bind::Texts(v) => q.bind(v),
-            Bind::Ints(v) => q.bind(v),
-        };
-    }
-    q
+    Ok(args)
 }
 
 /// One statement reading every open branch: per group, `unnest` of three bound arrays (value,
@@ -226,7 +211,7 @@ impl FetchBranches for PostgresStore {
         per_branch: u32,
     ) -> Result<Vec<(usize, String, Key)>> {
         let (sql, binds) = branches_sql(groups, open, status, per_branch);
-        let rows: Vec<BranchKey> = bind_all_as(sqlx::query_as(AssertSqlSafe(sql)), binds)
+        let rows: Vec<BranchKey> = sqlx::query_as_with(AssertSqlSafe(sql), arguments(binds)?)
             .fetch_all(&self.pool)
             .await?;
         Ok(rows
@@ -287,7 +272,7 @@ impl ListBackend for PostgresStore {
 }
 
 async fn fetch_runs(pool: &PgPool, (sql, binds): Statement) -> Result<Vec<RunRecord>> {
-    let rows: Vec<RawRun> = bind_all_as(sqlx::query_as(AssertSqlSafe(sql)), binds)
+    let rows: Vec<RawRun> = sqlx::query_as_with(AssertSqlSafe(sql), arguments(binds)?)
         .fetch_all(pool)
         .await?;
     rows.into_iter().map(RawRun::into_record).collect()
@@ -368,24 +353,17 @@ impl RunStore for PostgresStore {
 
     async fn list_runs(&self, q: &ListRuns) -> Result<Page> {
         let limit = check_limit(q.limit)?;
-        match plan::plan(&q.visible_to, self.max_width)? {
-            Plan::Nothing => Ok(Page {
+        let plan = plan::plan(&q.visible_to, self.max_width)?;
+        match list_read(Dialect::Postgres, plan, q) {
+            ListRead::Nothing => Ok(Page {
                 runs: vec![],
                 next: None,
             }),
-            Plan::Everything if q.status == StatusFilter::Live => Ok(assemble_page(
-                fetch_runs(&self.pool, live_sql(Dialect::Postgres, None, q)).await?,
+            ListRead::One(statement) => Ok(assemble_page(
+                fetch_runs(&self.pool, statement).await?,
                 limit,
             )),
-            Plan::Everything => Ok(assemble_page(
-                fetch_runs(&self.pool, everything_sql(Dialect::Postgres, q)).await?,
-                limit,
-            )),
-            Plan::Groups(groups) if q.status == StatusFilter::Live => Ok(assemble_page(
-                fetch_runs(&self.pool, live_sql(Dialect::Postgres, Some(&groups), q)).await?,
-                limit,
-            )),
-            Plan::Groups(groups) => {
+            ListRead::Groups(groups) => {
                 page_of_groups(self, &groups, q.status, limit, q.before.as_ref()).await
             }
         }
@@ -484,9 +462,10 @@ impl RunStore for PostgresStore {
         };
         let (sql, binds) =
             friction_recent_sql(Dialect::Postgres, filter, since.micros(), limit as i64);
-        let rows: Vec<RawFrictionOfRun> = bind_all_as(sqlx::query_as(AssertSqlSafe(sql)), binds)
-            .fetch_all(&self.pool)
-            .await?;
+        let rows: Vec<RawFrictionOfRun> =
+            sqlx::query_as_with(AssertSqlSafe(sql), arguments(binds)?)
+                .fetch_all(&self.pool)
+                .await?;
         rows.into_iter()
             .map(RawFrictionOfRun::into_record)
             .collect()
@@ -498,7 +477,7 @@ impl RunStore for PostgresStore {
             return Ok(0);
         };
         let (sql, binds) = count_since_sql(Dialect::Postgres, filter, since.micros());
-        let row = bind_all(sqlx::query(AssertSqlSafe(sql)), binds)
+        let row = sqlx::query_with(AssertSqlSafe(sql), arguments(binds)?)
             .fetch_one(&self.pool)
             .await?;
         Ok(u64::try_from(row.try_get::<i64, _>("n")?).unwrap_or(0))

@@ -3,7 +3,7 @@
 use authz_core::{ChannelVisibility, RunId};
 
 use crate::merge::{Key, OpenBranch, all_branches};
-use crate::plan::Group;
+use crate::plan::{Group, Plan};
 use crate::{ListRuns, start_key};
 
 use crate::types::TokenHash;
@@ -183,6 +183,28 @@ pub(crate) fn everything_sql(d: Dialect, q: &ListRuns) -> Statement {
             Bind::Int(i64::from(q.limit) + 1),
         ],
     )
+}
+
+/// How a list is read: not at all, in one statement, or by the walk and the branch merge.
+pub(crate) enum ListRead {
+    Nothing,
+    One(Statement),
+    Groups(Vec<Group>),
+}
+
+/// The read for a planned list, the same on both databases. Live lists are one statement over
+/// the live runs' index whatever the predicate; an unfiltered list is one statement over the
+/// page index; everything else walks and merges branches.
+pub(crate) fn list_read(d: Dialect, plan: Plan, q: &ListRuns) -> ListRead {
+    match plan {
+        Plan::Nothing => ListRead::Nothing,
+        Plan::Everything if q.status == StatusFilter::Live => ListRead::One(live_sql(d, None, q)),
+        Plan::Everything => ListRead::One(everything_sql(d, q)),
+        Plan::Groups(g) if q.status == StatusFilter::Live => {
+            ListRead::One(live_sql(d, Some(&g), q))
+        }
+        Plan::Groups(g) => ListRead::Groups(g),
+    }
 }
 
 /// A page of live runs. Live runs are few (bounded by the dispatcher's limits), so the list

@@ -12,7 +12,7 @@ use sqlx::{AssertSqlSafe, Row, SqlitePool};
 
 use crate::memory::INTERRUPTED;
 use crate::merge::{FetchBranches, Key, ListBackend, OpenBranch, page_of_groups};
-use crate::plan::{self, Group, Plan};
+use crate::plan::{self, Group};
 use crate::sql::*;
 use crate::types::{new_id, scope_parts, tier_parts};
 use crate::*;
@@ -92,16 +92,15 @@ impl SqliteStore {
     /// `EXPLAIN QUERY PLAN` of the statements a list's first page runs (the walk and the first round
     /// of branches, or the one whole-table read), one line per step.
     pub async fn list_plan(&self, q: &ListRuns) -> Result<Vec<String>> {
-        let statements = match plan::plan(&q.visible_to, self.max_width)? {
-            Plan::Nothing => return Ok(vec![]),
-            Plan::Everything if q.status == StatusFilter::Live => {
-                vec![live_sql(Dialect::Sqlite, None, q)]
-            }
-            Plan::Everything => vec![everything_sql(Dialect::Sqlite, q)],
-            Plan::Groups(groups) if q.status == StatusFilter::Live => {
-                vec![live_sql(Dialect::Sqlite, Some(&groups), q)]
-            }
-            Plan::Groups(groups) => {
+        let read = list_read(
+            Dialect::Sqlite,
+            plan::plan(&q.visible_to, self.max_width)?,
+            q,
+        );
+        let statements = match read {
+            ListRead::Nothing => return Ok(vec![]),
+            ListRead::One(statement) => vec![statement],
+            ListRead::Groups(groups) => {
                 let start = start_key(q.before.as_ref());
                 // The walk's real window, as the page would read it.
                 let window = (q.limit as usize + 1) * self.walk_pages.max(1);
@@ -123,9 +122,9 @@ impl SqliteStore {
         };
         let mut lines = Vec::new();
         for (sql, binds) in statements {
-            let rows = bind_all(
-                sqlx::query(AssertSqlSafe(format!("EXPLAIN QUERY PLAN {sql}"))),
-                binds,
+            let rows = sqlx::query_with(
+                AssertSqlSafe(format!("EXPLAIN QUERY PLAN {sql}")),
+                arguments(binds)?,
             )
             .fetch_all(&self.pool)
             .await?;
@@ -150,40 +149,23 @@ fn not_sqlite(e: sqlx::Error, path: &str) -> StoreError {
     }
 }
 
-fn bind_all<'q>(
-    mut q: sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>,
-    binds: Vec<Bind>,
-) -> sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments> {
+/// A statement's binds as Sqlite arguments (lists as JSON arrays for `json_each`).
+fn arguments(binds: Vec<Bind>) -> Result<sqlx::sqlite::SqliteArguments> {
+    use sqlx::Arguments;
+    let mut args = sqlx::sqlite::SqliteArguments::default();
     for b in binds {
-        q = match b {
-            Bind::Text(s) => q.bind(s),
-            Bind::Int(i) => q.bind(i),
-            Bind::Texts(v) => q.bind(json_array(&v)),
-            Bind::Ints(v) => q.bind(format!(
+        match b {
+            Bind::Text(s) => args.add(s),
+            Bind::Int(i) => args.add(i),
+            Bind::Texts(v) => args.add(json_array(&v)),
+            Bind::Ints(v) => args.add(format!(
                 "[{}]",
                 v.iter().map(i64::to_string).collect::<Vec<_>>().join(",")
             )),
-        };
+        }
+        .map_err(|e| StoreError::Invalid(format!("binding a statement's argument: {e}")))?;
     }
-    q
-}
-
-fn bind_all_as<'q, T>(
-    mut q: sqlx::query::QueryAs<'q, sqlx::Sqlite, T, sqlx::sqlite::SqliteArguments>,
-    binds: Vec<Bind>,
-) -> sqlx::query::QueryAs<'q, sqlx::Sqlite, T, sqlx::sqlite::SqliteArguments> {
-    for b in binds {
-        q = match b {
-            Bind::Text(s) => q.bind(s),
-            Bind::Int(i) => q.bind(i),
-            Bind::Texts(v) => q.bind(json_array(&v)),
-            Bind::Ints(v) => q.bind(format!(
-                "[{}]",
-                v.iter().map(i64::to_string).collect::<Vec<_>>().join(",")
-            )),
-        };
-    }
-    q
+    Ok(args)
 }
 
 /// One statement reading every open branch: per group, `json_each` over `[value, created_at, id]` arrays
@@ -249,7 +231,7 @@ impl FetchBranches for SqliteStore {
         per_branch: u32,
     ) -> Result<Vec<(usize, String, Key)>> {
         let (sql, binds) = branches_sql(groups, open, status, per_branch);
-        let rows: Vec<BranchKey> = bind_all_as(sqlx::query_as(AssertSqlSafe(sql)), binds)
+        let rows: Vec<BranchKey> = sqlx::query_as_with(AssertSqlSafe(sql), arguments(binds)?)
             .fetch_all(&self.pool)
             .await?;
         Ok(rows
@@ -312,7 +294,7 @@ impl ListBackend for SqliteStore {
 }
 
 async fn fetch_runs(pool: &SqlitePool, (sql, binds): Statement) -> Result<Vec<RunRecord>> {
-    let rows: Vec<RawRun> = bind_all_as(sqlx::query_as(AssertSqlSafe(sql)), binds)
+    let rows: Vec<RawRun> = sqlx::query_as_with(AssertSqlSafe(sql), arguments(binds)?)
         .fetch_all(pool)
         .await?;
     rows.into_iter().map(RawRun::into_record).collect()
@@ -393,24 +375,17 @@ impl RunStore for SqliteStore {
 
     async fn list_runs(&self, q: &ListRuns) -> Result<Page> {
         let limit = check_limit(q.limit)?;
-        match plan::plan(&q.visible_to, self.max_width)? {
-            Plan::Nothing => Ok(Page {
+        let plan = plan::plan(&q.visible_to, self.max_width)?;
+        match list_read(Dialect::Sqlite, plan, q) {
+            ListRead::Nothing => Ok(Page {
                 runs: vec![],
                 next: None,
             }),
-            Plan::Everything if q.status == StatusFilter::Live => Ok(assemble_page(
-                fetch_runs(&self.pool, live_sql(Dialect::Sqlite, None, q)).await?,
+            ListRead::One(statement) => Ok(assemble_page(
+                fetch_runs(&self.pool, statement).await?,
                 limit,
             )),
-            Plan::Everything => Ok(assemble_page(
-                fetch_runs(&self.pool, everything_sql(Dialect::Sqlite, q)).await?,
-                limit,
-            )),
-            Plan::Groups(groups) if q.status == StatusFilter::Live => Ok(assemble_page(
-                fetch_runs(&self.pool, live_sql(Dialect::Sqlite, Some(&groups), q)).await?,
-                limit,
-            )),
-            Plan::Groups(groups) => {
+            ListRead::Groups(groups) => {
                 page_of_groups(self, &groups, q.status, limit, q.before.as_ref()).await
             }
         }
@@ -505,9 +480,10 @@ impl RunStore for SqliteStore {
         };
         let (sql, binds) =
             friction_recent_sql(Dialect::Sqlite, filter, since.micros(), limit as i64);
-        let rows: Vec<RawFrictionOfRun> = bind_all_as(sqlx::query_as(AssertSqlSafe(sql)), binds)
-            .fetch_all(&self.pool)
-            .await?;
+        let rows: Vec<RawFrictionOfRun> =
+            sqlx::query_as_with(AssertSqlSafe(sql), arguments(binds)?)
+                .fetch_all(&self.pool)
+                .await?;
         rows.into_iter()
             .map(RawFrictionOfRun::into_record)
             .collect()
@@ -519,7 +495,7 @@ impl RunStore for SqliteStore {
             return Ok(0);
         };
         let (sql, binds) = count_since_sql(Dialect::Sqlite, filter, since.micros());
-        let row = bind_all(sqlx::query(AssertSqlSafe(sql)), binds)
+        let row = sqlx::query_with(AssertSqlSafe(sql), arguments(binds)?)
             .fetch_one(&self.pool)
             .await?;
         Ok(u64::try_from(row.try_get::<i64, _>("n")?).unwrap_or(0))
