@@ -11,8 +11,9 @@
 //!
 //! Invariants:
 //! - Agent-supplied text (events, answer, error, friction) passes [`Sanitizer`] where it
-//!   enters: an [`AgentOutcome`] and every [`SinkItem`] can only be built through an
-//!   [`EventSink`], which cleans and caps them.
+//!   enters: every [`SinkItem`], and every [`AgentOutcome`] that carries text, can only be
+//!   built through an [`EventSink`], which cleans and caps them. The two outcomes built
+//!   elsewhere (`crashed`, `abandoned`) carry only fixed words.
 //! - Output is bounded: each event at `OutputCaps::event_bytes`, all events together at
 //!   `OutputCaps::total_bytes` (past it events are dropped and one `output_capped` friction
 //!   is recorded), the answer at `OutputCaps::answer_bytes`.
@@ -93,6 +94,16 @@ enum Ending {
 }
 
 impl AgentOutcome {
+    /// The back end's task panicked: a failure in fixed words.
+    pub fn crashed() -> Self {
+        AgentOutcome(Ending::Failed("the agent back end crashed".to_owned()))
+    }
+
+    /// The back end ignored its cancellation and was given up on.
+    pub fn abandoned() -> Self {
+        AgentOutcome(Ending::Cancelled)
+    }
+
     /// The answer, when the run answered.
     pub fn answer(&self) -> Option<&str> {
         match &self.0 {

@@ -11,7 +11,7 @@ use commands::{Caller, Surface, dispatch_text};
 use dispatch::LiveUpdate;
 use store::{RunRecord, RunStatus};
 
-use crate::{check, config_file, forward, render};
+use crate::{check, forward, render};
 
 /// This process's replica id: the host's, marked as a CLI process with its pid, so a server
 /// on the same host never takes its live run for one of its own.
@@ -30,7 +30,7 @@ pub fn run(
     request: String,
     agent: Option<String>,
 ) -> anyhow::Result<u8> {
-    let config = config_file::load(config_file::choose(config.as_deref()))?;
+    let config = crate::load(config)?;
     check::validate_table().map_err(anyhow::Error::msg)?;
     crate::init_logs(config.telemetry.json_logs, "warn");
     let agent = agent
@@ -43,6 +43,7 @@ pub fn run(
     rt.block_on(async move {
         let secrets = server::Secrets::from_env(&config)?;
         let app = server::App::build(config, secrets, replica()?).await?;
+        // The lease exists before the run does, so no sweep can take the run for a ghost.
         app.store
             .heartbeat(&app.replica, store::Timestamp::now())
             .await?;

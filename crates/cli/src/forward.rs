@@ -8,7 +8,6 @@ use authz_core::{ActorId, resolve_actor};
 use commands::{Caller, RawInput, Registry, ReplyKind, Services, Surface, TracingAudit};
 use store::Timestamp;
 
-use crate::config_file;
 use server::builtin_schedule_info as schedules;
 
 /// Takes `--json` and `--config FILE` (or `--config=FILE`) out of a registry command's words.
@@ -56,7 +55,7 @@ pub fn run(config: Option<PathBuf>, json: bool, words: Vec<String>) -> anyhow::R
     if words.iter().any(|w| w == "--help" || w == "-h") {
         return help(&registry, &words);
     }
-    let loaded = config_file::load(config_file::choose(config.as_deref()))?;
+    let loaded = crate::load(config)?;
     let rt = runtime()?;
     rt.block_on(async {
         let store = store::open(&loaded.store_url)
@@ -121,7 +120,7 @@ fn help(registry: &Registry, words: &[String]) -> anyhow::Result<u8> {
 
 /// `db migrate`: opening the store creates and migrates it.
 pub fn migrate(config: Option<PathBuf>, json: bool) -> anyhow::Result<u8> {
-    let loaded = config_file::load(config_file::choose(config.as_deref()))?;
+    let loaded = crate::load(config)?;
     let url = store::redact_url(&loaded.store_url);
     let rt = runtime()?;
     let backend = rt

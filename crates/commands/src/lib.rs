@@ -346,19 +346,20 @@ impl Registry {
             .max_by_key(|(_, n)| *n)
     }
 
-    /// True when text starts with a command's words (else it is a request for an agent).
+    /// True when text is for the registry rather than an agent (see [`Registry::handle`]).
     pub fn is_command(&self, text: &str) -> bool {
-        args::words(text)
-            .map(|w| self.by_words(&w).is_some())
-            .unwrap_or(false)
+        args::words(text).is_ok_and(|w| self.addresses_registry(&w))
     }
 
-    /// True when the first word of `text` is a command group (`runs`, `config`, …).
-    pub fn starts_with_group(&self, text: &str) -> bool {
-        let first = text.split_whitespace().next().unwrap_or_default();
-        self.commands
-            .iter()
-            .any(|c| c.id.as_str().split('.').next() == Some(first))
+    /// Words that begin with a command's words, or whose first word is a command group
+    /// (`runs frobnicate`: a mistyped command, answered by the registry, not an agent).
+    fn addresses_registry(&self, words: &[String]) -> bool {
+        let group = |first: &String| {
+            self.commands
+                .iter()
+                .any(|c| c.id.as_str().split('.').next() == Some(first.as_str()))
+        };
+        self.by_words(words).is_some() || words.first().is_some_and(group)
     }
 
     /// The admission decision for a command, exactly as `invoke` asks it.
@@ -446,13 +447,13 @@ impl Registry {
     /// Text whose first word is a command group (`runs frobnicate`) is a mistyped command and
     /// gets the registry's unknown-command reply rather than an agent run.
     pub async fn handle(&self, caller: &Caller, text: &str, services: &Services) -> Handled {
-        if self.is_command(text) || self.starts_with_group(text) {
-            let reply = self
-                .invoke(caller, RawInput::Text(text.to_owned()), services)
-                .await;
-            return Handled { reply, run: None };
+        match args::words(text) {
+            Ok(words) if self.addresses_registry(&words) => Handled {
+                reply: self.invoke(caller, RawInput::Words(words), services).await,
+                run: None,
+            },
+            _ => dispatch_text(caller, text, None, services).await,
         }
-        dispatch_text(caller, text, None, services).await
     }
 
     /// A refusal as a point read or a 🚫, for handlers that authorize the resource they loaded.
@@ -520,7 +521,8 @@ pub async fn dispatch_text(
     }
 }
 
-/// A finished run as data: what `ask --json` prints and `POST /ingress?wait=` answers.
+/// A run as data: a started run's reply, what `ask --json` prints, what `POST /ingress?wait=`
+/// answers.
 pub fn outcome_json(run: &store::RunRecord) -> Value {
     serde_json::json!({
         "run_id": run.id.as_str(),
@@ -537,12 +539,7 @@ pub(crate) fn started_reply(started: &dispatch::Started) -> Reply {
     let run = &started.run;
     Reply::ok(
         replies::run_started(run.id.as_str(), &run.agent, run.channel_id.as_str()),
-        serde_json::json!({
-            "run_id": run.id.as_str(),
-            "agent": run.agent,
-            "channel": run.channel_id.as_str(),
-            "status": run.status.as_str(),
-        }),
+        outcome_json(run),
     )
 }
 

@@ -500,63 +500,7 @@ impl Dispatcher {
             tracing::error!(run = %run.id, error = %e, "marking the run running failed");
         }
         self.live.set_status(&run.id, RunStatus::Running);
-        let sanitizer = Arc::new(
-            self.sanitizer
-                .for_run(run.id.as_str(), run.thread_key.as_deref()),
-        );
-        let (sink, mut items) = EventSink::channel(entry.caps, sanitizer);
-        let backend = entry.backend.clone();
-        let agent_cancel = cancel.clone();
-        let mut task = tokio::spawn(async move { backend.run(job, sink, agent_cancel).await });
-        let timer = tokio::time::sleep(entry.timeout);
-        tokio::pin!(timer);
-        let mut frictions = Vec::new();
-        let mut outcome: Option<AgentOutcome> = None;
-        let mut items_open = true;
-        // Once cancelled, a back end gets `cancel_grace` to return; one that ignores its
-        // token is abandoned then, so a run always ends. The same grace bounds the draining
-        // of events after the back end returned.
-        let mut abandon_at: Option<tokio::time::Instant> = None;
-        while outcome.is_none() || items_open {
-            let abandon = tokio::time::sleep_until(
-                abandon_at.unwrap_or_else(|| tokio::time::Instant::now() + entry.timeout),
-            );
-            tokio::select! {
-                item = items.recv(), if items_open => match item {
-                    Some(item) => self.record_item(&run, item, &mut frictions).await,
-                    None => items_open = false,
-                },
-                joined = &mut task, if outcome.is_none() => {
-                    // Events still queued are drained; a sink kept alive past the back end's
-                    // return cannot hold the run open beyond the grace.
-                    abandon_at.get_or_insert(tokio::time::Instant::now() + self.settings.cancel_grace);
-                    outcome = Some(joined.unwrap_or_else(|_| {
-                        let (s, _) = EventSink::channel(entry.caps, self.sanitizer.clone());
-                        s.failed("the agent back end crashed")
-                    }));
-                }
-                () = &mut timer, if outcome.is_none() && !cancel.is_cancelled() => {
-                    self.live.cancel(&run.id, StopReason::Timeout);
-                }
-                () = cancel.cancelled(), if abandon_at.is_none() => {
-                    abandon_at = Some(tokio::time::Instant::now() + self.settings.cancel_grace);
-                }
-                () = abandon, if abandon_at.is_some() => {
-                    if outcome.is_none() {
-                        task.abort();
-                        let (s, _) = EventSink::channel(entry.caps, self.sanitizer.clone());
-                        outcome = Some(s.cancelled());
-                        let detail = format!(
-                            "the agent back end ignored its stop for {} and was abandoned",
-                            human(self.settings.cancel_grace)
-                        );
-                        frictions.push(("unresponsive".to_owned(), detail));
-                    }
-                    items_open = false;
-                }
-            }
-        }
-        let outcome = outcome?;
+        let (outcome, mut frictions) = self.supervise(&run, entry, job, &cancel).await;
         let reason = self.live.reason(&run.id);
         let finish = self.finish_of(&outcome, reason, entry.timeout);
         if reason == Some(StopReason::Timeout) {
@@ -592,6 +536,71 @@ impl Dispatcher {
         });
         self.live.remove(&run.id);
         record
+    }
+
+    /// Runs the back end under its timeout, recording its events as they come; returns its
+    /// outcome and the friction it reported. Once cancelled (stop, timeout, shutdown) a back
+    /// end gets `cancel_grace` to return; one that ignores its token is abandoned then, so a
+    /// run always ends. The same grace bounds the draining of events after it returned.
+    async fn supervise(
+        &self,
+        run: &RunRecord,
+        entry: &AgentEntry,
+        job: AgentJob,
+        cancel: &CancellationToken,
+    ) -> (AgentOutcome, Vec<(String, String)>) {
+        let sanitizer = Arc::new(
+            self.sanitizer
+                .for_run(run.id.as_str(), run.thread_key.as_deref()),
+        );
+        let (sink, mut items) = EventSink::channel(entry.caps, sanitizer);
+        let backend = entry.backend.clone();
+        let agent_cancel = cancel.clone();
+        let mut task = tokio::spawn(async move { backend.run(job, sink, agent_cancel).await });
+        let timer = tokio::time::sleep(entry.timeout);
+        tokio::pin!(timer);
+        let mut frictions = Vec::new();
+        let mut outcome: Option<AgentOutcome> = None;
+        let mut items_open = true;
+        let mut abandon_at: Option<tokio::time::Instant> = None;
+        let grace = self.settings.cancel_grace;
+        while outcome.is_none() || items_open {
+            let abandon = async {
+                match abandon_at {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                item = items.recv(), if items_open => match item {
+                    Some(item) => self.record_item(run, item, &mut frictions).await,
+                    None => items_open = false,
+                },
+                joined = &mut task, if outcome.is_none() => {
+                    abandon_at.get_or_insert(tokio::time::Instant::now() + grace);
+                    outcome = Some(joined.unwrap_or_else(|_| AgentOutcome::crashed()));
+                }
+                () = &mut timer, if outcome.is_none() && !cancel.is_cancelled() => {
+                    self.live.cancel(&run.id, StopReason::Timeout);
+                }
+                () = cancel.cancelled(), if abandon_at.is_none() => {
+                    abandon_at = Some(tokio::time::Instant::now() + grace);
+                }
+                () = abandon => {
+                    if outcome.is_none() {
+                        task.abort();
+                        outcome = Some(AgentOutcome::abandoned());
+                        let detail = format!(
+                            "the agent back end ignored its stop for {} and was abandoned",
+                            human(grace)
+                        );
+                        frictions.push(("unresponsive".to_owned(), detail));
+                    }
+                    items_open = false;
+                }
+            }
+        }
+        (outcome.unwrap_or_else(AgentOutcome::abandoned), frictions)
     }
 
     async fn record_item(

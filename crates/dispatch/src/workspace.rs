@@ -16,8 +16,11 @@ pub enum WorkspaceError {
     NotConfigured(RepoSlug),
     #[error("repo {slug}: its path {path} is not a directory here")]
     MissingPath { slug: RepoSlug, path: String },
-    #[error("repo {slug}: its source {value:?} is neither path:<dir> nor url:<git url>")]
-    BadSource { slug: RepoSlug, value: String },
+    /// The source itself is not repeated: a clone URL may carry credentials.
+    #[error(
+        "repo {0}: its source is neither path:<dir> nor url:<git url>; set it again with `repo add`"
+    )]
+    BadSource(RepoSlug),
     #[error("repo {slug}: git clone failed ({detail})")]
     Clone { slug: RepoSlug, detail: String },
     #[error("reading repo {0}'s config failed")]
@@ -51,10 +54,7 @@ pub async fn workspace(
     if let Some(url) = value.strip_prefix("url:") {
         return clone_once(data_dir, slug, url).await;
     }
-    Err(WorkspaceError::BadSource {
-        slug: slug.clone(),
-        value,
-    })
+    Err(WorkspaceError::BadSource(slug.clone()))
 }
 
 async fn clone_once(

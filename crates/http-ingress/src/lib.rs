@@ -51,7 +51,7 @@ pub fn router(ingress: Arc<Ingress>) -> Router {
         .with_state(ingress)
 }
 
-/// The ingress's off message (503), also used by the start-up summary.
+/// What the route answers (503) when no token map is configured.
 pub const OFF: &str = "the HTTP ingress is off: no token map is configured (set SWITCHBOARD_INGRESS_TOKENS or ingress.tokens_file)";
 
 /// `?wait=<seconds>`: how long to wait for a started run to finish before answering.

@@ -318,27 +318,24 @@ const UNBUILT_SECTIONS: [(&str, &str); 7] = [
 ];
 
 fn check_unbuilt(doc: &Table, (section, what): (&str, &str)) -> Result<(), KeyFault> {
-    let first_key = match doc.get(section) {
+    // Where the fault points: the section's first key, or the section itself.
+    let at = match doc.get(section) {
         None => return Ok(()),
-        Some(Value::Table(t)) => t.keys().next().cloned(),
-        Some(Value::Array(a)) if a.is_empty() => None,
-        Some(_) => Some(String::new()),
-    };
-    match first_key {
-        None => Ok(()),
-        Some(key) => {
+        Some(Value::Table(t)) if t.is_empty() => return Ok(()),
+        Some(Value::Array(a)) if a.is_empty() => return Ok(()),
+        Some(Value::Table(t)) => {
             let mut at = vec![section.to_owned()];
-            if !key.is_empty() {
-                at.push(key);
-            }
-            Err((
-                at,
-                format!(
-                    "[{section}] is read by {what}, which is not part of this build; remove the section (or leave it empty) until it lands"
-                ),
-            ))
+            at.extend(t.keys().next().cloned());
+            at
         }
-    }
+        Some(_) => vec![section.to_owned()],
+    };
+    Err((
+        at,
+        format!(
+            "[{section}] is read by {what}, which is not part of this build; remove the section (or leave it empty) until it lands"
+        ),
+    ))
 }
 
 /// A table of one section, with typed getters whose faults name the key.
@@ -901,6 +898,10 @@ mod tests {
     fn agents_are_declared_by_tables() {
         let c = parse(Source::EmbeddedDefault, "[agents]\ndefault = \"coding\"\n[agents.coding]\n[agents.reviewer]\nbackend = \"echo\"\n").unwrap();
         assert_eq!(c.agents.len(), 2);
+        assert!(
+            c.agent_specs.keys().eq(c.agents.iter()),
+            "every declared agent has its spec"
+        );
         assert_eq!(c.default_agent.unwrap().as_str(), "coding");
         for (text, want) in [
             ("agents = 3", "agents: must be a table"),

@@ -208,20 +208,8 @@ fn build_agents(
     scratch: &std::path::Path,
 ) -> anyhow::Result<BTreeMap<AgentName, AgentEntry>> {
     let mut out = BTreeMap::new();
-    for name in &config.agents {
-        let spec = config
-            .agent_specs
-            .get(name)
-            .cloned()
-            .unwrap_or_else(|| config::AgentSpec {
-                backend: config::BackendSpec::Echo {
-                    behaviour: agents::EchoBehaviour::Answer,
-                    delay: std::time::Duration::ZERO,
-                },
-                timeout: std::time::Duration::from_secs(600),
-                coding: false,
-                caps: agents::OutputCaps::default(),
-            });
+    // Every declared agent has its spec (the config parser reads both from the same tables).
+    for (name, spec) in &config.agent_specs {
         let backend: Arc<dyn AgentBackend> = match &spec.backend {
             config::BackendSpec::Echo { behaviour, delay } => {
                 Arc::new(EchoBackend::new(EchoSettings {

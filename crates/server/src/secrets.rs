@@ -24,8 +24,8 @@ pub enum TokensFrom {
 }
 
 pub struct Secrets {
-    pub ingress_tokens: Option<TokenMap>,
-    pub ingress_tokens_from: Option<TokensFrom>,
+    /// The ingress token map and where it came from; `None` keeps the ingress off.
+    pub ingress_tokens: Option<(TokenMap, TokensFrom)>,
     pub agent_token_secret: Option<Vec<u8>>,
     /// `api_key_env` variable → its value, for the openai agents that name one.
     pub api_keys: BTreeMap<String, String>,
@@ -53,25 +53,21 @@ impl Secrets {
         env: impl Fn(&str) -> Option<String>,
     ) -> anyhow::Result<Self> {
         let mut redact = Vec::new();
-        let (ingress_tokens, ingress_tokens_from) =
-            match (&config.ingress.tokens_file, env(INGRESS_TOKENS_ENV)) {
-                (_, Some(json)) if !json.trim().is_empty() => {
-                    let map = TokenMap::parse(&json).context(INGRESS_TOKENS_ENV)?;
-                    redact.extend(plaintext_tokens(&json));
-                    (Some(map), Some(TokensFrom::Env))
-                }
-                (Some(file), _) => {
-                    let json = read_secret_file(file, "[ingress] tokens_file")?;
-                    let map = TokenMap::parse(&json)
-                        .with_context(|| format!("{} ([ingress] tokens_file)", file.display()))?;
-                    redact.extend(plaintext_tokens(&json));
-                    (
-                        Some(map),
-                        Some(TokensFrom::File(file.display().to_string())),
-                    )
-                }
-                _ => (None, None),
-            };
+        let ingress_tokens = match (&config.ingress.tokens_file, env(INGRESS_TOKENS_ENV)) {
+            (_, Some(json)) if !json.trim().is_empty() => {
+                let map = TokenMap::parse(&json).context(INGRESS_TOKENS_ENV)?;
+                redact.extend(plaintext_tokens(&json));
+                Some((map, TokensFrom::Env))
+            }
+            (Some(file), _) => {
+                let json = read_secret_file(file, "[ingress] tokens_file")?;
+                let map = TokenMap::parse(&json)
+                    .with_context(|| format!("{} ([ingress] tokens_file)", file.display()))?;
+                redact.extend(plaintext_tokens(&json));
+                Some((map, TokensFrom::File(file.display().to_string())))
+            }
+            _ => None,
+        };
         let agent_token_secret = match (
             &config.server.agent_token_secret_file,
             env(AGENT_TOKEN_SECRET_ENV),
@@ -116,7 +112,6 @@ impl Secrets {
             .collect();
         Ok(Secrets {
             ingress_tokens,
-            ingress_tokens_from,
             agent_token_secret,
             api_keys,
             agent_env,

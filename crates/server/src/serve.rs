@@ -143,7 +143,11 @@ pub fn router(app: &App) -> Router {
     let ingress = Arc::new(Ingress {
         registry: app.registry.clone(),
         services: app.services.clone(),
-        tokens: app.secrets.ingress_tokens.clone(),
+        tokens: app
+            .secrets
+            .ingress_tokens
+            .as_ref()
+            .map(|(map, _)| map.clone()),
         max_body_bytes: app.config.ingress.max_body_bytes,
     });
     Router::new()

@@ -30,15 +30,14 @@ pub struct Summary {
 pub fn summary(app: &App, addr: SocketAddr) -> Summary {
     let c = &app.config;
     let agents = c
-        .agents
+        .agent_specs
         .iter()
-        .map(|name| {
-            let kind = c.agent_specs.get(name).map_or("echo", |s| s.backend.kind());
-            let mut line = format!("{name} ({kind}");
+        .map(|(name, spec)| {
+            let mut line = format!("{name} ({}", spec.backend.kind());
             if c.default_agent.as_ref() == Some(name) {
                 line.push_str(", default");
             }
-            if c.agent_specs.get(name).is_some_and(|s| s.coding) {
+            if spec.coding {
                 line.push_str(", coding");
             }
             line.push(')');
@@ -55,18 +54,15 @@ pub fn summary(app: &App, addr: SocketAddr) -> Summary {
         on: false,
         note: note.to_owned(),
     };
-    let ingress = match (
-        &app.secrets.ingress_tokens,
-        &app.secrets.ingress_tokens_from,
-    ) {
-        (Some(map), Some(TokensFrom::Env)) => on(
+    let ingress = match &app.secrets.ingress_tokens {
+        Some((map, TokensFrom::Env)) => on(
             "/ingress",
             &format!("{} from SWITCHBOARD_INGRESS_TOKENS", tokens(map.len())),
         ),
-        (Some(map), Some(TokensFrom::File(f))) => {
+        Some((map, TokensFrom::File(f))) => {
             on("/ingress", &format!("{} from {f}", tokens(map.len())))
         }
-        _ => off(
+        None => off(
             "/ingress",
             "needs a token map: SWITCHBOARD_INGRESS_TOKENS or [ingress] tokens_file (the route answers 503)",
         ),

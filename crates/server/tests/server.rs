@@ -56,7 +56,7 @@ fn secrets_come_from_the_environment_or_named_files_and_faults_name_them() {
         ]),
     )
     .unwrap();
-    assert_eq!(s.ingress_tokens.as_ref().unwrap().len(), 1);
+    assert_eq!(s.ingress_tokens.as_ref().unwrap().0.len(), 1);
     assert_eq!(
         s.agent_env,
         vec![("PATH".to_owned(), "/bin".to_owned())],
@@ -75,7 +75,9 @@ fn secrets_come_from_the_environment_or_named_files_and_faults_name_them() {
         &format!("[ingress]\ntokens_file = \"{}\"", file.display()),
     );
     let s = Secrets::from_lookup(&with_file, env(&[])).unwrap();
-    assert!(s.ingress_tokens.is_some());
+    assert!(
+        matches!(&s.ingress_tokens, Some((_, server::secrets::TokensFrom::File(f))) if f.ends_with("tokens.json"))
+    );
 
     let e = Secrets::from_lookup(
         &c,

@@ -19,6 +19,19 @@ fn slug(ctx: &Ctx<'_>, args: &Args) -> Result<RepoSlug, Reply> {
     })
 }
 
+/// A repo's source as shown: a clone URL's credentials (`https://<token>@host/…`) never leave
+/// the config store.
+fn shown_source(value: &str) -> String {
+    let Some((scheme, rest)) = value.split_once("://") else {
+        return value.to_owned();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}://…@{}", &rest[at + 1..]),
+        None => value.to_owned(),
+    }
+}
+
 pub fn list<'a>(ctx: &'a Ctx<'a>, _args: Args) -> BoxFuture<'a, Reply> {
     Box::pin(async move {
         let values = match ctx
@@ -44,15 +57,12 @@ pub fn list<'a>(ctx: &'a Ctx<'a>, _args: Args) -> BoxFuture<'a, Reply> {
                 (true, false) => " (restricted)",
                 _ => "",
             };
+            let source = shown_source(&v.value);
             lines.push(format!(
                 "{mark} {slug}  {}{note}",
-                if v.value.is_empty() {
-                    "—"
-                } else {
-                    v.value.as_str()
-                }
+                if source.is_empty() { "—" } else { &source }
             ));
-            data.push(json!({"repo": slug.as_str(), "source": v.value, "restricted": restricted, "you_may_use": usable}));
+            data.push(json!({"repo": slug.as_str(), "source": source, "restricted": restricted, "you_may_use": usable}));
         }
         let text = if lines.is_empty() {
             "no repos configured (repo add <owner/name> --path P | --url U)".to_owned()
@@ -86,7 +96,7 @@ pub fn add<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
         }
         ok(
             format!("added repo {slug}"),
-            json!({"repo": slug.as_str(), "source": source}),
+            json!({"repo": slug.as_str(), "source": shown_source(&source)}),
         )
     })
 }
@@ -159,4 +169,27 @@ pub fn test<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
 
 pub fn build<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
     Box::pin(async move { exec(ctx, &args, dispatch::RepoTask::Build).await })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shown_source;
+
+    #[test]
+    fn clone_url_credentials_are_not_shown() {
+        assert_eq!(
+            shown_source("url:https://x-access-token:ghs_secret@github.com/acme/web.git"),
+            "url:https://…@github.com/acme/web.git"
+        );
+        assert_eq!(
+            shown_source("url:https://ghp_token@github.com/a/b"),
+            "url:https://…@github.com/a/b"
+        );
+        assert_eq!(
+            shown_source("url:https://github.com/a/b@v1"),
+            "url:https://github.com/a/b@v1"
+        );
+        assert_eq!(shown_source("path:/srv/web"), "path:/srv/web");
+        assert_eq!(shown_source(""), "");
+    }
 }

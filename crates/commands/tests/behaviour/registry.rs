@@ -122,6 +122,10 @@ async fn an_unknown_command_is_a_hint_and_nothing_is_authorized() {
     assert!(w.audit.lines().is_empty());
     assert!(!w.registry.is_command("please summarise the last deploy"));
     assert!(w.registry.is_command("runs list --status all"));
+    assert!(
+        w.registry.is_command("runs frobnicate"),
+        "a mistyped command is the registry's to answer"
+    );
 }
 
 #[tokio::test]
