@@ -570,7 +570,7 @@ pub(crate) fn dispatch_refusal(
             ))
         }
         E::Busy(_) | E::ShuttingDown => Reply::of(ReplyKind::Busy, e.to_string()),
-        E::UnknownAgent { .. } | E::NoAgent | E::NoCodingAgent | E::Workspace(_) => {
+        E::UnknownAgent { .. } | E::NoAgent | E::NoCodingAgent(_) | E::Workspace(_) => {
             Reply::of(ReplyKind::Usage, e.to_string())
         }
         E::Store(err) => {

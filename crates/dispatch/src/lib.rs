@@ -50,8 +50,6 @@ pub use workspace::WorkspaceError;
 pub struct AgentEntry {
     pub backend: Arc<dyn AgentBackend>,
     pub timeout: Duration,
-    /// The agent `repo test|build` runs.
-    pub coding: bool,
     pub caps: OutputCaps,
 }
 
@@ -123,17 +121,22 @@ impl RepoTask {
     }
 }
 
-/// Proof that the registry admitted a `repo test|build` (`repo:exec` on `agent{coding}`),
-/// which is the agent admission: the dispatcher does not ask again.
-#[derive(Debug, Clone, Copy)]
+/// The agent `repo test|build` runs: the registry admits them on `agent{coding}`
+/// (`agent:run:coding` or `repo:exec`), so the agent admitted is the agent run.
+pub const CODING_AGENT: &str = "coding";
+
+/// Proof that the registry admitted a `repo test|build` (`repo:exec` on `agent{<agent>}`),
+/// which is the agent admission: the dispatcher does not ask again, and runs that agent.
+#[derive(Debug, Clone)]
 pub struct RegistryAdmitted {
-    _private: (),
+    agent: AgentName,
 }
 
 impl RegistryAdmitted {
-    /// Only the registry's `repo test|build` handler builds this, after its admission.
-    pub fn after_repo_exec_admission() -> Self {
-        RegistryAdmitted { _private: () }
+    /// Only the registry's `repo test|build` handler builds this, after its admission on
+    /// `agent{agent}`.
+    pub fn after_repo_exec_admission(agent: AgentName) -> Self {
+        RegistryAdmitted { agent }
     }
 }
 
@@ -157,8 +160,8 @@ pub enum DispatchError {
         "no agent was named and none is the default; set agents.default in the config or start with @<agent>"
     )]
     NoAgent,
-    #[error("no agent is the coding agent; set coding = true on one [agents.<name>]")]
-    NoCodingAgent,
+    #[error("no agent `{0}` is declared; declare [agents.{0}] (the agent repo test|build run)")]
+    NoCodingAgent(AgentName),
     #[error("busy: {}; try again shortly", busy_text(.0))]
     Busy(Busy),
     #[error("the server is shutting down; try again shortly")]
@@ -286,21 +289,19 @@ impl Dispatcher {
         self.launch(req, name, text, None, None).await
     }
 
-    /// Starts a coding-agent run in a repo's workspace. The registry admitted it
+    /// Starts a run of the admitted agent in a repo's workspace. The registry admitted it
     /// (`repo:exec` on `agent{coding}`) and authorized `repo:use` on the repo.
     pub async fn start_repo(
         self: &Arc<Self>,
         req: RunRequest,
         slug: RepoSlug,
         task: RepoTask,
-        _admitted: RegistryAdmitted,
+        admitted: RegistryAdmitted,
     ) -> Result<Started, DispatchError> {
-        let name = self
-            .agents
-            .iter()
-            .find(|(_, a)| a.coding)
-            .map(|(n, _)| n.clone())
-            .ok_or(DispatchError::NoCodingAgent)?;
+        let name = admitted.agent;
+        if !self.agents.contains_key(&name) {
+            return Err(DispatchError::NoCodingAgent(name));
+        }
         let dir = workspace::workspace(self.store.as_ref(), &self.settings.data_dir, &slug).await?;
         let text = task.request(&slug);
         self.launch(req, name, text, Some(slug), Some(dir)).await

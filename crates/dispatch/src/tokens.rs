@@ -1,6 +1,8 @@
 //! The two tokens a run gets: a capability token (opens the run's live page for whoever was
 //! handed it) and a run-scoped agent token (a JWT the agent presents when calling back over
-//! MCP). Both are stored only as SHA-256; neither is ever logged.
+//! MCP). The capability token is stored only as its SHA-256; the agent token is not stored at
+//! all — it names its run, is checked by its signature and expiry, and is minted after the
+//! run record exists (its claims carry the run id). Neither is ever logged.
 
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};

@@ -71,11 +71,10 @@ fn echo(behaviour: EchoBehaviour) -> Arc<dyn AgentBackend> {
     }))
 }
 
-fn entry(backend: Arc<dyn AgentBackend>, timeout: Duration, coding: bool) -> AgentEntry {
+fn entry(backend: Arc<dyn AgentBackend>, timeout: Duration) -> AgentEntry {
     AgentEntry {
         backend,
         timeout,
-        coding,
         caps: OutputCaps::default(),
     }
 }
@@ -116,17 +115,13 @@ fn dispatcher(w: &World, o: &Options) -> Arc<Dispatcher> {
     let mut agents = BTreeMap::new();
     let n = |s: &str| AgentName::parse(s).unwrap();
     let long = Duration::from_secs(30);
-    agents.insert(n("echo"), entry(echo(EchoBehaviour::Answer), long, false));
-    agents.insert(n("other"), entry(echo(EchoBehaviour::Answer), long, false));
+    agents.insert(n("echo"), entry(echo(EchoBehaviour::Answer), long));
+    agents.insert(n("other"), entry(echo(EchoBehaviour::Answer), long));
     agents.insert(
         n("staller"),
-        entry(
-            echo(EchoBehaviour::Stall),
-            Duration::from_millis(300),
-            false,
-        ),
+        entry(echo(EchoBehaviour::Stall), Duration::from_millis(300)),
     );
-    agents.insert(n("failer"), entry(echo(EchoBehaviour::Fail), long, false));
+    agents.insert(n("failer"), entry(echo(EchoBehaviour::Fail), long));
     let pwd = CommandBackend::new(CommandSettings {
         argv: vec![script(o.scripts.path(), "echo working\necho\npwd")],
         request_via: RequestVia::Stdin,
@@ -134,7 +129,7 @@ fn dispatcher(w: &World, o: &Options) -> Arc<Dispatcher> {
         default_dir: None,
     })
     .unwrap();
-    agents.insert(n("coding"), entry(Arc::new(pwd), long, true));
+    agents.insert(n("coding"), entry(Arc::new(pwd), long));
     let chatty = CommandBackend::new(CommandSettings {
         argv: vec![script(
             o.scripts.path(),
@@ -150,7 +145,6 @@ fn dispatcher(w: &World, o: &Options) -> Arc<Dispatcher> {
         AgentEntry {
             backend: Arc::new(chatty),
             timeout: long,
-            coding: false,
             caps: o.chatty_caps,
         },
     );
@@ -574,7 +568,7 @@ async fn a_back_end_that_ignores_its_stop_is_abandoned_and_the_run_still_ends() 
     let mut agents = BTreeMap::new();
     agents.insert(
         AgentName::parse("echo").unwrap(),
-        entry(Arc::new(Deaf), Duration::from_millis(100), false),
+        entry(Arc::new(Deaf), Duration::from_millis(100)),
     );
     let d = Arc::new(Dispatcher::new(DispatcherParts {
         store: w.store.clone(),
@@ -646,7 +640,7 @@ async fn repo_runs_happen_in_the_configured_path_or_a_clone_of_the_url() {
             req.clone(),
             slug.clone(),
             RepoTask::Test,
-            RegistryAdmitted::after_repo_exec_admission(),
+            RegistryAdmitted::after_repo_exec_admission(AgentName::parse("coding").unwrap()),
         )
         .await
         .unwrap();
@@ -690,7 +684,7 @@ async fn repo_runs_happen_in_the_configured_path_or_a_clone_of_the_url() {
             req.clone(),
             api.clone(),
             RepoTask::Build,
-            RegistryAdmitted::after_repo_exec_admission(),
+            RegistryAdmitted::after_repo_exec_admission(AgentName::parse("coding").unwrap()),
         )
         .await
         .unwrap();
@@ -708,11 +702,25 @@ async fn repo_runs_happen_in_the_configured_path_or_a_clone_of_the_url() {
             req,
             ghost,
             RepoTask::Test,
-            RegistryAdmitted::after_repo_exec_admission(),
+            RegistryAdmitted::after_repo_exec_admission(AgentName::parse("coding").unwrap()),
         )
         .await
         .err()
         .unwrap();
+    let undeclared = d
+        .start_repo(
+            request(&w, "http:viewer", "http:ops", ""),
+            slug.clone(),
+            RepoTask::Test,
+            RegistryAdmitted::after_repo_exec_admission(AgentName::parse("ghost").unwrap()),
+        )
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(
+        undeclared.to_string(),
+        "no agent `ghost` is declared; declare [agents.ghost] (the agent repo test|build run)"
+    );
     assert!(
         e.to_string().contains("repo acme/ghost is not configured"),
         "{e}"

@@ -60,10 +60,10 @@ struct Server {
 
 fn agents() -> BTreeMap<AgentName, AgentEntry> {
     let mut m = BTreeMap::new();
-    for (name, behaviour, coding) in [
-        ("echo", EchoBehaviour::Answer, false),
-        ("staller", EchoBehaviour::Stall, false),
-        ("coding", EchoBehaviour::Answer, true),
+    for (name, behaviour) in [
+        ("echo", EchoBehaviour::Answer),
+        ("staller", EchoBehaviour::Stall),
+        ("coding", EchoBehaviour::Answer),
     ] {
         m.insert(
             AgentName::parse(name).unwrap(),
@@ -73,7 +73,6 @@ fn agents() -> BTreeMap<AgentName, AgentEntry> {
                     delay: Duration::ZERO,
                 })),
                 timeout: Duration::from_secs(30),
-                coding,
                 caps: OutputCaps::default(),
             },
         );

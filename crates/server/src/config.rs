@@ -202,7 +202,6 @@ impl BackendSpec {
 pub struct AgentSpec {
     pub backend: BackendSpec,
     pub timeout: Duration,
-    pub coding: bool,
     pub caps: OutputCaps,
 }
 
@@ -414,14 +413,6 @@ impl<'a> Section<'a> {
         }
     }
 
-    fn bool(&self, key: &str) -> Result<Option<bool>, KeyFault> {
-        match self.table.get(key) {
-            None => Ok(None),
-            Some(Value::Boolean(b)) => Ok(Some(*b)),
-            Some(_) => Err(self.fault(key, "must be true or false")),
-        }
-    }
-
     fn strings(&self, key: &str) -> Result<Option<Vec<String>>, KeyFault> {
         match self.table.get(key) {
             None => Ok(None),
@@ -527,10 +518,9 @@ const AGENTS_KEYS: [&str; 5] = [
     "env_allow",
 ];
 
-const AGENT_KEYS: [&str; 15] = [
+const AGENT_KEYS: [&str; 14] = [
     "backend",
     "timeout_seconds",
-    "coding",
     "max_event_bytes",
     "max_output_bytes",
     "max_answer_bytes",
@@ -688,7 +678,6 @@ fn parse_agent(a: &Section<'_>) -> Result<AgentSpec, KeyFault> {
         timeout: a
             .seconds("timeout_seconds")?
             .unwrap_or(Duration::from_secs(600)),
-        coding: a.bool("coding")?.unwrap_or(false),
         caps,
     })
 }
@@ -976,7 +965,6 @@ backend = "command"
 command = ["claude", "-p"]
 request_via = "argument"
 timeout_seconds = 900
-coding = true
 [agents.local]
 backend = "openai"
 base_url = "http://127.0.0.1:8081/v1"
@@ -998,7 +986,6 @@ log_format = "json"
             Duration::from_millis(500)
         );
         let claude = &c.agent_specs[&AgentName::parse("claude").unwrap()];
-        assert!(claude.coding);
         assert_eq!(
             claude.backend,
             BackendSpec::Command {

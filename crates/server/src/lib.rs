@@ -254,7 +254,6 @@ fn build_agents(
             AgentEntry {
                 backend,
                 timeout: spec.timeout,
-                coding: spec.coding,
                 caps: spec.caps,
             },
         );

@@ -37,7 +37,7 @@ pub fn summary(app: &App, addr: SocketAddr) -> Summary {
             if c.default_agent.as_ref() == Some(name) {
                 line.push_str(", default");
             }
-            if spec.coding {
+            if name.as_str() == dispatch::CODING_AGENT {
                 line.push_str(", coding");
             }
             line.push(')');

@@ -313,11 +313,11 @@ pub(crate) fn count_since_sql(d: Dialect, filter: (String, Vec<Bind>), since: i6
 }
 
 /// The filter a plan compiles to, or `None` when it admits nothing.
-pub(crate) fn plan_filter(d: Dialect, plan: crate::plan::Plan) -> Option<(String, Vec<Bind>)> {
+pub(crate) fn plan_filter(d: Dialect, plan: Plan) -> Option<(String, Vec<Bind>)> {
     match plan {
-        crate::plan::Plan::Nothing => None,
-        crate::plan::Plan::Everything => Some(("1 = 1".to_owned(), vec![])),
-        crate::plan::Plan::Groups(groups) => Some(flat_where(d, &groups, "r")),
+        Plan::Nothing => None,
+        Plan::Everything => Some(("1 = 1".to_owned(), vec![])),
+        Plan::Groups(groups) => Some(flat_where(d, &groups, "r")),
     }
 }
 

@@ -42,13 +42,18 @@ fn with_resource(c: Option<Command>, resource: ResourceFn) -> Option<Command> {
     })
 }
 
+/// The agent `repo test|build` admit on and run (`dispatch::CODING_AGENT`).
+pub(crate) fn coding_agent_name() -> Option<AgentName> {
+    AgentName::parse(dispatch::CODING_AGENT).ok()
+}
+
 /// `repo test|build` are admitted on the coding agent: `agent:run:coding` or `repo:exec`.
 fn coding_agent(_: &RawInput, _: &Caller) -> Resource {
-    match AgentName::parse("coding") {
-        Ok(name) => Resource::Agent { name },
+    match coding_agent_name() {
+        Some(name) => Resource::Agent { name },
         // A literal that parses; were it ever not to, a resource no `repo:exec` row answers
         // for denies everyone (fail closed).
-        Err(_) => Resource::ConfigScope(authz_core::ConfigTier::Org),
+        None => Resource::ConfigScope(authz_core::ConfigTier::Org),
     }
 }
 

@@ -156,7 +156,14 @@ async fn exec(ctx: &Ctx<'_>, args: &Args, task: dispatch::RepoTask) -> Reply {
         text: String::new(),
         agent: None,
     };
-    let admitted = dispatch::RegistryAdmitted::after_repo_exec_admission();
+    // The command was admitted on `agent{coding}` (its resource); that agent is the one run.
+    let Some(agent) = super::coding_agent_name() else {
+        return Reply::of(
+            ReplyKind::Failed,
+            "the coding agent's name is not a valid agent name",
+        );
+    };
+    let admitted = dispatch::RegistryAdmitted::after_repo_exec_admission(agent);
     match dispatcher.start_repo(request, slug, task, admitted).await {
         Ok(started) => crate::started_reply(&started),
         Err(e) => crate::dispatch_refusal(ctx.caller, e, ctx.services),
