@@ -108,15 +108,10 @@ async fn ask(
 fn print_result(run: &RunRecord, json: bool) -> u8 {
     if json {
         println!("{}", commands::outcome_json(run));
-    } else if let Some(answer) = &run.answer {
-        println!("{answer}");
+    } else if run.answer.is_some() {
+        println!("{}", commands::outcome_text(run));
     } else {
-        eprintln!(
-            "run {} {}: {}",
-            run.id,
-            run.status,
-            run.error.as_deref().unwrap_or("no answer")
-        );
+        eprintln!("{}", commands::outcome_text(run));
     }
     match run.status {
         RunStatus::Completed => 0,

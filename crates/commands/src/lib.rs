@@ -534,6 +534,15 @@ pub fn outcome_json(run: &store::RunRecord) -> Value {
     })
 }
 
+/// A finished run as text: its answer, else its status and error.
+pub fn outcome_text(run: &store::RunRecord) -> String {
+    match (&run.answer, &run.error) {
+        (Some(answer), _) => answer.clone(),
+        (None, Some(error)) => format!("run {} {}: {error}", run.id, run.status),
+        (None, None) => format!("run {} {}", run.id, run.status),
+    }
+}
+
 /// The reply to a started run.
 pub(crate) fn started_reply(started: &dispatch::Started) -> Reply {
     let run = &started.run;

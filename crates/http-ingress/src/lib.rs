@@ -249,12 +249,7 @@ fn plain(status: StatusCode, text: &str) -> Response {
 
 /// A run that finished while the caller waited.
 fn finished_reply(run: &store::RunRecord) -> Reply {
-    let text = match (&run.answer, &run.error) {
-        (Some(answer), _) => answer.clone(),
-        (None, Some(error)) => format!("run {} {}: {error}", run.id, run.status),
-        (None, None) => format!("run {} {}", run.id, run.status),
-    };
-    Reply::ok(text, commands::outcome_json(run))
+    Reply::ok(commands::outcome_text(run), commands::outcome_json(run))
 }
 
 fn still_running(id: &authz_core::RunId) -> Reply {
