@@ -97,6 +97,8 @@ def ready_after(proc):
     """Seconds from spawn to the first 200 from /readyz."""
     t = time.monotonic()
     while time.monotonic() - t < 30:
+        if proc.poll() is not None:
+            raise SystemExit(f"serve exited with {proc.returncode} before it was ready; see {WORK}/serve.log")
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{PORT}/readyz", timeout=1) as r:
                 if r.status == 200:

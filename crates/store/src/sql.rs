@@ -87,6 +87,17 @@ pub(crate) struct BranchKey {
     pub id: String,
 }
 
+impl BranchKey {
+    /// `(group, value, key)`, as the merge takes it.
+    pub fn tagged(self) -> (usize, String, Key) {
+        (
+            usize::try_from(self.grp).unwrap_or(usize::MAX),
+            self.val,
+            (self.created_at, self.id),
+        )
+    }
+}
+
 /// A bound value.
 #[derive(Debug, Clone)]
 pub(crate) enum Bind {

@@ -234,16 +234,7 @@ impl FetchBranches for SqliteStore {
         let rows: Vec<BranchKey> = sqlx::query_as_with(AssertSqlSafe(sql), arguments(binds)?)
             .fetch_all(&self.pool)
             .await?;
-        Ok(rows
-            .into_iter()
-            .map(|r| {
-                (
-                    usize::try_from(r.grp).unwrap_or(usize::MAX),
-                    r.val,
-                    (r.created_at, r.id),
-                )
-            })
-            .collect())
+        Ok(rows.into_iter().map(BranchKey::tagged).collect())
     }
 }
 
