@@ -61,7 +61,7 @@ PRAGMA journal_mode=WAL;
 BEGIN;
 WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < {RUNS} - 1)
 INSERT INTO runs (id, surface, channel_id, user_id, agent, status, request, created_at, channel_visibility)
-SELECT printf('B%025d', i), 'bench',
+SELECT printf('B%025d', i), 'http',
        CASE i % 4 WHEN 0 THEN 'slack:C' || printf('%07d', i % 50)
                   WHEN 1 THEN 'slack:G' || printf('%07d', i % 20)
                   WHEN 2 THEN 'slack:D' || printf('%07d', i % 100)

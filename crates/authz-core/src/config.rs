@@ -4,55 +4,17 @@
 //! Parsing is fail-closed: every fault fails the load naming the key and field. Nothing is
 //! skipped, mapped or widened.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
-
 use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
 use toml::{Table, Value};
 
 use crate::action::{Action, ActionError, CommandGroup, Effect};
 use crate::actor::{Actor, ActorKind};
 use crate::decide::authorize;
 use crate::grants::{ALL_GRANTS, GrantSet, Grants, NO_GRANTS};
-use crate::ids::{
-    ActorId, AgentName, ChannelId, CommandId, IdError, Namespace, RepoSlug, ScheduleName,
-};
+use crate::ids::{ActorId, AgentName, ChannelId, IdError, Namespace, RepoSlug, ScheduleName};
 use crate::resource::{ConfigTier, Resource};
-
-/// A surface entry key (`slack:*`, …): held by every actor of that surface; never an actor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Surface {
-    Slack,
-    Http,
-    Mcp,
-    /// Every Access browser session; never an `access:svc:` token.
-    Access,
-}
-
-impl Surface {
-    pub const ALL: [Surface; 4] = [Surface::Slack, Surface::Http, Surface::Mcp, Surface::Access];
-
-    pub fn key(self) -> &'static str {
-        match self {
-            Surface::Slack => "slack:*",
-            Surface::Http => "http:*",
-            Surface::Mcp => "mcp:*",
-            Surface::Access => "access:*",
-        }
-    }
-
-    /// The surface entry an actor id receives, if any. `access:svc:` ids receive none.
-    pub fn of(id: &ActorId) -> Option<Surface> {
-        match id.namespace() {
-            Namespace::Slack => Some(Surface::Slack),
-            Namespace::Http => Some(Surface::Http),
-            Namespace::Mcp => Some(Surface::Mcp),
-            Namespace::Access => Some(Surface::Access),
-            Namespace::AccessSvc | Namespace::Cli | Namespace::Schedule | Namespace::Agent => None,
-        }
-    }
-}
+use crate::surface::Surface;
 
 /// What is closed unless granted.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -126,7 +88,10 @@ enum GrantsKey {
 }
 
 fn parse_grants_key(key: &str, path: &str) -> Result<GrantsKey, ConfigError> {
-    if let Some(surface) = Surface::ALL.into_iter().find(|s| s.key() == key) {
+    if let Some(surface) = Surface::WITH_ENTRIES
+        .into_iter()
+        .find(|s| s.entry_key() == Some(key))
+    {
         return Ok(GrantsKey::Surface(surface));
     }
     if key.contains('*') {
@@ -416,7 +381,7 @@ impl GrantsTable {
     }
 
     fn surface(&self, id: &ActorId) -> Grants {
-        Surface::of(id)
+        Surface::entry_of(id)
             .and_then(|s| self.surfaces.get(&s))
             .cloned()
             .unwrap_or(NO_GRANTS)
@@ -471,17 +436,6 @@ impl GrantsTable {
             .collect()
     }
 
-    pub fn can_manage_repos(&self, actor: &Actor) -> bool {
-        command_id("repo.add").is_some_and(|id| {
-            authorize(
-                actor,
-                &Action::command(CommandGroup::Repo, Effect::Write),
-                &Resource::Command { id },
-            )
-            .is_allow()
-        })
-    }
-
     pub fn can_edit_channel_config(&self, actor: &Actor, channel: &ChannelId) -> bool {
         authorize(
             actor,
@@ -515,10 +469,6 @@ impl GrantsTable {
     }
 }
 
-fn command_id(id: &str) -> Option<CommandId> {
-    CommandId::parse(id).ok()
-}
-
 /// Builds the actor a surface proved: kind from the id's namespace, grants from the table.
 /// For an agent this is one acting for nobody (its entry, or nothing).
 pub fn resolve_actor(id: ActorId, table: &GrantsTable) -> Actor {
@@ -547,11 +497,5 @@ pub fn resolve_agent(name: &AgentName, principal: Option<Actor>, table: &GrantsT
         grants,
         on_behalf_of: principal.map(Box::new),
         origin: None,
-    }
-}
-
-impl fmt::Display for Surface {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.key())
     }
 }

@@ -254,6 +254,11 @@ impl ChannelId {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The part before the first `:` (`slack`, `http`, …).
+    pub fn namespace(&self) -> &str {
+        self.0.split_once(':').map_or("", |(ns, _)| ns)
+    }
 }
 
 /// A repository `owner/name`, stored lower-cased so comparisons are case-insensitive.

@@ -37,6 +37,7 @@ pub mod policy;
 pub mod predicate;
 pub mod resource;
 pub mod spec;
+pub mod surface;
 
 #[cfg(test)]
 mod policy_cases;
@@ -44,7 +45,7 @@ mod policy_cases;
 pub use action::{Action, ActionError, CATALOGUE_ACTIONS, CommandGroup, Effect};
 pub use actor::{Actor, ActorKind, Origin};
 pub use config::{
-    ConfigError, ConfigProblem, GrantsTable, Restrict, Surface, chat_open_actions, resolve_actor,
+    ConfigError, ConfigProblem, GrantsTable, Restrict, chat_open_actions, resolve_actor,
     resolve_agent,
 };
 pub use decide::{Explanation, Reason, RowOutcome, RowTrace, Verdict, authorize, explain};
@@ -62,3 +63,4 @@ pub use resource::{
     RunFacts, ScopeKey,
 };
 pub use spec::{SpecError, parse_resource_spec};
+pub use surface::Surface;

@@ -1,15 +1,18 @@
 //! `switchboard ask "<request>" [--agent NAME]`: an agent run as `cli:local`, in-process,
 //! recorded in channel `cli:local`. Progress goes to stderr while the run is live; the answer
 //! goes to stdout at the end. Ctrl-C stops the run (it is recorded `stopped`).
+//!
+//! Also what every in-process CLI verb shares: one [`server::App`] (the composition root),
+//! this process's heartbeat and stop-request watch while it works, and following runs it
+//! started to their end.
 
+use std::future::Future;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
 use anyhow::Context;
 use authz_core::{ActorId, AgentName, ChannelId, Origin, resolve_actor};
-use commands::{Caller, Surface, dispatch_text};
-use dispatch::LiveUpdate;
-use store::{RunRecord, RunStatus};
+use commands::{CLI_CHANNEL, Caller, LiveFeed, LiveUpdate, RunOutcome, RunStatus, Surface};
 
 use crate::{check, forward, render};
 
@@ -24,35 +27,49 @@ fn replica() -> anyhow::Result<store::ReplicaId> {
     ))?)
 }
 
-pub fn run(
-    config: Option<PathBuf>,
-    json: bool,
-    request: String,
-    agent: Option<String>,
-) -> anyhow::Result<u8> {
+/// Loads the config, builds the [`server::App`] and runs `work` with it, this process's lease
+/// renewed (so no sweep takes its runs for ghosts) and its stop requests watched meanwhile.
+pub fn with_app<F, Fut>(config: Option<PathBuf>, log_level: &str, work: F) -> anyhow::Result<u8>
+where
+    F: FnOnce(std::sync::Arc<server::App>) -> Fut,
+    Fut: Future<Output = anyhow::Result<u8>>,
+{
     let config = crate::load(config)?;
     check::validate_table().map_err(anyhow::Error::msg)?;
-    crate::init_logs(config.telemetry.json_logs, "warn");
-    let agent = agent
-        .map(|a| AgentName::parse(&a).with_context(|| format!("--agent {a:?}")))
-        .transpose()?;
+    crate::init_logs(config.telemetry.json_logs, log_level);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
     rt.block_on(async move {
         let secrets = server::Secrets::from_env(&config)?;
-        let app = server::App::build(config, secrets, replica()?).await?;
-        // The lease exists before the run does, so no sweep can take the run for a ghost.
+        let app = std::sync::Arc::new(server::App::build(config, secrets, replica()?).await?);
+        // The lease exists before any run does, so no sweep can take the run for a ghost.
         app.store
             .heartbeat(&app.replica, store::Timestamp::now())
             .await?;
         let stop = tokio_util::sync::CancellationToken::new();
-        let heartbeat = app.spawn_heartbeat(stop.clone());
-        let code = ask(&app, json, &request, agent).await;
+        let background = app.spawn_background(stop.clone());
+        let code = work(app.clone()).await;
         stop.cancel();
-        heartbeat.await.ok();
+        for task in background {
+            task.await.ok();
+        }
         code
+    })
+}
+
+pub fn run(
+    config: Option<PathBuf>,
+    json: bool,
+    request: String,
+    agent: Option<String>,
+) -> anyhow::Result<u8> {
+    let agent = agent
+        .map(|a| AgentName::parse(&a).with_context(|| format!("--agent {a:?}")))
+        .transpose()?;
+    with_app(config, "warn", |app| async move {
+        ask(&app, json, &request, agent).await
     })
 }
 
@@ -62,26 +79,26 @@ async fn ask(
     request: &str,
     agent: Option<AgentName>,
 ) -> anyhow::Result<u8> {
-    let local = ChannelId::parse("cli:local")?;
     let caller = Caller {
         actor: resolve_actor(ActorId::cli_local(), &app.services.table).with_origin(Origin {
-            channel_id: local,
+            channel_id: ChannelId::parse(CLI_CHANNEL)?,
             thread_key: None,
         }),
         surface: Surface::Cli,
     };
     // Subscribe before starting, so no event is missed.
-    let mut feed = app.dispatcher.live().subscribe(&caller.actor);
-    let handled = dispatch_text(&caller, request, agent, &app.services).await;
+    let mut feed = app.dispatcher.subscribe(&caller.actor);
+    let handled = commands::start_agent_run(&caller, request, agent, &app.services).await;
     let Some(started) = handled.run else {
         eprintln!("{}", handled.reply.text);
         return Ok(forward::exit_code(handled.reply.kind));
     };
-    let id = started.run.id.clone();
+    let id = started.id().clone();
     let progress = Progress::new(json);
     progress.line(&format!(
         "run {id} · agent {} · {}",
-        started.run.agent, started.run.channel_id
+        started.agent(),
+        started.channel()
     ));
     let mut stopping = false;
     loop {
@@ -99,21 +116,55 @@ async fn ask(
             }
         }
     }
-    let record = started.finished().await.context(
+    let outcome = started.finished().await.context(
         "the run ended without a final record; `switchboard runs get` shows what the store has",
     )?;
-    Ok(print_result(&record, json))
+    Ok(print_result(&outcome, json))
 }
 
-fn print_result(run: &RunRecord, json: bool) -> u8 {
-    if json {
-        println!("{}", commands::outcome_json(run));
-    } else if run.answer.is_some() {
-        println!("{}", commands::outcome_text(run));
-    } else {
-        eprintln!("{}", commands::outcome_text(run));
+/// Waits for the runs this process started (a `repo test` from the command line) to end,
+/// showing their progress; Ctrl-C stops them.
+pub async fn follow_runs_of_this_process(app: &server::App, json: bool) {
+    let live = app.dispatcher.live();
+    if live.is_empty() {
+        return;
     }
-    match run.status {
+    let progress = Progress::new(json);
+    progress.line("waiting for the run this command started (Ctrl-C stops it)");
+    let mut feed = app
+        .dispatcher
+        .subscribe(&resolve_actor(ActorId::cli_local(), &app.services.table));
+    let mut stopping = false;
+    while !live.is_empty() {
+        tokio::select! {
+            update = feed.recv() => match update {
+                Some(LiveUpdate::Event { body, .. }) => progress.line(&body),
+                Some(LiveUpdate::Finished { run, status, .. }) => progress.line(&format!("run {} {status}", run.id)),
+                Some(_) => {}
+                None => break,
+            },
+            _ = tokio::signal::ctrl_c(), if !stopping => {
+                stopping = true;
+                for run in app.dispatcher.snapshot(&resolve_actor(ActorId::cli_local(), &app.services.table)) {
+                    app.dispatcher.stop(&run.facts.id);
+                }
+            }
+        }
+    }
+    // The last run's end is recorded before it leaves the live set.
+    live.wait_empty(tokio::time::Instant::now() + std::time::Duration::from_secs(10))
+        .await;
+}
+
+fn print_result(run: &RunOutcome, json: bool) -> u8 {
+    if json {
+        println!("{}", run.json());
+    } else if run.answer().is_some() {
+        println!("{}", run.text());
+    } else {
+        eprintln!("{}", run.text());
+    }
+    match run.status() {
         RunStatus::Completed => 0,
         _ => 1,
     }

@@ -52,7 +52,7 @@ pub fn report(config: &LoadedConfig, policy_rows: usize) -> Report {
     let names = |v: &mut dyn Iterator<Item = String>| v.collect::<Vec<_>>();
     Report {
         config: config.source.to_string(),
-        store: store::redact_url(&config.store_url),
+        store: config.store.url.redacted(),
         agents: names(&mut config.agents.iter().map(ToString::to_string)),
         default_agent: config.default_agent.as_ref().map(ToString::to_string),
         restricted_agents: names(&mut t.restrict().agents.iter().map(ToString::to_string)),
@@ -82,7 +82,7 @@ fn actor_rows(t: &GrantsTable) -> Vec<ActorRow> {
         .collect();
     for (surface, grants) in t.surface_entries() {
         rows.push(ActorRow {
-            id: surface.key().to_owned(),
+            id: surface.entry_key().unwrap_or_default().to_owned(),
             kind: "surface",
             source: "surface entry (added to every actor of the surface)".to_owned(),
             grants: grants.clone(),
@@ -130,7 +130,7 @@ fn actor_rows(t: &GrantsTable) -> Vec<ActorRow> {
 fn source_of(t: &GrantsTable, id: &ActorId) -> &'static str {
     use authz_core::Namespace::*;
     let has_surface =
-        authz_core::Surface::of(id).is_some_and(|s| t.surface_entries().contains_key(&s));
+        authz_core::Surface::entry_of(id).is_some_and(|s| t.surface_entries().contains_key(&s));
     match (id.namespace(), has_surface) {
         (Slack | Access, true) => "baseline + entry + surface entry",
         (Slack | Access, false) => "baseline + entry",

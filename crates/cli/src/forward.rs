@@ -1,14 +1,15 @@
-//! Registry commands from the command line: as `cli:local`, in-process, against the configured
-//! store; and `db migrate`.
+//! Registry commands from the command line: as `cli:local`, in-process, through the same
+//! [`server::App`] the server builds; and `db migrate`.
+//!
+//! Command-shaped words go to the registry exactly as `Registry::handle` sends command-shaped
+//! text on any surface (the shell has split them already). Words whose first is no command
+//! group are an unknown command here, never an agent run: that is `switchboard ask`. A command that starts a run (`repo test`) is followed to its end, so
+//! the process never leaves a run behind.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use authz_core::{ActorId, resolve_actor};
-use commands::{Caller, RawInput, Registry, ReplyKind, Services, Surface, TracingAudit};
-use store::Timestamp;
-
-use server::builtin_schedule_info as schedules;
+use commands::{Caller, RawInput, Registry, ReplyKind, Surface};
 
 /// Takes `--json` and `--config FILE` (or `--config=FILE`) out of a registry command's words.
 pub fn split_globals(words: Vec<String>) -> (Vec<String>, bool, Option<PathBuf>) {
@@ -43,41 +44,28 @@ pub fn exit_code(kind: ReplyKind) -> u8 {
     }
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?)
-}
-
 /// `<command words…> [--help]`: help from the schema, or the command as `cli:local`.
 pub fn run(config: Option<PathBuf>, json: bool, words: Vec<String>) -> anyhow::Result<u8> {
     let registry = Registry::catalogue();
     if words.iter().any(|w| w == "--help" || w == "-h") {
         return help(&registry, &words);
     }
-    let loaded = crate::load(config)?;
-    let rt = runtime()?;
-    rt.block_on(async {
-        let store = store::open(&loaded.store_url)
-            .await
-            .map_err(|e| anyhow::anyhow!("store {}: {e}", store::redact_url(&loaded.store_url)))?;
-        let table = Arc::new(loaded.table);
+    if !registry.addresses_registry(&words) {
+        let first = words.first().map(String::as_str).unwrap_or_default();
+        eprintln!(
+            "{} (a request for an agent is `switchboard ask \"…\"`)",
+            commands::replies::unknown_command(first)
+        );
+        return Ok(2);
+    }
+    crate::ask::with_app(config, "warn", |app| async move {
         let caller = Caller {
-            actor: resolve_actor(ActorId::cli_local(), &table),
+            actor: resolve_actor(ActorId::cli_local(), &app.services.table),
             surface: Surface::Cli,
         };
-        let services = Services {
-            store,
-            table,
-            audit: Arc::new(TracingAudit),
-            started_at: Timestamp::now(),
-            now: Timestamp::now,
-            schedules: schedules(),
-            version: env!("CARGO_PKG_VERSION"),
-            dispatcher: None,
-        };
-        let reply = registry
-            .invoke(&caller, RawInput::Words(words), &services)
+        let reply = app
+            .registry
+            .invoke(&caller, RawInput::Words(words), &app.services)
             .await;
         if json {
             println!("{}", serde_json::to_string_pretty(&reply.data)?);
@@ -86,6 +74,7 @@ pub fn run(config: Option<PathBuf>, json: bool, words: Vec<String>) -> anyhow::R
         } else {
             eprintln!("{}", reply.text);
         }
+        crate::ask::follow_runs_of_this_process(&app, json).await;
         Ok(exit_code(reply.kind))
     })
 }
@@ -121,10 +110,12 @@ fn help(registry: &Registry, words: &[String]) -> anyhow::Result<u8> {
 /// `db migrate`: opening the store creates and migrates it.
 pub fn migrate(config: Option<PathBuf>, json: bool) -> anyhow::Result<u8> {
     let loaded = crate::load(config)?;
-    let url = store::redact_url(&loaded.store_url);
-    let rt = runtime()?;
+    let url = loaded.store.url.redacted();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     let backend = rt
-        .block_on(async { store::open(&loaded.store_url).await.map(|s| s.backend()) })
+        .block_on(async { store::open_spec(&loaded.store).await.map(|s| s.backend()) })
         .map_err(|e| anyhow::anyhow!("store {url}: {e}"))?;
     if json {
         println!(

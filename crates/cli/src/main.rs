@@ -237,10 +237,11 @@ fn serve(
     let config = load(config)?;
     check::validate_table().map_err(anyhow::Error::msg)?;
     init_logs(config.telemetry.json_logs, "info");
-    let replica = match &config.server.replica_id {
-        Some(id) => store::ReplicaId::parse(id)?,
-        None => server::host_replica_id(),
-    };
+    let replica = config
+        .server
+        .replica_id
+        .clone()
+        .unwrap_or_else(server::host_replica_id);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

@@ -80,7 +80,7 @@ fn config_check_names_the_file_line_key_and_fix_and_exits_two() {
         ),
         (
             "[telemetri]\n",
-            "bad.toml:1:2: unknown top-level key `telemetri`",
+            "bad.toml:1:2: telemetri: unknown field `telemetri`, expected one of `server`",
         ),
         (
             "[grants.\"schedule:*\"]\n",

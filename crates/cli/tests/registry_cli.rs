@@ -177,14 +177,13 @@ fn postgres_registry_commands_from_the_cli() {
         "sb_cli_{}",
         store::new_id(store::Timestamp::now()).to_ascii_lowercase()
     );
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(store::PostgresStore::open_in_schema(&url, Some(&schema)))
-        .unwrap();
-    let sep = if url.contains('?') { '&' } else { '?' };
-    let e = Env::with_store_url(&format!("{url}{sep}options=-c%20search_path%3D{schema}"));
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("switchboard.toml"),
+        format!("[store]\nurl = \"{url}\"\nschema = \"{schema}\"\n"),
+    )
+    .unwrap();
+    let e = Env { dir };
     let set = e.run(&["config", "set", "agent", "coding", "--org"]);
     assert_eq!(set.status.code(), Some(0), "{}", err(&set));
     assert_eq!(

@@ -198,7 +198,7 @@ fn ask_shows_progress_then_the_answer_and_records_the_run() {
     assert_eq!(v["status"], "completed");
     let unknown = run(dir.path(), &["ask", "--agent", "nope", "hi"]);
     assert_eq!(unknown.status.code(), Some(2));
-    assert!(text(&unknown.stderr).contains("there is no agent `nope`; the agents are echo"));
+    assert!(text(&unknown.stderr).contains("there is no agent `nope`; you can run echo"));
     std::fs::write(
         dir.path().join("switchboard.toml"),
         "[agents]\ndefault = \"failer\"\n[agents.failer]\nbehaviour = \"fail\"\n",

@@ -200,20 +200,35 @@ pub fn has_control(text: &str) -> bool {
 }
 
 /// Splits command text into words: whitespace separates, quotes group, no control characters.
+///
+/// A `"` opens a quote anywhere. An apostrophe opens a quote only at the start of a word, and
+/// inside a `'`-quote closes it only where a word may end (before whitespace, a quote or the
+/// end), so `don't` and `'don't stop'` are words as a person wrote them.
 pub fn words(text: &str) -> Result<Vec<String>, ArgError> {
     if has_control(text) {
         return Err(ArgError::ControlCharacters);
     }
+    let chars: Vec<char> = text.chars().collect();
+    let ends_word = |i: usize| {
+        chars
+            .get(i + 1)
+            .is_none_or(|c| c.is_whitespace() || matches!(c, '\'' | '"'))
+    };
     let mut out = Vec::new();
     let mut cur = String::new();
     let mut quote: Option<char> = None;
     let mut in_word = false;
-    for c in text.chars() {
+    for (i, &c) in chars.iter().enumerate() {
         match (quote, c) {
-            (Some(q), c) if c == q => quote = None,
+            (Some('"'), '"') => quote = None,
+            (Some('\''), '\'') if ends_word(i) => quote = None,
             (Some(_), c) => cur.push(c),
-            (None, '"' | '\'') => {
-                quote = Some(c);
+            (None, '"') => {
+                quote = Some('"');
+                in_word = true;
+            }
+            (None, '\'') if !in_word => {
+                quote = Some('\'');
                 in_word = true;
             }
             (None, c) if c.is_whitespace() => {
@@ -508,6 +523,27 @@ mod tests {
             words("set greeting \"hello world\" ''").unwrap(),
             vec!["set", "greeting", "hello world", ""]
         );
+    }
+
+    #[test]
+    fn an_apostrophe_inside_a_word_is_a_letter() {
+        for (text, want) in [
+            (
+                "friction propose don't retry",
+                vec!["friction", "propose", "don't", "retry"],
+            ),
+            ("it's", vec!["it's"]),
+            ("'don't stop' now", vec!["don't stop", "now"]),
+            ("say \"it's\"", vec!["say", "it's"]),
+            ("rock'n'roll 'a b'", vec!["rock'n'roll", "a b"]),
+            ("don'", vec!["don'"]),
+            ("''", vec![""]),
+        ] {
+            assert_eq!(words(text).unwrap(), want, "{text}");
+        }
+        for text in ["'abc", "say 'it", "\"don't"] {
+            assert_eq!(words(text).unwrap_err(), ArgError::UnclosedQuote, "{text}");
+        }
     }
 
     #[test]

@@ -63,29 +63,20 @@ pub fn already_finished(status: &str) -> String {
     format!("that run already finished ({status})")
 }
 
-/// What a command answers when the part that would do its work is not running in this process.
-pub fn needs_dispatcher(command: &str) -> String {
-    format!(
-        "{command} needs the dispatcher, which is not running in this process (start `switchboard serve`, or use `switchboard ask`); nothing was started"
-    )
-}
-
 /// `schedule fire` before the scheduler exists.
 pub fn needs_scheduler() -> String {
     "`schedule fire` needs the scheduler, which is not part of this build yet; nothing was fired"
         .to_owned()
 }
 
-/// `runs stop` on a run that is live in another process.
-pub fn live_elsewhere(owner: &str) -> String {
-    format!(
-        "that run is live in another process ({owner}); stop it there, for example with `runs stop` over POST /ingress"
-    )
-}
-
-/// A stop that was accepted.
+/// A stop of a run live in this process.
 pub fn stopping(id: &str) -> String {
     format!("stopping run {id}")
+}
+
+/// A stop of a run another process owns: asked through the store.
+pub fn stop_requested(id: &str, owner: &str) -> String {
+    format!("stopping run {id}: asked its process ({owner}), which stops it within 2 s")
 }
 
 /// A run that started.
@@ -98,6 +89,18 @@ pub fn agent_refused(agent: &str, admins: &[ActorId]) -> String {
     match ask(admins) {
         Some(who) => format!("🚫 You don't have permission to run the `{agent}` agent. Ask {who}."),
         None => format!("🚫 You don't have permission to run the `{agent}` agent."),
+    }
+}
+
+/// `@name` naming no agent: the agents this caller may run, or none.
+pub fn unknown_agent(name: &str, runnable: &[String]) -> String {
+    if runnable.is_empty() {
+        format!("there is no agent `{name}` you can run")
+    } else {
+        format!(
+            "there is no agent `{name}`; you can run {}",
+            runnable.join(", ")
+        )
     }
 }
 

@@ -1,12 +1,16 @@
 //! # dispatch: a run's life
 //!
-//! What it is: what happens to text that is not a command. In order (spec/dispatch.md):
+//! What it is: the implementation of the ports `commands` defines for running agents
+//! ([`RunLauncher`], [`LiveFeed`], [`AgentTokenCheck`]): what happens to text that is not a
+//! command. In order (spec/dispatch.md):
 //! choose the agent (`@name`, the channel's then the org's `agent` config value, the
 //! configured default); `authorize(actor, agent:run:<name>, agent{name})`; take a concurrency
 //! slot; stamp the channel's visibility from the [`ChannelDirectory`], bounded by
 //! `channel_directory_timeout`; record the run with a capability token and a run-scoped agent
 //! token; run the back end; record and publish its events; finish with answer, status and
-//! friction. Also `repo test|build` runs, `runs stop`, the live-runs registry, and shutdown.
+//! friction. Also `repo test|build` runs (their admission asked again here), a command's
+//! answer recorded as a run, `runs stop` (in this process, and stop requests other processes
+//! wrote to the store for runs this one owns), the live-runs registry, and shutdown.
 //!
 //! What it must never do: widen anything on error. A directory that is slow or fails stamps
 //! `unknown` (never a guess); an admission that is not `Allow` starts nothing and records
@@ -34,15 +38,19 @@ use std::time::Duration;
 use agents::{AgentBackend, AgentJob, AgentOutcome, CancellationToken, EventSink, OutputCaps};
 use agents::{Sanitizer, SinkItem};
 use authz_core::{
-    Action, Actor, AgentName, ChannelDirectory, ChannelId, ChannelVisibility, ConfigTier, RepoSlug,
-    Resource, RunId, Verdict, authorize,
+    Action, Actor, AgentName, BoxFuture, ChannelDirectory, ChannelId, ChannelVisibility,
+    CommandGroup, ConfigTier, Effect, RepoSlug, Resource, RunId, authorize,
+};
+use commands::{
+    AgentTokenCheck, CODING_AGENT, CommandRun, LaunchError, LiveFeed, LiveRun, LiveStream,
+    LiveUpdate, Refusal, RepoTask, RunLauncher, RunRequest, StartedRun,
 };
 use store::{Finish, Friction, NewRun, ReplicaId, RunRecord, RunStatus, Store, StoreError};
 use store::{Timestamp, TokenHash};
 use tokio::sync::watch;
 
 pub use limits::{Busy, Slots};
-pub use live::{LiveRun, LiveRuns, LiveUpdate, StopReason, Subscription};
+pub use live::{LiveRuns, StopReason, Subscription};
 pub use tokens::{AgentClaims, AgentTokens, TokenError, random_token};
 pub use workspace::WorkspaceError;
 
@@ -85,103 +93,48 @@ impl Default for DispatchSettings {
     }
 }
 
-/// Who asks for a run, from where, and what.
-#[derive(Debug, Clone)]
-pub struct RunRequest {
-    pub actor: Actor,
-    /// `slack`, `http`, `mcp`, `access`, `cli`, `schedule`.
-    pub surface: &'static str,
-    /// The run channel (spec/authz.md, "Where a run is recorded").
-    pub channel: ChannelId,
-    pub thread_key: Option<String>,
-    pub text: String,
-    /// An agent chosen outside the text (`ask --agent NAME`); `@name` in the text wins.
-    pub agent: Option<AgentName>,
-}
-
-/// `repo test` or `repo build`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RepoTask {
-    Test,
-    Build,
-}
-
-impl RepoTask {
-    fn request(self, slug: &RepoSlug) -> String {
-        match self {
-            RepoTask::Test => format!(
-                "Run the test suite of {slug} in this workspace and report what passed and what failed."
-            ),
-            RepoTask::Build => {
-                format!(
-                    "Build {slug} in this workspace and report whether it built, with the errors if not."
-                )
-            }
-        }
-    }
-}
-
-/// The agent `repo test|build` runs: the registry admits them on `agent{coding}`
-/// (`agent:run:coding` or `repo:exec`), so the agent admitted is the agent run.
-pub const CODING_AGENT: &str = "coding";
-
-/// Proof that the registry admitted a `repo test|build` (`repo:exec` on `agent{<agent>}`),
-/// which is the agent admission: the dispatcher does not ask again, and runs that agent.
-#[derive(Debug, Clone)]
-pub struct RegistryAdmitted {
-    agent: AgentName,
-}
-
-impl RegistryAdmitted {
-    /// Only the registry's `repo test|build` handler builds this, after its admission on
-    /// `agent{agent}`.
-    pub fn after_repo_exec_admission(agent: AgentName) -> Self {
-        RegistryAdmitted { agent }
-    }
-}
-
-/// A denied admission: what was asked, on what, and the verdict (for the audit line only).
-#[derive(Debug)]
-pub struct Refusal {
-    pub action: Action,
-    pub resource: Resource,
-    pub verdict: Verdict,
-}
-
-/// Why nothing was started.
+/// Why nothing was started, inside the dispatcher; [`LaunchError`] at the port.
 #[derive(Debug, thiserror::Error)]
 pub enum DispatchError {
-    /// The admission denied; the caller writes the audit line and answers 🚫.
     #[error("not permitted")]
     Refused(Box<Refusal>),
-    #[error("there is no agent `{name}`; the agents are {}", known.join(", "))]
-    UnknownAgent { name: String, known: Vec<String> },
-    #[error(
-        "no agent was named and none is the default; set agents.default in the config or start with @<agent>"
-    )]
+    #[error("there is no agent `{0}`")]
+    UnknownAgent(String),
+    #[error("no agent was named and none is the default")]
     NoAgent,
-    #[error("no agent `{0}` is declared; declare [agents.{0}] (the agent repo test|build run)")]
+    #[error("no agent `{0}` is declared")]
     NoCodingAgent(AgentName),
-    #[error("busy: {}; try again shortly", busy_text(.0))]
+    #[error("busy: {0}")]
     Busy(Busy),
-    #[error("the server is shutting down; try again shortly")]
+    #[error("the server is shutting down")]
     ShuttingDown,
     #[error("{0}")]
     Workspace(#[from] WorkspaceError),
-    #[error("the run could not be recorded; try again shortly")]
+    #[error("the run could not be recorded: {0}")]
     Store(#[from] StoreError),
     #[error("the run's tokens could not be made: {0}")]
     Token(#[from] TokenError),
 }
 
-fn busy_text(b: &Busy) -> String {
-    match b {
-        Busy::Actor { limit } => format!("you already have {limit} runs going"),
-        Busy::Global { limit } => format!("{limit} runs are already going"),
+impl From<DispatchError> for LaunchError {
+    fn from(e: DispatchError) -> Self {
+        match e {
+            DispatchError::Refused(r) => LaunchError::Refused(r),
+            DispatchError::UnknownAgent(name) => LaunchError::UnknownAgent { name },
+            DispatchError::NoAgent => LaunchError::NoAgent,
+            DispatchError::NoCodingAgent(name) => LaunchError::NoCodingAgent(name),
+            DispatchError::Busy(b) => LaunchError::Busy(b),
+            DispatchError::ShuttingDown => LaunchError::ShuttingDown,
+            DispatchError::Workspace(w) => LaunchError::Workspace(w.to_string()),
+            e @ (DispatchError::Store(_) | DispatchError::Token(_)) => LaunchError::Failed {
+                detail: e.to_string(),
+            },
+        }
     }
 }
 
-/// A started run: its record, the capability token (for the requester only), and its end.
+/// A started run, inside the dispatcher: its record, the requester's capability token, and
+/// the final record once it ends.
 pub struct Started {
     pub run: RunRecord,
     pub capability_token: String,
@@ -200,19 +153,24 @@ impl Started {
             }
         }
     }
+
+    fn into_port(self) -> StartedRun {
+        let run = self.run.clone();
+        let token = self.capability_token.clone();
+        StartedRun::new(run, token, Box::pin(self.finished()))
+    }
 }
 
-/// What `stop` found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StopOutcome {
-    /// The run is live here and is being cancelled.
-    Stopping,
-    /// Not live in this process (another replica's, or already ending).
-    NotHere,
-}
+/// What a command run records as its agent: no agent name can be written so.
+pub const COMMAND_AGENT: &str = "(command)";
 
-/// The dispatcher. Cheap to share (`Arc`).
+/// The dispatcher. Cheap to clone: every clone is the same dispatcher.
+#[derive(Clone)]
 pub struct Dispatcher {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
     store: Arc<dyn Store>,
     directory: Arc<dyn ChannelDirectory>,
     agents: BTreeMap<AgentName, AgentEntry>,
@@ -242,7 +200,7 @@ pub struct DispatcherParts {
 impl Dispatcher {
     pub fn new(parts: DispatcherParts) -> Self {
         let slots = Slots::new(parts.settings.max_concurrent, parts.settings.max_per_actor);
-        Dispatcher {
+        let inner = Inner {
             store: parts.store,
             directory: parts.directory,
             agents: parts.agents,
@@ -254,82 +212,218 @@ impl Dispatcher {
             sanitizer: Arc::new(Sanitizer::new(parts.secrets)),
             accepting: AtomicBool::new(true),
             now: parts.now,
+        };
+        Dispatcher {
+            inner: Arc::new(inner),
         }
     }
 
     pub fn live(&self) -> &LiveRuns {
-        &self.live
+        &self.inner.live
     }
 
     pub fn replica(&self) -> &ReplicaId {
-        &self.replica
-    }
-
-    pub fn agent_names(&self) -> impl Iterator<Item = &AgentName> {
-        self.agents.keys()
-    }
-
-    pub fn agent_tokens(&self) -> &AgentTokens {
-        &self.tokens
+        &self.inner.replica
     }
 
     /// Starts a run for text that is not a command.
-    pub async fn start(self: &Arc<Self>, req: RunRequest) -> Result<Started, DispatchError> {
-        let (name, text) = self.choose_agent(&req).await?;
-        let action = Action::AgentRun(name.clone());
-        let resource = Resource::Agent { name: name.clone() };
-        let verdict = authorize(&req.actor, &action, &resource);
-        if !verdict.is_allow() {
-            return Err(DispatchError::Refused(Box::new(Refusal {
-                action,
-                resource,
-                verdict,
-            })));
-        }
-        self.launch(req, name, text, None, None).await
+    pub async fn start(&self, req: RunRequest) -> Result<Started, DispatchError> {
+        let (name, text) = self.inner.choose_agent(&req).await?;
+        admit(&req.actor, Action::AgentRun(name.clone()), name.clone())?;
+        self.inner.launch(req, name, text, None, None).await
     }
 
-    /// Starts a run of the admitted agent in a repo's workspace. The registry admitted it
-    /// (`repo:exec` on `agent{coding}`) and authorized `repo:use` on the repo.
+    /// Starts the coding agent in a repo's workspace. Its admission (`repo:exec` on
+    /// `agent{coding}`) is asked again here, so no caller can start one without it; the
+    /// caller has authorized `repo:use` on the repo.
     pub async fn start_repo(
-        self: &Arc<Self>,
+        &self,
         req: RunRequest,
         slug: RepoSlug,
         task: RepoTask,
-        admitted: RegistryAdmitted,
     ) -> Result<Started, DispatchError> {
-        let name = admitted.agent;
-        if !self.agents.contains_key(&name) {
+        let name = AgentName::parse(CODING_AGENT)
+            .map_err(|_| DispatchError::UnknownAgent(CODING_AGENT.to_owned()))?;
+        admit(
+            &req.actor,
+            Action::Command(CommandGroup::Repo, Effect::Exec),
+            name.clone(),
+        )?;
+        if !self.inner.agents.contains_key(&name) {
             return Err(DispatchError::NoCodingAgent(name));
         }
-        let dir = workspace::workspace(self.store.as_ref(), &self.settings.data_dir, &slug).await?;
-        let text = task.request(&slug);
-        self.launch(req, name, text, Some(slug), Some(dir)).await
+        let dir = workspace::workspace(
+            self.inner.store.as_ref(),
+            &self.inner.settings.data_dir,
+            &slug,
+        )
+        .await?;
+        let text = task.prompt(&slug);
+        self.inner
+            .launch(req, name, text, Some(slug), Some(dir))
+            .await
     }
 
-    /// Cancels a live run of this process (`runs stop`).
-    pub fn stop(&self, id: &RunId) -> StopOutcome {
-        if self.live.cancel(id, StopReason::Stop) {
-            StopOutcome::Stopping
-        } else {
-            StopOutcome::NotHere
+    /// Cancels a run live in this process (`runs stop`); false when it is not live here.
+    pub fn stop(&self, id: &RunId) -> bool {
+        self.inner.live.cancel(id, StopReason::Stop)
+    }
+
+    /// Stops the runs of this process that someone asked to stop through the store (`runs
+    /// stop` from another process). Returns how many it cancelled.
+    pub async fn stop_requested(&self) -> Result<usize, StoreError> {
+        if self.inner.live.is_empty() {
+            return Ok(0);
         }
+        let ids = self.inner.store.stop_requests(&self.inner.replica).await?;
+        Ok(ids
+            .iter()
+            .filter(|id| self.inner.live.cancel(id, StopReason::Stop))
+            .count())
+    }
+
+    /// Checks for stop requests every `every` until `stop`; a request is honoured within one
+    /// period.
+    pub fn watch_stop_requests(
+        &self,
+        every: Duration,
+        stop: CancellationToken,
+    ) -> tokio::task::JoinHandle<()> {
+        let this = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    () = stop.cancelled() => return,
+                }
+                match this.stop_requested().await {
+                    Ok(0) => {}
+                    Ok(n) => {
+                        tracing::info!(count = n, "stopped runs asked to stop from another process")
+                    }
+                    Err(e) => tracing::warn!(error = %e, "reading stop requests failed"),
+                }
+            }
+        })
+    }
+
+    /// Records a run that a command answered: stamped like any other, finished at once.
+    pub async fn record_command_run(&self, run: CommandRun) -> Result<RunRecord, DispatchError> {
+        self.inner.record_command_run(run).await
     }
 
     /// Stops accepting runs, lets live ones finish until `grace` passes, then cancels the rest
     /// (they end `interrupted`) and waits up to `settle` for them to be recorded. Returns how
     /// many were cancelled.
     pub async fn shutdown(&self, grace: Duration, settle: Duration) -> usize {
-        self.accepting.store(false, Ordering::SeqCst);
+        let inner = &self.inner;
+        inner.accepting.store(false, Ordering::SeqCst);
         let deadline = tokio::time::Instant::now() + grace;
-        if self.live.wait_empty(deadline).await {
+        if inner.live.wait_empty(deadline).await {
             return 0;
         }
-        let cancelled = self.live.cancel_all(StopReason::Shutdown);
-        self.live
+        let cancelled = inner.live.cancel_all(StopReason::Shutdown);
+        inner
+            .live
             .wait_empty(tokio::time::Instant::now() + settle)
             .await;
         cancelled
+    }
+}
+
+/// The admission of `action` on `agent{name}`; a refusal carries what was asked, for the
+/// registry's audit line.
+fn admit(actor: &Actor, action: Action, name: AgentName) -> Result<(), DispatchError> {
+    let resource = Resource::Agent { name };
+    let verdict = authorize(actor, &action, &resource);
+    if verdict.is_allow() {
+        return Ok(());
+    }
+    Err(DispatchError::Refused(Box::new(Refusal {
+        action,
+        resource,
+        verdict,
+    })))
+}
+
+impl RunLauncher for Dispatcher {
+    fn start(&self, req: RunRequest) -> BoxFuture<'_, Result<StartedRun, LaunchError>> {
+        Box::pin(async move { Ok(Dispatcher::start(self, req).await?.into_port()) })
+    }
+
+    fn start_repo(
+        &self,
+        req: RunRequest,
+        repo: RepoSlug,
+        task: RepoTask,
+    ) -> BoxFuture<'_, Result<StartedRun, LaunchError>> {
+        Box::pin(async move {
+            Ok(Dispatcher::start_repo(self, req, repo, task)
+                .await?
+                .into_port())
+        })
+    }
+
+    fn stop_here(&self, id: &RunId) -> bool {
+        self.stop(id)
+    }
+
+    fn record_command_run(&self, run: CommandRun) -> BoxFuture<'_, Result<RunRecord, LaunchError>> {
+        Box::pin(async move { Ok(self.inner.record_command_run(run).await?) })
+    }
+}
+
+impl LiveFeed for Dispatcher {
+    fn snapshot(&self, viewer: &Actor) -> Vec<LiveRun> {
+        self.inner.live.snapshot(viewer)
+    }
+
+    fn subscribe(&self, viewer: &Actor) -> Box<dyn LiveStream> {
+        Box::new(self.inner.live.subscribe(viewer))
+    }
+}
+
+impl AgentTokenCheck for Dispatcher {
+    fn run_of(&self, token: &str) -> Option<RunId> {
+        let claims = self.inner.tokens.verify(token).ok()?;
+        RunId::parse(&claims.run).ok()
+    }
+}
+
+impl Inner {
+    /// Records a run a command answered, finished at once with its reply.
+    async fn record_command_run(&self, run: CommandRun) -> Result<RunRecord, DispatchError> {
+        let req = run.request;
+        let created_at = (self.now)();
+        let new = NewRun {
+            surface: req.surface,
+            channel_id: req.channel.clone(),
+            thread_key: req.thread_key.clone(),
+            user_id: req.actor.id.clone(),
+            agent: COMMAND_AGENT.to_owned(),
+            repo: None,
+            channel_visibility: self.stamp(&req.channel).await,
+            request: req.text,
+            created_at,
+            capability_token: None,
+            agent_token: None,
+            owner: Some(self.replica.clone()),
+        };
+        let record = self.store.create_run(new).await?;
+        let (status, answer, error) = if run.succeeded {
+            (RunStatus::Completed, Some(run.reply_text), None)
+        } else {
+            (RunStatus::Failed, None, Some(run.reply_text))
+        };
+        let finish = Finish {
+            status,
+            answer,
+            error,
+            at: (self.now)(),
+        };
+        Ok(self.store.finish_run(&record.id, finish).await?)
     }
 
     /// `@name` at the start of the text, else the explicit agent, else the channel's then the
@@ -358,10 +452,7 @@ impl Dispatcher {
         AgentName::parse(word)
             .ok()
             .filter(|n| self.agents.contains_key(n))
-            .ok_or_else(|| DispatchError::UnknownAgent {
-                name: word.chars().take(64).collect(),
-                known: self.agents.keys().map(|n| n.to_string()).collect(),
-            })
+            .ok_or_else(|| DispatchError::UnknownAgent(word.chars().take(64).collect()))
     }
 
     /// Limits, stamp, record, spawn.
@@ -385,7 +476,7 @@ impl Dispatcher {
         let capability_token = random_token()?;
         let created_at = (self.now)();
         let new = NewRun {
-            surface: req.surface.to_owned(),
+            surface: req.surface,
             channel_id: req.channel.clone(),
             thread_key: req.thread_key.clone(),
             user_id: req.actor.id.clone(),
@@ -413,7 +504,7 @@ impl Dispatcher {
             LiveRun {
                 facts: run.facts(),
                 agent: run.agent.clone(),
-                surface: run.surface.clone(),
+                surface: run.surface,
                 status: RunStatus::Queued,
                 created_at,
             },

@@ -6,14 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use authz_core::ActorId;
 
-/// Which limit was reached.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Busy {
-    /// This actor already has `max_per_actor` live runs.
-    Actor { limit: usize },
-    /// The process already has `max_concurrent` live runs.
-    Global { limit: usize },
-}
+pub use commands::Busy;
 
 #[derive(Default)]
 struct Counts {

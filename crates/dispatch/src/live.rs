@@ -8,54 +8,10 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use agents::CancellationToken;
-use authz_core::{Action, Actor, CommandGroup, Effect, Predicate, ResourceType, RunFacts, RunId};
+use authz_core::{Action, Actor, BoxFuture, CommandGroup, Effect, Predicate, ResourceType, RunId};
 use authz_core::{matches, predicate_for};
-use store::{RunStatus, Timestamp};
+use commands::{LiveRun, LiveStream, LiveUpdate, RunStatus};
 use tokio::sync::{Notify, broadcast};
-
-/// A live run as viewers see it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LiveRun {
-    pub facts: RunFacts,
-    pub agent: String,
-    pub surface: String,
-    pub status: RunStatus,
-    pub created_at: Timestamp,
-}
-
-/// One change to the live set.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LiveUpdate {
-    /// A run appeared or changed status.
-    Upsert(LiveRun),
-    /// A run emitted an event (already sanitised and recorded).
-    Event {
-        run: RunFacts,
-        seq: i64,
-        kind: String,
-        body: String,
-    },
-    /// A run finished and left the live set.
-    Finished {
-        run: RunFacts,
-        status: RunStatus,
-        answer: Option<String>,
-        error: Option<String>,
-    },
-    /// This subscriber fell behind and missed this many updates (it names no run).
-    Lagged(u64),
-}
-
-impl LiveUpdate {
-    /// The run an update is about (`Lagged` is about none).
-    pub fn run(&self) -> Option<&RunFacts> {
-        match self {
-            LiveUpdate::Upsert(r) => Some(&r.facts),
-            LiveUpdate::Event { run, .. } | LiveUpdate::Finished { run, .. } => Some(run),
-            LiveUpdate::Lagged(_) => None,
-        }
-    }
-}
 
 /// Why a live run is being cancelled; decides its final status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -255,5 +211,15 @@ impl Subscription {
                 Err(_) => return None,
             }
         }
+    }
+}
+
+impl LiveStream for Subscription {
+    fn recv(&mut self) -> BoxFuture<'_, Option<LiveUpdate>> {
+        Box::pin(Subscription::recv(self))
+    }
+
+    fn try_next(&mut self) -> Option<LiveUpdate> {
+        Subscription::try_next(self)
     }
 }

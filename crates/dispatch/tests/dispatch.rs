@@ -1,5 +1,8 @@
-//! The dispatcher over a real SQLite store: agent choice, admission, the stamp and its
-//! timeout, limits, stop, timeout, caps, live-run filtering, shutdown and repo workspaces.
+//! The dispatcher over a real SQLite store: agent choice, admission, the stamp, limits, stop
+//! (here and through the store), caps, live-run filtering and repo workspaces. Where time is
+//! the subject (the directory's timeout, an agent's timeout, the shutdown grace, abandoning a
+//! deaf back end) the tests run on tokio's paused clock over the in-memory store, so they
+//! advance time rather than wait for it and cannot flake on a busy machine.
 
 #![allow(clippy::field_reassign_with_default)] // Options are built step by step per test.
 
@@ -16,9 +19,9 @@ use authz_core::{
     ActorId, AgentName, BoxFuture, ChannelDirectory, ChannelId, ChannelVisibility, ConfigTier,
     GrantsTable, Membership, RepoSlug, StaticChannelDirectory, resolve_actor,
 };
+use commands::{LiveUpdate, RepoTask, RunRequest};
 use dispatch::{
     AgentEntry, AgentTokens, Busy, DispatchError, DispatchSettings, Dispatcher, DispatcherParts,
-    LiveUpdate, RegistryAdmitted, RepoTask, RunRequest, StopOutcome,
 };
 use store::{ConfigValue, ListRuns, RunStatus, StatusFilter, Store, Timestamp};
 
@@ -54,7 +57,16 @@ fn names() -> BTreeSet<AgentName> {
 async fn world() -> World {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("sb.db").display());
-    let store = store::open(&url).await.unwrap();
+    world_on(&url, dir).await
+}
+
+/// The in-memory store: no I/O, so tokio's paused clock advances only through timers.
+async fn memory_world() -> World {
+    world_on("memory:", tempfile::tempdir().unwrap()).await
+}
+
+async fn world_on(url: &str, dir: tempfile::TempDir) -> World {
+    let store = store::open(url).await.unwrap();
     let doc: toml::Table = toml::from_str(CONFIG).unwrap();
     let table = GrantsTable::from_config(&doc, names()).unwrap();
     World {
@@ -111,7 +123,7 @@ impl Default for Options {
     }
 }
 
-fn dispatcher(w: &World, o: &Options) -> Arc<Dispatcher> {
+fn dispatcher(w: &World, o: &Options) -> Dispatcher {
     let mut agents = BTreeMap::new();
     let n = |s: &str| AgentName::parse(s).unwrap();
     let long = Duration::from_secs(30);
@@ -148,7 +160,7 @@ fn dispatcher(w: &World, o: &Options) -> Arc<Dispatcher> {
             caps: o.chatty_caps,
         },
     );
-    Arc::new(Dispatcher::new(DispatcherParts {
+    Dispatcher::new(DispatcherParts {
         store: w.store.clone(),
         directory: o.directory.clone(),
         agents,
@@ -157,13 +169,13 @@ fn dispatcher(w: &World, o: &Options) -> Arc<Dispatcher> {
         tokens: AgentTokens::ephemeral().unwrap(),
         secrets: vec![],
         now: Timestamp::now,
-    }))
+    })
 }
 
 fn request(w: &World, actor: &str, channel: &str, text: &str) -> RunRequest {
     RunRequest {
         actor: resolve_actor(actor.parse().unwrap(), &w.table),
-        surface: "http",
+        surface: authz_core::Surface::Http,
         channel: ChannelId::parse(channel).unwrap(),
         thread_key: None,
         text: text.into(),
@@ -172,7 +184,7 @@ fn request(w: &World, actor: &str, channel: &str, text: &str) -> RunRequest {
 }
 
 /// A request the dispatcher must refuse; its error.
-async fn refused(d: &Arc<Dispatcher>, req: RunRequest) -> DispatchError {
+async fn refused(d: &Dispatcher, req: RunRequest) -> DispatchError {
     match d.start(req).await {
         Ok(s) => panic!("started {} instead of refusing", s.run.id),
         Err(e) => e,
@@ -220,7 +232,12 @@ async fn a_request_is_recorded_run_and_finished_with_its_events() {
 async fn the_agent_is_chosen_by_mention_then_flag_then_channel_then_org_then_default() {
     let w = world().await;
     let d = dispatcher(&w, &Options::default());
-    let agent_of = |s: dispatch::Started| s.run.agent.clone();
+    // Each run is waited for, so the per-actor limit never refuses the next.
+    async fn agent_of(s: dispatch::Started) -> String {
+        let agent = s.run.agent.clone();
+        s.finished().await.unwrap();
+        agent
+    }
     let r = d
         .start(request(&w, "http:viewer", "http:ops", "@other hi"))
         .await
@@ -229,10 +246,10 @@ async fn the_agent_is_chosen_by_mention_then_flag_then_channel_then_org_then_def
         r.run.request, "hi",
         "the mention is not part of the request"
     );
-    assert_eq!(agent_of(r), "other");
+    assert_eq!(agent_of(r).await, "other");
     let mut flagged = request(&w, "http:viewer", "http:ops", "hi");
     flagged.agent = AgentName::parse("failer").ok();
-    assert_eq!(agent_of(d.start(flagged).await.unwrap()), "failer");
+    assert_eq!(agent_of(d.start(flagged).await.unwrap()).await, "failer");
     let set = |tier: ConfigTier, agent: &str| ConfigValue {
         tier,
         key: "agent".into(),
@@ -249,7 +266,8 @@ async fn the_agent_is_chosen_by_mention_then_flag_then_channel_then_org_then_def
             d.start(request(&w, "http:viewer", "http:ops", "hi"))
                 .await
                 .unwrap()
-        ),
+        )
+        .await,
         "other"
     );
     let ops = ChannelId::parse("http:ops").unwrap();
@@ -262,7 +280,8 @@ async fn the_agent_is_chosen_by_mention_then_flag_then_channel_then_org_then_def
             d.start(request(&w, "http:viewer", "http:ops", "hi"))
                 .await
                 .unwrap()
-        ),
+        )
+        .await,
         "failer"
     );
     assert_eq!(
@@ -270,12 +289,13 @@ async fn the_agent_is_chosen_by_mention_then_flag_then_channel_then_org_then_def
             d.start(request(&w, "http:viewer", "http:ci", "hi"))
                 .await
                 .unwrap()
-        ),
+        )
+        .await,
         "other"
     );
     let e = refused(&d, request(&w, "http:viewer", "http:ops", "@ghost hi")).await;
     assert!(
-        matches!(e, DispatchError::UnknownAgent { ref name, .. } if name == "ghost"),
+        matches!(e, DispatchError::UnknownAgent(ref name) if name == "ghost"),
         "{e}"
     );
 }
@@ -322,8 +342,8 @@ impl Write for Captured {
     }
 }
 
-#[tokio::test]
-async fn a_slow_directory_stamps_unknown_logs_it_and_the_run_proceeds() {
+#[tokio::test(start_paused = true)]
+async fn a_slow_directory_stamps_unknown_at_its_timeout_logs_it_and_the_run_proceeds() {
     let captured = Captured::default();
     let sink = captured.clone();
     let subscriber = tracing_subscriber::fmt()
@@ -331,15 +351,21 @@ async fn a_slow_directory_stamps_unknown_logs_it_and_the_run_proceeds() {
         .with_ansi(false)
         .finish();
     let _guard = tracing::subscriber::set_default(subscriber);
-    let w = world().await;
+    let w = memory_world().await;
     let mut o = Options::default();
     o.directory = Arc::new(SlowDirectory);
-    o.settings.channel_directory_timeout = Duration::from_millis(50);
+    o.settings.channel_directory_timeout = Duration::from_millis(1500);
     let d = dispatcher(&w, &o);
+    let begun = tokio::time::Instant::now();
     let started = d
         .start(request(&w, "http:viewer", "slack:C1", "hi"))
         .await
         .unwrap();
+    assert_eq!(
+        begun.elapsed(),
+        Duration::from_millis(1500),
+        "stamped exactly at the timeout, not before and not at the directory's 30 s"
+    );
     assert_eq!(started.run.channel_visibility, ChannelVisibility::Unknown);
     assert_eq!(
         started.finished().await.unwrap().status,
@@ -389,7 +415,7 @@ async fn over_a_limit_the_reply_is_busy_and_nothing_starts() {
         2,
         "the refused requests recorded nothing"
     );
-    assert_eq!(d.stop(&first.run.id), StopOutcome::Stopping);
+    assert!(d.stop(&first.run.id));
     first.finished().await.unwrap();
     assert!(
         d.start(request(&w, "http:viewer", "http:ops", "@echo e"))
@@ -399,9 +425,9 @@ async fn over_a_limit_the_reply_is_busy_and_nothing_starts() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn stop_ends_a_live_run_stopped_and_a_timeout_ends_it_failed_with_friction() {
-    let w = world().await;
+    let w = memory_world().await;
     let mut o = Options::default();
     o.settings.max_per_actor = 4;
     let d = dispatcher(&w, &o);
@@ -410,25 +436,87 @@ async fn stop_ends_a_live_run_stopped_and_a_timeout_ends_it_failed_with_friction
         .await
         .unwrap();
     let id = stalled.run.id.clone();
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    assert_eq!(d.stop(&id), StopOutcome::Stopping);
+    tokio::time::advance(Duration::from_millis(100)).await;
+    assert!(d.stop(&id), "live here");
     let r = stalled.finished().await.unwrap();
     assert_eq!(r.status, RunStatus::Stopped);
-    assert_eq!(
-        d.stop(&id),
-        StopOutcome::NotHere,
-        "a finished run is not live"
-    );
+    assert!(!d.stop(&id), "a finished run is not live");
+
+    // The staller's timeout is 300 ms: live just before it, failed just after.
     let timed = d
         .start(request(&w, "http:viewer", "http:ops", "@staller wait"))
         .await
         .unwrap();
     let id = timed.run.id.clone();
+    running(&w, &id).await;
+    tokio::time::advance(Duration::from_millis(299)).await;
+    assert!(!d.live().is_empty(), "still live at 299 ms");
+    let begun = tokio::time::Instant::now();
     let r = timed.finished().await.unwrap();
+    assert!(
+        begun.elapsed() <= Duration::from_millis(2),
+        "ended at its timeout"
+    );
     assert_eq!(r.status, RunStatus::Failed);
     assert_eq!(r.error.as_deref(), Some("timed out after 300ms"));
     let f = w.store.friction(&id).await.unwrap();
     assert!(f.iter().any(|f| f.kind == "timeout"), "{f:?}");
+}
+
+/// Lets the run's task start (its timeout starts with it).
+async fn running(w: &World, id: &authz_core::RunId) {
+    while w.store.get_run(id).await.unwrap().unwrap().status != RunStatus::Running {
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Fault 9: a stop asked through the store (from another process) stops the run in the
+/// process that owns it. (Before: `runs stop` reached only runs of its own process.)
+#[tokio::test]
+async fn a_stop_requested_through_the_store_stops_the_owners_run() {
+    let w = world().await;
+    let d = dispatcher(&w, &Options::default());
+    let stalled = d
+        .start(request(&w, "http:viewer", "http:ops", "@staller wait"))
+        .await
+        .unwrap();
+    let id = stalled.run.id.clone();
+    assert_eq!(d.stop_requested().await.unwrap(), 0, "nobody asked yet");
+    // Another process asks: it only writes to the store.
+    let asked = w.store.request_stop(&id, Timestamp::now()).await.unwrap();
+    assert_eq!(asked.owner.as_deref(), Some("test-replica"));
+    assert_eq!(d.stop_requested().await.unwrap(), 1);
+    let r = stalled.finished().await.unwrap();
+    assert_eq!(r.status, RunStatus::Stopped);
+    assert!(matches!(
+        w.store.request_stop(&id, Timestamp::now()).await,
+        Err(store::StoreError::AlreadyFinished { .. })
+    ));
+}
+
+/// The watch honours a stop request within one period.
+#[tokio::test(start_paused = true)]
+async fn the_stop_watch_honours_a_request_within_its_period() {
+    let w = memory_world().await;
+    let d = dispatcher(&w, &Options::default());
+    let stop = agents::CancellationToken::new();
+    let watch = d.watch_stop_requests(Duration::from_millis(500), stop.clone());
+    let stalled = d
+        .start(request(&w, "http:viewer", "http:ops", "@staller wait"))
+        .await
+        .unwrap();
+    let id = stalled.run.id.clone();
+    w.store.request_stop(&id, Timestamp::now()).await.unwrap();
+    let begun = tokio::time::Instant::now();
+    let r = stalled.finished().await.unwrap();
+    assert_eq!(r.status, RunStatus::Stopped);
+    assert!(
+        begun.elapsed() <= Duration::from_millis(500),
+        "{:?}",
+        begun.elapsed()
+    );
+    stop.cancel();
+    watch.await.unwrap();
 }
 
 #[tokio::test]
@@ -515,9 +603,9 @@ async fn live_updates_reach_only_viewers_who_may_read_the_run() {
     d.stop(&stalled.run.id);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn shutdown_lets_short_runs_finish_and_interrupts_the_rest() {
-    let w = world().await;
+    let w = memory_world().await;
     let mut o = Options::default();
     o.settings.max_per_actor = 4;
     let d = dispatcher(&w, &o);
@@ -529,10 +617,17 @@ async fn shutdown_lets_short_runs_finish_and_interrupts_the_rest() {
         .start(request(&w, "http:viewer", "http:ops", "@staller b"))
         .await
         .unwrap();
+    running(&w, &stalled.run.id).await;
+    // The grace is shorter than the staller's 300 ms timeout: shutdown interrupts it.
+    let begun = tokio::time::Instant::now();
     let cancelled = d
-        .shutdown(Duration::from_millis(50), Duration::from_secs(5))
+        .shutdown(Duration::from_millis(200), Duration::from_secs(5))
         .await;
     assert_eq!(cancelled, 1);
+    assert!(
+        begun.elapsed() >= Duration::from_millis(200),
+        "the whole grace was given"
+    );
     assert_eq!(quick.finished().await.unwrap().status, RunStatus::Completed);
     assert_eq!(
         stalled.finished().await.unwrap().status,
@@ -562,15 +657,15 @@ impl AgentBackend for Deaf {
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_back_end_that_ignores_its_stop_is_abandoned_and_the_run_still_ends() {
-    let w = world().await;
+    let w = memory_world().await;
     let mut agents = BTreeMap::new();
     agents.insert(
         AgentName::parse("echo").unwrap(),
         entry(Arc::new(Deaf), Duration::from_millis(100)),
     );
-    let d = Arc::new(Dispatcher::new(DispatcherParts {
+    let d = Dispatcher::new(DispatcherParts {
         store: w.store.clone(),
         directory: Arc::new(StaticChannelDirectory),
         agents,
@@ -583,16 +678,19 @@ async fn a_back_end_that_ignores_its_stop_is_abandoned_and_the_run_still_ends() 
         tokens: AgentTokens::ephemeral().unwrap(),
         secrets: vec![],
         now: Timestamp::now,
-    }));
+    });
     let s = d
         .start(request(&w, "http:viewer", "http:ops", "hello"))
         .await
         .unwrap();
     let id = s.run.id.clone();
-    let r = tokio::time::timeout(Duration::from_secs(10), s.finished())
-        .await
-        .expect("the run ends")
-        .unwrap();
+    let begun = tokio::time::Instant::now();
+    let r = s.finished().await.unwrap();
+    assert_eq!(
+        begun.elapsed(),
+        Duration::from_millis(200),
+        "its timeout, then the grace, then abandoned"
+    );
     assert_eq!(r.status, RunStatus::Failed);
     assert_eq!(r.error.as_deref(), Some("timed out after 100ms"));
     let kinds: Vec<String> = w
@@ -610,17 +708,16 @@ async fn a_back_end_that_ignores_its_stop_is_abandoned_and_the_run_still_ends() 
     assert!(d.live().is_empty());
 }
 
-async fn add_repo(w: &World, slug: &str, value: String) {
-    w.store
-        .set_config(ConfigValue {
-            tier: ConfigTier::Org,
-            key: format!("repo.{slug}"),
-            value,
-            updated_by: ActorId::cli_local(),
-            updated_at: Timestamp::now(),
-        })
-        .await
-        .unwrap();
+async fn add_repo(w: &World, slug: &str, source: store::repos::RepoSource) {
+    store::repos::set(
+        w.store.as_ref(),
+        &slug.parse().unwrap(),
+        &source,
+        &ActorId::cli_local(),
+        Timestamp::now(),
+    )
+    .await
+    .unwrap();
 }
 
 #[tokio::test]
@@ -632,16 +729,28 @@ async fn repo_runs_happen_in_the_configured_path_or_a_clone_of_the_url() {
     let d = dispatcher(&w, &o);
     let local = tempfile::tempdir().unwrap();
     let local_path = std::fs::canonicalize(local.path()).unwrap();
-    add_repo(&w, "acme/web", format!("path:{}", local_path.display())).await;
+    add_repo(
+        &w,
+        "acme/web",
+        store::repos::RepoSource::Path(local_path.display().to_string()),
+    )
+    .await;
     let slug = RepoSlug::parse("acme/web").unwrap();
-    let req = request(&w, "http:viewer", "http:ops", "");
-    let s = d
+    // The admission is asked again here: without repo:exec or agent:run:coding, nothing starts.
+    let e = d
         .start_repo(
-            req.clone(),
+            request(&w, "http:viewer", "http:ops", ""),
             slug.clone(),
             RepoTask::Test,
-            RegistryAdmitted::after_repo_exec_admission(AgentName::parse("coding").unwrap()),
         )
+        .await
+        .err()
+        .unwrap();
+    assert!(matches!(e, DispatchError::Refused(_)), "{e}");
+    assert!(all_runs(&w).await.is_empty());
+    let req = request(&w, "http:coder", "http:ops", "");
+    let s = d
+        .start_repo(req.clone(), slug.clone(), RepoTask::Test)
         .await
         .unwrap();
     assert_eq!(s.run.repo.as_ref(), Some(&slug));
@@ -675,17 +784,12 @@ async fn repo_runs_happen_in_the_configured_path_or_a_clone_of_the_url() {
     add_repo(
         &w,
         "acme/api",
-        format!("url:file://{}", origin.path().display()),
+        store::repos::RepoSource::Url(format!("file://{}", origin.path().display())),
     )
     .await;
     let api = RepoSlug::parse("acme/api").unwrap();
     let s = d
-        .start_repo(
-            req.clone(),
-            api.clone(),
-            RepoTask::Build,
-            RegistryAdmitted::after_repo_exec_admission(AgentName::parse("coding").unwrap()),
-        )
+        .start_repo(req.clone(), api.clone(), RepoTask::Build)
         .await
         .unwrap();
     let r = s.finished().await.unwrap();
@@ -698,29 +802,10 @@ async fn repo_runs_happen_in_the_configured_path_or_a_clone_of_the_url() {
 
     let ghost = RepoSlug::parse("acme/ghost").unwrap();
     let e = d
-        .start_repo(
-            req,
-            ghost,
-            RepoTask::Test,
-            RegistryAdmitted::after_repo_exec_admission(AgentName::parse("coding").unwrap()),
-        )
+        .start_repo(req, ghost, RepoTask::Test)
         .await
         .err()
         .unwrap();
-    let undeclared = d
-        .start_repo(
-            request(&w, "http:viewer", "http:ops", ""),
-            slug.clone(),
-            RepoTask::Test,
-            RegistryAdmitted::after_repo_exec_admission(AgentName::parse("ghost").unwrap()),
-        )
-        .await
-        .err()
-        .unwrap();
-    assert_eq!(
-        undeclared.to_string(),
-        "no agent `ghost` is declared; declare [agents.ghost] (the agent repo test|build run)"
-    );
     assert!(
         e.to_string().contains("repo acme/ghost is not configured"),
         "{e}"

@@ -1,10 +1,11 @@
 //! # http-ingress: `POST /ingress`
 //!
-//! What it is: the machine surface. A bearer token is looked up in the token map (constant
-//! time, over hashes) and becomes the actor `http:<subject>`; the body (`text/plain`, or JSON
-//! `{"text": …}`) goes to `Registry::handle`: commands through the registry, other text to
-//! the dispatcher, recorded in the token's `channel` or `http:<subject>`. Replies are the
-//! registry's, as text or JSON by `Accept`.
+//! What it is: the machine surface. A bearer token is looked up in the shared token map
+//! (`commands::tokens`: constant time, over hashes) and becomes the actor `http:<subject>`;
+//! the body (`text/plain`, a form body as `curl -d` sends it, or JSON `{"text": …}`) goes to
+//! `Registry::handle`: commands through the registry, other text to an agent run, recorded in
+//! the token's `channel` or `http:<subject>`. Replies are the registry's, as text or JSON by
+//! `Accept`. It depends on `commands` and `authz-core` only.
 //!
 //! What it must never do: decide anything (no id or channel comparisons; the token's channel
 //! is where runs are recorded, never a grant), read a body before the bearer is proven, say
@@ -12,35 +13,30 @@
 //!
 //! Invariants: no token map → 503 saying so; a missing or unknown bearer → 401 with an empty
 //! body; a body over the limit → 413; JSON that is not `{"text": string}` → 400 naming the
-//! problem; any other content type → 415. A denied point read is the registry's not_found,
+//! problem; any other content type → 415 naming the ones it takes. A denied point read is the registry's not_found,
 //! byte-identical to a missing id.
-
-mod tokens;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use authz_core::{Origin, resolve_actor};
+use authz_core::RunId;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use commands::{Caller, Registry, Reply, ReplyKind, Services, Surface};
+use commands::identity::bearer_caller;
+use commands::{Registry, Reply, ReplyKind, RunOutcome, Services, Surface};
 use serde_json::{Value, json};
-
-pub use tokens::{TokenEntry, TokenMap, TokenMapError};
 
 /// The longest `?wait=` a caller may ask for.
 pub const MAX_WAIT: Duration = Duration::from_secs(300);
 
-/// What the route needs.
+/// What the route needs. Without a token map in `services` the route answers 503.
 pub struct Ingress {
     pub registry: Arc<Registry>,
     pub services: Arc<Services>,
-    /// `None`: no token map configured; the route answers 503.
-    pub tokens: Option<TokenMap>,
     pub max_body_bytes: usize,
 }
 
@@ -65,17 +61,19 @@ fn wait_param(query: Option<&str>) -> Option<Duration> {
 
 async fn handle(State(ingress): State<Arc<Ingress>>, request: Request) -> Response {
     let wait = wait_param(request.uri().query());
-    let Some(tokens) = &ingress.tokens else {
+    if ingress.services.tokens.is_none() {
         return plain(StatusCode::SERVICE_UNAVAILABLE, OFF);
-    };
-    let Some(entry) = bearer(request.headers()).and_then(|t| tokens.lookup(t)) else {
+    }
+    let Some(caller) =
+        bearer(request.headers()).and_then(|t| bearer_caller(&ingress.services, Surface::Http, t))
+    else {
         return unauthorized();
     };
     let wants_json = accepts_json(request.headers());
     let Some(kind) = content_kind(request.headers()) else {
         return plain(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "send the request as text/plain or as application/json {\"text\": \"…\"}",
+            "send the request as text/plain, as a form body (curl -d), or as application/json {\"text\": \"…\"}",
         );
     };
     let body = match axum::body::to_bytes(request.into_body(), ingress.max_body_bytes).await {
@@ -92,20 +90,13 @@ async fn handle(State(ingress): State<Arc<Ingress>>, request: Request) -> Respon
         Ok(t) => t,
         Err(problem) => return plain(StatusCode::BAD_REQUEST, &problem),
     };
-    let caller = Caller {
-        actor: resolve_actor(entry.actor.clone(), &ingress.services.table).with_origin(Origin {
-            channel_id: entry.run_channel.clone(),
-            thread_key: None,
-        }),
-        surface: Surface::Http,
-    };
     let handled = ingress
         .registry
         .handle(&caller, &text, &ingress.services)
         .await;
     let (reply, started) = match (handled.run, wait) {
         (Some(run), Some(wait)) => {
-            let id = run.run.id.clone();
+            let id = run.id().clone();
             match tokio::time::timeout(wait, run.finished()).await {
                 Ok(Some(done)) => (finished_reply(&done), false),
                 _ => (still_running(&id), true),
@@ -139,10 +130,13 @@ fn unauthorized() -> Response {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ContentKind {
     Text,
+    /// `application/x-www-form-urlencoded`, which `curl -d` sends.
+    Form,
     Json,
 }
 
-/// `text/plain` (or no content type) → text; `application/json` → JSON; else `None` (415).
+/// `text/plain` (or no content type) → text; a form body → form; `application/json` → JSON;
+/// else `None` (415).
 fn content_kind(headers: &HeaderMap) -> Option<ContentKind> {
     let Some(value) = headers.get(header::CONTENT_TYPE) else {
         return Some(ContentKind::Text);
@@ -157,9 +151,40 @@ fn content_kind(headers: &HeaderMap) -> Option<ContentKind> {
         .to_ascii_lowercase();
     match essence.as_str() {
         "text/plain" => Some(ContentKind::Text),
+        "application/x-www-form-urlencoded" => Some(ContentKind::Form),
         "application/json" => Some(ContentKind::Json),
         _ => None,
     }
+}
+
+/// A form body's text. `curl -d 'runs list'` sends its data as written, unencoded, under the
+/// form content type; a browser form or `curl --data-urlencode text=…` sends one encoded
+/// `text` field. So a body that is exactly one `text=` field is decoded, and any other body
+/// is the text as written (a `+` or `%` in it is kept, not decoded).
+fn form_text(body: &str) -> Result<String, String> {
+    let Some(encoded) = body.strip_prefix("text=").filter(|v| !v.contains('&')) else {
+        return Ok(body.to_owned());
+    };
+    let bytes = encoded.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        match b {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let hex = bytes
+                    .get(i + 1..i + 3)
+                    .and_then(|h| std::str::from_utf8(h).ok())
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                    .ok_or_else(|| "the form field `text` has a bad %-escape".to_owned())?;
+                out.push(hex);
+                i += 2;
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).map_err(|_| "the form field `text` is not UTF-8 text".to_owned())
 }
 
 /// The request text, or the problem with the body.
@@ -168,6 +193,9 @@ fn request_text(kind: ContentKind, body: &Bytes) -> Result<String, String> {
         ContentKind::Text => std::str::from_utf8(body)
             .map_err(|_| "the body is not UTF-8 text".to_owned())?
             .to_owned(),
+        ContentKind::Form => form_text(
+            std::str::from_utf8(body).map_err(|_| "the body is not UTF-8 text".to_owned())?,
+        )?,
         ContentKind::Json => {
             let v: Value = serde_json::from_slice(body).map_err(|e| {
                 format!(
@@ -248,11 +276,11 @@ fn plain(status: StatusCode, text: &str) -> Response {
 }
 
 /// A run that finished while the caller waited.
-fn finished_reply(run: &store::RunRecord) -> Reply {
-    Reply::ok(commands::outcome_text(run), commands::outcome_json(run))
+fn finished_reply(run: &RunOutcome) -> Reply {
+    Reply::ok(run.text(), run.json())
 }
 
-fn still_running(id: &authz_core::RunId) -> Reply {
+fn still_running(id: &RunId) -> Reply {
     Reply::ok(
         format!("run {id} is still running; follow it with `runs get {id}`"),
         json!({"run_id": id.as_str(), "status": "running"}),
@@ -309,5 +337,34 @@ mod tests {
             assert!(e.contains(want), "{body}: {e}");
         }
         assert!(request_text(ContentKind::Text, &Bytes::from_static(&[0xff, 0xfe])).is_err());
+    }
+
+    #[test]
+    fn form_bodies_are_the_text_as_written_or_one_encoded_text_field() {
+        let b = |s: &str| Bytes::from(s.to_owned());
+        for (body, want) in [
+            ("hello", "hello"),
+            ("runs list --status all", "runs list --status all"),
+            ("config set greeting a+b%", "config set greeting a+b%"),
+            ("text=runs+list%20--status+all", "runs list --status all"),
+            ("text=caf%C3%A9", "café"),
+            ("text=a&other=b", "text=a&other=b"),
+            ("remember: x=1", "remember: x=1"),
+        ] {
+            assert_eq!(
+                request_text(ContentKind::Form, &b(body)).unwrap(),
+                want,
+                "{body}"
+            );
+        }
+        for (body, want) in [
+            ("text=%zz", "bad %-escape"),
+            ("text=%4", "bad %-escape"),
+            ("text=%ff", "not UTF-8"),
+            ("text=", "the request is empty"),
+        ] {
+            let e = request_text(ContentKind::Form, &b(body)).unwrap_err();
+            assert!(e.contains(want), "{body}: {e}");
+        }
     }
 }

@@ -1,21 +1,27 @@
-//! `POST /ingress` over real HTTP on loopback, with a SQLite store, the real registry and a
-//! real dispatcher running echo agents.
+//! `POST /ingress` over real HTTP on loopback: the app built by the one composition root
+//! (`server::App::build_with`) from a config with a SQLite store, the real registry and a real
+//! dispatcher running echo agents, served by the server's own router.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agents::{EchoBackend, EchoBehaviour, EchoSettings, OutputCaps};
-use authz_core::{AgentName, ChannelVisibility, GrantsTable, StaticChannelDirectory};
-use commands::{MemoryAudit, Registry, Services};
-use dispatch::{AgentEntry, AgentTokens, DispatchSettings, Dispatcher, DispatcherParts};
-use http_ingress::{Ingress, TokenMap};
+use authz_core::{ChannelVisibility, Surface};
+use commands::MemoryAudit;
 use serde_json::{Value, json};
 use store::{NewRun, RunRecord, Store, Timestamp, TokenHash};
 
 const CONFIG: &str = r#"
 [restrict]
 agents = ["coding"]
+repos = ["acme/secret"]
+
+[agents]
+default = "echo"
+[agents.echo]
+[agents.staller]
+behaviour = "stall"
+[agents.coding]
 
 # deliberate change (d): runs:read and no channels; its token channel is http:ops.
 [grants."http:reader"]
@@ -28,25 +34,35 @@ channels = ["http:ops"]
 
 # the fleet.
 [grants."http:fleet"]
-actions = ["runs:read", "help:read"]
+actions = ["runs:read", "help:read", "friction:write"]
 channels = "all"
 
 # may start echo; its runs go to http:<subject>.
 [grants."http:ci"]
 actions = ["agent:run:echo"]
 
-# repo:exec alone runs the coding agent in a repo.
+# repo:exec alone runs the coding agent in a repo (not the restricted one).
 [grants."http:builder"]
-actions = ["repo:exec", "repo:use"]
+actions = ["repo:exec", "runs:read"]
+
+# repo:exec and the restricted repo.
+[grants."http:secret-builder"]
+actions = ["repo:exec"]
+repos = ["acme/secret"]
 "#;
 
-const TOKENS: [(&str, &str, Option<&str>); 6] = [
+const TOKENS: [(&str, &str, Option<&str>); 7] = [
     ("reader-token-0123456789", "reader", Some("http:ops")),
     ("nobody-token-0123456789", "nobody", Some("http:ops")),
     ("opsbot-token-0123456789", "opsbot", Some("http:ops")),
     ("fleet-token-01234567890", "fleet", None),
     ("ci-token-012345678901234", "ci", None),
     ("builder-token-012345678", "builder", Some("http:builds")),
+    (
+        "secret-builder-token-0123",
+        "secret-builder",
+        Some("http:builds"),
+    ),
 ];
 
 struct Server {
@@ -58,32 +74,11 @@ struct Server {
     workspace: tempfile::TempDir,
 }
 
-fn agents() -> BTreeMap<AgentName, AgentEntry> {
-    let mut m = BTreeMap::new();
-    for (name, behaviour) in [
-        ("echo", EchoBehaviour::Answer),
-        ("staller", EchoBehaviour::Stall),
-        ("coding", EchoBehaviour::Answer),
-    ] {
-        m.insert(
-            AgentName::parse(name).unwrap(),
-            AgentEntry {
-                backend: Arc::new(EchoBackend::new(EchoSettings {
-                    behaviour,
-                    delay: Duration::ZERO,
-                })),
-                timeout: Duration::from_secs(30),
-                caps: OutputCaps::default(),
-            },
-        );
-    }
-    m
-}
-
-fn token_map() -> TokenMap {
+/// The token map as the operator writes it: half the keys hashed, half plaintext (both forms
+/// resolve), with fields other than subject and channel that must be ignored.
+fn token_map() -> String {
     let mut map = serde_json::Map::new();
     for (i, (token, subject, channel)) in TOKENS.iter().enumerate() {
-        // Half the keys hashed, half plaintext: both forms resolve.
         let key = if i % 2 == 0 {
             token.to_string()
         } else {
@@ -95,54 +90,40 @@ fn token_map() -> TokenMap {
         }
         map.insert(key, entry);
     }
-    TokenMap::parse(&Value::Object(map).to_string()).unwrap()
+    Value::Object(map).to_string()
 }
 
-async fn start(tokens: Option<TokenMap>, max_body: usize) -> Server {
+async fn start(tokens: Option<String>, max_body: usize) -> Server {
     let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("sb.db").display());
-    let store = store::open(&url).await.unwrap();
-    let names: BTreeSet<AgentName> = agents().into_keys().collect();
-    let doc: toml::Table = toml::from_str(CONFIG).unwrap();
-    let table = Arc::new(GrantsTable::from_config(&doc, names).unwrap());
     let workspace = tempfile::tempdir().unwrap();
-    let dispatcher = Arc::new(Dispatcher::new(DispatcherParts {
-        store: store.clone(),
-        directory: Arc::new(StaticChannelDirectory),
-        agents: agents(),
-        settings: DispatchSettings {
-            default_agent: AgentName::parse("echo").ok(),
-            data_dir: workspace.path().to_path_buf(),
-            ..Default::default()
-        },
-        replica: store::ReplicaId::parse("ingress-test").unwrap(),
-        tokens: AgentTokens::ephemeral().unwrap(),
-        secrets: vec![],
-        now: Timestamp::now,
-    }));
+    let text = format!(
+        "{CONFIG}\n[store]\nurl = \"sqlite://{}\"\n[server]\ndata_dir = {:?}\n[ingress]\nmax_body_bytes = {max_body}\n",
+        dir.path().join("sb.db").display(),
+        workspace.path().display().to_string(),
+    );
+    let config = server::config::parse(server::Source::File("ingress.toml".into()), &text).unwrap();
+    let secrets = server::Secrets::from_lookup(&config, |k| {
+        (k == "SWITCHBOARD_INGRESS_TOKENS")
+            .then(|| tokens.clone())
+            .flatten()
+    })
+    .unwrap();
     let audit = Arc::new(MemoryAudit::default());
-    let services = Arc::new(Services {
-        store: store.clone(),
-        table,
+    let overrides = server::Overrides {
         audit: audit.clone(),
-        started_at: Timestamp::now(),
-        now: Timestamp::now,
-        schedules: vec![],
-        version: "test",
-        dispatcher: Some(dispatcher),
-    });
-    let ingress = Arc::new(Ingress {
-        registry: Arc::new(Registry::catalogue()),
-        services,
-        tokens,
-        max_body_bytes: max_body,
-    });
+        ..server::Overrides::default()
+    };
+    let replica = store::ReplicaId::parse("ingress-test").unwrap();
+    let app = server::App::build_with(config, secrets, replica, overrides)
+        .await
+        .unwrap();
+    let store = app.store.clone();
+    let router = server::router(&app);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
-        axum::serve(listener, http_ingress::router(ingress))
-            .await
-            .unwrap();
+        let _app = app;
+        axum::serve(listener, router).await.unwrap();
     });
     Server {
         base: format!("http://{addr}"),
@@ -235,7 +216,7 @@ impl Server {
     async fn seed(&self, channel: &str, user: &str, vis: ChannelVisibility) -> RunRecord {
         self.store
             .create_run(NewRun {
-                surface: "test".into(),
+                surface: Surface::Http,
                 channel_id: channel.parse().unwrap(),
                 thread_key: None,
                 user_id: user.parse().unwrap(),
@@ -287,11 +268,14 @@ async fn bearer_body_and_content_type_faults_have_their_statuses() {
     let ci = token("ci");
     let big = "x".repeat(2048);
     assert_eq!(s.post_typed(ci, "text/plain", &big).await.status, 413);
-    let form = s
-        .post_typed(ci, "application/x-www-form-urlencoded", "a=b")
-        .await;
-    assert_eq!(form.status, 415);
-    assert!(form.body.contains("text/plain or as application/json"));
+    let xml = s.post_typed(ci, "application/xml", "<help/>").await;
+    assert_eq!(xml.status, 415);
+    assert!(
+        xml.body
+            .contains("text/plain, as a form body (curl -d), or as application/json"),
+        "{}",
+        xml.body
+    );
     let bad = s.post_typed(ci, "application/json", "{\"text\": ").await;
     assert_eq!(bad.status, 400);
     assert!(
@@ -458,7 +442,7 @@ async fn text_that_is_not_a_command_starts_a_run_in_the_tokens_channel() {
     assert_eq!(run.channel_id.as_str(), "http:ci");
     assert_eq!(run.channel_visibility, ChannelVisibility::Machine);
     assert_eq!(run.user_id.as_str(), "http:ci");
-    assert_eq!(run.surface, "http");
+    assert_eq!(run.surface, Surface::Http);
     // ?wait answers with the run's answer.
     let waited = s
         .post(
@@ -545,18 +529,19 @@ async fn runs_stop_over_the_ingress_stops_a_live_run() {
 #[tokio::test]
 async fn repo_exec_alone_runs_the_coding_agent_in_the_repo() {
     let s = start(Some(token_map()), 64 * 1024).await;
-    let local = s.workspace.path().join("web");
-    std::fs::create_dir_all(&local).unwrap();
-    s.store
-        .set_config(store::ConfigValue {
-            tier: authz_core::ConfigTier::Org,
-            key: "repo.acme/web".into(),
-            value: format!("path:{}", local.display()),
-            updated_by: authz_core::ActorId::cli_local(),
-            updated_at: Timestamp::now(),
-        })
+    for repo in ["acme/web", "acme/secret"] {
+        let local = s.workspace.path().join(repo.replace('/', "-"));
+        std::fs::create_dir_all(&local).unwrap();
+        store::repos::set(
+            s.store.as_ref(),
+            &repo.parse().unwrap(),
+            &store::repos::RepoSource::Path(local.display().to_string()),
+            &authz_core::ActorId::cli_local(),
+            Timestamp::now(),
+        )
         .await
         .unwrap();
+    }
     let a = s.say(token("builder"), "repo test acme/web").await;
     assert_eq!(a.status, 200, "{}", a.body);
     let id = a.json()["run_id"].as_str().unwrap().to_owned();
@@ -571,4 +556,183 @@ async fn repo_exec_alone_runs_the_coding_agent_in_the_repo() {
     assert_eq!(run.channel_id.as_str(), "http:builds");
     // Without repo:exec (nor agent:run:coding): refused before anything starts.
     assert_eq!(s.say(token("ci"), "repo test acme/web").await.status, 403);
+}
+
+/// Fault 5: `repo test|build` of a restricted repo is refused to a token whose repos axis does
+/// not name it, though `repo:exec` admitted the command: 🚫, one audit line for `repo:use`,
+/// nothing recorded. A token that owns the repo runs it.
+#[tokio::test]
+async fn a_restricted_repo_is_refused_to_a_token_that_does_not_own_it() {
+    let s = start(Some(token_map()), 64 * 1024).await;
+    for repo in ["acme/web", "acme/secret"] {
+        let local = s.workspace.path().join(repo.replace('/', "-"));
+        std::fs::create_dir_all(&local).unwrap();
+        store::repos::set(
+            s.store.as_ref(),
+            &repo.parse().unwrap(),
+            &store::repos::RepoSource::Path(local.display().to_string()),
+            &authz_core::ActorId::cli_local(),
+            Timestamp::now(),
+        )
+        .await
+        .unwrap();
+    }
+    for verb in ["test", "build"] {
+        let refused = s
+            .post_typed(
+                token("builder"),
+                "text/plain",
+                &format!("repo {verb} acme/secret"),
+            )
+            .await;
+        assert_eq!(
+            (refused.status, refused.body.as_str()),
+            (
+                403,
+                format!("🚫 You don't have permission to use `repo {verb}`.\n").as_str()
+            )
+        );
+    }
+    let lines = s.audit.lines();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    for l in &lines {
+        assert_eq!(
+            l.to_string(),
+            "[authz] deny actor=http:builder action=repo:use resource=repo reason=not-owner surface=http"
+        );
+    }
+    assert!(
+        s.listed(token("fleet")).await.is_empty(),
+        "nothing was recorded"
+    );
+    let allowed = s
+        .say(token("secret-builder"), "repo test acme/secret")
+        .await;
+    assert_eq!(allowed.status, 200, "{}", allowed.body);
+    assert_eq!(s.listed(token("fleet")).await.len(), 1);
+}
+
+/// Fault 1: `curl -d` sends a form content type with the text as written; the README's
+/// examples use it. A body that is one encoded `text` field (an HTML form, `curl
+/// --data-urlencode text=…`) is decoded.
+#[tokio::test]
+async fn a_form_body_is_the_command_text_as_curl_d_sends_it() {
+    let s = start(Some(token_map()), 64 * 1024).await;
+    let form = "application/x-www-form-urlencoded";
+    let started = s.post_typed(token("opsbot"), form, "hello").await;
+    assert_eq!(started.status, 202, "{}", started.body);
+    assert!(started.body.starts_with("started run "), "{}", started.body);
+    let listed = s
+        .post_typed(token("opsbot"), form, "runs list --status all")
+        .await;
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    assert!(listed.body.starts_with("ID "), "{}", listed.body);
+    assert!(listed.body.contains("http:ops"), "{}", listed.body);
+    let as_json = |body: &str| {
+        let s = &s;
+        let body = body.to_owned();
+        async move {
+            s.post(
+                "/ingress",
+                Some(token("opsbot")),
+                &[("content-type", form), ("accept", "application/json")],
+                &body,
+            )
+            .await
+        }
+    };
+    let plain = as_json("runs list --status all").await;
+    let encoded = as_json("text=runs+list+--status+all").await;
+    assert_eq!(
+        (plain.status, encoded.status),
+        (200, 200),
+        "{}",
+        encoded.body
+    );
+    assert_eq!(
+        plain.json()["runs"][0]["id"],
+        encoded.json()["runs"][0]["id"]
+    );
+}
+
+/// Fault 2, on the ingress: text whose first word is a command group gets the registry's
+/// reply, never an agent run.
+#[tokio::test]
+async fn mistyped_command_text_over_the_ingress_gets_the_registrys_reply() {
+    let s = start(Some(token_map()), 64 * 1024).await;
+    let fleet = token("fleet");
+    let proposed = s
+        .post_typed(fleet, "text/plain", "friction propose don't retry")
+        .await;
+    assert_eq!(proposed.status, 200, "{}", proposed.body);
+    for (text, status, want) in [
+        (
+            "friction propose \"don't retry",
+            400,
+            "the command text has an unclosed quote",
+        ),
+        (
+            "runs list \u{7}",
+            400,
+            "command text contains control characters",
+        ),
+        ("runs lst", 400, "unknown command `runs`"),
+    ] {
+        let a = s.post_typed(fleet, "text/plain", text).await;
+        assert_eq!(a.status, status, "{text:?}: {}", a.body);
+        assert!(a.body.starts_with(want), "{text:?}: {}", a.body);
+    }
+    assert!(s.listed(fleet).await.is_empty(), "no agent run was started");
+}
+
+/// Fault 3, on the ingress: a caller with no grants learns no agent's name.
+#[tokio::test]
+async fn an_unknown_agent_names_no_agent_to_a_token_with_no_grants() {
+    let s = start(Some(token_map()), 64 * 1024).await;
+    let a = s
+        .post_typed(token("nobody"), "text/plain", "@nosuch hi")
+        .await;
+    assert_eq!(
+        (a.status, a.body.as_str()),
+        (400, "there is no agent `nosuch` you can run\n")
+    );
+    let ci = s.post_typed(token("ci"), "text/plain", "@nosuch hi").await;
+    assert_eq!(ci.body, "there is no agent `nosuch`; you can run echo\n");
+}
+
+/// Fault 7: a denied point read is the missing id's reply byte for byte — status, content
+/// type and body — on every route (text and JSON replies) and every point read.
+#[tokio::test]
+async fn a_denied_point_read_is_byte_identical_to_a_missing_id_on_every_route() {
+    let s = start(Some(token_map()), 64 * 1024).await;
+    let private = s
+        .seed("slack:G1", "slack:U1", ChannelVisibility::Private)
+        .await;
+    let missing = "01JZZZZZZZZZZZZZZZZZZZZZZZ";
+    for accept in ["text/plain", "application/json", "*/*"] {
+        for verb in ["get", "events", "friction", "stop"] {
+            for who in ["reader", "nobody", "opsbot"] {
+                let ask = |id: String| {
+                    let s = &s;
+                    async move {
+                        s.post(
+                            "/ingress",
+                            Some(token(who)),
+                            &[("content-type", "text/plain"), ("accept", accept)],
+                            &format!("runs {verb} {id}"),
+                        )
+                        .await
+                    }
+                };
+                let denied = ask(private.id.to_string()).await;
+                let absent = ask(missing.to_owned()).await;
+                assert_eq!(denied.status, 404, "{who} {verb} {accept}: {}", denied.body);
+                assert_eq!(
+                    (denied.status, &denied.content_type, &denied.body),
+                    (absent.status, &absent.content_type, &absent.body),
+                    "{who} runs {verb}, Accept {accept}"
+                );
+            }
+        }
+    }
 }

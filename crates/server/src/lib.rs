@@ -1,9 +1,11 @@
 //! # server: the composition root
 //!
-//! What it is: the one place that reads the config file and the environment, and wires the
-//! parts together: store, channel directory, agent back ends, dispatcher, registry, and the
-//! axum router of every surface this build has (`/healthz`, `/readyz`, `/ingress`). It runs
-//! the replica's heartbeat and recovery, and shuts down gracefully.
+//! What it is: the one place that reads the config file and the environment, and the one
+//! composition root: [`App::build`] wires store, channel directory, agent back ends,
+//! dispatcher, registry and the ports the registry reaches them through. `serve`, `ask`, the
+//! CLI's registry commands and every test harness build the same `App`. It also holds the
+//! axum router of every surface this build has (`/healthz`, `/readyz`, `/ingress`), the
+//! replica's heartbeat, recovery and stop-request watch, and graceful shutdown.
 //!
 //! What it must never do: decide anything (authorization is authz-core's, reached through the
 //! registry and the dispatcher), start a surface whose secret is missing (it stays off and the
@@ -29,8 +31,8 @@ use agents::{
     OpenAiSettings,
 };
 use anyhow::Context;
-use authz_core::{AgentName, StaticChannelDirectory};
-use commands::{Registry, ScheduleInfo, Services, TracingAudit};
+use authz_core::{AgentName, ChannelDirectory, StaticChannelDirectory};
+use commands::{Audit, Clock, Registry, ScheduleInfo, Services, TracingAudit};
 use dispatch::{AgentEntry, AgentTokens, DispatchSettings, Dispatcher, DispatcherParts};
 use store::{ReplicaId, Store, Timestamp};
 
@@ -45,10 +47,32 @@ pub struct App {
     pub store: Arc<dyn Store>,
     pub registry: Arc<Registry>,
     pub services: Arc<Services>,
-    pub dispatcher: Arc<Dispatcher>,
+    pub dispatcher: Dispatcher,
     pub secrets: Secrets,
     pub replica: ReplicaId,
 }
+
+/// What a test may replace when it builds an [`App`]: the clock, the audit stream, the
+/// channel directory. Everything else comes from the config, as in production.
+pub struct Overrides {
+    pub clock: Clock,
+    pub audit: Arc<dyn Audit>,
+    pub directory: Arc<dyn ChannelDirectory>,
+}
+
+impl Default for Overrides {
+    fn default() -> Self {
+        Overrides {
+            clock: Clock::system(),
+            audit: Arc::new(TracingAudit),
+            directory: Arc::new(StaticChannelDirectory),
+        }
+    }
+}
+
+/// How often a process checks the store for stop requests of its runs (`runs stop` from
+/// another process is honoured within this, well inside 2 s).
+pub const STOP_WATCH: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// The schedules the registry declares built in (what `schedule list` shows).
 pub fn builtin_schedule_info() -> Vec<ScheduleInfo> {
@@ -93,10 +117,20 @@ impl App {
         secrets: Secrets,
         replica: ReplicaId,
     ) -> anyhow::Result<App> {
-        let store = store::open(&config.store_url).await.with_context(|| {
+        Self::build_with(config, secrets, replica, Overrides::default()).await
+    }
+
+    /// [`App::build`] with a test's clock, audit stream or channel directory.
+    pub async fn build_with(
+        config: LoadedConfig,
+        secrets: Secrets,
+        replica: ReplicaId,
+        overrides: Overrides,
+    ) -> anyhow::Result<App> {
+        let store = store::open_spec(&config.store).await.with_context(|| {
             format!(
                 "opening the store {} ([store] url)",
-                store::redact_url(&config.store_url)
+                config.store.url.redacted()
             )
         })?;
         let scratch = config.server.data_dir.join("scratch");
@@ -122,26 +156,31 @@ impl App {
             data_dir: config.server.data_dir.clone(),
             ..DispatchSettings::default()
         };
-        let dispatcher = Arc::new(Dispatcher::new(DispatcherParts {
+        let dispatcher = Dispatcher::new(DispatcherParts {
             store: store.clone(),
-            directory: Arc::new(StaticChannelDirectory),
+            directory: overrides.directory,
             agents,
             settings,
             replica: replica.clone(),
             tokens,
             secrets: secrets.values_to_redact(),
-            now: Timestamp::now,
-        }));
+            now: overrides.clock.now,
+        });
         let table = Arc::new(config.table.clone());
         let services = Arc::new(Services {
             store: store.clone(),
             table,
-            audit: Arc::new(TracingAudit),
-            started_at: Timestamp::now(),
-            now: Timestamp::now,
+            audit: overrides.audit,
+            clock: overrides.clock,
             schedules: builtin_schedule_info(),
             version: env!("CARGO_PKG_VERSION"),
-            dispatcher: Some(dispatcher.clone()),
+            runs: Arc::new(dispatcher.clone()),
+            live: Arc::new(dispatcher.clone()),
+            agent_tokens: Arc::new(dispatcher.clone()),
+            tokens: secrets
+                .ingress_tokens
+                .as_ref()
+                .map(|(map, _)| Arc::new(map.clone())),
         });
         Ok(App {
             config,
@@ -167,8 +206,20 @@ impl App {
         Ok(tombstoned.len())
     }
 
+    /// This process's background work until `stop`: the heartbeat (which also tombstones dead
+    /// replicas' runs) and the watch for stop requests of its own runs.
+    pub fn spawn_background(
+        &self,
+        stop: tokio_util::sync::CancellationToken,
+    ) -> Vec<tokio::task::JoinHandle<()>> {
+        vec![
+            self.spawn_heartbeat(stop.clone()),
+            self.dispatcher.watch_stop_requests(STOP_WATCH, stop),
+        ]
+    }
+
     /// Renews the lease every `heartbeat` and tombstones dead replicas' runs, until `stop`.
-    pub fn spawn_heartbeat(
+    fn spawn_heartbeat(
         &self,
         stop: tokio_util::sync::CancellationToken,
     ) -> tokio::task::JoinHandle<()> {

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::Context;
-use http_ingress::TokenMap;
+use commands::TokenMap;
 
 use crate::config::{BackendSpec, LoadedConfig};
 
@@ -56,14 +56,14 @@ impl Secrets {
         let ingress_tokens = match (&config.ingress.tokens_file, env(INGRESS_TOKENS_ENV)) {
             (_, Some(json)) if !json.trim().is_empty() => {
                 let map = TokenMap::parse(&json).context(INGRESS_TOKENS_ENV)?;
-                redact.extend(plaintext_tokens(&json));
+                redact.extend(TokenMap::plaintext_tokens(&json));
                 Some((map, TokensFrom::Env))
             }
             (Some(file), _) => {
                 let json = read_secret_file(file, "[ingress] tokens_file")?;
                 let map = TokenMap::parse(&json)
                     .with_context(|| format!("{} ([ingress] tokens_file)", file.display()))?;
-                redact.extend(plaintext_tokens(&json));
+                redact.extend(TokenMap::plaintext_tokens(&json));
                 Some((map, TokensFrom::File(file.display().to_string())))
             }
             _ => None,
@@ -132,16 +132,4 @@ fn read_secret_file(path: &Path, key: &str) -> anyhow::Result<String> {
             path.display()
         )
     })
-}
-
-/// The plaintext token keys of a token map (not the `sha256:` ones). The map parsed
-/// already; this only lists its keys.
-fn plaintext_tokens(json: &str) -> Vec<String> {
-    serde_json::from_str::<BTreeMap<String, serde::de::IgnoredAny>>(json)
-        .map(|m| {
-            m.into_keys()
-                .filter(|k| !k.starts_with("sha256:"))
-                .collect()
-        })
-        .unwrap_or_default()
 }

@@ -93,7 +93,7 @@ pub async fn serve(
         );
     }
     let stop = CancellationToken::new();
-    let heartbeat = app.spawn_heartbeat(stop.clone());
+    let background = app.spawn_background(stop.clone());
     let router = router(&app);
     ready(bound, &app);
     let stopping = stop.clone();
@@ -118,7 +118,9 @@ pub async fn serve(
         axum::serve(listener, router).with_graceful_shutdown(stop.clone().cancelled_owned());
     serving.await.context("serving HTTP")?;
     drain.await.ok();
-    heartbeat.await.ok();
+    for task in background {
+        task.await.ok();
+    }
     // Anything still live of this replica (a run whose end could not be recorded) is
     // tombstoned now rather than left for another replica's sweep.
     let left = app
@@ -143,11 +145,6 @@ pub fn router(app: &App) -> Router {
     let ingress = Arc::new(Ingress {
         registry: app.registry.clone(),
         services: app.services.clone(),
-        tokens: app
-            .secrets
-            .ingress_tokens
-            .as_ref()
-            .map(|(map, _)| map.clone()),
         max_body_bytes: app.config.ingress.max_body_bytes,
     });
     Router::new()

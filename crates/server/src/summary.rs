@@ -37,7 +37,7 @@ pub fn summary(app: &App, addr: SocketAddr) -> Summary {
             if c.default_agent.as_ref() == Some(name) {
                 line.push_str(", default");
             }
-            if name.as_str() == dispatch::CODING_AGENT {
+            if name.as_str() == commands::CODING_AGENT {
                 line.push_str(", coding");
             }
             line.push(')');
@@ -90,11 +90,7 @@ pub fn summary(app: &App, addr: SocketAddr) -> Summary {
         listening: format!("http://{addr}"),
         replica: app.replica.as_str().to_owned(),
         config: c.source.to_string(),
-        store: format!(
-            "{} ({})",
-            store::redact_url(&c.store_url),
-            app.store.backend()
-        ),
+        store: format!("{} ({})", c.store.url.redacted(), app.store.backend()),
         agents,
         surfaces,
     }

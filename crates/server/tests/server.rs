@@ -43,6 +43,33 @@ fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
     move |k| map.get(k).cloned()
 }
 
+/// Fault 10: a token's channel decides its runs' stamp, so it must be a machine channel of a
+/// token surface; a `slack:G…` one would stamp them private. The load fails naming the
+/// token's subject, never the token. (Before: accepted.)
+#[test]
+fn a_token_channel_outside_the_token_surfaces_fails_the_load_naming_the_subject() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = config(dir.path(), "");
+    for channel in ["slack:G123", "slack:C1", "access:alice", "cli:local"] {
+        let tokens =
+            format!(r#"{{"ops-token-0123456789": {{"subject": "ops", "channel": "{channel}"}}}}"#);
+        let e = Secrets::from_lookup(&c, env(&[("SWITCHBOARD_INGRESS_TOKENS", &tokens)]))
+            .err()
+            .unwrap();
+        let text = format!("{e:#}");
+        assert!(
+            text.starts_with(
+                "SWITCHBOARD_INGRESS_TOKENS: token map entry for subject \"ops\": channel"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(channel) && !text.contains("ops-token-0123456789"),
+            "{text}"
+        );
+    }
+}
+
 #[test]
 fn secrets_come_from_the_environment_or_named_files_and_faults_name_them() {
     let dir = tempfile::tempdir().unwrap();
@@ -266,7 +293,12 @@ async fn health_readiness_ingress_and_a_graceful_shutdown_that_interrupts_what_i
 async fn readiness_fails_when_the_store_does_not_answer() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("r.db").display());
-    let s = store::SqliteStore::open(&url).await.unwrap();
+    let s = store::SqliteStore::open(&store::Connect {
+        url,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
     assert_eq!(server::readiness(&s).await, Ok(()));
     s.pool().close().await;
     assert_eq!(

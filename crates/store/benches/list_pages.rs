@@ -139,7 +139,12 @@ async fn sqlite_fixture(n: usize) -> SqliteStore {
     std::fs::create_dir_all(&dir).expect("bench dir");
     let path = dir.join(format!("runs-{n}.db"));
     let url = format!("sqlite://{}", path.display());
-    let store = SqliteStore::open(&url).await.expect("sqlite");
+    let store = SqliteStore::open(&store::Connect {
+        url,
+        ..Default::default()
+    })
+    .await
+    .expect("sqlite");
     let have: i64 = sqlx::query_scalar("SELECT count(*) FROM runs")
         .fetch_one(store.pool())
         .await
@@ -162,7 +167,7 @@ async fn sqlite_fixture(n: usize) -> SqliteStore {
                 .collect();
             sqlx::query(
                 "INSERT INTO runs (id, surface, channel_id, user_id, agent, status, request, created_at, channel_visibility) \
-                 SELECT value ->> 0, 'bench', value ->> 1, value ->> 2, 'echo', 'completed', 'x', value ->> 4, value ->> 3 FROM json_each(?)",
+                 SELECT value ->> 0, 'http', value ->> 1, value ->> 2, 'echo', 'completed', 'x', value ->> 4, value ->> 3 FROM json_each(?)",
             )
             .bind(format!("[{}]", json.join(",")))
             .execute(&mut *tx)
@@ -181,9 +186,13 @@ async fn sqlite_fixture(n: usize) -> SqliteStore {
 
 async fn postgres_fixture(url: &str, n: usize) -> PostgresStore {
     let schema = format!("sb_bench_{n}");
-    let store = PostgresStore::open_in_schema(url, Some(&schema))
-        .await
-        .expect("postgres");
+    let store = PostgresStore::open(&store::Connect {
+        url: url.to_owned(),
+        schema: Some(schema),
+        max_connections: None,
+    })
+    .await
+    .expect("postgres");
     let have: i64 = sqlx::query_scalar("SELECT count(*) FROM runs")
         .fetch_one(store.pool())
         .await
@@ -200,7 +209,7 @@ async fn postgres_fixture(url: &str, n: usize) -> PostgresStore {
             let rows: Vec<_> = chunk.iter().map(|&i| (id(i), row(i))).collect();
             sqlx::query(
                 "INSERT INTO runs (id, surface, channel_id, user_id, agent, status, request, created_at, channel_visibility) \
-                 SELECT i, 'bench', c, u, 'echo', 'completed', 'x', a, v FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[]) AS t(i, c, u, v, a)",
+                 SELECT i, 'http', c, u, 'echo', 'completed', 'x', a, v FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[]) AS t(i, c, u, v, a)",
             )
             .bind(rows.iter().map(|r| r.0.clone()).collect::<Vec<_>>())
             .bind(rows.iter().map(|r| r.1.0.clone()).collect::<Vec<_>>())

@@ -3,7 +3,9 @@
 //! What it is: the persistence of Switchboard behind one set of traits, with three back ends
 //! chosen by URL — `sqlite://path` (the embedded default: a file in WAL mode, created and
 //! migrated on first open), `postgres://…` (for more than one replica), and `memory:` (for
-//! unit tests of other crates; it evaluates predicates with `authz_core::matches`).
+//! unit tests of other crates; it evaluates predicates with `authz_core::matches`). The two
+//! databases share one body, [`SqlStore`], generic over the [`Dialect`] that holds what really
+//! differs between them.
 //!
 //! What it must never do: receive an actor or decide anything. It receives a compiled
 //! `Predicate` and applies it **in its own query** — never by loading rows and filtering them
@@ -19,15 +21,15 @@
 //!   cursor. The cost of a page does not grow with the table.
 //! - `list_runs(predicate_for(actor))` returns exactly the runs point `authorize` allows
 //!   (the SQL differential tests).
-//! - A terminal status never changes; writes are single statements or transactions.
+//! - A terminal status never changes; every write is one statement or one transaction.
 //! - A row written before the visibility stamp reads `unknown`.
 
+mod error;
 mod memory;
 mod merge;
 pub mod plan;
-mod postgres;
+pub mod repos;
 mod sql;
-mod sqlite;
 mod types;
 
 use std::sync::Arc;
@@ -36,51 +38,18 @@ use std::time::Duration;
 use async_trait::async_trait;
 use authz_core::{ConfigTier, Predicate, RunId, ScheduleName, ScopeKey};
 
+pub use error::{Result, StoreError};
 pub use memory::MemoryStore as InMemoryStore;
 pub use merge::DEFAULT_WALK_PAGES;
-pub use postgres::{PostgresStore, migrator as postgres_migrator};
-pub use sqlite::{SqliteStore, migrator as sqlite_migrator};
+pub use sql::{Connect, Postgres, PostgresStore, SqlStore, Sqlite, SqliteStore};
 pub use types::*;
 
 /// The widest list a predicate may carry (channel grants, repos). One bound parameter on both
 /// databases, so this is a sanity bound, not a parameter limit.
 pub const DEFAULT_MAX_PREDICATE_WIDTH: usize = 4096;
 
-/// Why a store call failed. Messages name what is wrong; none carries a token or a body.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error(
-        "unsupported store URL {0:?}; use sqlite://path/to/switchboard.db, postgres://user@host/db or memory:"
-    )]
-    BadUrl(String),
-    #[error("{path} is not a SQLite database (move it away or point store.url elsewhere)")]
-    NotSqlite { path: String },
-    #[error("migrating the database failed: {0}")]
-    Migrate(#[from] sqlx::migrate::MigrateError),
-    #[error("database error: {0}")]
-    Database(#[from] sqlx::Error),
-    #[error("the cursor is not one this store issued")]
-    BadCursor,
-    #[error("malformed list predicate: {0}")]
-    MalformedPredicate(authz_core::MalformedPredicate),
-    #[error("a stored {what} is not valid: {value:?}")]
-    Corrupt { what: &'static str, value: String },
-    #[error("no run {0}")]
-    NoSuchRun(RunId),
-    #[error("run {id} is already {status}")]
-    AlreadyFinished { id: RunId, status: RunStatus },
-    #[error("{0}")]
-    Invalid(String),
-}
-
-impl StoreError {
-    pub(crate) fn corrupt(what: &'static str, value: &str) -> Self {
-        let value: String = value.chars().take(80).collect();
-        StoreError::Corrupt { what, value }
-    }
-}
-
-pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+/// The error text a tombstone carries.
+pub(crate) const INTERRUPTED: &str = "interrupted: the process running it stopped";
 
 /// Runs, their events and friction, and the replicas that own live runs.
 #[async_trait]
@@ -121,6 +90,11 @@ pub trait RunStore: Send + Sync {
         lease: Duration,
         own: bool,
     ) -> Result<Vec<RunId>>;
+    /// Asks for a live run to stop, whichever process owns it; returns the run. The owner
+    /// sees the request in [`RunStore::stop_requests`]. A finished run is `AlreadyFinished`.
+    async fn request_stop(&self, id: &RunId, at: Timestamp) -> Result<RunRecord>;
+    /// The live runs of `owner` that someone asked to stop.
+    async fn stop_requests(&self, owner: &ReplicaId) -> Result<Vec<RunId>>;
 }
 
 /// Memory records in their scopes.
@@ -182,18 +156,86 @@ pub trait Store: RunStore + MemoryStore + ConfigStore + ScheduleStore + SlackEve
     async fn ping(&self) -> Result<()>;
 }
 
+/// A store URL, checked: the one place a URL is validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreUrl {
+    /// `sqlite://path/to/switchboard.db` (or `sqlite:path`).
+    Sqlite(String),
+    /// `postgres://…` or `postgresql://…`.
+    Postgres(String),
+    /// `memory:`: nothing is kept past the process.
+    Memory,
+}
+
+impl StoreUrl {
+    pub fn parse(url: &str) -> Result<Self> {
+        if url == "memory:" {
+            return Ok(StoreUrl::Memory);
+        }
+        if let Some(path) = url
+            .strip_prefix("sqlite://")
+            .or_else(|| url.strip_prefix("sqlite:"))
+        {
+            if path.is_empty() || path == ":memory:" {
+                return Err(StoreError::BadUrl(redact_url(url)));
+            }
+            return Ok(StoreUrl::Sqlite(url.to_owned()));
+        }
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            return Ok(StoreUrl::Postgres(url.to_owned()));
+        }
+        Err(StoreError::BadUrl(redact_url(url)))
+    }
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            StoreUrl::Sqlite(u) | StoreUrl::Postgres(u) => u,
+            StoreUrl::Memory => "memory:",
+        }
+    }
+
+    /// The URL as it may be shown: without a password.
+    pub fn redacted(&self) -> String {
+        redact_url(self.as_str())
+    }
+}
+
+/// How to open the store: the URL and, on Postgres, an optional schema of its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreSpec {
+    pub url: StoreUrl,
+    pub schema: Option<String>,
+    /// At most this many database connections (`None`: the back end's default).
+    pub max_connections: Option<u32>,
+}
+
+impl StoreSpec {
+    pub fn url(url: StoreUrl) -> Self {
+        StoreSpec {
+            url,
+            schema: None,
+            max_connections: None,
+        }
+    }
+}
+
+/// Opens the store a spec names, creating and migrating it as needed.
+pub async fn open_spec(spec: &StoreSpec) -> Result<Arc<dyn Store>> {
+    let connect = |url: &str| Connect {
+        url: url.to_owned(),
+        schema: spec.schema.clone(),
+        max_connections: spec.max_connections,
+    };
+    Ok(match &spec.url {
+        StoreUrl::Memory => Arc::new(InMemoryStore::new()),
+        StoreUrl::Sqlite(url) => Arc::new(SqliteStore::open(&connect(url)).await?),
+        StoreUrl::Postgres(url) => Arc::new(PostgresStore::open(&connect(url)).await?),
+    })
+}
+
 /// Opens the store a URL names, creating and migrating it as needed.
 pub async fn open(url: &str) -> Result<Arc<dyn Store>> {
-    if url == "memory:" {
-        return Ok(Arc::new(InMemoryStore::new()));
-    }
-    if url.starts_with("sqlite:") {
-        return Ok(Arc::new(SqliteStore::open(url).await?));
-    }
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        return Ok(Arc::new(PostgresStore::open(url).await?));
-    }
-    Err(StoreError::BadUrl(redact_url(url)))
+    open_spec(&StoreSpec::url(StoreUrl::parse(url)?)).await
 }
 
 /// A URL with any password removed, for messages.
@@ -226,42 +268,38 @@ pub(crate) fn check_event_id(event_id: &str) -> Result<()> {
     }
 }
 
-/// Where a page starts: strictly before the cursor, or from the newest row.
-pub(crate) fn start_key(before: Option<&Cursor>) -> merge::Key {
-    before.map_or((i64::MAX, String::new()), |c| {
-        (c.created_at.micros(), c.id.to_string())
-    })
-}
-
-/// Orders rows newest first and cuts the page, with the next cursor when more remain.
-pub(crate) fn assemble_page(mut runs: Vec<RunRecord>, limit: usize) -> Page {
-    runs.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
-    let next = if runs.len() > limit {
-        runs.truncate(limit);
-        runs.last().map(RunRecord::cursor)
-    } else {
-        None
-    };
-    Page { runs, next }
-}
-
-pub(crate) fn check_limit(limit: u32) -> Result<usize> {
-    if limit == 0 || limit > 1000 {
-        return Err(StoreError::Invalid(format!(
-            "page limit {limit}: use 1-1000"
-        )));
-    }
-    Ok(limit as usize)
-}
-
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn urls_lose_their_password_in_messages() {
-        assert_eq!(
-            super::redact_url("postgres://u:secret@h/db"),
-            "postgres://u@h/db"
-        );
-        assert_eq!(super::redact_url("postgres://h/db"), "postgres://h/db");
+        assert_eq!(redact_url("postgres://u:secret@h/db"), "postgres://u@h/db");
+        assert_eq!(redact_url("postgres://h/db"), "postgres://h/db");
+    }
+
+    #[test]
+    fn store_urls_are_checked_in_one_place() {
+        assert_eq!(StoreUrl::parse("memory:").unwrap(), StoreUrl::Memory);
+        assert!(matches!(
+            StoreUrl::parse("sqlite://./x.db").unwrap(),
+            StoreUrl::Sqlite(_)
+        ));
+        assert!(matches!(
+            StoreUrl::parse("postgresql://h/db").unwrap(),
+            StoreUrl::Postgres(_)
+        ));
+        for bad in [
+            "",
+            "sqlite:",
+            "sqlite://",
+            "sqlite::memory:",
+            "mysql://u:pw@h/db",
+            "x.db",
+        ] {
+            let e = StoreUrl::parse(bad).unwrap_err().to_string();
+            assert!(e.contains("unsupported store URL"), "{bad}: {e}");
+            assert!(!e.contains("pw"), "{e}");
+        }
     }
 }

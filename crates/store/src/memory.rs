@@ -8,6 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use authz_core::{ConfigTier, Predicate, RunId, ScheduleName, ScopeKey, matches};
 
+use crate::merge::{assemble_page, check_limit};
 use crate::plan::{self, Plan};
 use crate::types::{new_id, tier_parts};
 use crate::*;
@@ -83,6 +84,7 @@ impl RunStore for MemoryStore {
             capability_token: new.capability_token,
             agent_token: new.agent_token,
             owner: new.owner.map(|o| o.as_str().to_owned()),
+            stop_requested_at: None,
         };
         self.with(|s| s.runs.insert(id, record.clone()));
         Ok(record)
@@ -273,10 +275,35 @@ impl RunStore for MemoryStore {
             ids
         }))
     }
-}
 
-/// The error text a tombstone carries.
-pub(crate) const INTERRUPTED: &str = "interrupted: the process running it stopped";
+    async fn request_stop(&self, id: &RunId, at: Timestamp) -> Result<RunRecord> {
+        self.with(|s| match s.runs.get_mut(id) {
+            None => Err(StoreError::NoSuchRun(id.clone())),
+            Some(r) if !r.status.is_live() => Err(StoreError::AlreadyFinished {
+                id: id.clone(),
+                status: r.status,
+            }),
+            Some(r) => {
+                r.stop_requested_at.get_or_insert(at);
+                Ok(r.clone())
+            }
+        })
+    }
+
+    async fn stop_requests(&self, owner: &ReplicaId) -> Result<Vec<RunId>> {
+        Ok(self.with(|s| {
+            s.runs
+                .values()
+                .filter(|r| {
+                    r.status.is_live()
+                        && r.stop_requested_at.is_some()
+                        && r.owner.as_deref() == Some(owner.as_str())
+                })
+                .map(|r| r.id.clone())
+                .collect()
+        }))
+    }
+}
 
 #[async_trait]
 impl crate::MemoryStore for MemoryStore {

@@ -20,18 +20,19 @@ use std::collections::{BTreeSet, HashMap};
 
 use async_trait::async_trait;
 
+use crate::error::{Result, StoreError};
 use crate::plan::Group;
-use crate::{Cursor, Page, Result, RunRecord, StatusFilter, assemble_page, start_key};
+use crate::types::{Cursor, Page, RunRecord, StatusFilter};
 
 /// How many pages' worth of rows the walk examines before handing over to the branches.
 pub const DEFAULT_WALK_PAGES: usize = 8;
 
 /// A row's place in the page order: `(created_at, id)`, compared descending.
-pub(crate) type Key = (i64, String);
+pub type Key = (i64, String);
 
 /// One branch to read: a group and one of its values, continuing strictly before `after`.
 #[derive(Debug, Clone)]
-pub(crate) struct OpenBranch {
+pub struct OpenBranch {
     pub group: usize,
     pub value: String,
     pub after: Key,
@@ -70,6 +71,35 @@ pub(crate) trait ListBackend: FetchBranches {
         need: u32,
     ) -> Result<Vec<RunRecord>>;
     async fn runs_by_ids(&self, ids: Vec<String>) -> Result<Vec<RunRecord>>;
+}
+
+/// Where a page starts: strictly before the cursor, or from the newest row.
+pub(crate) fn start_key(before: Option<&Cursor>) -> Key {
+    before.map_or((i64::MAX, String::new()), |c| {
+        (c.created_at.micros(), c.id.to_string())
+    })
+}
+
+/// Orders rows newest first and cuts the page, with the next cursor when more remain.
+pub(crate) fn assemble_page(mut runs: Vec<RunRecord>, limit: usize) -> Page {
+    runs.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
+    let next = if runs.len() > limit {
+        runs.truncate(limit);
+        runs.last().map(RunRecord::cursor)
+    } else {
+        None
+    };
+    Page { runs, next }
+}
+
+/// A page size the store serves: 1 to 1000.
+pub(crate) fn check_limit(limit: u32) -> Result<usize> {
+    if limit == 0 || limit > 1000 {
+        return Err(StoreError::Invalid(format!(
+            "page limit {limit}: use 1-1000"
+        )));
+    }
+    Ok(limit as usize)
 }
 
 /// The page: the walk, then the branches below its window when it came up short.

@@ -7,11 +7,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use authz_core::{
     ActorId, ChannelId, ChannelVisibility, ConfigTier, RepoSlug, RunFacts, RunId, ScheduleName,
-    ScopeKey,
+    ScopeKey, Surface,
 };
 use sha2::{Digest, Sha256};
 
-use crate::StoreError;
+use crate::error::StoreError;
 
 /// Microseconds since the Unix epoch, UTC. Callers pass time in; the store never decides it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -171,7 +171,7 @@ impl ReplicaId {
 /// A new run, as the dispatcher records it.
 #[derive(Debug, Clone)]
 pub struct NewRun {
-    pub surface: String,
+    pub surface: Surface,
     pub channel_id: ChannelId,
     pub thread_key: Option<String>,
     pub user_id: ActorId,
@@ -189,7 +189,7 @@ pub struct NewRun {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunRecord {
     pub id: RunId,
-    pub surface: String,
+    pub surface: Surface,
     pub channel_id: ChannelId,
     pub thread_key: Option<String>,
     pub user_id: ActorId,
@@ -205,6 +205,9 @@ pub struct RunRecord {
     pub capability_token: Option<TokenHash>,
     pub agent_token: Option<TokenHash>,
     pub owner: Option<String>,
+    /// When someone asked for the run to stop (`runs stop` from any process); the owning
+    /// process sees it and cancels the run.
+    pub stop_requested_at: Option<Timestamp>,
 }
 
 impl RunRecord {

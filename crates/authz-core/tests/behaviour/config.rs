@@ -382,7 +382,6 @@ fn admins_hint_and_the_can_helpers_answer_from_the_table() {
     let coding = agent_name("coding");
     let payments = "acme/payments".parse().unwrap();
     let web = "acme/web".parse().unwrap();
-    assert!(!t.can_manage_repos(&plain) && t.can_manage_repos(&u2));
     assert!(!t.can_edit_channel_config(&plain, &c1) && t.can_edit_channel_config(&u2, &c1));
     assert!(!t.can_run_agent(&plain, &coding) && t.can_run_agent(&u2, &coding));
     assert!(

@@ -7,9 +7,8 @@ use serde_json::json;
 use store::ConfigValue;
 
 use super::friction::PROPOSAL_PREFIX;
-use super::repo::REPO_PREFIX;
 use super::{ok, store_failed};
-use crate::{Args, Ctx, Registry, Reply, ReplyKind, refuse_with, replies};
+use crate::{Args, Ctx, Refusal, Registry, Reply, ReplyKind, replies};
 
 pub(crate) const MCP_PREFIX: &str = "mcp.";
 
@@ -84,7 +83,7 @@ fn check_key(ctx: &Ctx<'_>, key: &str) -> Result<(), Reply> {
     }
     for (prefix, owner) in [
         (MCP_PREFIX, "mcp add|remove"),
-        (REPO_PREFIX, "repo add|remove"),
+        (store::repos::KEY_PREFIX, "repo add|remove"),
         (PROPOSAL_PREFIX, "friction propose"),
     ] {
         if key.starts_with(prefix) {
@@ -149,9 +148,12 @@ fn admit(ctx: &Ctx<'_>, action: &Action, tier: &ConfigTier) -> Option<Reply> {
             ConfigTier::Channel(c)
                 if action == &ctx.command.action && ctx.command.id.as_str() == "config.set" =>
             {
-                let text =
-                    replies::channel_config_denied(c.as_str(), &ctx.services.table.admins_hint());
-                refuse_with(ctx, action, &resource, &deny, text)
+                let refusal = Refusal {
+                    action: action.clone(),
+                    resource,
+                    verdict: deny,
+                };
+                Registry::refuse_channel_config(ctx, &refusal, c.as_str())
             }
             _ => Registry::refuse(ctx, action, &resource, &deny),
         }),
@@ -177,7 +179,7 @@ pub fn set<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
             key: key.clone(),
             value: value.clone(),
             updated_by: ctx.caller.actor.id.clone(),
-            updated_at: (ctx.services.now)(),
+            updated_at: ctx.services.clock.now(),
         };
         if let Err(e) = ctx.services.store.set_config(v).await {
             return store_failed(e);
@@ -270,7 +272,7 @@ pub fn mcp_add<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
             key: format!("{MCP_PREFIX}{name}"),
             value: url.clone(),
             updated_by: ctx.caller.actor.id.clone(),
-            updated_at: (ctx.services.now)(),
+            updated_at: ctx.services.clock.now(),
         };
         if let Err(e) = ctx.services.store.set_config(v).await {
             return store_failed(e);

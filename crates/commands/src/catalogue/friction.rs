@@ -36,7 +36,7 @@ fn line(label: &str, items: &[(String, u64)]) -> String {
 pub fn report<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
     Box::pin(async move {
         let days = args.int("days").unwrap_or(7);
-        let since = (ctx.services.now)().saturating_sub(Duration::from_secs(
+        let since = ctx.services.clock.now().saturating_sub(Duration::from_secs(
             u64::try_from(days).unwrap_or(7) * 86_400,
         ));
         let visible_to = predicate_for(&ctx.caller.actor, &ctx.command.action, ResourceType::Run);
@@ -99,7 +99,7 @@ pub fn report<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
 pub fn propose<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
     Box::pin(async move {
         let text = args.text("text").unwrap_or_default().trim().to_owned();
-        let now = (ctx.services.now)();
+        let now = ctx.services.clock.now();
         let id = store::new_id(now);
         let value = ConfigValue {
             tier: ConfigTier::Org,

@@ -82,7 +82,7 @@ pub fn forget<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
         match ctx
             .services
             .store
-            .forget_memory(&id, (ctx.services.now)())
+            .forget_memory(&id, ctx.services.clock.now())
             .await
         {
             Ok(true) => ok(format!("forgot {id}"), json!({"forgotten": id.as_str()})),

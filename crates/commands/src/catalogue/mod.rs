@@ -4,7 +4,7 @@ mod config;
 mod friction;
 mod memory;
 mod repo;
-mod runs;
+pub(crate) mod runs;
 mod system;
 
 use authz_core::{Action, AgentName, CommandId, Resource};
@@ -42,9 +42,9 @@ fn with_resource(c: Option<Command>, resource: ResourceFn) -> Option<Command> {
     })
 }
 
-/// The agent `repo test|build` admit on and run (`dispatch::CODING_AGENT`).
+/// The agent `repo test|build` admit on and run ([`crate::CODING_AGENT`]).
 pub(crate) fn coding_agent_name() -> Option<AgentName> {
-    AgentName::parse(dispatch::CODING_AGENT).ok()
+    AgentName::parse(crate::CODING_AGENT).ok()
 }
 
 /// `repo test|build` are admitted on the coding agent: `agent:run:coding` or `repo:exec`.

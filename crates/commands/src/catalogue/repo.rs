@@ -1,14 +1,14 @@
-//! `repo list|add|remove|test|build`. Repos are configured on the org tier (`repo.<slug>`);
-//! whether a caller may use one is `authorize(repo:use, repo)`, with `restricted` from config.
+//! `repo list|add|remove|test|build`. Repos are the store's `repos` key family (its one
+//! owner); whether a caller may use one is `authorize(repo:use, repo)`, with `restricted`
+//! from config.
 
-use authz_core::{Action, BoxFuture, ConfigTier, RepoSlug, Verdict, authorize};
+use authz_core::{Action, BoxFuture, RepoSlug, Verdict, authorize};
 use serde_json::json;
-use store::ConfigValue;
+use store::repos::{self, RepoSource};
 
 use super::{ok, store_failed};
-use crate::{Args, Ctx, Registry, Reply, ReplyKind, replies};
-
-pub(crate) const REPO_PREFIX: &str = "repo.";
+use crate::agent_run::{launch_refusal, run_request};
+use crate::{Args, Ctx, Registry, Reply, ReplyKind, RepoTask, replies};
 
 fn slug(ctx: &Ctx<'_>, args: &Args) -> Result<RepoSlug, Reply> {
     RepoSlug::parse(args.text("repo").unwrap_or_default()).map_err(|e| {
@@ -19,36 +19,15 @@ fn slug(ctx: &Ctx<'_>, args: &Args) -> Result<RepoSlug, Reply> {
     })
 }
 
-/// A repo's source as shown: a clone URL's credentials (`https://<token>@host/…`) never leave
-/// the config store.
-fn shown_source(value: &str) -> String {
-    let Some((scheme, rest)) = value.split_once("://") else {
-        return value.to_owned();
-    };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
-        Some(at) => format!("{scheme}://…@{}", &rest[at + 1..]),
-        None => value.to_owned(),
-    }
-}
-
 pub fn list<'a>(ctx: &'a Ctx<'a>, _args: Args) -> BoxFuture<'a, Reply> {
     Box::pin(async move {
-        let values = match ctx
-            .services
-            .store
-            .list_config(&ConfigTier::Org, REPO_PREFIX)
-            .await
-        {
+        let configured = match repos::all(ctx.services.store.as_ref()).await {
             Ok(v) => v,
             Err(e) => return store_failed(e),
         };
         let mut lines = Vec::new();
         let mut data = Vec::new();
-        for v in values {
-            let Ok(slug) = RepoSlug::parse(v.key.trim_start_matches(REPO_PREFIX)) else {
-                continue;
-            };
+        for (slug, source) in configured {
             let restricted = ctx.services.table.restrict().repos.contains(&slug);
             let usable = ctx.services.table.can_use_repo(&ctx.caller.actor, &slug);
             let mark = if usable { "✓" } else { "✗" };
@@ -57,12 +36,12 @@ pub fn list<'a>(ctx: &'a Ctx<'a>, _args: Args) -> BoxFuture<'a, Reply> {
                 (true, false) => " (restricted)",
                 _ => "",
             };
-            let source = shown_source(&v.value);
+            let shown = source.shown();
             lines.push(format!(
                 "{mark} {slug}  {}{note}",
-                if source.is_empty() { "—" } else { &source }
+                if shown.is_empty() { "—" } else { &shown }
             ));
-            data.push(json!({"repo": slug.as_str(), "source": source, "restricted": restricted, "you_may_use": usable}));
+            data.push(json!({"repo": slug.as_str(), "source": shown, "restricted": restricted, "you_may_use": usable}));
         }
         let text = if lines.is_empty() {
             "no repos configured (repo add <owner/name> --path P | --url U)".to_owned()
@@ -80,23 +59,25 @@ pub fn add<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
             Err(r) => return r,
         };
         let source = match (args.text("path"), args.text("url")) {
-            (Some(p), _) => format!("path:{p}"),
-            (_, Some(u)) => format!("url:{u}"),
-            _ => String::new(),
+            (Some(p), _) => RepoSource::Path(p.to_owned()),
+            (_, Some(u)) => RepoSource::Url(u.to_owned()),
+            _ => RepoSource::Unset,
         };
-        let v = ConfigValue {
-            tier: ConfigTier::Org,
-            key: format!("{REPO_PREFIX}{slug}"),
-            value: source.clone(),
-            updated_by: ctx.caller.actor.id.clone(),
-            updated_at: (ctx.services.now)(),
-        };
-        if let Err(e) = ctx.services.store.set_config(v).await {
+        let s = ctx.services;
+        if let Err(e) = repos::set(
+            s.store.as_ref(),
+            &slug,
+            &source,
+            &ctx.caller.actor.id,
+            s.clock.now(),
+        )
+        .await
+        {
             return store_failed(e);
         }
         ok(
             format!("added repo {slug}"),
-            json!({"repo": slug.as_str(), "source": shown_source(&source)}),
+            json!({"repo": slug.as_str(), "source": source.shown()}),
         )
     })
 }
@@ -107,12 +88,7 @@ pub fn remove<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
             Ok(s) => s,
             Err(r) => return r,
         };
-        match ctx
-            .services
-            .store
-            .delete_config(&ConfigTier::Org, &format!("{REPO_PREFIX}{slug}"))
-            .await
-        {
+        match repos::remove(ctx.services.store.as_ref(), &slug).await {
             Ok(true) => ok(
                 format!("removed repo {slug}"),
                 json!({"removed": slug.as_str()}),
@@ -127,9 +103,10 @@ pub fn remove<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
 }
 
 /// `repo test|build`: the registry admitted the coding agent (`repo:exec` on
-/// `agent{coding}`, which is the agent admission); the repo must be usable by the caller
-/// (restricted repos); then a coding-agent run in the repo's workspace.
-async fn exec(ctx: &Ctx<'_>, args: &Args, task: dispatch::RepoTask) -> Reply {
+/// `agent{coding}`, which is the agent admission, and the launcher asks it again); the repo
+/// must be usable by the caller (restricted repos); then a coding-agent run in the repo's
+/// workspace.
+async fn exec(ctx: &Ctx<'_>, args: &Args, task: RepoTask) -> Reply {
     let slug = match slug(ctx, args) {
         Ok(s) => s,
         Err(r) => return r,
@@ -139,64 +116,19 @@ async fn exec(ctx: &Ctx<'_>, args: &Args, task: dispatch::RepoTask) -> Reply {
     if let Verdict::Deny(_) = verdict {
         return Registry::refuse(ctx, &Action::RepoUse, &resource, &verdict);
     }
-    let Some(dispatcher) = &ctx.services.dispatcher else {
-        return Reply::of(
-            ReplyKind::Unavailable,
-            replies::needs_dispatcher(&format!("`{}`", ctx.command.text_form())),
-        );
-    };
-    let Some(origin) = ctx.caller.actor.origin.clone() else {
+    let Some(request) = run_request(ctx.caller, String::new(), None) else {
         return Reply::of(ReplyKind::Failed, replies::no_run_channel());
     };
-    let request = dispatch::RunRequest {
-        actor: ctx.caller.actor.clone(),
-        surface: ctx.caller.surface.as_str(),
-        channel: origin.channel_id,
-        thread_key: origin.thread_key,
-        text: String::new(),
-        agent: None,
-    };
-    // The command was admitted on `agent{coding}` (its resource); that agent is the one run.
-    let Some(agent) = super::coding_agent_name() else {
-        return Reply::of(
-            ReplyKind::Failed,
-            "the coding agent's name is not a valid agent name",
-        );
-    };
-    let admitted = dispatch::RegistryAdmitted::after_repo_exec_admission(agent);
-    match dispatcher.start_repo(request, slug, task, admitted).await {
-        Ok(started) => crate::started_reply(&started),
-        Err(e) => crate::dispatch_refusal(ctx.caller, e, ctx.services),
+    match ctx.services.runs.start_repo(request, slug, task).await {
+        Ok(started) => started.reply(),
+        Err(e) => launch_refusal(ctx.caller, e, ctx.services),
     }
 }
 
 pub fn test<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
-    Box::pin(async move { exec(ctx, &args, dispatch::RepoTask::Test).await })
+    Box::pin(async move { exec(ctx, &args, RepoTask::Test).await })
 }
 
 pub fn build<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
-    Box::pin(async move { exec(ctx, &args, dispatch::RepoTask::Build).await })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::shown_source;
-
-    #[test]
-    fn clone_url_credentials_are_not_shown() {
-        assert_eq!(
-            shown_source("url:https://x-access-token:ghs_secret@github.com/acme/web.git"),
-            "url:https://…@github.com/acme/web.git"
-        );
-        assert_eq!(
-            shown_source("url:https://ghp_token@github.com/a/b"),
-            "url:https://…@github.com/a/b"
-        );
-        assert_eq!(
-            shown_source("url:https://github.com/a/b@v1"),
-            "url:https://github.com/a/b@v1"
-        );
-        assert_eq!(shown_source("path:/srv/web"), "path:/srv/web");
-        assert_eq!(shown_source(""), "");
-    }
+    Box::pin(async move { exec(ctx, &args, RepoTask::Build).await })
 }

@@ -9,7 +9,7 @@ use serde_json::json;
 use store::{Cursor, ListRuns, RunRecord, StatusFilter};
 
 use super::{ago, ok, store_failed};
-use crate::{Args, Ctx, Registry, Reply, ReplyKind, replies};
+use crate::{Args, Ctx, Registry, Reply, ReplyKind, Services, replies};
 
 fn action(ctx: &Ctx<'_>) -> Action {
     ctx.command.action.clone()
@@ -112,7 +112,7 @@ pub fn list<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
                 Err(e) => return store_failed(e),
             }
         };
-        let now = (ctx.services.now)();
+        let now = ctx.services.clock.now();
         let mut text = if page.runs.is_empty() {
             "no runs".to_owned()
         } else {
@@ -175,117 +175,149 @@ pub(crate) fn table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) ->
     out.trim_end().to_owned()
 }
 
+/// A loaded run's handler: the point read has been authorized.
+async fn with_run<'a, F, Fut>(ctx: &'a Ctx<'a>, args: Args, then: F) -> Reply
+where
+    F: FnOnce(RunRecord) -> Fut,
+    Fut: std::future::Future<Output = Reply>,
+{
+    match load_run(ctx, &args, &action(ctx)).await {
+        Ok(run) => then(run).await,
+        Err(reply) => reply,
+    }
+}
+
 pub fn get<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
-    Box::pin(async move {
-        let run = match load_run(ctx, &args, &action(ctx)).await {
-            Ok(r) => r,
-            Err(reply) => return reply,
-        };
-        let now = (ctx.services.now)();
-        let mut text = format!(
-            "run {}  {}\nchannel  {} ({})\nuser     {}\nagent    {}\nstarted  {}\n",
-            run.id,
-            run.status,
-            run.channel_id,
-            run.channel_visibility,
-            run.user_id,
-            run.agent,
-            ago(now, run.created_at)
-        );
-        if let Some(repo) = &run.repo {
-            text.push_str(&format!("repo     {repo}\n"));
-        }
-        text.push_str(&format!(
-            "\nrequest\n  {}\n",
-            run.request.replace('\n', "\n  ")
-        ));
-        if let Some(answer) = &run.answer {
-            text.push_str(&format!("\nanswer\n  {}\n", answer.replace('\n', "\n  ")));
-        }
-        if let Some(error) = &run.error {
-            text.push_str(&format!("\nerror\n  {error}\n"));
-        }
-        ok(text.trim_end().to_owned(), run_json(&run))
-    })
+    Box::pin(with_run(ctx, args, move |run| async move {
+        run_reply(&run, ctx.services.clock.now())
+    }))
 }
 
 pub fn events<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
-    Box::pin(async move {
-        let run = match load_run(ctx, &args, &action(ctx)).await {
-            Ok(r) => r,
-            Err(reply) => return reply,
-        };
-        let events = match ctx.services.store.events(&run.id).await {
-            Ok(e) => e,
-            Err(e) => return store_failed(e),
-        };
-        let text = if events.is_empty() {
-            format!("run {} has no events", run.id)
-        } else {
-            events
-                .iter()
-                .map(|e| format!("#{:<4} {:<10} {}", e.seq, e.kind, e.body))
-                .collect::<Vec<_>>()
-                .join("\n")
-        };
-        let data = events
-            .iter()
-            .map(|e| json!({"seq": e.seq, "at": e.at.micros(), "kind": e.kind, "body": e.body}))
-            .collect::<Vec<_>>();
-        ok(text, json!({"run": run.id.as_str(), "events": data}))
-    })
+    Box::pin(with_run(ctx, args, move |run| async move {
+        events_reply(&run, ctx.services).await
+    }))
 }
 
 pub fn friction<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
-    Box::pin(async move {
-        let run = match load_run(ctx, &args, &action(ctx)).await {
-            Ok(r) => r,
-            Err(reply) => return reply,
-        };
-        let entries = match ctx.services.store.friction(&run.id).await {
-            Ok(e) => e,
-            Err(e) => return store_failed(e),
-        };
-        let text = if entries.is_empty() {
-            format!("run {} has no friction", run.id)
-        } else {
-            entries
-                .iter()
-                .map(|f| format!("{}: {}", f.kind, f.detail))
-                .collect::<Vec<_>>()
-                .join("\n")
-        };
-        let data = entries
-            .iter()
-            .map(|f| json!({"at": f.at.micros(), "kind": f.kind, "detail": f.detail}))
-            .collect::<Vec<_>>();
-        ok(text, json!({"run": run.id.as_str(), "friction": data}))
-    })
+    Box::pin(with_run(ctx, args, move |run| async move {
+        friction_reply(&run, ctx.services).await
+    }))
 }
 
 pub fn stop<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
-    Box::pin(async move {
-        let run = match load_run(ctx, &args, &action(ctx)).await {
-            Ok(r) => r,
-            Err(reply) => return reply,
-        };
-        if !run.status.is_live() {
-            return Reply::of(
-                ReplyKind::Conflict,
-                replies::already_finished(run.status.as_str()),
-            );
-        }
-        // Cancelling a live run is the dispatcher's, in the process that owns it.
-        let stopped = ctx.services.dispatcher.as_ref().map(|d| d.stop(&run.id));
-        match stopped {
-            Some(dispatch::StopOutcome::Stopping) => ok(
-                replies::stopping(run.id.as_str()),
-                json!({"run_id": run.id.as_str(), "stopping": true}),
+    Box::pin(with_run(ctx, args, move |run| async move {
+        stop_reply(&run, ctx.services).await
+    }))
+}
+
+/// `runs get`'s answer for a run the caller may read (or holds the capability of).
+pub(crate) fn run_reply(run: &RunRecord, now: store::Timestamp) -> Reply {
+    let mut text = format!(
+        "run {}  {}\nchannel  {} ({})\nuser     {}\nagent    {}\nstarted  {}\n",
+        run.id,
+        run.status,
+        run.channel_id,
+        run.channel_visibility,
+        run.user_id,
+        run.agent,
+        ago(now, run.created_at)
+    );
+    if let Some(repo) = &run.repo {
+        text.push_str(&format!("repo     {repo}\n"));
+    }
+    if run.status.is_live() && run.stop_requested_at.is_some() {
+        text.push_str("stopping (asked)\n");
+    }
+    text.push_str(&format!(
+        "\nrequest\n  {}\n",
+        run.request.replace('\n', "\n  ")
+    ));
+    if let Some(answer) = &run.answer {
+        text.push_str(&format!("\nanswer\n  {}\n", answer.replace('\n', "\n  ")));
+    }
+    if let Some(error) = &run.error {
+        text.push_str(&format!("\nerror\n  {error}\n"));
+    }
+    ok(text.trim_end().to_owned(), run_json(run))
+}
+
+/// `runs events`'s answer.
+pub(crate) async fn events_reply(run: &RunRecord, services: &Services) -> Reply {
+    let events = match services.store.events(&run.id).await {
+        Ok(e) => e,
+        Err(e) => return store_failed(e),
+    };
+    let text = if events.is_empty() {
+        format!("run {} has no events", run.id)
+    } else {
+        events
+            .iter()
+            .map(|e| format!("#{:<4} {:<10} {}", e.seq, e.kind, e.body))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let data = events
+        .iter()
+        .map(|e| json!({"seq": e.seq, "at": e.at.micros(), "kind": e.kind, "body": e.body}))
+        .collect::<Vec<_>>();
+    ok(text, json!({"run": run.id.as_str(), "events": data}))
+}
+
+/// `runs friction`'s answer.
+pub(crate) async fn friction_reply(run: &RunRecord, services: &Services) -> Reply {
+    let entries = match services.store.friction(&run.id).await {
+        Ok(e) => e,
+        Err(e) => return store_failed(e),
+    };
+    let text = if entries.is_empty() {
+        format!("run {} has no friction", run.id)
+    } else {
+        entries
+            .iter()
+            .map(|f| format!("{}: {}", f.kind, f.detail))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let data = entries
+        .iter()
+        .map(|f| json!({"at": f.at.micros(), "kind": f.kind, "detail": f.detail}))
+        .collect::<Vec<_>>();
+    ok(text, json!({"run": run.id.as_str(), "friction": data}))
+}
+
+/// `runs stop` on a run the caller may stop: cancelled here when this process owns it,
+/// otherwise asked through the store, where its owner (another replica, or `serve` for a CLI
+/// caller) sees the request and stops it.
+pub(crate) async fn stop_reply(run: &RunRecord, services: &Services) -> Reply {
+    if !run.status.is_live() {
+        return Reply::of(
+            ReplyKind::Conflict,
+            replies::already_finished(run.status.as_str()),
+        );
+    }
+    if services.runs.stop_here(&run.id) {
+        return ok(
+            replies::stopping(run.id.as_str()),
+            json!({"run_id": run.id.as_str(), "stopping": true}),
+        );
+    }
+    match services
+        .store
+        .request_stop(&run.id, services.clock.now())
+        .await
+    {
+        Ok(run) => ok(
+            replies::stop_requested(
+                run.id.as_str(),
+                run.owner.as_deref().unwrap_or("no owner recorded"),
             ),
-            _ => Reply::of(
-                ReplyKind::Unavailable,
-                replies::live_elsewhere(run.owner.as_deref().unwrap_or("no owner recorded")),
-            ),
-        }
-    })
+            json!({"run_id": run.id.as_str(), "stopping": true, "owner": run.owner}),
+        ),
+        Err(store::StoreError::AlreadyFinished { status, .. }) => Reply::of(
+            ReplyKind::Conflict,
+            replies::already_finished(status.as_str()),
+        ),
+        Err(e) => store_failed(e),
+    }
 }

@@ -36,7 +36,7 @@ pub fn help<'a>(ctx: &'a Ctx<'a>, _args: Args) -> BoxFuture<'a, Reply> {
 pub fn status<'a>(ctx: &'a Ctx<'a>, _args: Args) -> BoxFuture<'a, Reply> {
     Box::pin(async move {
         let s = ctx.services;
-        let now = (s.now)();
+        let now = s.clock.now();
         // Live runs the caller may read, through the same predicate as `runs list`.
         let read = Action::parse("runs:read").unwrap_or(Action::TraceRead);
         let p = predicate_for(&ctx.caller.actor, &read, ResourceType::Run);
@@ -69,19 +69,19 @@ pub fn status<'a>(ctx: &'a Ctx<'a>, _args: Args) -> BoxFuture<'a, Reply> {
         let text = format!(
             "switchboard {}\nup since {}\nstore {} ({store_state})\nlive runs you can see: {live_text}",
             s.version,
-            ago(now, s.started_at),
+            ago(now, s.clock.started_at),
             s.store.backend()
         );
         ok(
             text,
-            json!({"version": s.version, "started_at": s.started_at.micros(), "store": {"backend": s.store.backend(), "state": store_state}, "live_runs": live}),
+            json!({"version": s.version, "started_at": s.clock.started_at.micros(), "store": {"backend": s.store.backend(), "state": store_state}, "live_runs": live}),
         )
     })
 }
 
 pub fn schedule_list<'a>(ctx: &'a Ctx<'a>, _args: Args) -> BoxFuture<'a, Reply> {
     Box::pin(async move {
-        let now = (ctx.services.now)();
+        let now = ctx.services.clock.now();
         let mut rows = Vec::new();
         let mut data = Vec::new();
         for s in &ctx.services.schedules {

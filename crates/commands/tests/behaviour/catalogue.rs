@@ -208,11 +208,23 @@ async fn runs_point_reads_and_stop(w: World) {
             .text
             .contains("timeout: tests took 600s")
     );
-    // Stop: a live run needs the dispatcher; a finished one is a conflict; a denied one is 404.
+    // Stop: a live run of no process here is asked through the store (its owner stops it);
+    // a finished one is a conflict; a denied one is 404.
+    let stop = w.say(&op, &format!("runs stop {}", private.id)).await;
     assert_eq!(
-        w.say(&op, &format!("runs stop {}", private.id)).await.kind,
-        ReplyKind::Unavailable
+        (stop.kind, stop.text.as_str()),
+        (
+            ReplyKind::Ok,
+            format!(
+                "stopping run {}: asked its process (no owner recorded), which stops it within 2 s",
+                private.id
+            )
+            .as_str()
+        )
     );
+    let asked = s.get_run(&private.id).await.unwrap().unwrap();
+    assert_eq!(asked.stop_requested_at, Some(Timestamp::from_micros(NOW)));
+    assert!(asked.status.is_live(), "asked, not yet stopped");
     s.finish_run(
         &private.id,
         Finish {
@@ -450,14 +462,30 @@ async fn repos_and_their_restriction(w: World) {
             .kind,
         ReplyKind::Usage
     );
-    // repo test: admitted on the coding agent (restricted here: only the admin may run it).
-    refused(&w, &w.caller("slack:UPLAIN"), "repo test acme/web").await;
-    let admin = w.say(&w.caller("slack:UADMIN"), "repo test acme/web").await;
+    // repo test: admitted on the coding agent (restricted here: only the admin may run it),
+    // which then runs in the repo's workspace, recorded in the channel asked from.
+    let workspace = tempfile::tempdir().unwrap();
+    let add = format!("repo add acme/tools --path {}", workspace.path().display());
+    assert_eq!(w.say(&repo_writer, &add).await.kind, ReplyKind::Ok);
+    refused(&w, &w.caller("slack:UPLAIN"), "repo test acme/tools").await;
+    let admin = w.in_channel("slack:UADMIN", "slack:C1");
+    let started = w.say(&admin, "repo test acme/tools").await;
+    assert_eq!(started.kind, ReplyKind::Ok, "{}", started.text);
+    assert!(
+        started.text.contains("with agent `coding` in slack:C1"),
+        "{}",
+        started.text
+    );
+    let id: authz_core::RunId = started.data["run_id"].as_str().unwrap().parse().unwrap();
+    let run = wait_finished(&w, &id).await;
+    assert_eq!(run.repo.unwrap().as_str(), "acme/tools");
+    assert_eq!(run.status, RunStatus::Completed, "{:?}", run.error);
+    let missing = w.say(&admin, "repo build acme/web").await;
     assert_eq!(
-        admin.kind,
-        ReplyKind::Unavailable,
-        "admitted, then the dispatcher's: {}",
-        admin.text
+        missing.kind,
+        ReplyKind::Usage,
+        "git cannot reach the URL here: {}",
+        missing.text
     );
     assert_eq!(
         w.say(&repo_writer, "repo remove acme/web").await.text,
@@ -467,6 +495,18 @@ async fn repos_and_their_restriction(w: World) {
         w.say(&repo_writer, "repo remove acme/web").await.text,
         "repo acme/web is not configured"
     );
+}
+
+/// The run's final record (the dispatcher finishes echo runs at once).
+async fn wait_finished(w: &World, id: &authz_core::RunId) -> store::RunRecord {
+    for _ in 0..200 {
+        let run = w.services.store.get_run(id).await.unwrap().unwrap();
+        if !run.status.is_live() {
+            return run;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("run {id} did not finish");
 }
 
 async fn memory_list_and_forget(w: World) {

@@ -1,19 +1,24 @@
-//! A registry with real services: a SQLite store in a temp dir (or Postgres in its own schema
-//! when `SWITCHBOARD_TEST_POSTGRES_URL` is set and the test asks for it), the matrix fixture's
-//! grants table, and audit lines kept in memory.
+//! A wired registry, built by the one composition root (`server::App::build_with`) from a
+//! config naming a SQLite store in a temp dir (or Postgres in its own schema when
+//! `SWITCHBOARD_TEST_POSTGRES_URL` is set and the test asks for it), the matrix fixture's
+//! grants, echo agents, a fixed clock and audit lines kept in memory.
 
 use std::sync::Arc;
 
-use authz_core::{ActorId, ChannelVisibility, GrantsTable, Origin, resolve_actor, resolve_agent};
-use commands::{Caller, MemoryAudit, RawInput, Registry, Reply, ScheduleInfo, Services, Surface};
-use store::{NewRun, RunRecord, Store, Timestamp};
+use authz_core::{
+    ActorId, ChannelVisibility, GrantsTable, Origin, Surface, resolve_actor, resolve_agent,
+};
+use commands::{Caller, Clock, MemoryAudit, RawInput, Registry, Reply, Services};
+use server::config::{Source, parse};
+use store::{NewRun, RunRecord, Timestamp};
 
 pub struct World {
-    pub registry: Registry,
-    pub services: Services,
+    pub _app: server::App,
+    pub registry: Arc<Registry>,
+    pub services: Arc<Services>,
     pub audit: Arc<MemoryAudit>,
     pub table: Arc<GrantsTable>,
-    _dir: Option<tempfile::TempDir>,
+    _dir: tempfile::TempDir,
 }
 
 pub const NOW: i64 = 1_800_000_000_000_000;
@@ -22,10 +27,22 @@ fn now() -> Timestamp {
     Timestamp::from_micros(NOW)
 }
 
+/// The matrix fixture's grants and the agents it names, as a config file.
+fn config_text(dir: &std::path::Path, store: &str) -> String {
+    format!(
+        "{}\n[server]\ndata_dir = {:?}\n\n{store}\n[agents]\ndefault = \"reviewer\"\n[agents.coding]\n[agents.reviewer]\n",
+        commands::conformance::FIXTURE_CONFIG,
+        dir.join("data").display().to_string(),
+    )
+}
+
 pub async fn sqlite() -> World {
     let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("t.db").display());
-    world(store::open(&url).await.unwrap(), Some(dir))
+    let store = format!(
+        "[store]\nurl = \"sqlite://{}\"\n",
+        dir.path().join("t.db").display()
+    );
+    world(dir, &store).await
 }
 
 pub async fn postgres() -> World {
@@ -35,34 +52,36 @@ pub async fn postgres() -> World {
         "sb_cmd_{}",
         store::new_id(Timestamp::now()).to_ascii_lowercase()
     );
-    let s = store::PostgresStore::open_in_schema(&url, Some(&schema))
-        .await
-        .unwrap();
-    world(Arc::new(s), None)
+    let store = format!("[store]\nurl = {url:?}\nschema = {schema:?}\n");
+    world(tempfile::tempdir().unwrap(), &store).await
 }
 
-fn world(store: Arc<dyn Store>, dir: Option<tempfile::TempDir>) -> World {
-    let table = Arc::new(commands::conformance::fixture_table().unwrap());
+async fn world(dir: tempfile::TempDir, store: &str) -> World {
+    let config = parse(
+        Source::File("harness.toml".into()),
+        &config_text(dir.path(), store),
+    )
+    .unwrap();
+    let secrets = server::Secrets::from_lookup(&config, |_| None).unwrap();
     let audit = Arc::new(MemoryAudit::default());
-    let services = Services {
-        store,
-        table: table.clone(),
+    let overrides = server::Overrides {
+        clock: Clock {
+            started_at: Timestamp::from_micros(NOW - 90_000_000),
+            now,
+        },
         audit: audit.clone(),
-        started_at: Timestamp::from_micros(NOW - 90_000_000),
-        now,
-        schedules: vec![ScheduleInfo {
-            name: "self-improvement".parse().unwrap(),
-            cron: "0 9 * * MON".into(),
-            runs: "friction report --days 7".into(),
-        }],
-        version: "test",
-        dispatcher: None,
+        ..server::Overrides::default()
     };
+    let replica = store::ReplicaId::parse("harness").unwrap();
+    let app = server::App::build_with(config, secrets, replica, overrides)
+        .await
+        .unwrap();
     World {
-        registry: Registry::catalogue(),
-        services,
+        registry: app.registry.clone(),
+        services: app.services.clone(),
+        table: app.services.table.clone(),
         audit,
-        table,
+        _app: app,
         _dir: dir,
     }
 }
@@ -116,7 +135,7 @@ impl World {
         age_s: i64,
     ) -> RunRecord {
         let n = NewRun {
-            surface: "test".into(),
+            surface: Surface::Http,
             channel_id: channel.parse().unwrap(),
             thread_key: None,
             user_id: user.parse().unwrap(),

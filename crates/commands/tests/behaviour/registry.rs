@@ -221,14 +221,18 @@ fn reply_texts_match_their_goldens() {
             "already_finished.txt",
             replies::already_finished("completed"),
         ),
-        (
-            "needs_dispatcher.txt",
-            replies::needs_dispatcher("an agent run"),
-        ),
         ("needs_scheduler.txt", replies::needs_scheduler()),
         (
-            "live_elsewhere.txt",
-            replies::live_elsewhere("replica-web-1"),
+            "stop_requested.txt",
+            replies::stop_requested("01JABCDEFGHJKMNPQRSTVWXYZ0", "replica-web-1"),
+        ),
+        (
+            "unknown_agent.txt",
+            replies::unknown_agent("nosuch", &["echo".into(), "reviewer".into()]),
+        ),
+        (
+            "unknown_agent_none.txt",
+            replies::unknown_agent("nosuch", &[]),
         ),
         (
             "stopping.txt",
@@ -258,4 +262,120 @@ async fn the_admins_hint_names_people_holding_all_never_a_surface() {
         r.text,
         "🚫 You don't have permission to use `runs list`. Ask <@UADMIN>."
     );
+}
+
+/// Text whose first word is a command group is the registry's, however it is mistyped: an
+/// apostrophe inside a word is a letter, and an unclosed quote or a control character gets
+/// the registry's reply. None of it starts an agent run. (Before: each of these became one.)
+#[tokio::test]
+async fn mistyped_command_text_gets_the_registrys_reply_never_an_agent_run() {
+    let w = sqlite().await;
+    let cli = w.in_channel("cli:local", "cli:local");
+    let handle = |text: &'static str| {
+        let (w, cli) = (&w, &cli);
+        async move { w.registry.handle(cli, text, &w.services).await }
+    };
+    let proposed = handle("friction propose don't retry").await;
+    assert!(proposed.run.is_none());
+    assert_eq!(
+        proposed.reply.kind,
+        ReplyKind::Ok,
+        "{}",
+        proposed.reply.text
+    );
+    assert_eq!(proposed.reply.data["text"], "don't retry");
+    for (text, kind, want) in [
+        (
+            "friction propose \"don't retry",
+            ReplyKind::Usage,
+            "the command text has an unclosed quote\nusage: friction propose",
+        ),
+        (
+            "runs list 'all",
+            ReplyKind::Usage,
+            "the command text has an unclosed quote\nusage: runs list",
+        ),
+        (
+            "runs list \u{7}",
+            ReplyKind::Usage,
+            "command text contains control characters",
+        ),
+        (
+            "runs\u{1b}[2J list",
+            ReplyKind::Usage,
+            "command text contains control characters",
+        ),
+        (
+            "runs lst",
+            ReplyKind::UnknownCommand,
+            "unknown command `runs`",
+        ),
+        (
+            "config 'x",
+            ReplyKind::Usage,
+            "the command text has an unclosed quote\nunknown command `config`",
+        ),
+    ] {
+        let h = handle(text).await;
+        assert!(h.run.is_none(), "{text:?} started a run");
+        assert_eq!(h.reply.kind, kind, "{text:?}: {}", h.reply.text);
+        assert!(h.reply.text.starts_with(want), "{text:?}: {}", h.reply.text);
+    }
+    let all = store::ListRuns {
+        visible_to: authz_core::Predicate::All,
+        status: store::StatusFilter::All,
+        limit: 10,
+        before: None,
+    };
+    assert!(
+        w.services
+            .store
+            .list_runs(&all)
+            .await
+            .unwrap()
+            .runs
+            .is_empty(),
+        "nothing was recorded"
+    );
+    // Text for an agent may hold an apostrophe or an unbalanced quote: it is a run.
+    for text in ["what's the status of the deploy?", "say \"hello"] {
+        let h = handle(text).await;
+        assert!(h.run.is_some(), "{text:?}: {}", h.reply.text);
+    }
+}
+
+/// `@nosuch` names only the agents the caller may run: a caller with no grants learns none,
+/// and a restricted agent is never named to someone who may not run it. (Before: every
+/// declared agent, restricted ones included.)
+#[tokio::test]
+async fn an_unknown_agent_names_only_the_agents_the_caller_may_run() {
+    let w = sqlite().await;
+    for (who, channel, want) in [
+        (
+            "http:nobody",
+            "http:nobody",
+            "there is no agent `nosuch` you can run",
+        ),
+        (
+            "slack:UPLAIN",
+            "slack:C1",
+            "there is no agent `nosuch`; you can run reviewer",
+        ),
+        (
+            "slack:UADMIN",
+            "slack:C1",
+            "there is no agent `nosuch`; you can run coding, reviewer",
+        ),
+    ] {
+        let h = w
+            .registry
+            .handle(&w.in_channel(who, channel), "@nosuch hi", &w.services)
+            .await;
+        assert!(h.run.is_none());
+        assert_eq!(
+            (h.reply.kind, h.reply.text.as_str()),
+            (ReplyKind::Usage, want),
+            "{who}"
+        );
+    }
 }

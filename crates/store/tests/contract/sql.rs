@@ -10,10 +10,8 @@ use crate::support::*;
 async fn sqlite_old_rows_read_unknown_after_the_stamp_migration() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("old.db").display());
-    let s = SqliteStore::connect(&url).await.unwrap();
-    let mut first_only = store::sqlite_migrator();
-    first_only.migrations = std::borrow::Cow::Owned(first_only.migrations[..1].to_vec());
-    first_only.run(s.pool()).await.unwrap();
+    let s = SqliteStore::connect(&sqlite_connect(&url)).await.unwrap();
+    s.migrate_first(1).await.unwrap();
     sqlx::query("INSERT INTO runs (id, surface, channel_id, user_id, agent, status, request, created_at) VALUES ('old1', 'slack', 'slack:C1', 'slack:U1', 'echo', 'completed', 'hi', 5)")
         .execute(s.pool())
         .await
@@ -43,12 +41,10 @@ async fn sqlite_old_rows_read_unknown_after_the_stamp_migration() {
 #[tokio::test]
 async fn postgres_old_rows_read_unknown_after_the_stamp_migration() {
     let schema = unique_schema();
-    let s = PostgresStore::connect_in_schema(&postgres_url(), Some(&schema))
+    let s = PostgresStore::connect(&postgres_connect(&schema))
         .await
         .unwrap();
-    let mut first_only = store::postgres_migrator();
-    first_only.migrations = std::borrow::Cow::Owned(first_only.migrations[..1].to_vec());
-    first_only.run(s.pool()).await.unwrap();
+    s.migrate_first(1).await.unwrap();
     sqlx::query("INSERT INTO runs (id, surface, channel_id, user_id, agent, status, request, created_at) VALUES ('old1', 'slack', 'slack:C1', 'slack:U1', 'echo', 'completed', 'hi', 5)")
         .execute(s.pool())
         .await
@@ -240,7 +236,7 @@ async fn postgres_every_branch_reads_an_index_ordered_like_the_page() {
     // Enough rows that the planner prefers the indexes on its own (no enable_seqscan games).
     sqlx::query(
         "INSERT INTO runs (id, surface, channel_id, user_id, agent, repo, status, request, created_at, channel_visibility) \
-         SELECT lpad(g::text, 12, '0'), 'test', 'slack:C' || (g % 200), 'slack:U' || (g % 500), 'echo', \
+         SELECT lpad(g::text, 12, '0'), 'http', 'slack:C' || (g % 200), 'slack:U' || (g % 500), 'echo', \
                 CASE WHEN g % 7 = 0 THEN 'acme/web' END, CASE WHEN g % 10 = 0 THEN 'running' ELSE 'completed' END, 'x', g, \
                 (ARRAY['public','private','dm','machine','unknown'])[1 + g % 5] \
          FROM generate_series(1, 60000) AS g",

@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use authz_core::{ChannelVisibility, RunId};
-use store::{InMemoryStore, NewRun, PostgresStore, SqliteStore, Store, Timestamp};
+use authz_core::{ChannelVisibility, RunId, Surface};
+use store::{Connect, InMemoryStore, NewRun, PostgresStore, SqliteStore, Store, Timestamp};
 
 #[derive(Debug, Clone, Copy)]
 pub enum Backend {
@@ -47,6 +47,21 @@ pub fn unique_schema() -> String {
     )
 }
 
+pub fn sqlite_connect(url: &str) -> Connect {
+    Connect {
+        url: url.to_owned(),
+        ..Connect::default()
+    }
+}
+
+pub fn postgres_connect(schema: &str) -> Connect {
+    Connect {
+        url: postgres_url(),
+        schema: Some(schema.to_owned()),
+        max_connections: None,
+    }
+}
+
 pub async fn open(backend: Backend) -> Under {
     open_walking(backend, store::DEFAULT_WALK_PAGES).await
 }
@@ -65,7 +80,7 @@ pub async fn open_walking(backend: Backend, walk_pages: usize) -> Under {
             let dir = tempfile::tempdir().unwrap();
             let url = format!("sqlite://{}", dir.path().join("switchboard.db").display());
             let s = Arc::new(
-                SqliteStore::open(&url)
+                SqliteStore::open(&sqlite_connect(&url))
                     .await
                     .unwrap()
                     .with_walk_pages(walk_pages),
@@ -81,9 +96,10 @@ pub async fn open_walking(backend: Backend, walk_pages: usize) -> Under {
         Backend::Postgres => {
             let schema = unique_schema();
             let s = Arc::new(
-                PostgresStore::open_in_schema(&postgres_url(), Some(&schema))
+                PostgresStore::open(&postgres_connect(&schema))
                     .await
-                    .unwrap(),
+                    .unwrap()
+                    .with_walk_pages(walk_pages),
             );
             Under {
                 store: s.clone(),
@@ -98,7 +114,7 @@ pub async fn open_walking(backend: Backend, walk_pages: usize) -> Under {
 
 pub fn new_run(channel: &str, user: &str, vis: ChannelVisibility, at: i64) -> NewRun {
     NewRun {
-        surface: "test".into(),
+        surface: Surface::Http,
         channel_id: channel.parse().unwrap(),
         thread_key: Some("t1".into()),
         user_id: user.parse().unwrap(),
@@ -115,6 +131,24 @@ pub fn new_run(channel: &str, user: &str, vis: ChannelVisibility, at: i64) -> Ne
 
 pub fn ids(runs: &[store::RunRecord]) -> Vec<RunId> {
     runs.iter().map(|r| r.id.clone()).collect()
+}
+
+/// Every page of a list, following cursors, and how many pages that took.
+pub async fn all_pages_counted(
+    store: &dyn Store,
+    mut q: store::ListRuns,
+) -> (Vec<store::RunRecord>, usize) {
+    let mut out = Vec::new();
+    let mut pages = 0;
+    loop {
+        let page = store.list_runs(&q).await.unwrap();
+        pages += 1;
+        out.extend(page.runs);
+        match page.next {
+            Some(c) => q.before = Some(c),
+            None => return (out, pages),
+        }
+    }
 }
 
 /// Every page of a list, following cursors.

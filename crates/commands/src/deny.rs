@@ -1,0 +1,134 @@
+//! Refusals: the one place a deny is audited and rendered. Every refusal — the registry's
+//! admission, a handler's check of the resource it loaded, the dispatcher's agent admission —
+//! becomes one audit line (actor, action, resource type, reason token, surface; never a body,
+//! a token or a run id) and the reply its shape declares, which never carries the reason.
+
+use std::sync::Mutex;
+
+use authz_core::{Action, Resource, Verdict};
+use serde::Serialize;
+
+use crate::reply::Reply;
+use crate::{Caller, Services, replies};
+
+/// A denied decision: what was asked, on what, and the verdict (for the audit line only).
+#[derive(Debug, Clone)]
+pub struct Refusal {
+    pub action: Action,
+    pub resource: Resource,
+    pub verdict: Verdict,
+}
+
+/// How a command answers a refused caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DenyShape {
+    /// A point read: `<what> not found`, exactly as for a missing id.
+    NotFound(&'static str),
+    /// Everything else: 🚫.
+    Unauthorized,
+}
+
+/// What a refusal answers, by where it happened.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Denial<'a> {
+    /// A command's own shape: not_found or the 🚫 naming the command.
+    Command { shape: DenyShape, command: &'a str },
+    /// An agent the caller may not run.
+    Agent(&'a str),
+    /// The channel tier of `config set`.
+    ChannelConfig(&'a str),
+}
+
+/// Audits a refusal and renders its reply: the one function every deny goes through.
+pub(crate) fn deny(
+    services: &Services,
+    caller: &Caller,
+    refusal: &Refusal,
+    denial: Denial<'_>,
+) -> Reply {
+    services.audit.deny(AuditLine::new(caller, refusal));
+    let admins = services.table.admins_hint();
+    match denial {
+        Denial::Command {
+            shape: DenyShape::NotFound(what),
+            ..
+        } => Reply::not_found(what),
+        Denial::Command {
+            shape: DenyShape::Unauthorized,
+            command,
+        } => Reply::unauthorized(replies::unauthorized(command, &admins)),
+        Denial::Agent(agent) => Reply::unauthorized(replies::agent_refused(agent, &admins)),
+        Denial::ChannelConfig(channel) => {
+            Reply::unauthorized(replies::channel_config_denied(channel, &admins))
+        }
+    }
+}
+
+/// One deny, for the operator: actor, action, resource type, reason token, surface — never a
+/// body, a token or a run id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AuditLine {
+    pub actor: String,
+    pub action: String,
+    pub resource: &'static str,
+    pub reason: &'static str,
+    pub surface: &'static str,
+}
+
+impl std::fmt::Display for AuditLine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "[authz] deny actor={} action={} resource={} reason={} surface={}",
+            self.actor, self.action, self.resource, self.reason, self.surface
+        )
+    }
+}
+
+impl AuditLine {
+    pub fn new(caller: &Caller, refusal: &Refusal) -> Self {
+        let reason = match &refusal.verdict {
+            Verdict::Deny(r) => r.token(),
+            Verdict::Allow => "allow",
+        };
+        AuditLine {
+            actor: caller.actor.id.to_string(),
+            action: refusal.action.to_string(),
+            resource: refusal.resource.resource_type().as_str(),
+            reason,
+            surface: caller.surface.as_str(),
+        }
+    }
+}
+
+/// Where audit lines go.
+pub trait Audit: Send + Sync {
+    fn deny(&self, line: AuditLine);
+}
+
+/// Audit lines on the `audit` tracing target.
+pub struct TracingAudit;
+
+impl Audit for TracingAudit {
+    fn deny(&self, line: AuditLine) {
+        tracing::warn!(target: "audit", "{line}");
+    }
+}
+
+/// Audit lines kept in memory (tests, `explain`-style tooling).
+#[derive(Default)]
+pub struct MemoryAudit(Mutex<Vec<AuditLine>>);
+
+impl MemoryAudit {
+    pub fn lines(&self) -> Vec<AuditLine> {
+        self.0.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+}
+
+impl Audit for MemoryAudit {
+    fn deny(&self, line: AuditLine) {
+        if let Ok(mut v) = self.0.lock() {
+            v.push(line);
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! The callers a surface can prove, built here so no surface reaches past this crate:
+//!
+//! - a bearer token from the shared token map, on a surface that takes them
+//!   (`http:<subject>`, `mcp:<subject>`), its runs recorded in the token's channel;
+//! - a run-scoped agent token: `agent:<name>` acting for the run's principal (grants
+//!   intersected), valid only while its run is live — read from the store, so it holds on
+//!   every replica;
+//! - a capability token: opens one run (its page, events, friction and stop) without an
+//!   identity; the token is the capability, no actor is consulted.
+//!
+//! Every failure is `None` or a reason for the operator's log: never a hint to the caller.
+
+use authz_core::{AgentName, Origin, RunId, Surface, resolve_actor, resolve_agent};
+use store::RunRecord;
+
+use crate::catalogue::runs;
+use crate::{Caller, Reply, Services};
+
+/// The caller a bearer token proves on `surface`; `None` for an unknown token, no token map,
+/// or a surface that takes no bearer tokens.
+pub fn bearer_caller(services: &Services, surface: Surface, token: &str) -> Option<Caller> {
+    let entry = services.tokens.as_ref()?.lookup(token)?;
+    let actor = entry.actor(surface)?;
+    let channel = entry.run_channel(surface)?;
+    Some(Caller {
+        actor: resolve_actor(actor, &services.table).with_origin(Origin {
+            channel_id: channel,
+            thread_key: None,
+        }),
+        surface,
+    })
+}
+
+/// Why an agent token was refused (for the operator's log; the caller sees only a 401).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum AgentTokenRefused {
+    #[error("bad-token")]
+    BadToken,
+    #[error("unknown-run")]
+    UnknownRun,
+    #[error("run-ended")]
+    RunEnded,
+    #[error("store-unavailable")]
+    Store,
+}
+
+/// The caller an agent token proves: the run's agent acting for the run's principal, with
+/// the run's channel and thread as its origin. The run must be live now.
+pub async fn agent_caller(
+    services: &Services,
+    surface: Surface,
+    token: &str,
+) -> Result<Caller, AgentTokenRefused> {
+    let id = services
+        .agent_tokens
+        .run_of(token)
+        .ok_or(AgentTokenRefused::BadToken)?;
+    let run = services
+        .store
+        .get_run(&id)
+        .await
+        .map_err(|_| AgentTokenRefused::Store)?
+        .ok_or(AgentTokenRefused::UnknownRun)?;
+    if !run.status.is_live() {
+        return Err(AgentTokenRefused::RunEnded);
+    }
+    let name = AgentName::parse(&run.agent).map_err(|_| AgentTokenRefused::UnknownRun)?;
+    let principal = resolve_actor(run.user_id.clone(), &services.table);
+    let mut actor = resolve_agent(&name, Some(principal), &services.table);
+    actor.origin = Some(Origin {
+        channel_id: run.channel_id.clone(),
+        thread_key: run.thread_key.clone(),
+    });
+    Ok(Caller { actor, surface })
+}
+
+/// One run, opened by its capability token.
+pub struct Capability {
+    run: RunRecord,
+}
+
+impl Capability {
+    /// The run `token` opens; `None` for a missing run, a run with no token, a wrong token or
+    /// a store fault — all alike.
+    pub async fn open(services: &Services, id: &RunId, token: &str) -> Option<Capability> {
+        let run = services.store.get_run(id).await.ok()??;
+        run.capability_token
+            .as_ref()
+            .is_some_and(|h| h.matches(token))
+            .then_some(Capability { run })
+    }
+
+    pub fn id(&self) -> &RunId {
+        &self.run.id
+    }
+
+    /// The run, as `runs get` answers it.
+    pub fn run(&self, services: &Services) -> Reply {
+        runs::run_reply(&self.run, services.clock.now())
+    }
+
+    /// Its events, as `runs events` answers them.
+    pub async fn events(&self, services: &Services) -> Reply {
+        runs::events_reply(&self.run, services).await
+    }
+
+    /// Its friction, as `runs friction` answers it.
+    pub async fn friction(&self, services: &Services) -> Reply {
+        runs::friction_reply(&self.run, services).await
+    }
+
+    /// Stops it, as `runs stop` would for someone allowed to.
+    pub async fn stop(&self, services: &Services) -> Reply {
+        runs::stop_reply(&self.run, services).await
+    }
+}

@@ -1,0 +1,276 @@
+//! The ports: what commands and surfaces need from the part that runs agents, as small traits.
+//! `dispatch` implements them and the server wires them; nothing here knows how a run is run.
+//!
+//! - [`RunLauncher`]: start a run, start a repo run, stop a run live in this process, record
+//!   a run a command answered (a schedule's firing).
+//! - [`LiveFeed`]: the live runs a viewer may read, now and as they change.
+//! - [`AgentTokenCheck`]: which run an agent token names, when its signature and expiry hold.
+//!
+//! Invariants each implementation keeps: a launcher asks `authorize` before it starts
+//! anything (a refusal starts and records nothing); a feed hands a viewer nothing about a run
+//! its `predicate_for(runs:read)` does not match; a token check never accepts a token it did
+//! not sign or one past its expiry.
+
+use std::fmt;
+
+use authz_core::{Actor, AgentName, BoxFuture, ChannelId, RepoSlug, RunFacts, RunId, Surface};
+use serde_json::Value;
+use store::{RunRecord, RunStatus, Timestamp};
+
+use crate::deny::Refusal;
+
+/// The agent `repo test|build` are admitted on (`agent{coding}`: `agent:run:coding` or
+/// `repo:exec`) and run.
+pub const CODING_AGENT: &str = "coding";
+
+/// Who asks for a run, from where, and what.
+#[derive(Debug, Clone)]
+pub struct RunRequest {
+    pub actor: Actor,
+    pub surface: Surface,
+    /// The run channel (spec/authz.md, "Where a run is recorded").
+    pub channel: ChannelId,
+    pub thread_key: Option<String>,
+    pub text: String,
+    /// An agent chosen outside the text (`ask --agent NAME`); `@name` in the text wins.
+    pub agent: Option<AgentName>,
+}
+
+/// `repo test` or `repo build`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RepoTask {
+    Test,
+    Build,
+}
+
+impl RepoTask {
+    /// What the coding agent is asked to do.
+    pub fn prompt(self, slug: &RepoSlug) -> String {
+        match self {
+            RepoTask::Test => format!(
+                "Run the test suite of {slug} in this workspace and report what passed and what failed."
+            ),
+            RepoTask::Build => format!(
+                "Build {slug} in this workspace and report whether it built, with the errors if not."
+            ),
+        }
+    }
+}
+
+/// Which limit was full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Busy {
+    /// This actor already has `limit` live runs.
+    Actor { limit: usize },
+    /// The process already has `limit` live runs.
+    Global { limit: usize },
+}
+
+impl fmt::Display for Busy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Busy::Actor { limit } => write!(f, "you already have {limit} runs going"),
+            Busy::Global { limit } => write!(f, "{limit} runs are already going"),
+        }
+    }
+}
+
+/// Why nothing was started.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    /// The admission denied; the registry audits it and answers 🚫.
+    #[error("not permitted")]
+    Refused(Box<Refusal>),
+    /// No such agent (the reply names only the agents the caller may run).
+    #[error("there is no agent `{name}`")]
+    UnknownAgent { name: String },
+    #[error(
+        "no agent was named and none is the default; set agents.default in the config or start with @<agent>"
+    )]
+    NoAgent,
+    #[error("no agent `{0}` is declared; declare [agents.{0}] (the agent repo test|build run)")]
+    NoCodingAgent(AgentName),
+    #[error("busy: {0}; try again shortly")]
+    Busy(Busy),
+    #[error("the server is shutting down; try again shortly")]
+    ShuttingDown,
+    /// The repo's workspace could not be had; the text is safe to show (no clone URL).
+    #[error("{0}")]
+    Workspace(String),
+    /// The run could not be recorded or its tokens made; `detail` is for the operator log.
+    #[error("the run could not be started; the operator log has the details")]
+    Failed { detail: String },
+}
+
+/// A run that started: its record, the capability token (for the requester only), and its end.
+pub struct StartedRun {
+    run: RunRecord,
+    capability_token: String,
+    finished: BoxFuture<'static, Option<RunRecord>>,
+}
+
+impl StartedRun {
+    /// For launchers: the record as created, the token handed to the requester, and a future
+    /// of the final record (`None` if the run's task vanished).
+    pub fn new(
+        run: RunRecord,
+        capability_token: String,
+        finished: BoxFuture<'static, Option<RunRecord>>,
+    ) -> Self {
+        StartedRun {
+            run,
+            capability_token,
+            finished,
+        }
+    }
+
+    pub fn id(&self) -> &RunId {
+        &self.run.id
+    }
+
+    pub fn agent(&self) -> &str {
+        &self.run.agent
+    }
+
+    pub fn channel(&self) -> &ChannelId {
+        &self.run.channel_id
+    }
+
+    /// Opens the run's live page, stream and stop without an identity; only for the requester.
+    pub fn capability_token(&self) -> &str {
+        &self.capability_token
+    }
+
+    /// The reply to a started run.
+    pub fn reply(&self) -> crate::Reply {
+        crate::agent_run::started_reply(&self.run)
+    }
+
+    /// Waits for the run's end.
+    pub async fn finished(self) -> Option<RunOutcome> {
+        self.finished.await.map(RunOutcome)
+    }
+}
+
+/// A finished run as a surface shows it.
+#[derive(Debug, Clone)]
+pub struct RunOutcome(pub(crate) RunRecord);
+
+impl RunOutcome {
+    pub fn id(&self) -> &RunId {
+        &self.0.id
+    }
+
+    pub fn status(&self) -> RunStatus {
+        self.0.status
+    }
+
+    pub fn answer(&self) -> Option<&str> {
+        self.0.answer.as_deref()
+    }
+
+    /// Its answer, else its status and error.
+    pub fn text(&self) -> String {
+        crate::agent_run::outcome_text(&self.0)
+    }
+
+    /// What `ask --json` prints and `POST /ingress?wait=` answers.
+    pub fn json(&self) -> Value {
+        crate::agent_run::outcome_json(&self.0)
+    }
+}
+
+/// A command's answer, recorded as a run (a schedule's firing).
+#[derive(Debug, Clone)]
+pub struct CommandRun {
+    /// The command text, recorded as the run's request.
+    pub request: RunRequest,
+    /// The reply's text: the run's answer when it succeeded, its error otherwise.
+    pub reply_text: String,
+    pub succeeded: bool,
+}
+
+/// Starts and stops agent runs.
+pub trait RunLauncher: Send + Sync {
+    /// Starts a run for text that is not a command: agent choice, `authorize(actor,
+    /// agent:run:<name>, agent{name})`, limits, the stamp, the record, the back end.
+    fn start(&self, req: RunRequest) -> BoxFuture<'_, Result<StartedRun, LaunchError>>;
+    /// Starts the coding agent in a repo's workspace. The launcher asks the admission again
+    /// (`repo:exec` on `agent{coding}`); the caller has already authorized `repo:use`.
+    fn start_repo(
+        &self,
+        req: RunRequest,
+        repo: RepoSlug,
+        task: RepoTask,
+    ) -> BoxFuture<'_, Result<StartedRun, LaunchError>>;
+    /// Cancels a run live in this process; false when it is not live here.
+    fn stop_here(&self, id: &RunId) -> bool;
+    /// Records a run that a command answered, stamped like any other, already finished.
+    fn record_command_run(&self, run: CommandRun) -> BoxFuture<'_, Result<RunRecord, LaunchError>>;
+}
+
+/// A live run as viewers see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveRun {
+    pub facts: RunFacts,
+    pub agent: String,
+    pub surface: Surface,
+    pub status: RunStatus,
+    pub created_at: Timestamp,
+}
+
+/// One change to the live set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LiveUpdate {
+    /// A run appeared or changed status.
+    Upsert(LiveRun),
+    /// A run emitted an event (already sanitised and recorded).
+    Event {
+        run: RunFacts,
+        seq: i64,
+        kind: String,
+        body: String,
+    },
+    /// A run finished and left the live set.
+    Finished {
+        run: RunFacts,
+        status: RunStatus,
+        answer: Option<String>,
+        error: Option<String>,
+    },
+    /// This subscriber fell behind and missed this many updates (it names no run).
+    Lagged(u64),
+}
+
+impl LiveUpdate {
+    /// The run an update is about (`Lagged` is about none).
+    pub fn run(&self) -> Option<&RunFacts> {
+        match self {
+            LiveUpdate::Upsert(r) => Some(&r.facts),
+            LiveUpdate::Event { run, .. } | LiveUpdate::Finished { run, .. } => Some(run),
+            LiveUpdate::Lagged(_) => None,
+        }
+    }
+}
+
+/// One viewer's feed of live updates, already filtered for it.
+pub trait LiveStream: Send {
+    /// The next update this viewer may see; `None` when the feed is gone.
+    fn recv(&mut self) -> BoxFuture<'_, Option<LiveUpdate>>;
+    /// The next update already waiting, without waiting.
+    fn try_next(&mut self) -> Option<LiveUpdate>;
+}
+
+/// The live runs, per viewer.
+pub trait LiveFeed: Send + Sync {
+    /// The live runs `viewer` may read, newest first.
+    fn snapshot(&self, viewer: &Actor) -> Vec<LiveRun>;
+    /// Updates about the runs `viewer` may read, from now on.
+    fn subscribe(&self, viewer: &Actor) -> Box<dyn LiveStream>;
+}
+
+/// Run-scoped agent tokens.
+pub trait AgentTokenCheck: Send + Sync {
+    /// The run a token names, when its signature and expiry hold; `None` for anything else.
+    fn run_of(&self, token: &str) -> Option<RunId>;
+}

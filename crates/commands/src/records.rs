@@ -1,0 +1,96 @@
+//! What surfaces record through the registry's services, so none reaches past this crate:
+//! Slack event ids (a retry, on any replica, is seen once), schedule firings (one per slot,
+//! across replicas), and a command's answer recorded as a run (a schedule's firing).
+
+use authz_core::{RunId, ScheduleName};
+use store::{Firing, Timestamp};
+
+use crate::agent_run::run_request;
+use crate::ports::{CommandRun, LaunchError};
+use crate::{Caller, RawInput, Registry, Reply, ReplyKind, Services, replies};
+
+/// A store call that failed; the text is for the operator's log.
+#[derive(Debug, thiserror::Error)]
+#[error("the store could not answer: {0}")]
+pub struct RecordError(String);
+
+fn fault(e: store::StoreError) -> RecordError {
+    RecordError(e.to_string())
+}
+
+impl Services {
+    /// True the first time this Slack event id is seen by any replica sharing the store; false
+    /// for every retry. A malformed id is an error (and spends nothing).
+    pub async fn first_slack_delivery(&self, event_id: &str) -> Result<bool, RecordError> {
+        self.store
+            .first_sighting(event_id, self.clock.now())
+            .await
+            .map_err(fault)
+    }
+
+    /// True for the one replica that claims `(name, slot)`; false for every other.
+    pub async fn claim_firing(
+        &self,
+        name: &ScheduleName,
+        slot: Timestamp,
+    ) -> Result<bool, RecordError> {
+        self.store
+            .claim_firing(name, slot, self.clock.now())
+            .await
+            .map_err(fault)
+    }
+
+    /// Records how a claimed firing ended (`completed`, `failed`, `misconfigured`, …).
+    pub async fn record_firing(
+        &self,
+        name: &ScheduleName,
+        slot: Timestamp,
+        status: &str,
+        run: Option<&RunId>,
+        detail: Option<&str>,
+    ) -> Result<(), RecordError> {
+        self.store
+            .record_firing(name, slot, status, run, detail)
+            .await
+            .map_err(fault)
+    }
+
+    /// A schedule's latest firings, newest first.
+    pub async fn recent_firings(
+        &self,
+        name: &ScheduleName,
+        limit: u32,
+    ) -> Result<Vec<Firing>, RecordError> {
+        self.store.recent_firings(name, limit).await.map_err(fault)
+    }
+}
+
+impl Registry {
+    /// Runs command text as `caller`, exactly as `invoke` does, and records it as a run in the
+    /// caller's origin channel: the run's request is the text, its answer the reply (its error
+    /// when the reply is a refusal or a failure). A schedule's firing is recorded this way.
+    pub async fn invoke_recorded(
+        &self,
+        caller: &Caller,
+        text: &str,
+        services: &Services,
+    ) -> Result<(Reply, RunId), LaunchError> {
+        let reply = self
+            .invoke(caller, RawInput::Text(text.to_owned()), services)
+            .await;
+        let Some(request) = run_request(caller, text.to_owned(), None) else {
+            return Err(LaunchError::Failed {
+                detail: replies::no_run_channel(),
+            });
+        };
+        let run = services
+            .runs
+            .record_command_run(CommandRun {
+                request,
+                reply_text: reply.text.clone(),
+                succeeded: reply.kind == ReplyKind::Ok,
+            })
+            .await?;
+        Ok((reply, run.id))
+    }
+}

@@ -1,0 +1,68 @@
+//! A command's answer: text for text surfaces, data for structured ones, and its kind, which
+//! surfaces map to a status or an exit code.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::replies;
+
+/// What kind of answer a reply is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplyKind {
+    Ok,
+    NotFound,
+    Unauthorized,
+    /// A conflict with the resource's state (a finished run asked to stop).
+    Conflict,
+    Usage,
+    UnknownCommand,
+    /// The part that would do this is not running here.
+    Unavailable,
+    /// A limit is full; nothing was started. Try again shortly.
+    Busy,
+    Failed,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Reply {
+    pub kind: ReplyKind,
+    pub text: String,
+    pub data: Value,
+}
+
+impl Reply {
+    pub fn ok(text: impl Into<String>, data: Value) -> Self {
+        Reply {
+            kind: ReplyKind::Ok,
+            text: text.into(),
+            data,
+        }
+    }
+
+    /// A reply whose data is `{"error": text, "code": kind}`.
+    pub fn of(kind: ReplyKind, text: impl Into<String>) -> Self {
+        let text = text.into();
+        let data = serde_json::json!({ "error": text, "code": kind });
+        Reply { kind, text, data }
+    }
+
+    /// The not_found reply: identical for a missing and a denied resource.
+    pub fn not_found(what: &str) -> Self {
+        let text = replies::not_found(what);
+        Reply {
+            kind: ReplyKind::NotFound,
+            data: serde_json::json!({"error": text, "code": "not_found"}),
+            text,
+        }
+    }
+
+    /// A 🚫 with its text; the data never says more than `unauthorized`.
+    pub(crate) fn unauthorized(text: String) -> Self {
+        Reply {
+            kind: ReplyKind::Unauthorized,
+            text,
+            data: serde_json::json!({"error": "unauthorized", "code": "unauthorized"}),
+        }
+    }
+}

@@ -1,0 +1,569 @@
+//! The config file: which file, its TOML, every section this build reads as typed, serde-
+//! derived sections (`sections.rs`; `[agents]` by one hand-written visitor, `agents.rs`), and
+//! the grants table (parsed by authz-core from the same text). Every fault names the file,
+//! the line and column (from the parser's spans), the key, and the fix.
+//!
+//! Sections whose surfaces are not part of this build (`[slack]`, `[mcp]`, `[access]`,
+//! `[[schedules]]`, `[memory]`, `[agent_policy]`, `[[agent_grants]]`) may be present but
+//! empty: a key in one fails the load, so nobody believes a surface is on when it is not.
+//!
+//! Secrets never come from this file: the server reads them from the environment or from
+//! files this config names (`secrets.rs`).
+
+mod agents;
+mod position;
+mod sections;
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use ::agents::{EchoBehaviour, OutputCaps, RequestVia};
+use authz_core::{AgentName, GrantSet, Grants, GrantsTable, ScheduleName};
+use store::{ReplicaId, StoreSpec, StoreUrl};
+
+use agents::{AgentTable, BackendKind};
+use position::{dotted, key_segments, line_col, locate, path_at};
+use sections::{FileSections, LogFormat, Unbuilt};
+
+/// The embedded default: what `switchboard` uses with no file at all.
+pub const EMBEDDED_DEFAULT: &str = include_str!("../../../../config/switchboard.default.toml");
+
+/// Where runs are kept when the config names no store: a SQLite file in the working directory.
+pub const DEFAULT_STORE_URL: &str = "sqlite://./switchboard.db";
+
+/// Where the config came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    File(PathBuf),
+    EmbeddedDefault,
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::File(p) => write!(f, "{}", p.display()),
+            Source::EmbeddedDefault => f.write_str("(embedded default)"),
+        }
+    }
+}
+
+/// A config load failure: the source, an optional position, and the message (which names the
+/// key and the fix).
+#[derive(Debug, thiserror::Error)]
+#[error("{source_name}{position}: {message}")]
+pub struct LoadError {
+    pub source_name: String,
+    pub position: String,
+    pub message: String,
+}
+
+impl LoadError {
+    fn new(source: &Source, position: Option<(usize, usize)>, message: impl Into<String>) -> Self {
+        LoadError {
+            source_name: source.to_string(),
+            position: position
+                .map(|(l, c)| format!(":{l}:{c}"))
+                .unwrap_or_default(),
+            message: message.into(),
+        }
+    }
+}
+
+/// A loaded, validated config.
+#[derive(Debug)]
+pub struct LoadedConfig {
+    pub source: Source,
+    pub agents: BTreeSet<AgentName>,
+    pub default_agent: Option<AgentName>,
+    pub table: GrantsTable,
+    /// `[store]`: where runs are kept.
+    pub store: StoreSpec,
+    pub server: ServerConfig,
+    pub ingress: IngressConfig,
+    pub limits: AgentLimits,
+    /// Each declared agent's back end and limits.
+    pub agent_specs: BTreeMap<AgentName, AgentSpec>,
+    pub telemetry: TelemetryConfig,
+}
+
+/// `[server]`.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    /// This process's name among replicas; default: the host name.
+    pub replica_id: Option<ReplicaId>,
+    /// Repo clones and agents' scratch space.
+    pub data_dir: PathBuf,
+    /// How long live runs may finish after a shutdown signal before they are interrupted.
+    pub shutdown_grace: Duration,
+    pub heartbeat: Duration,
+    /// A replica whose heartbeat is older than this is dead; its live runs are tombstoned.
+    pub lease: Duration,
+    /// A file holding the agent-token secret (else `SWITCHBOARD_AGENT_TOKEN_SECRET`).
+    pub agent_token_secret_file: Option<PathBuf>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            replica_id: None,
+            data_dir: PathBuf::from("./switchboard-data"),
+            shutdown_grace: Duration::from_secs(10),
+            heartbeat: Duration::from_secs(10),
+            lease: Duration::from_secs(30),
+            agent_token_secret_file: None,
+        }
+    }
+}
+
+/// `[ingress]`.
+#[derive(Debug, Clone)]
+pub struct IngressConfig {
+    /// The token map as a JSON file (else `SWITCHBOARD_INGRESS_TOKENS`).
+    pub tokens_file: Option<PathBuf>,
+    pub max_body_bytes: usize,
+}
+
+impl Default for IngressConfig {
+    fn default() -> Self {
+        IngressConfig {
+            tokens_file: None,
+            max_body_bytes: 64 * 1024,
+        }
+    }
+}
+
+/// The limits in `[agents]`.
+#[derive(Debug, Clone)]
+pub struct AgentLimits {
+    pub max_concurrent: usize,
+    pub max_per_actor: usize,
+    pub channel_directory_timeout: Duration,
+    /// Environment variables a `command` agent inherits (everything else is scrubbed).
+    pub env_allow: Vec<String>,
+}
+
+impl Default for AgentLimits {
+    fn default() -> Self {
+        AgentLimits {
+            max_concurrent: 16,
+            max_per_actor: 4,
+            channel_directory_timeout: Duration::from_millis(1500),
+            env_allow: ["PATH", "HOME", "LANG", "LC_ALL", "TERM", "TMPDIR", "USER"]
+                .map(String::from)
+                .to_vec(),
+        }
+    }
+}
+
+/// An agent's back end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BackendSpec {
+    Echo {
+        behaviour: EchoBehaviour,
+        delay: Duration,
+    },
+    Command {
+        argv: Vec<String>,
+        request_via: RequestVia,
+    },
+    OpenAi {
+        base_url: String,
+        model: String,
+        /// The environment variable holding the key; none sends no key (a local server).
+        api_key_env: Option<String>,
+        system_prompt: Option<String>,
+    },
+}
+
+impl BackendSpec {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            BackendSpec::Echo { .. } => "echo",
+            BackendSpec::Command { .. } => "command",
+            BackendSpec::OpenAi { .. } => "openai",
+        }
+    }
+}
+
+/// `[agents.<name>]`.
+#[derive(Debug, Clone)]
+pub struct AgentSpec {
+    pub backend: BackendSpec,
+    pub timeout: Duration,
+    pub caps: OutputCaps,
+}
+
+/// `[telemetry]`.
+#[derive(Debug, Clone, Default)]
+pub struct TelemetryConfig {
+    /// `human` (default) or `json` log lines.
+    pub json_logs: bool,
+}
+
+/// Picks the file: `--config`, else `SWITCHBOARD_CONFIG`, else `./switchboard.toml` if it
+/// exists, else the embedded default.
+pub fn choose(explicit: Option<&Path>) -> Source {
+    if let Some(p) = explicit {
+        return Source::File(p.to_path_buf());
+    }
+    if let Some(p) = std::env::var_os("SWITCHBOARD_CONFIG").filter(|p| !p.is_empty()) {
+        return Source::File(PathBuf::from(p));
+    }
+    let local = Path::new("switchboard.toml");
+    if local.exists() {
+        return Source::File(local.to_path_buf());
+    }
+    Source::EmbeddedDefault
+}
+
+pub fn load(source: Source) -> Result<LoadedConfig, LoadError> {
+    let text: Cow<'static, str> = match &source {
+        Source::File(path) => std::fs::read_to_string(path).map(Cow::Owned).map_err(|e| {
+            LoadError::new(
+                &source,
+                None,
+                format!("cannot read the config file: {e} (pass --config with an existing file, or omit it to use the embedded default)"),
+            )
+        })?,
+        Source::EmbeddedDefault => Cow::Borrowed(EMBEDDED_DEFAULT),
+    };
+    parse(source, &text)
+}
+
+/// The schedules the schedule registry declares built in, with their grants. (They move to the
+/// schedule crate when it exists; the grants are the registry's, replaced whole by a grants
+/// entry for `schedule:<name>`.)
+pub fn builtin_schedules() -> Vec<(ScheduleName, Grants)> {
+    let self_improvement = Grants {
+        actions: GrantSet::only(
+            ["friction:read", "friction:write"]
+                .into_iter()
+                .filter_map(|a| a.parse().ok()),
+        ),
+        channels: GrantSet::All,
+        repos: GrantSet::none(),
+    };
+    ScheduleName::parse("self-improvement")
+        .map(|n| vec![(n, self_improvement)])
+        .unwrap_or_default()
+}
+
+/// Sections of surfaces this build does not have, and what brings them.
+const UNBUILT: [(&str, &str); 7] = [
+    ("slack", "the Slack surface"),
+    ("mcp", "the MCP surface"),
+    ("access", "the Access /api surface"),
+    ("schedules", "the scheduler"),
+    ("memory", "memory"),
+    ("agent_policy", "the tool broker"),
+    ("agent_grants", "the tool broker"),
+];
+
+/// Top-level keys that look like authorization but are not: refused by name.
+const FORBIDDEN: [&str; 3] = ["permissions", "admins", "scopes"];
+
+/// The text being parsed, for faults with positions.
+struct Text<'a> {
+    source: &'a Source,
+    text: &'a str,
+}
+
+impl Text<'_> {
+    /// A fault at a byte offset: `file:line:col: key: message`.
+    fn at(&self, offset: usize, message: impl std::fmt::Display) -> LoadError {
+        let key = path_at(self.text, offset)
+            .map(|k| format!("{k}: "))
+            .unwrap_or_default();
+        LoadError::new(
+            self.source,
+            Some(line_col(self.text, offset)),
+            format!("{key}{message}"),
+        )
+    }
+
+    /// A fault at a key path (the deepest part of it the text defines).
+    fn key(&self, path: &[&str], message: impl std::fmt::Display) -> LoadError {
+        let owned: Vec<String> = path.iter().map(|s| (*s).to_owned()).collect();
+        LoadError::new(
+            self.source,
+            locate(self.text, path),
+            format!("{}: {message}", dotted(&owned)),
+        )
+    }
+
+    fn de(&self, e: &toml::de::Error) -> LoadError {
+        match e.span() {
+            Some(span) => self.at(span.start, e.message()),
+            None => LoadError::new(self.source, None, e.message().to_owned()),
+        }
+    }
+}
+
+/// Parses config text. Public for tests and for `load`.
+pub fn parse(source: Source, text: &str) -> Result<LoadedConfig, LoadError> {
+    let t = Text {
+        source: &source,
+        text,
+    };
+    let doc: toml::Table = toml::from_str(text).map_err(|e| {
+        let position = e.span().map(|s| line_col(text, s.start));
+        LoadError::new(
+            &source,
+            position,
+            format!("not valid TOML: {}", e.message()),
+        )
+    })?;
+    if let Some(key) = FORBIDDEN.into_iter().find(|k| doc.contains_key(*k)) {
+        let problem = authz_core::ConfigProblem::ForbiddenKey(key.to_owned());
+        return Err(t.key(&[key], problem));
+    }
+    let sections: FileSections = toml::from_str(text).map_err(|e| t.de(&e))?;
+    check_unbuilt(&t, &doc, &sections)?;
+    let agents_section = &sections.agents;
+    let agents: BTreeSet<AgentName> = agents_section.tables.keys().cloned().collect();
+    let default_agent = match &agents_section.default {
+        None => None,
+        Some(name) => Some(
+            AgentName::parse(name.get_ref())
+                .ok()
+                .filter(|n| agents.contains(n))
+                .ok_or_else(|| {
+                    t.at(
+                        name.span().start,
+                        format!(
+                            "`{0}` is not a declared agent; declare [agents.{0}] or name one that is",
+                            name.get_ref()
+                        ),
+                    )
+                })?,
+        ),
+    };
+    // authz-core names the key itself (`restrict.agents[0]`); the position is located here.
+    let mut table = GrantsTable::from_config(&doc, agents.clone())
+        .map_err(|e| LoadError::new(&source, locate(text, &key_segments(&e.key)), e.to_string()))?;
+    for (name, grants) in builtin_schedules() {
+        table.declare_schedule(name, grants);
+    }
+    let agent_specs = agents_section
+        .tables
+        .iter()
+        .map(|(name, a)| Ok((name.clone(), agent_spec(&t, name, a)?)))
+        .collect::<Result<BTreeMap<_, _>, LoadError>>()?;
+    Ok(LoadedConfig {
+        store: store_spec(&t, &sections.store)?,
+        server: server(&t, &sections.server)?,
+        ingress: IngressConfig {
+            tokens_file: sections.ingress.tokens_file.clone(),
+            max_body_bytes: sections
+                .ingress
+                .max_body_bytes
+                .map_or(IngressConfig::default().max_body_bytes, |n| n.usize()),
+        },
+        limits: limits(agents_section),
+        telemetry: TelemetryConfig {
+            json_logs: sections.telemetry.log_format == Some(LogFormat::Json),
+        },
+        source,
+        agents,
+        default_agent,
+        table,
+        agent_specs,
+    })
+}
+
+fn check_unbuilt(t: &Text<'_>, doc: &toml::Table, s: &FileSections) -> Result<(), LoadError> {
+    let present: [(&Option<Unbuilt>, &str); 7] = [
+        (&s.slack, "slack"),
+        (&s.mcp, "mcp"),
+        (&s.access, "access"),
+        (&s.schedules, "schedules"),
+        (&s.memory, "memory"),
+        (&s.agent_policy, "agent_policy"),
+        (&s.agent_grants, "agent_grants"),
+    ];
+    for (section, name) in present {
+        if section.as_ref().is_none_or(|u| u.empty) {
+            continue;
+        }
+        let what = UNBUILT
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or("a part", |(_, w)| *w);
+        // Point at the section's first key, or the section itself.
+        let first = match doc.get(name) {
+            Some(toml::Value::Table(table)) => table.keys().next().cloned(),
+            _ => None,
+        };
+        let mut path = vec![name];
+        path.extend(first.as_deref());
+        return Err(LoadError::new(
+            t.source,
+            locate(t.text, &path),
+            format!(
+                "[{name}] is read by {what}, which is not part of this build; remove the section (or leave it empty) until it lands"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn server(t: &Text<'_>, s: &sections::ServerSection) -> Result<ServerConfig, LoadError> {
+    let d = ServerConfig::default();
+    let heartbeat = s.heartbeat_seconds.map_or(d.heartbeat, |n| n.seconds());
+    let lease = match &s.lease_seconds {
+        None => d.lease,
+        Some(l) => {
+            let lease = l.get_ref().seconds();
+            if lease <= heartbeat {
+                return Err(t.at(
+                    l.span().start,
+                    "must be longer than heartbeat_seconds (three heartbeats is a good lease)",
+                ));
+            }
+            lease
+        }
+    };
+    if lease <= heartbeat {
+        return Err(t.key(
+            &["server", "heartbeat_seconds"],
+            "must be shorter than lease_seconds (30 by default)",
+        ));
+    }
+    Ok(ServerConfig {
+        listen: s.listen.map_or(d.listen, |l| l.0),
+        replica_id: s.replica_id.clone().map(|r| r.0),
+        data_dir: s.data_dir.clone().unwrap_or(d.data_dir),
+        shutdown_grace: s
+            .shutdown_grace_seconds
+            .map_or(d.shutdown_grace, |n| n.seconds()),
+        heartbeat,
+        lease,
+        agent_token_secret_file: s.agent_token_secret_file.clone(),
+    })
+}
+
+fn store_spec(t: &Text<'_>, s: &sections::StoreSection) -> Result<StoreSpec, LoadError> {
+    let url = match &s.url {
+        Some(u) => u.0.clone(),
+        None => StoreUrl::parse(DEFAULT_STORE_URL)
+            .map_err(|e| LoadError::new(t.source, None, e.to_string()))?,
+    };
+    if let (Some(schema), false) = (&s.schema, matches!(url, StoreUrl::Postgres(_))) {
+        return Err(t.at(
+            schema.span().start,
+            "only a postgres:// store has schemas; remove it, or use a postgres URL",
+        ));
+    }
+    Ok(StoreSpec {
+        url,
+        schema: s.schema.as_ref().map(|v| v.get_ref().clone()),
+        max_connections: s
+            .max_connections
+            .map(|n| u32::try_from(n.0).unwrap_or(u32::MAX)),
+    })
+}
+
+fn limits(a: &agents::AgentsSection) -> AgentLimits {
+    let d = AgentLimits::default();
+    AgentLimits {
+        max_concurrent: a.max_concurrent.map_or(d.max_concurrent, |n| n.usize()),
+        max_per_actor: a.max_per_actor.map_or(d.max_per_actor, |n| n.usize()),
+        channel_directory_timeout: a
+            .channel_directory_timeout_ms
+            .map_or(d.channel_directory_timeout, |n| n.millis()),
+        env_allow: a.env_allow.clone().unwrap_or(d.env_allow),
+    }
+}
+
+/// An agent's table as the typed back end it names (`echo` by default), refusing keys of
+/// another back end and naming a missing one.
+fn agent_spec(t: &Text<'_>, name: &AgentName, a: &AgentTable) -> Result<AgentSpec, LoadError> {
+    let kind = a.backend.unwrap_or(BackendKind::Echo);
+    let own = kind.own_keys();
+    if let Some((key, at)) = a.backend_keys().into_iter().find(|(k, _)| !own.contains(k)) {
+        return Err(t.at(
+            at,
+            format!(
+                "`{key}` is not a setting of the {} back end; it takes {}",
+                kind.as_str(),
+                own.join(", ")
+            ),
+        ));
+    }
+    let missing = |key: &str, example: &str| {
+        t.key(
+            &["agents", name.as_str(), key],
+            format!(
+                "is required by the {} back end, like {example}",
+                kind.as_str()
+            ),
+        )
+    };
+    let backend = match kind {
+        BackendKind::Echo => BackendSpec::Echo {
+            behaviour: a
+                .behaviour
+                .as_ref()
+                .map_or(EchoBehaviour::Answer, |b| (*b.get_ref()).into()),
+            delay: a
+                .delay_ms
+                .as_ref()
+                .map_or(Duration::ZERO, |d| Duration::from_millis(d.get_ref().0)),
+        },
+        BackendKind::Command => {
+            let argv = a
+                .command
+                .as_ref()
+                .ok_or_else(|| missing("command", "command = [\"claude\", \"-p\"]"))?;
+            if argv.get_ref().first().is_none_or(|p| p.trim().is_empty()) {
+                return Err(t.at(
+                    argv.span().start,
+                    "name the program and its arguments, like command = [\"claude\", \"-p\"]",
+                ));
+            }
+            BackendSpec::Command {
+                argv: argv.get_ref().clone(),
+                request_via: a
+                    .request_via
+                    .as_ref()
+                    .map_or(RequestVia::Stdin, |v| (*v.get_ref()).into()),
+            }
+        }
+        BackendKind::Openai => BackendSpec::OpenAi {
+            base_url: a
+                .base_url
+                .as_ref()
+                .ok_or_else(|| missing("base_url", "base_url = \"https://api.openai.com/v1\""))?
+                .get_ref()
+                .clone(),
+            model: a
+                .model
+                .as_ref()
+                .ok_or_else(|| missing("model", "model = \"gpt-4o-mini\""))?
+                .get_ref()
+                .clone(),
+            api_key_env: a.api_key_env.as_ref().map(|v| v.get_ref().clone()),
+            system_prompt: a.system_prompt.as_ref().map(|v| v.get_ref().clone()),
+        },
+    };
+    let caps = OutputCaps::default();
+    Ok(AgentSpec {
+        backend,
+        timeout: a
+            .timeout_seconds
+            .map_or(Duration::from_secs(600), |n| n.seconds()),
+        caps: OutputCaps {
+            event_bytes: a.max_event_bytes.map_or(caps.event_bytes, |n| n.usize()),
+            total_bytes: a.max_output_bytes.map_or(caps.total_bytes, |n| n.usize()),
+            answer_bytes: a.max_answer_bytes.map_or(caps.answer_bytes, |n| n.usize()),
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,185 @@
+//! The typed sections of the config file, derived with serde: every section denies unknown
+//! keys, and the values that need more than a type (an address, a positive number, a store
+//! URL) are checked as they are read, so a fault carries the parser's position.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde::de::{self, Deserializer};
+use store::{ReplicaId, StoreUrl};
+use toml::Spanned;
+
+/// A whole number above 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Positive(pub u64);
+
+impl<'de> Deserialize<'de> for Positive {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match i64::deserialize(d) {
+            Ok(n) if n > 0 => Ok(Positive(n.unsigned_abs())),
+            _ => Err(de::Error::custom("must be a whole number above 0")),
+        }
+    }
+}
+
+impl Positive {
+    pub fn seconds(self) -> Duration {
+        Duration::from_secs(self.0)
+    }
+
+    pub fn millis(self) -> Duration {
+        Duration::from_millis(self.0)
+    }
+
+    pub fn usize(self) -> usize {
+        usize::try_from(self.0).unwrap_or(usize::MAX)
+    }
+}
+
+/// A whole number, 0 or more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Whole(pub u64);
+
+impl<'de> Deserialize<'de> for Whole {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match i64::deserialize(d) {
+            Ok(n) if n >= 0 => Ok(Whole(n.unsigned_abs())),
+            _ => Err(de::Error::custom("must be a whole number, 0 or more")),
+        }
+    }
+}
+
+/// `host:port` with an IP.
+#[derive(Debug, Clone, Copy)]
+pub struct Listen(pub SocketAddr);
+
+impl<'de> Deserialize<'de> for Listen {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map(Listen).map_err(|_| {
+            de::Error::custom(format!(
+                "{s:?} is not an address; use host:port with an IP, like \"127.0.0.1:8080\" or \"0.0.0.0:8080\""
+            ))
+        })
+    }
+}
+
+/// A replica id: 1-128 letters, digits, `-`, `_` or `.`.
+#[derive(Debug, Clone)]
+pub struct Replica(pub ReplicaId);
+
+impl<'de> Deserialize<'de> for Replica {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        ReplicaId::parse(&s).map(Replica).map_err(de::Error::custom)
+    }
+}
+
+/// A store URL, checked where it is read (`store::StoreUrl`, the one place URLs are checked).
+#[derive(Debug, Clone)]
+pub struct Url(pub StoreUrl);
+
+impl<'de> Deserialize<'de> for Url {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        StoreUrl::parse(&s).map(Url).map_err(|_| {
+            de::Error::custom(
+                "must be sqlite://path/to/switchboard.db, postgres://user@host/db or memory:",
+            )
+        })
+    }
+}
+
+/// `[server]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSection {
+    pub listen: Option<Listen>,
+    pub replica_id: Option<Replica>,
+    pub data_dir: Option<PathBuf>,
+    pub shutdown_grace_seconds: Option<Positive>,
+    pub heartbeat_seconds: Option<Positive>,
+    pub lease_seconds: Option<Spanned<Positive>>,
+    pub agent_token_secret_file: Option<PathBuf>,
+}
+
+/// `[store]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreSection {
+    pub url: Option<Url>,
+    /// Postgres only: a schema of Switchboard's own (created if missing).
+    pub schema: Option<Spanned<String>>,
+    pub max_connections: Option<Positive>,
+}
+
+/// `[ingress]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IngressSection {
+    pub tokens_file: Option<PathBuf>,
+    pub max_body_bytes: Option<Positive>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Human,
+    Json,
+}
+
+/// `[telemetry]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetrySection {
+    pub log_format: Option<LogFormat>,
+}
+
+/// The sections of surfaces this build does not have: present only empty.
+#[derive(Debug, Default)]
+pub struct Unbuilt {
+    pub empty: bool,
+}
+
+impl<'de> Deserialize<'de> for Unbuilt {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let empty = match toml::Value::deserialize(d)? {
+            toml::Value::Table(t) => t.is_empty(),
+            toml::Value::Array(a) => a.is_empty(),
+            _ => false,
+        };
+        Ok(Unbuilt { empty })
+    }
+}
+
+/// The whole file: the typed sections, and the authorization keys (read by authz-core from
+/// the same text).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileSections {
+    #[serde(default)]
+    pub server: ServerSection,
+    #[serde(default)]
+    pub store: StoreSection,
+    #[serde(default)]
+    pub ingress: IngressSection,
+    #[serde(default)]
+    pub agents: super::agents::AgentsSection,
+    #[serde(default)]
+    pub telemetry: TelemetrySection,
+    /// Read by authz-core (`GrantsTable::from_config`) from the same text.
+    #[serde(rename = "grants")]
+    _grants: Option<de::IgnoredAny>,
+    #[serde(rename = "restrict")]
+    _restrict: Option<de::IgnoredAny>,
+    pub slack: Option<Unbuilt>,
+    pub mcp: Option<Unbuilt>,
+    pub access: Option<Unbuilt>,
+    pub schedules: Option<Unbuilt>,
+    pub memory: Option<Unbuilt>,
+    pub agent_policy: Option<Unbuilt>,
+    pub agent_grants: Option<Unbuilt>,
+}

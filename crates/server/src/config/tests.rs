@@ -1,0 +1,318 @@
+//! The config file's faults, each named with file, line, column and key, and what loads.
+
+use super::*;
+
+fn err(text: &str) -> String {
+    parse(Source::File("t.toml".into()), text)
+        .unwrap_err()
+        .to_string()
+}
+
+fn ok(text: &str) -> LoadedConfig {
+    parse(Source::File("t.toml".into()), text).unwrap()
+}
+
+#[test]
+fn the_embedded_default_and_the_example_load() {
+    let default = ok(EMBEDDED_DEFAULT);
+    assert_eq!(
+        default.default_agent.as_ref().map(|a| a.as_str()),
+        Some("echo")
+    );
+    assert_eq!(default.server.listen.to_string(), "127.0.0.1:8080");
+    assert_eq!(default.store.url.as_str(), DEFAULT_STORE_URL);
+    let example = ok(include_str!("../../../../config/switchboard.example.toml"));
+    assert!(
+        !example.table.entries().is_empty(),
+        "the example shows grants"
+    );
+    assert!(!example.table.restrict().agents.is_empty(), "and restrict");
+    assert_eq!(example.server.replica_id.unwrap().as_str(), "switchboard-1");
+}
+
+/// Every fault: the file, the line and column of the key or value at fault, the dotted key,
+/// and what to write instead. One row per fault, in the order a reader meets the sections.
+#[test]
+fn every_fault_names_file_line_column_key_and_fix() {
+    let cases: &[(&str, &str)] = &[
+        // Syntax and the top level.
+        ("[grants\nx = 1", "t.toml:1:8: not valid TOML: "),
+        (
+            "[serverr]\nlisten = 1\n",
+            "t.toml:1:2: serverr: unknown field `serverr`, expected one of `server`, `store`",
+        ),
+        (
+            "[server]\n\n[permissions]\nx = 1\n",
+            "t.toml:3:2: permissions: `permissions` is not a configuration key; grants and restrict are the only authorization keys",
+        ),
+        (
+            "admins = [\"slack:U1\"]",
+            "t.toml:1:1: admins: `admins` is not a configuration key",
+        ),
+        (
+            "store = \"sqlite://x\"",
+            "t.toml:1:9: store: invalid type: string \"sqlite://x\", expected struct StoreSection",
+        ),
+        // [server]
+        (
+            "[server]\nlisten = \"localhost\"",
+            "t.toml:2:10: server.listen: \"localhost\" is not an address; use host:port with an IP, like \"127.0.0.1:8080\"",
+        ),
+        (
+            "[server]\nport = 1",
+            "t.toml:2:1: server.port: unknown field `port`, expected one of `listen`, `replica_id`, `data_dir`",
+        ),
+        (
+            "[server]\nreplica_id = \"web 1\"",
+            "t.toml:2:14: server.replica_id: replica id \"web 1\": use 1-128 letters, digits",
+        ),
+        (
+            "[server]\nshutdown_grace_seconds = 0",
+            "t.toml:2:26: server.shutdown_grace_seconds: must be a whole number above 0",
+        ),
+        (
+            "[server]\nheartbeat_seconds = 30\nlease_seconds = 30",
+            "t.toml:3:17: server.lease_seconds: must be longer than heartbeat_seconds",
+        ),
+        (
+            "[server]\nheartbeat_seconds = 60",
+            "t.toml:2:1: server.heartbeat_seconds: must be shorter than lease_seconds",
+        ),
+        // [store]
+        (
+            "[store]\nurl = \"mysql://u:pw@x\"",
+            "t.toml:2:7: store.url: must be sqlite://path/to/switchboard.db, postgres://user@host/db or memory:",
+        ),
+        (
+            "[store]\nurl = 5",
+            "t.toml:2:7: store.url: invalid type: integer `5`, expected a string",
+        ),
+        (
+            "[store]\npath = \"x.db\"",
+            "t.toml:2:1: store.path: unknown field `path`, expected one of `url`, `schema`, `max_connections`",
+        ),
+        (
+            "[store]\nurl = \"sqlite://x.db\"\nschema = \"sb\"",
+            "t.toml:3:10: store.schema: only a postgres:// store has schemas",
+        ),
+        // [ingress]
+        (
+            "[ingress]\ntokens = \"x\"",
+            "t.toml:2:1: ingress.tokens: unknown field `tokens`, expected `tokens_file` or `max_body_bytes`",
+        ),
+        (
+            "[ingress]\nmax_body_bytes = -1",
+            "t.toml:2:18: ingress.max_body_bytes: must be a whole number above 0",
+        ),
+        // [agents]
+        (
+            "agents = 3",
+            "t.toml:1:10: agents: invalid type: integer `3`, expected a table of settings and [agents.<name>] tables",
+        ),
+        (
+            "[agents]\ncoding = \"x\"",
+            "t.toml:2:10: agents.coding: invalid type: string \"x\", expected an [agents.<name>] table (the settings of [agents] are default, max_concurrent",
+        ),
+        (
+            "[agents]\nmax_concurent = 3",
+            "t.toml:2:17: agents.max_concurent: invalid type: integer `3`, expected an [agents.<name>] table",
+        ),
+        (
+            "[agents]\ndefault = \"ghost\"",
+            "t.toml:2:11: agents.default: `ghost` is not a declared agent; declare [agents.ghost] or name one that is",
+        ),
+        (
+            "[agents]\ndefault = 1",
+            "t.toml:2:11: agents.default: invalid type: integer `1`, expected a string",
+        ),
+        (
+            "[agents.\"bad name\"]",
+            "t.toml:1:2: agents.\"bad name\": \"bad name\" is not a valid agent name",
+        ),
+        (
+            "[agents.a]\nbackend = \"gpt\"",
+            "t.toml:2:11: agents.a.backend: unknown variant `gpt`, expected one of `echo`, `command`, `openai`",
+        ),
+        (
+            "[agents.a]\nbackend = \"command\"",
+            "t.toml:1:9: agents.a.command: is required by the command back end, like command = [\"claude\", \"-p\"]",
+        ),
+        (
+            "[agents.a]\nbackend = \"command\"\ncommand = [\" \"]",
+            "t.toml:3:11: agents.a.command: name the program and its arguments",
+        ),
+        (
+            "[agents.a]\nbackend = \"command\"\ncommand = [\"x\"]\nrequest_via = \"env\"",
+            "t.toml:4:15: agents.a.request_via: unknown variant `env`, expected `stdin` or `argument`",
+        ),
+        (
+            "[agents.a]\nbackend = \"echo\"\nmodel = \"m\"",
+            "t.toml:3:9: agents.a.model: `model` is not a setting of the echo back end; it takes behaviour, delay_ms",
+        ),
+        (
+            "[agents.a]\nbackend = \"openai\"\nmodel = \"m\"",
+            "t.toml:1:9: agents.a.base_url: is required by the openai back end, like base_url = \"https://api.openai.com/v1\"",
+        ),
+        (
+            "[agents.a]\nbackend = \"openai\"\nbase_url = \"http://x\"",
+            "t.toml:1:9: agents.a.model: is required by the openai back end",
+        ),
+        (
+            "[agents.a]\ntimeout = 3",
+            "t.toml:2:1: agents.a.timeout: unknown field `timeout`, expected one of `backend`, `timeout_seconds`",
+        ),
+        (
+            "[agents.a]\nbehaviour = \"explode\"",
+            "t.toml:2:13: agents.a.behaviour: unknown variant `explode`, expected one of `answer`, `fail`, `stall`",
+        ),
+        (
+            "[agents.a]\ndelay_ms = -5",
+            "t.toml:2:12: agents.a.delay_ms: must be a whole number, 0 or more",
+        ),
+        // [telemetry]
+        (
+            "[telemetry]\notlp_endpoint = \"http://x\"",
+            "t.toml:2:1: telemetry.otlp_endpoint: unknown field `otlp_endpoint`, expected `log_format`",
+        ),
+        (
+            "[telemetry]\nlog_format = \"xml\"",
+            "t.toml:2:14: telemetry.log_format: unknown variant `xml`, expected `human` or `json`",
+        ),
+        // grants and restrict (authz-core's parser, located here).
+        (
+            "[grants.\"slack:U1\"]\nactions = [\"runs:read\"]\nchannels = \"All\"\n",
+            "t.toml:3:1: grants.\"slack:U1\".channels: `All` is not \"all\"",
+        ),
+        (
+            "[agents.coding]\n[grants.\"slack:U1\"]\nagents = [\"coding\"]\n",
+            "t.toml:3:1: grants.\"slack:U1\".agents: unknown field `agents`",
+        ),
+        (
+            "[restrict]\nagents = [\"ghost\"]",
+            "t.toml:2:1: restrict.agents[0]: `ghost` is not a declared agent",
+        ),
+        // Sections of surfaces this build does not have.
+        (
+            "[slack]\nmode = \"socket\"",
+            "t.toml:2:1: [slack] is read by the Slack surface, which is not part of this build",
+        ),
+        (
+            "[[agent_grants]]\nid = \"x\"",
+            "t.toml:1:3: [agent_grants] is read by the tool broker",
+        ),
+        ("memory = 3", "t.toml:1:1: [memory] is read by memory"),
+    ];
+    let mut wrong = Vec::new();
+    for (text, want) in cases {
+        let got = err(text);
+        if !got.starts_with(want) {
+            wrong.push(format!("{text:?}\n  got:  {got}\n  want: {want}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    ok("schedules = []\n[slack]\n[mcp]\n");
+}
+
+#[test]
+fn agents_are_declared_by_tables_and_read_as_their_back_ends() {
+    let c = ok(r#"
+[agents]
+default = "claude"
+max_concurrent = 8
+max_per_actor = 2
+channel_directory_timeout_ms = 500
+env_allow = ["PATH"]
+[agents.claude]
+backend = "command"
+command = ["claude", "-p"]
+request_via = "argument"
+timeout_seconds = 900
+description = "Claude Code, headless"
+[agents.local]
+backend = "openai"
+base_url = "http://127.0.0.1:8081/v1"
+model = "qwen"
+[agents.demo]
+behaviour = "stall"
+delay_ms = 200
+max_event_bytes = 100
+"#);
+    assert_eq!(c.agents.len(), 3);
+    assert!(
+        c.agent_specs.keys().eq(c.agents.iter()),
+        "every declared agent has its spec"
+    );
+    assert_eq!(c.default_agent.unwrap().as_str(), "claude");
+    assert_eq!(c.limits.max_per_actor, 2);
+    assert_eq!(
+        c.limits.channel_directory_timeout,
+        Duration::from_millis(500)
+    );
+    assert_eq!(c.limits.env_allow, vec!["PATH".to_owned()]);
+    let spec = |n: &str| &c.agent_specs[&AgentName::parse(n).unwrap()];
+    assert_eq!(
+        spec("claude").backend,
+        BackendSpec::Command {
+            argv: vec!["claude".into(), "-p".into()],
+            request_via: RequestVia::Argument
+        }
+    );
+    assert_eq!(spec("claude").timeout, Duration::from_secs(900));
+    assert_eq!(spec("local").backend.kind(), "openai");
+    assert_eq!(
+        spec("demo").backend,
+        BackendSpec::Echo {
+            behaviour: EchoBehaviour::Stall,
+            delay: Duration::from_millis(200)
+        },
+        "backend defaults to echo"
+    );
+    assert_eq!(spec("demo").caps.event_bytes, 100);
+}
+
+#[test]
+fn the_server_store_ingress_and_telemetry_sections_are_read() {
+    let c = ok(r#"
+[server]
+listen = "0.0.0.0:9000"
+replica_id = "web-1"
+shutdown_grace_seconds = 3
+heartbeat_seconds = 5
+lease_seconds = 20
+[store]
+url = "postgres://sb@db/sb"
+schema = "switchboard"
+max_connections = 16
+[ingress]
+tokens_file = "/etc/switchboard/tokens.json"
+max_body_bytes = 1024
+[telemetry]
+log_format = "json"
+"#);
+    assert_eq!(c.server.listen.to_string(), "0.0.0.0:9000");
+    assert_eq!(c.server.shutdown_grace, Duration::from_secs(3));
+    assert_eq!(
+        (c.server.heartbeat, c.server.lease),
+        (Duration::from_secs(5), Duration::from_secs(20))
+    );
+    assert_eq!(c.store.url.as_str(), "postgres://sb@db/sb");
+    assert_eq!(c.store.schema.as_deref(), Some("switchboard"));
+    assert_eq!(c.store.max_connections, Some(16));
+    assert_eq!(c.ingress.max_body_bytes, 1024);
+    assert!(c.telemetry.json_logs);
+    assert_eq!(ok("").store.url.as_str(), DEFAULT_STORE_URL);
+}
+
+#[test]
+fn the_builtin_schedule_holds_the_fleet_friction_grants() {
+    let c = ok("");
+    let id = "schedule:self-improvement".parse().unwrap();
+    let g = c.table.grants_for(&id);
+    assert!(g.channels.is_all());
+    assert!(g.actions.holds(&"friction:read".parse().unwrap()));
+    let replaced = ok("[grants.\"schedule:self-improvement\"]\nactions = [\"help:read\"]");
+    assert!(
+        replaced.table.grants_for(&id).channels.is_empty(),
+        "an entry replaces it whole"
+    );
+}

@@ -1,0 +1,211 @@
+//! Postgres, for more than one replica. Statements are written with `?` and numbered (`$1`,
+//! `$2`, …) here; bound lists are arrays (`= ANY`, `unnest`); each list branch is a
+//! `CROSS JOIN LATERAL` index read per value of one bound array. With a schema, every
+//! connection's `search_path` is set to it (created if missing).
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::postgres::{PgArguments, PgConnectOptions, PgPoolOptions, PgRow};
+use sqlx::{Arguments, AssertSqlSafe, Connection, Pool};
+
+use super::dialect::{Bind, Connect, Dialect, RowAccess, Statement, numbered};
+use super::statements::status_sql;
+use crate::error::{Result, StoreError};
+use crate::merge::OpenBranch;
+use crate::plan::Group;
+use crate::redact_url;
+use crate::types::StatusFilter;
+
+/// The Postgres dialect.
+pub struct Postgres;
+
+fn migrator() -> sqlx::migrate::Migrator {
+    sqlx::migrate!("../../migrations/postgres")
+}
+
+fn arguments(binds: Vec<Bind>) -> Result<PgArguments> {
+    let mut args = PgArguments::default();
+    for b in binds {
+        match b {
+            Bind::Text(s) => args.add(s),
+            Bind::OptText(s) => args.add(s),
+            Bind::Int(i) => args.add(i),
+            Bind::OptInt(i) => args.add(i),
+            Bind::Texts(v) => args.add(v),
+            Bind::Ints(v) => args.add(v),
+        }
+        .map_err(|e| StoreError::Invalid(format!("binding a statement's argument: {e}")))?;
+    }
+    Ok(args)
+}
+
+/// A schema name this store will create and set: lower-case letters, digits and `_`.
+fn check_schema(schema: &str) -> Result<()> {
+    let ok = !schema.is_empty()
+        && schema.len() <= 63
+        && schema
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && !schema.starts_with(|c: char| c.is_ascii_digit());
+    if ok {
+        Ok(())
+    } else {
+        Err(StoreError::Invalid(format!(
+            "schema name {schema:?}: use lower-case letters, digits and '_', starting with a letter"
+        )))
+    }
+}
+
+#[async_trait]
+impl Dialect for Postgres {
+    type Db = sqlx::Postgres;
+    type Row = PgRow;
+    const BACKEND: &'static str = "postgres";
+
+    fn placeholders(sql: String) -> String {
+        numbered(&sql)
+    }
+
+    fn in_list(column: &str) -> String {
+        format!("{column} = ANY(?)")
+    }
+
+    fn page_index() -> &'static str {
+        "runs x"
+    }
+
+    fn live_index() -> &'static str {
+        "runs x"
+    }
+
+    /// Per group, `unnest` of three bound arrays (value, and the `(created_at, id)` each branch
+    /// continues before) `CROSS JOIN LATERAL` a `LIMIT`ed index read.
+    fn branches(
+        groups: &[Group],
+        open: &[OpenBranch],
+        status: StatusFilter,
+        per_branch: u32,
+    ) -> Statement {
+        let mut parts = Vec::new();
+        let mut binds = Vec::new();
+        for (g, group) in groups.iter().enumerate() {
+            let mine: Vec<&OpenBranch> = open.iter().filter(|b| b.group == g).collect();
+            if mine.is_empty() {
+                continue;
+            }
+            let filters: String = group
+                .filters
+                .iter()
+                .map(|a| format!(" AND {}", Self::in_list(&format!("x.{}", a.column.sql()))))
+                .collect();
+            parts.push(format!(
+                "SELECT {g}::int8 AS grp, v.val AS val, r.created_at AS created_at, r.id AS id FROM unnest(?::text[], ?::int8[], ?::text[]) AS v(val, c, i) \
+                 CROSS JOIN LATERAL (SELECT x.created_at, x.id FROM runs x WHERE x.{drive} = v.val AND (x.created_at, x.id) < (v.c, v.i)\
+                 {filters}{status} ORDER BY x.created_at DESC, x.id DESC LIMIT ?) r",
+                drive = group.drive.sql(),
+                status = status_sql(status, "x"),
+            ));
+            binds.push(Bind::Texts(mine.iter().map(|b| b.value.clone()).collect()));
+            binds.push(Bind::Ints(mine.iter().map(|b| b.after.0).collect()));
+            binds.push(Bind::Texts(
+                mine.iter().map(|b| b.after.1.clone()).collect(),
+            ));
+            binds.extend(group.filters.iter().map(|a| Bind::Texts(a.values.clone())));
+            binds.push(Bind::Int(i64::from(per_branch)));
+        }
+        Statement::new(parts.join(" UNION ALL ")).binds(binds)
+    }
+
+    fn explain(sql: &str) -> String {
+        format!("EXPLAIN {sql}")
+    }
+
+    fn plan_line(row: &PgRow) -> String {
+        row.text(0).unwrap_or_default()
+    }
+
+    async fn connect(c: &Connect) -> Result<Pool<sqlx::Postgres>> {
+        let mut options = PgConnectOptions::from_str(&c.url)
+            .map_err(|_| StoreError::BadUrl(redact_url(&c.url)))?;
+        if let Some(schema) = &c.schema {
+            check_schema(schema)?;
+            let mut admin = sqlx::PgConnection::connect_with(&options).await?;
+            sqlx::query(AssertSqlSafe(format!(
+                "CREATE SCHEMA IF NOT EXISTS {schema}"
+            )))
+            .execute(&mut admin)
+            .await?;
+            admin.close().await?;
+            options = options.options([("search_path", schema.as_str())]);
+        }
+        Ok(PgPoolOptions::new()
+            .max_connections(c.max_connections.unwrap_or(8))
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(options)
+            .await?)
+    }
+
+    async fn migrate(pool: &Pool<sqlx::Postgres>, only: Option<usize>, _url: &str) -> Result<()> {
+        let mut m = migrator();
+        if let Some(n) = only {
+            m.migrations = std::borrow::Cow::Owned(m.migrations.iter().take(n).cloned().collect());
+        }
+        Ok(m.run(pool).await?)
+    }
+
+    async fn fetch_all(pool: &Pool<sqlx::Postgres>, st: Statement) -> Result<Vec<PgRow>> {
+        Ok(sqlx::query_with(
+            AssertSqlSafe(Self::placeholders(st.sql)),
+            arguments(st.binds)?,
+        )
+        .fetch_all(pool)
+        .await?)
+    }
+
+    async fn fetch_optional(pool: &Pool<sqlx::Postgres>, st: Statement) -> Result<Option<PgRow>> {
+        Ok(sqlx::query_with(
+            AssertSqlSafe(Self::placeholders(st.sql)),
+            arguments(st.binds)?,
+        )
+        .fetch_optional(pool)
+        .await?)
+    }
+
+    async fn execute(pool: &Pool<sqlx::Postgres>, st: Statement) -> Result<u64> {
+        Ok(sqlx::query_with(
+            AssertSqlSafe(Self::placeholders(st.sql)),
+            arguments(st.binds)?,
+        )
+        .execute(pool)
+        .await?
+        .rows_affected())
+    }
+
+    async fn bump_then(
+        pool: &Pool<sqlx::Postgres>,
+        bump: Statement,
+        then: Box<dyn FnOnce(i64) -> Statement + Send>,
+    ) -> Result<Option<i64>> {
+        let mut tx = pool.begin().await?;
+        let n: Option<i64> = sqlx::query_scalar_with(
+            AssertSqlSafe(Self::placeholders(bump.sql)),
+            arguments(bump.binds)?,
+        )
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(n) = n else {
+            return Ok(None);
+        };
+        let next = then(n);
+        sqlx::query_with(
+            AssertSqlSafe(Self::placeholders(next.sql)),
+            arguments(next.binds)?,
+        )
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(Some(n))
+    }
+}

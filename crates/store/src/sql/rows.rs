@@ -1,0 +1,153 @@
+//! Rows read back into their types, the same way on both databases. Every stored string is
+//! parsed; a value that does not parse is `Corrupt`, naming what it was and never skipped.
+
+use authz_core::{ChannelVisibility, RunId, ScheduleName, Surface};
+
+use super::dialect::RowAccess;
+use crate::error::{Result, StoreError};
+use crate::types::{
+    ConfigValue, Firing, Friction, FrictionOfRun, MemoryRecord, RunEvent, RunRecord, RunStatus,
+    Timestamp, TokenHash, scope_from_parts, tier_from_parts,
+};
+
+fn parsed<T>(what: &'static str, raw: String, parse: impl FnOnce(&str) -> Option<T>) -> Result<T> {
+    parse(&raw).ok_or_else(|| StoreError::corrupt(what, &raw))
+}
+
+fn run_id(raw: String) -> Result<RunId> {
+    parsed("run id", raw, |s| RunId::parse(s).ok())
+}
+
+fn opt_run_id(what: &'static str, raw: Option<String>) -> Result<Option<RunId>> {
+    raw.map(|s| parsed(what, s, |v| RunId::parse(v).ok()))
+        .transpose()
+}
+
+fn micros(v: i64) -> Timestamp {
+    Timestamp::from_micros(v)
+}
+
+/// A run, from `RUN_COLUMNS` in order.
+pub fn run(r: &impl RowAccess) -> Result<RunRecord> {
+    Ok(RunRecord {
+        id: run_id(r.text(0)?)?,
+        surface: parsed("surface", r.text(1)?, Surface::parse)?,
+        channel_id: parsed("channel id", r.text(2)?, |s| s.parse().ok())?,
+        thread_key: r.opt_text(3)?,
+        user_id: parsed("user id", r.text(4)?, |s| s.parse().ok())?,
+        agent: r.text(5)?,
+        repo: r
+            .opt_text(6)?
+            .map(|v| parsed("repo", v, |s| s.parse().ok()))
+            .transpose()?,
+        status: RunStatus::parse(&r.text(7)?)?,
+        request: r.text(8)?,
+        answer: r.opt_text(9)?,
+        error: r.opt_text(10)?,
+        created_at: micros(r.int(11)?),
+        finished_at: r.opt_int(12)?.map(micros),
+        capability_token: r
+            .opt_text(13)?
+            .as_deref()
+            .map(TokenHash::from_hex)
+            .transpose()?,
+        agent_token: r
+            .opt_text(14)?
+            .as_deref()
+            .map(TokenHash::from_hex)
+            .transpose()?,
+        owner: r.opt_text(15)?,
+        channel_visibility: parsed("channel visibility", r.text(16)?, ChannelVisibility::parse)?,
+        stop_requested_at: r.opt_int(17)?.map(micros),
+    })
+}
+
+/// A branch round's key: `(grp, val, created_at, id)`.
+pub fn branch_key(r: &impl RowAccess) -> Result<(usize, String, (i64, String))> {
+    Ok((
+        usize::try_from(r.int(0)?).unwrap_or(usize::MAX),
+        r.text(1)?,
+        (r.int(2)?, r.text(3)?),
+    ))
+}
+
+/// `seq, at, kind, body`.
+pub fn event(run: &RunId, r: &impl RowAccess) -> Result<RunEvent> {
+    Ok(RunEvent {
+        run_id: run.clone(),
+        seq: r.int(0)?,
+        at: micros(r.int(1)?),
+        kind: r.text(2)?,
+        body: r.text(3)?,
+    })
+}
+
+/// `at, kind, detail`.
+pub fn friction(run: &RunId, r: &impl RowAccess) -> Result<Friction> {
+    Ok(Friction {
+        run_id: run.clone(),
+        at: micros(r.int(0)?),
+        kind: r.text(1)?,
+        detail: r.text(2)?,
+    })
+}
+
+/// `run_id, at, kind, detail, channel_id, agent`.
+pub fn friction_of_run(r: &impl RowAccess) -> Result<FrictionOfRun> {
+    Ok(FrictionOfRun {
+        friction: Friction {
+            run_id: run_id(r.text(0)?)?,
+            at: micros(r.int(1)?),
+            kind: r.text(2)?,
+            detail: r.text(3)?,
+        },
+        channel_id: parsed("channel id", r.text(4)?, |s| s.parse().ok())?,
+        agent: r.text(5)?,
+    })
+}
+
+/// The memory columns, in the order `memory` reads them.
+pub const MEMORY_COLUMNS: &str =
+    "id, scope_kind, scope_key, text, supersedes, source_run, created_at, forgotten_at";
+
+pub fn memory(r: &impl RowAccess) -> Result<MemoryRecord> {
+    Ok(MemoryRecord {
+        id: parsed("memory id", r.text(0)?, |s| RunId::parse(s).ok())?,
+        scope: scope_from_parts(&r.text(1)?, &r.text(2)?)?,
+        text: r.text(3)?,
+        supersedes: opt_run_id("memory id", r.opt_text(4)?)?,
+        source_run: opt_run_id("run id", r.opt_text(5)?)?,
+        created_at: micros(r.int(6)?),
+        forgotten_at: r.opt_int(7)?.map(micros),
+    })
+}
+
+/// The config columns, in the order `config` reads them.
+pub const CONFIG_COLUMNS: &str = "tier, tier_id, key, value, updated_by, updated_at";
+
+pub fn config(r: &impl RowAccess) -> Result<ConfigValue> {
+    Ok(ConfigValue {
+        tier: tier_from_parts(&r.text(0)?, &r.text(1)?)?,
+        key: r.text(2)?,
+        value: r.text(3)?,
+        updated_by: parsed("actor id", r.text(4)?, |s| s.parse().ok())?,
+        updated_at: micros(r.int(5)?),
+    })
+}
+
+/// `slot, fired_at, status, run_id, detail`.
+pub fn firing(name: &ScheduleName, r: &impl RowAccess) -> Result<Firing> {
+    Ok(Firing {
+        name: name.clone(),
+        slot: micros(r.int(0)?),
+        fired_at: micros(r.int(1)?),
+        status: r.text(2)?,
+        run_id: opt_run_id("run id", r.opt_text(3)?)?,
+        detail: r.opt_text(4)?,
+    })
+}
+
+/// A run id alone (`RETURNING id`, `SELECT id`).
+pub fn run_id_of(r: &impl RowAccess) -> Result<RunId> {
+    run_id(r.text(0)?)
+}

@@ -1,0 +1,234 @@
+//! SQLite, the embedded default: one file in WAL mode, created and migrated on first open.
+//! Bound lists are JSON arrays read with `json_each`; each list branch is pinned to its index
+//! with `INDEXED BY` and read in one statement per round, correlated by rowid.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::sqlite::{
+    SqliteArguments, SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow,
+    SqliteSynchronous,
+};
+use sqlx::{Arguments, AssertSqlSafe, Pool};
+
+use super::dialect::{Bind, Connect, Dialect, RowAccess, Statement, json_array, json_string};
+use super::statements::status_sql;
+use crate::error::{Result, StoreError};
+use crate::merge::OpenBranch;
+use crate::plan::Group;
+use crate::types::StatusFilter;
+
+/// The SQLite dialect.
+pub struct Sqlite;
+
+fn migrator() -> sqlx::migrate::Migrator {
+    sqlx::migrate!("../../migrations/sqlite")
+}
+
+/// The file a `sqlite://` URL names.
+fn path_of(url: &str) -> Result<String> {
+    let path = url
+        .trim_start_matches("sqlite://")
+        .trim_start_matches("sqlite:");
+    if path.is_empty() || path == ":memory:" {
+        return Err(StoreError::BadUrl(url.to_owned()));
+    }
+    Ok(path.to_owned())
+}
+
+/// "file is not a database" is the one error that means the path holds something else.
+fn not_sqlite(e: sqlx::Error, url: &str) -> StoreError {
+    let is_notadb = matches!(&e, sqlx::Error::Database(db) if db.code().as_deref() == Some("26"))
+        || e.to_string().contains("file is not a database");
+    match (is_notadb, path_of(url)) {
+        (true, Ok(path)) => StoreError::NotSqlite { path },
+        _ => StoreError::Database(e),
+    }
+}
+
+/// Binds as SQLite takes them: lists as JSON arrays for `json_each`.
+fn arguments(binds: Vec<Bind>) -> Result<SqliteArguments> {
+    let mut args = SqliteArguments::default();
+    for b in binds {
+        match b {
+            Bind::Text(s) => args.add(s),
+            Bind::OptText(s) => args.add(s),
+            Bind::Int(i) => args.add(i),
+            Bind::OptInt(i) => args.add(i),
+            Bind::Texts(v) => args.add(json_array(&v)),
+            Bind::Ints(v) => args.add(format!(
+                "[{}]",
+                v.iter().map(i64::to_string).collect::<Vec<_>>().join(",")
+            )),
+        }
+        .map_err(|e| StoreError::Invalid(format!("binding a statement's argument: {e}")))?;
+    }
+    Ok(args)
+}
+
+#[async_trait]
+impl Dialect for Sqlite {
+    type Db = sqlx::Sqlite;
+    type Row = SqliteRow;
+    const BACKEND: &'static str = "sqlite";
+
+    fn placeholders(sql: String) -> String {
+        sql
+    }
+
+    fn in_list(column: &str) -> String {
+        format!("{column} IN (SELECT value FROM json_each(?))")
+    }
+
+    fn page_index() -> &'static str {
+        "runs x INDEXED BY runs_page"
+    }
+
+    fn live_index() -> &'static str {
+        "runs x INDEXED BY runs_live_page"
+    }
+
+    /// Per group, `json_each` over `[value, created_at, id]` arrays (the value and where the
+    /// branch continues), each branch a correlated, `LIMIT`ed read of its own index.
+    fn branches(
+        groups: &[Group],
+        open: &[OpenBranch],
+        status: StatusFilter,
+        per_branch: u32,
+    ) -> Statement {
+        let mut parts = Vec::new();
+        let mut binds = Vec::new();
+        for (g, group) in groups.iter().enumerate() {
+            let mine: Vec<String> = open
+                .iter()
+                .filter(|b| b.group == g)
+                .map(|b| {
+                    format!(
+                        "[{},{},{}]",
+                        json_string(&b.value),
+                        b.after.0,
+                        json_string(&b.after.1)
+                    )
+                })
+                .collect();
+            if mine.is_empty() {
+                continue;
+            }
+            let filters: String = group
+                .filters
+                .iter()
+                .map(|a| format!(" AND {}", Self::in_list(&format!("x.{}", a.column.sql()))))
+                .collect();
+            parts.push(format!(
+                "SELECT {g} AS grp, (v.value ->> 0) AS val, r.created_at AS created_at, r.id AS id FROM json_each(?) AS v \
+                 CROSS JOIN runs r ON r.rowid IN (SELECT x.rowid FROM runs x INDEXED BY {index} \
+                 WHERE x.{drive} = (v.value ->> 0) \
+                 AND (x.created_at < (v.value ->> 1) OR (x.created_at = (v.value ->> 1) AND x.id < (v.value ->> 2)))\
+                 {filters}{status} ORDER BY x.created_at DESC, x.id DESC LIMIT ?)",
+                drive = group.drive.sql(),
+                index = group.drive.index(),
+                status = status_sql(status, "x"),
+            ));
+            binds.push(Bind::Text(format!("[{}]", mine.join(","))));
+            binds.extend(group.filters.iter().map(|a| Bind::Texts(a.values.clone())));
+            binds.push(Bind::Int(i64::from(per_branch)));
+        }
+        Statement::new(parts.join(" UNION ALL ")).binds(binds)
+    }
+
+    fn explain(sql: &str) -> String {
+        format!("EXPLAIN QUERY PLAN {sql}")
+    }
+
+    fn plan_line(row: &SqliteRow) -> String {
+        row.text(3).unwrap_or_default()
+    }
+
+    async fn connect(c: &Connect) -> Result<Pool<sqlx::Sqlite>> {
+        path_of(&c.url)?;
+        let options = SqliteConnectOptions::from_str(&c.url)
+            .map_err(|_| StoreError::BadUrl(c.url.clone()))?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .foreign_keys(true)
+            .busy_timeout(Duration::from_secs(5));
+        let pool = SqlitePoolOptions::new()
+            .max_connections(c.max_connections.unwrap_or(4))
+            .connect_with(options)
+            .await
+            .map_err(|e| not_sqlite(e, &c.url))?;
+        // Reading the schema proves the file is a SQLite database before anything is written.
+        sqlx::query("SELECT count(*) FROM sqlite_master")
+            .fetch_one(&pool)
+            .await
+            .map_err(|e| not_sqlite(e, &c.url))?;
+        Ok(pool)
+    }
+
+    async fn migrate(pool: &Pool<sqlx::Sqlite>, only: Option<usize>, url: &str) -> Result<()> {
+        let mut m = migrator();
+        if let Some(n) = only {
+            m.migrations = std::borrow::Cow::Owned(m.migrations.iter().take(n).cloned().collect());
+        }
+        m.run(pool).await.map_err(|e| match e {
+            sqlx::migrate::MigrateError::Execute(inner) => not_sqlite(inner, url),
+            other => StoreError::Migrate(other),
+        })
+    }
+
+    async fn fetch_all(pool: &Pool<sqlx::Sqlite>, st: Statement) -> Result<Vec<SqliteRow>> {
+        Ok(sqlx::query_with(
+            AssertSqlSafe(Self::placeholders(st.sql)),
+            arguments(st.binds)?,
+        )
+        .fetch_all(pool)
+        .await?)
+    }
+
+    async fn fetch_optional(pool: &Pool<sqlx::Sqlite>, st: Statement) -> Result<Option<SqliteRow>> {
+        Ok(sqlx::query_with(
+            AssertSqlSafe(Self::placeholders(st.sql)),
+            arguments(st.binds)?,
+        )
+        .fetch_optional(pool)
+        .await?)
+    }
+
+    async fn execute(pool: &Pool<sqlx::Sqlite>, st: Statement) -> Result<u64> {
+        Ok(sqlx::query_with(
+            AssertSqlSafe(Self::placeholders(st.sql)),
+            arguments(st.binds)?,
+        )
+        .execute(pool)
+        .await?
+        .rows_affected())
+    }
+
+    async fn bump_then(
+        pool: &Pool<sqlx::Sqlite>,
+        bump: Statement,
+        then: Box<dyn FnOnce(i64) -> Statement + Send>,
+    ) -> Result<Option<i64>> {
+        let mut tx = pool.begin().await?;
+        let n: Option<i64> = sqlx::query_scalar_with(
+            AssertSqlSafe(Self::placeholders(bump.sql)),
+            arguments(bump.binds)?,
+        )
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(n) = n else {
+            return Ok(None);
+        };
+        let next = then(n);
+        sqlx::query_with(
+            AssertSqlSafe(Self::placeholders(next.sql)),
+            arguments(next.binds)?,
+        )
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(Some(n))
+    }
+}

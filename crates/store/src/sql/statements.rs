@@ -1,0 +1,178 @@
+//! The statements both databases share, written once over the dialect: the run row, the list
+//! reads (whole table, live runs, the walk and its boundary), friction and counts.
+
+use crate::merge::{Key, start_key};
+use crate::plan::{Group, Plan};
+use crate::types::{ListRuns, StatusFilter};
+
+use super::dialect::{Bind, Dialect, Statement};
+
+/// The run columns, in the order `rows::run` reads them.
+pub const RUN_COLUMNS: &str = "id, surface, channel_id, thread_key, user_id, agent, repo, status, request, answer, error, created_at, finished_at, capability_token_hash, agent_token_hash, owner, channel_visibility, stop_requested_at";
+
+/// The same, qualified by a table alias.
+fn run_columns(alias: &str) -> String {
+    RUN_COLUMNS
+        .split(", ")
+        .map(|c| format!("{alias}.{c}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+pub fn status_sql(filter: StatusFilter, alias: &str) -> String {
+    match filter {
+        StatusFilter::All => String::new(),
+        StatusFilter::Live => format!(" AND {alias}.status IN ('queued', 'running')"),
+        StatusFilter::Finished => format!(" AND {alias}.status NOT IN ('queued', 'running')"),
+    }
+}
+
+/// How a list is read: not at all, in one statement, or by the walk and the branch merge.
+pub enum ListRead {
+    Nothing,
+    One(Statement),
+    Groups(Vec<Group>),
+}
+
+/// The read for a planned list. Live lists are one statement over the live runs' index
+/// whatever the predicate; an unfiltered list is one statement over the page index;
+/// everything else walks and merges branches.
+pub fn list_read<D: Dialect>(plan: Plan, q: &ListRuns) -> ListRead {
+    match plan {
+        Plan::Nothing => ListRead::Nothing,
+        Plan::Everything if q.status == StatusFilter::Live => ListRead::One(live::<D>(None, q)),
+        Plan::Everything => ListRead::One(everything::<D>(q)),
+        Plan::Groups(g) if q.status == StatusFilter::Live => ListRead::One(live::<D>(Some(&g), q)),
+        Plan::Groups(g) => ListRead::Groups(g),
+    }
+}
+
+/// The whole table, newest first from the page index, no filter.
+fn everything<D: Dialect>(q: &ListRuns) -> Statement {
+    let (at, id) = start_key(q.before.as_ref());
+    Statement::new(format!(
+        "SELECT {RUN_COLUMNS} FROM {} WHERE (x.created_at, x.id) < (?, ?){} ORDER BY x.created_at DESC, x.id DESC LIMIT ?",
+        D::page_index(),
+        status_sql(q.status, "x")
+    ))
+    .int(at)
+    .text(id)
+    .int(i64::from(q.limit) + 1)
+}
+
+/// A page of live runs. Live runs are few (bounded by the dispatcher's limits), so the list
+/// reads the partial index of live runs newest-first and filters each row by the predicate's
+/// groups (`None`: the whole table), instead of walking the page index past finished runs.
+fn live<D: Dialect>(groups: Option<&[Group]>, q: &ListRuns) -> Statement {
+    let (at, id) = start_key(q.before.as_ref());
+    let (filter, filter_binds) = match groups {
+        Some(g) => {
+            let (f, b) = flat_where::<D>(g, "x");
+            (format!(" AND {f}"), b)
+        }
+        None => (String::new(), Vec::new()),
+    };
+    Statement::new(format!(
+        "SELECT {RUN_COLUMNS} FROM {} WHERE x.status IN ('queued', 'running') AND (x.created_at, x.id) < (?, ?){filter} ORDER BY x.created_at DESC, x.id DESC LIMIT ?",
+        D::live_index()
+    ))
+    .int(at)
+    .text(id)
+    .binds(filter_binds)
+    .int(i64::from(q.limit) + 1)
+}
+
+/// A flat `WHERE` for the predicate's groups (the walk, friction report, counts).
+pub fn flat_where<D: Dialect>(groups: &[Group], alias: &str) -> (String, Vec<Bind>) {
+    let mut ors = Vec::new();
+    let mut binds = Vec::new();
+    for g in groups {
+        let mut ands = vec![D::in_list(&format!("{alias}.{}", g.drive.sql()))];
+        binds.push(Bind::Texts(g.values.clone()));
+        for a in &g.filters {
+            ands.push(D::in_list(&format!("{alias}.{}", a.column.sql())));
+            binds.push(Bind::Texts(a.values.clone()));
+        }
+        ors.push(format!("({})", ands.join(" AND ")));
+    }
+    (format!("({})", ors.join(" OR ")), binds)
+}
+
+/// The walk: up to `need` rows of the page index newest-first between `floor` and `start`
+/// that pass the predicate's groups and the status. The filter reads the index's own columns;
+/// only the rows that pass are read from the table.
+pub fn walk<D: Dialect>(
+    groups: &[Group],
+    status: StatusFilter,
+    start: &Key,
+    floor: Option<&Key>,
+    need: u32,
+) -> Statement {
+    let (filter, filter_binds) = flat_where::<D>(groups, "x");
+    let floor_sql = if floor.is_some() {
+        " AND (x.created_at, x.id) >= (?, ?)"
+    } else {
+        ""
+    };
+    let mut st = Statement::new(format!(
+        "SELECT {RUN_COLUMNS} FROM {} WHERE (x.created_at, x.id) < (?, ?){floor_sql} AND {filter}{} ORDER BY x.created_at DESC, x.id DESC LIMIT ?",
+        D::page_index(),
+        status_sql(status, "x")
+    ))
+    .int(start.0)
+    .text(start.1.clone());
+    if let Some(f) = floor {
+        st = st.int(f.0).text(f.1.clone());
+    }
+    st.binds(filter_binds).int(i64::from(need))
+}
+
+/// The key of the `window`-th row before `start`, from the page index alone.
+pub fn boundary<D: Dialect>(start: &Key, window: u32) -> Statement {
+    Statement::new(format!(
+        "SELECT x.created_at, x.id FROM {} WHERE (x.created_at, x.id) < (?, ?) ORDER BY x.created_at DESC, x.id DESC LIMIT 1 OFFSET ?",
+        D::page_index()
+    ))
+    .int(start.0)
+    .text(start.1.clone())
+    .int(i64::from(window.saturating_sub(1)))
+}
+
+/// Full rows by id (the page's rows, after the branch merge found their keys).
+pub fn runs_by_ids<D: Dialect>(ids: Vec<String>) -> Statement {
+    Statement::new(format!(
+        "SELECT {} FROM runs r WHERE {}",
+        run_columns("r"),
+        D::in_list("r.id")
+    ))
+    .texts(ids)
+}
+
+/// The filter a plan compiles to, or `None` when it admits nothing.
+pub fn plan_filter<D: Dialect>(plan: Plan) -> Option<(String, Vec<Bind>)> {
+    match plan {
+        Plan::Nothing => None,
+        Plan::Everything => Some(("1 = 1".to_owned(), vec![])),
+        Plan::Groups(groups) => Some(flat_where::<D>(&groups, "r")),
+    }
+}
+
+/// Friction since a time on the runs the filter admits, newest first.
+pub fn friction_recent((filter, binds): (String, Vec<Bind>), since: i64, limit: i64) -> Statement {
+    Statement::new(format!(
+        "SELECT f.run_id, f.at, f.kind, f.detail, r.channel_id, r.agent FROM friction f JOIN runs r ON r.id = f.run_id \
+         WHERE f.at >= ? AND {filter} ORDER BY f.at DESC, f.id DESC LIMIT ?"
+    ))
+    .int(since)
+    .binds(binds)
+    .int(limit)
+}
+
+/// How many runs since a time the filter admits.
+pub fn count_since((filter, binds): (String, Vec<Bind>), since: i64) -> Statement {
+    Statement::new(format!(
+        "SELECT count(*) FROM runs r WHERE r.created_at >= ? AND {filter}"
+    ))
+    .int(since)
+    .binds(binds)
+}
