@@ -76,6 +76,8 @@ struct JsonRow<'a> {
     outcome: &'a RowOutcome,
 }
 
+/// The explanation as data. The deny reason is nested under `reason`: its own fields (a
+/// reason names an action too) never overwrite the request's.
 #[derive(Serialize)]
 struct JsonExplanation<'a> {
     actor: &'a str,
@@ -83,9 +85,16 @@ struct JsonExplanation<'a> {
     effective_grants: Grants,
     action: String,
     resource: &'a Resource,
-    #[serde(flatten)]
-    verdict: &'a Verdict,
+    verdict: &'static str,
+    reason: Option<JsonReason<'a>>,
     rows: Vec<JsonRow<'a>>,
+}
+
+#[derive(Serialize)]
+struct JsonReason<'a> {
+    text: String,
+    #[serde(flatten)]
+    detail: &'a authz_core::Reason,
 }
 
 pub fn decide(req: &Request) -> Explanation<'static> {
@@ -108,7 +117,17 @@ pub fn to_json(req: &Request, e: &Explanation<'_>) -> serde_json::Value {
         effective_grants: req.actor.effective_grants().into_owned(),
         action: req.action.to_string(),
         resource: &req.resource,
-        verdict: &e.verdict,
+        verdict: match e.verdict {
+            Verdict::Allow => "allow",
+            Verdict::Deny(_) => "deny",
+        },
+        reason: match &e.verdict {
+            Verdict::Allow => None,
+            Verdict::Deny(r) => Some(JsonReason {
+                text: r.to_string(),
+                detail: r,
+            }),
+        },
         rows,
     };
     serde_json::to_value(j).unwrap_or(serde_json::Value::Null)

@@ -216,7 +216,28 @@ fn explain_json_carries_the_verdict_and_every_row() {
     assert_eq!(out.status.code(), Some(1));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["verdict"], "deny");
-    assert_eq!(v["reason"], "missing-grant");
+    assert_eq!(v["reason"]["reason"], "missing-grant");
+    assert_eq!(v["reason"]["text"], "missing grant runs:read");
+}
+
+/// Fault 4: the deny reason names an action of its own (`agent:run:coding` for `repo:exec` on
+/// `agent{coding}`); nested under `reason`, it no longer overwrites the request's action.
+#[test]
+fn explain_json_keeps_the_requested_action_beside_the_reasons_own() {
+    let out = explain(&[
+        "--actor",
+        "http:ops-bot",
+        "--action",
+        "repo:exec",
+        "--resource",
+        "agent:name=coding",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["action"], "repo:exec", "{v}");
+    assert_eq!(v["verdict"], "deny");
+    assert_eq!(v["reason"]["action"], "agent:run:coding", "{v}");
 }
 
 #[test]

@@ -247,3 +247,66 @@ async fn a_killed_server_leaves_no_ghosts_after_restart_and_sigterm_interrupts_w
     assert_eq!(run_json(dir.path(), &live)["status"], "interrupted");
     assert_eq!(run_json(dir.path(), &quick)["status"], "completed");
 }
+
+/// Fault 9: `switchboard runs stop` from another process stops a run that `serve` owns: the
+/// request goes through the store, and the owner's watch stops the run within 2 s. (Before:
+/// the CLI answered that the run was live elsewhere, and it ran on.)
+async fn a_stop_from_another_process_ends_the_run_stopped(dir: &Path) {
+    let client = reqwest::Client::new();
+    let mut served = Served::start(dir, true);
+    let id = start_run(&client, &served, "wait for me").await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while run_json(dir, &id)["status"] != "running" {
+        assert!(Instant::now() < deadline, "the run never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let asked = Instant::now();
+    let stop = run(dir, &["runs", "stop", &id]);
+    assert_eq!(stop.status.code(), Some(0), "{}", text(&stop.stderr));
+    assert_eq!(
+        text(&stop.stdout).trim(),
+        format!("stopping run {id}: asked its process (replica-a), which stops it within 2 s")
+    );
+    let status = loop {
+        let v = run_json(dir, &id);
+        if v["status"] != "running" || asked.elapsed() > Duration::from_secs(5) {
+            break v;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(status["status"], "stopped", "{status}");
+    assert!(
+        asked.elapsed() < Duration::from_secs(2) + Duration::from_millis(500),
+        "stopped {:?} after it was asked (the CLI process itself takes a few hundred ms)",
+        asked.elapsed()
+    );
+    let again = run(dir, &["runs", "stop", &id]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(text(&again.stderr).contains("already finished (stopped)"));
+    served.signal(Signal::SIGTERM);
+    assert_eq!(served.wait_exit(Duration::from_secs(20)), Some(0));
+}
+
+#[tokio::test]
+async fn runs_stop_from_another_process_stops_a_run_serve_owns_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("switchboard.toml"), STALL_CONFIG).unwrap();
+    a_stop_from_another_process_ends_the_run_stopped(dir.path()).await;
+}
+
+#[tokio::test]
+async fn runs_stop_from_another_process_stops_a_run_serve_owns_on_postgres() {
+    let url = std::env::var("SWITCHBOARD_TEST_POSTGRES_URL")
+        .expect("SWITCHBOARD_TEST_POSTGRES_URL is not set");
+    let schema = format!(
+        "sb_cli_{}",
+        store::new_id(store::Timestamp::now()).to_ascii_lowercase()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("switchboard.toml"),
+        format!("{STALL_CONFIG}\n[store]\nurl = \"{url}\"\nschema = \"{schema}\"\n"),
+    )
+    .unwrap();
+    a_stop_from_another_process_ends_the_run_stopped(dir.path()).await;
+}
