@@ -214,13 +214,16 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
 }
 
 /// Logs to stderr: human lines by default, JSON with `[telemetry] log_format = "json"`;
-/// `RUST_LOG` overrides the level.
+/// `RUST_LOG` overrides the level. A log line that cannot be written (stderr closed) is
+/// dropped: the subscriber must never report it with `eprintln!`, which panics on a closed
+/// stderr and would kill the task that logged — the shutdown path among them.
 fn init_logs(json: bool, default_level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .log_internal_errors(false)
         .with_ansi(render::colour_on());
     if json {
         builder.json().init();
@@ -250,13 +253,15 @@ fn serve(
         let app = server::App::build(config, secrets, replica).await?;
         server::serve(app, listen, server::shutdown_signal(), |addr, app| {
             let summary = server::summary(app, addr);
-            if json {
-                println!("{}", serde_json::to_string(&summary).unwrap_or_default());
-            } else {
-                print!("{summary}");
-            }
+            // The summary is for whoever watches; a closed stdout must not stop the server.
             use std::io::Write;
-            let _ = std::io::stdout().flush();
+            let mut out = std::io::stdout().lock();
+            let _ = if json {
+                writeln!(out, "{}", serde_json::to_string(&summary).unwrap_or_default())
+            } else {
+                write!(out, "{summary}")
+            };
+            let _ = out.flush();
         })
         .await?;
         Ok(0)

@@ -310,3 +310,36 @@ async fn runs_stop_from_another_process_stops_a_run_serve_owns_on_postgres() {
     .unwrap();
     a_stop_from_another_process_ends_the_run_stopped(dir.path()).await;
 }
+
+/// A server whose stdout and stderr are closed (its log piped into `head`, which exited)
+/// still serves and still stops on SIGTERM: a log line it cannot write is dropped, never a
+/// panic in the task that wrote it. (Before: the shutdown task panicked in the log
+/// subscriber's `eprintln!` and the process never exited.)
+#[test]
+fn serve_with_closed_stdout_and_stderr_still_shuts_down() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = switchboard(dir.path())
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read until the summary is out, then close both ends.
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.contains("serving on"), "{first}");
+    drop(child.stderr.take());
+    std::thread::sleep(Duration::from_millis(300));
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert_eq!(status.code(), Some(0));
+            break;
+        }
+        assert!(Instant::now() < deadline, "serve did not exit after SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
