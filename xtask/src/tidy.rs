@@ -158,7 +158,9 @@ pub fn dependency_closure(metadata: &Value, package: &str) -> Result<BTreeSet<St
         .iter()
         .filter_map(|p| Some((p["id"].as_str()?, p["name"].as_str()?)))
         .collect();
-    let nodes: HashMap<&str, &Value> = metadata["resolve"]["nodes"]
+    let nodes: HashMap<&str, &Value> = metadata
+        .pointer("/resolve/nodes")
+        .unwrap_or(&Value::Null)
         .as_array()
         .context("metadata has no resolve graph")?
         .iter()

@@ -108,11 +108,11 @@ async fn read_capped_line<R: AsyncRead + Unpin>(
         }
         saw_any = true;
         let (chunk, done) = match buf.iter().position(|&b| b == b'\n') {
-            Some(i) => (&buf[..i], Some(i + 1)),
+            Some(i) => (buf.get(..i).unwrap_or(buf), Some(i + 1)),
             None => (buf, None),
         };
         let room = max.saturating_sub(line.len());
-        line.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        line.extend(chunk.iter().take(room));
         let used = done.unwrap_or(buf.len());
         reader.consume(used);
         if done.is_some() {
@@ -128,18 +128,18 @@ async fn read_capped_line<R: AsyncRead + Unpin>(
 
 /// The last block of output: the lines after the last blank line.
 fn last_block(lines: &[String]) -> String {
-    let trimmed: Vec<&String> = {
-        let mut end = lines.len();
-        while end > 0 && lines[end - 1].trim().is_empty() {
-            end -= 1;
-        }
-        lines[..end].iter().collect()
-    };
+    let end = lines
+        .iter()
+        .rposition(|l| !l.trim().is_empty())
+        .map_or(0, |i| i + 1);
+    let trimmed = lines.get(..end).unwrap_or_default();
     let start = trimmed
         .iter()
         .rposition(|l| l.trim().is_empty())
         .map_or(0, |i| i + 1);
-    trimmed[start..]
+    trimmed
+        .get(start..)
+        .unwrap_or_default()
         .iter()
         .map(|s| s.as_str())
         .collect::<Vec<_>>()

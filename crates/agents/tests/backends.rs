@@ -1,5 +1,11 @@
 //! The back ends against real peers: shell scripts for `command`, a small OpenAI-compatible
 //! server on loopback for `openai`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // a test binary: a failed expectation panics
 
 use std::path::Path;
 use std::sync::Arc;

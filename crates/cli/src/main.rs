@@ -257,7 +257,11 @@ fn serve(
             use std::io::Write;
             let mut out = std::io::stdout().lock();
             let _ = if json {
-                writeln!(out, "{}", serde_json::to_string(&summary).unwrap_or_default())
+                writeln!(
+                    out,
+                    "{}",
+                    serde_json::to_string(&summary).unwrap_or_default()
+                )
             } else {
                 write!(out, "{summary}")
             };

@@ -1,6 +1,12 @@
 //! `switchboard serve` and `switchboard ask` as real processes: a fresh directory with no
 //! config, recorded runs, graceful shutdown, and a kill -9 followed by a restart that leaves
 //! `interrupted` tombstones rather than ghosts.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // a test binary: a failed expectation panics
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -339,7 +345,10 @@ fn serve_with_closed_stdout_and_stderr_still_shuts_down() {
             assert_eq!(status.code(), Some(0));
             break;
         }
-        assert!(Instant::now() < deadline, "serve did not exit after SIGTERM");
+        assert!(
+            Instant::now() < deadline,
+            "serve did not exit after SIGTERM"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }

@@ -343,7 +343,7 @@ impl ArgsSchema {
                     .ok_or_else(|| ArgError::Unexpected(word.clone()))?;
                 let value = if matches!(spec.kind, ArgKind::Positional { rest: true }) {
                     let rest: Vec<&str> = std::iter::once(word.as_str())
-                        .chain(words[i..].iter().map(String::as_str))
+                        .chain(words.iter().skip(i).map(String::as_str))
                         .collect();
                     i = words.len();
                     rest.join(" ")

@@ -5,6 +5,12 @@
 //! Fixtures are built once with batched inserts in one transaction and kept in
 //! `target/bench/` (SQLite) and in schemas `sb_bench_<n>` (Postgres,
 //! `$SWITCHBOARD_BENCH_POSTGRES_URL`, default the local test database).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // a bench binary: a broken fixture stops it
 
 use std::time::{Duration, Instant};
 

@@ -424,7 +424,8 @@ pub fn new_id(at: Timestamp) -> String {
             } else {
                 (value >> (i * 5)) & 0x1f
             };
-            out.push(char::from(CROCKFORD[digit as usize]));
+            // `digit` is below 32 by the mask; '0' stands in for the impossible.
+            out.push(char::from(*CROCKFORD.get(digit as usize).unwrap_or(&b'0')));
         }
     }
     out

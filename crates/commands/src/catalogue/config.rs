@@ -127,10 +127,9 @@ pub fn get<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
                 Err(e) => return store_failed(e),
             }
         }
-        let where_ = if tiers.len() == 1 {
-            tier_name(&tiers[0])
-        } else {
-            "any tier".to_owned()
+        let where_ = match tiers.as_slice() {
+            [one] => tier_name(one),
+            _ => "any tier".to_owned(),
         };
         ok(
             replies::config_unset(&key, &where_),
