@@ -27,22 +27,27 @@ fn now() -> Timestamp {
     Timestamp::from_micros(NOW)
 }
 
-/// The matrix fixture's grants and the agents it names, as a config file.
-fn config_text(dir: &std::path::Path, store: &str) -> String {
+/// The matrix fixture's grants and the agents it names (and any more), as a config file.
+fn config_text(dir: &std::path::Path, store: &str, extra_agents: &str) -> String {
     format!(
-        "{}\n[server]\ndata_dir = {:?}\n\n{store}\n[agents]\ndefault = \"reviewer\"\n[agents.coding]\n[agents.reviewer]\n",
+        "{}\n[server]\ndata_dir = {:?}\n\n{store}\n[agents]\ndefault = \"reviewer\"\n[agents.coding]\n[agents.reviewer]\n{extra_agents}",
         commands::conformance::FIXTURE_CONFIG,
         dir.join("data").display().to_string(),
     )
 }
 
 pub async fn sqlite() -> World {
+    sqlite_with("", &[]).await
+}
+
+/// More `[agents.<name>]` tables, and environment variables (secrets) for the app.
+pub async fn sqlite_with(extra_agents: &str, env: &[(&str, &str)]) -> World {
     let dir = tempfile::tempdir().unwrap();
     let store = format!(
         "[store]\nurl = \"sqlite://{}\"\n",
         dir.path().join("t.db").display()
     );
-    world(dir, &store).await
+    world_with(dir, &store, extra_agents, env).await
 }
 
 pub async fn postgres() -> World {
@@ -53,16 +58,25 @@ pub async fn postgres() -> World {
         store::new_id(Timestamp::now()).to_ascii_lowercase()
     );
     let store = format!("[store]\nurl = {url:?}\nschema = {schema:?}\n");
-    world(tempfile::tempdir().unwrap(), &store).await
+    world_with(tempfile::tempdir().unwrap(), &store, "", &[]).await
 }
 
-async fn world(dir: tempfile::TempDir, store: &str) -> World {
+async fn world_with(
+    dir: tempfile::TempDir,
+    store: &str,
+    extra_agents: &str,
+    env: &[(&str, &str)],
+) -> World {
     let config = parse(
         Source::File("harness.toml".into()),
-        &config_text(dir.path(), store),
+        &config_text(dir.path(), store, extra_agents),
     )
     .unwrap();
-    let secrets = server::Secrets::from_lookup(&config, |_| None).unwrap();
+    let env: std::collections::HashMap<String, String> = env
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    let secrets = server::Secrets::from_lookup(&config, |k| env.get(k).cloned()).unwrap();
     let audit = Arc::new(MemoryAudit::default());
     let overrides = server::Overrides {
         clock: Clock {

@@ -9,4 +9,5 @@
 mod catalogue;
 mod harness;
 mod matrix;
+mod ports;
 mod registry;

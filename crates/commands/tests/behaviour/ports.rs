@@ -1,0 +1,327 @@
+//! The ports a surface reaches the rest through, on the app the composition root builds: the
+//! callers a bearer token, an agent token and a capability token prove; the live feed; Slack
+//! event dedupe; schedule firings; a command's answer recorded as a run.
+
+use authz_core::{Action, ActorKind, Origin, Resource, Surface, authorize};
+use commands::identity::{AgentTokenRefused, Capability, agent_caller, bearer_caller};
+use commands::{Caller, LiveUpdate, ReplyKind, RunStatus};
+use store::{Timestamp, TokenHash};
+
+use crate::harness::*;
+
+const SECRET: &str = "ports-test-agent-token-secret-0123456789";
+const STALLER: &str = "[agents.staller]\nbehaviour = \"stall\"\n";
+
+fn tokens() -> String {
+    format!(
+        r#"{{"reader-token-0123456789": {{"subject": "reader", "channel": "http:ops"}},
+            "sha256:{}": {{"subject": "writer"}}}}"#,
+        TokenHash::of("writer-token-0123456789").to_hex()
+    )
+}
+
+async fn world() -> World {
+    let tokens = tokens();
+    sqlite_with(
+        STALLER,
+        &[
+            ("SWITCHBOARD_INGRESS_TOKENS", tokens.as_str()),
+            ("SWITCHBOARD_AGENT_TOKEN_SECRET", SECRET),
+        ],
+    )
+    .await
+}
+
+/// A live run of the staller for `principal`, started in `channel`.
+async fn live_run(w: &World, principal: &str, channel: &str) -> commands::StartedRun {
+    let caller = w.in_channel(principal, channel);
+    let h = w
+        .registry
+        .handle(&caller, "@staller wait", &w.services)
+        .await;
+    h.run.unwrap_or_else(|| panic!("no run: {}", h.reply.text))
+}
+
+async fn status(w: &World, id: &authz_core::RunId) -> RunStatus {
+    w.services.store.get_run(id).await.unwrap().unwrap().status
+}
+
+async fn until_finished(w: &World, id: &authz_core::RunId) -> RunStatus {
+    for _ in 0..500 {
+        let s = status(w, id).await;
+        if !s.is_live() {
+            return s;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("run {id} did not finish");
+}
+
+#[tokio::test]
+async fn a_bearer_token_is_its_surfaces_actor_with_its_run_channel() {
+    let w = world().await;
+    let reader = bearer_caller(&w.services, Surface::Http, "reader-token-0123456789").unwrap();
+    assert_eq!(reader.actor.id.as_str(), "http:reader");
+    assert_eq!(reader.actor.origin.unwrap().channel_id.as_str(), "http:ops");
+    let on_mcp = bearer_caller(&w.services, Surface::Mcp, "reader-token-0123456789").unwrap();
+    assert_eq!(
+        on_mcp.actor.id.as_str(),
+        "mcp:reader",
+        "each surface names its actor"
+    );
+    assert_eq!(on_mcp.surface, Surface::Mcp);
+    let writer = bearer_caller(&w.services, Surface::Mcp, "writer-token-0123456789").unwrap();
+    assert_eq!(
+        writer.actor.origin.unwrap().channel_id.as_str(),
+        "mcp:writer",
+        "no channel: <surface>:<subject>"
+    );
+    assert!(bearer_caller(&w.services, Surface::Http, "reader-token-012345678X").is_none());
+    assert!(bearer_caller(&w.services, Surface::Slack, "reader-token-0123456789").is_none());
+    let no_map = sqlite().await;
+    assert!(bearer_caller(&no_map.services, Surface::Http, "reader-token-0123456789").is_none());
+}
+
+#[tokio::test]
+async fn an_agent_token_acts_for_the_runs_principal_only_while_the_run_is_live() {
+    let w = world().await;
+    // A Slack user's run in a private channel.
+    let started = live_run(&w, "slack:UPLAIN", "slack:G0OPS").await;
+    let id = started.id().clone();
+    let minter = dispatch::AgentTokens::new(SECRET.as_bytes()).unwrap();
+    let exp = u64::try_from(Timestamp::now().micros() / 1_000_000).unwrap() + 600;
+    let token = minter
+        .mint(&dispatch::AgentClaims {
+            run: id.to_string(),
+            agent: "staller".into(),
+            sub: "slack:UPLAIN".into(),
+            exp,
+        })
+        .unwrap();
+    let caller = agent_caller(&w.services, Surface::Mcp, &token)
+        .await
+        .unwrap();
+    assert_eq!(caller.actor.kind, ActorKind::Agent);
+    assert_eq!(caller.actor.id.as_str(), "agent:staller");
+    let principal = caller.actor.on_behalf_of.as_ref().unwrap();
+    assert_eq!(principal.id.as_str(), "slack:UPLAIN");
+    assert_eq!(
+        caller.actor.origin,
+        Some(Origin {
+            channel_id: "slack:G0OPS".parse().unwrap(),
+            thread_key: None
+        })
+    );
+    // Never more than the principal: a plain Slack user may not change config, so neither
+    // may the agent acting for them.
+    let write = Action::parse("config:write").unwrap();
+    let org = Resource::ConfigScope(authz_core::ConfigTier::Org);
+    assert!(!authorize(&caller.actor, &write, &org).is_allow());
+    let admin_run = live_run(&w, "slack:UADMIN", "slack:C1").await;
+    let admin_token = minter
+        .mint(&dispatch::AgentClaims {
+            run: admin_run.id().to_string(),
+            agent: "staller".into(),
+            sub: "slack:UADMIN".into(),
+            exp,
+        })
+        .unwrap();
+    let admins_agent = agent_caller(&w.services, Surface::Mcp, &admin_token)
+        .await
+        .unwrap();
+    assert!(authorize(&admins_agent.actor, &write, &org).is_allow());
+
+    // A token of another secret, an expired one, one naming no run: refused.
+    let foreign = dispatch::AgentTokens::new(b"another-secret-0123456789abcdef")
+        .unwrap()
+        .mint(&dispatch::AgentClaims {
+            run: id.to_string(),
+            agent: "staller".into(),
+            sub: "slack:UPLAIN".into(),
+            exp,
+        })
+        .unwrap();
+    let expired = minter
+        .mint(&dispatch::AgentClaims {
+            run: id.to_string(),
+            agent: "staller".into(),
+            sub: "slack:UPLAIN".into(),
+            exp: 1_000,
+        })
+        .unwrap();
+    let ghost = minter
+        .mint(&dispatch::AgentClaims {
+            run: "0000000000000NOSUCHRUN0000".into(),
+            agent: "staller".into(),
+            sub: "slack:UPLAIN".into(),
+            exp,
+        })
+        .unwrap();
+    for (t, why) in [
+        (foreign.as_str(), AgentTokenRefused::BadToken),
+        (expired.as_str(), AgentTokenRefused::BadToken),
+        ("not-a-jwt", AgentTokenRefused::BadToken),
+        (ghost.as_str(), AgentTokenRefused::UnknownRun),
+    ] {
+        assert_eq!(
+            agent_caller(&w.services, Surface::Mcp, t).await.err(),
+            Some(why)
+        );
+    }
+    // The run ends: the same token stops working (read from the store).
+    let stopped = w
+        .registry
+        .handle(
+            &w.caller("slack:UADMIN"),
+            &format!("runs stop {id}"),
+            &w.services,
+        )
+        .await;
+    assert_eq!(stopped.reply.kind, ReplyKind::Ok, "{}", stopped.reply.text);
+    assert_eq!(until_finished(&w, &id).await, RunStatus::Stopped);
+    assert_eq!(
+        agent_caller(&w.services, Surface::Mcp, &token).await.err(),
+        Some(AgentTokenRefused::RunEnded)
+    );
+    w.services.runs.stop_here(admin_run.id());
+}
+
+#[tokio::test]
+async fn a_capability_opens_its_run_alone_and_nothing_else() {
+    let w = world().await;
+    let started = live_run(&w, "slack:UADMIN", "slack:G0OPS").await;
+    let id = started.id().clone();
+    let token = started.capability_token().to_owned();
+    let cap = Capability::open(&w.services, &id, &token).await.unwrap();
+    let run = cap.run(&w.services);
+    assert_eq!(run.kind, ReplyKind::Ok);
+    assert_eq!(run.data["id"], id.as_str());
+    let events = cap.events(&w.services).await;
+    assert_eq!(events.kind, ReplyKind::Ok);
+    assert!(
+        Capability::open(&w.services, &id, "wrong-token")
+            .await
+            .is_none()
+    );
+    let other = live_run(&w, "slack:UADMIN", "slack:C1").await;
+    assert!(
+        Capability::open(&w.services, other.id(), &token)
+            .await
+            .is_none(),
+        "a capability opens its own run only"
+    );
+    assert!(
+        Capability::open(
+            &w.services,
+            &"0000000000000NOSUCHRUN0000".parse().unwrap(),
+            &token
+        )
+        .await
+        .is_none()
+    );
+    let stop = cap.stop(&w.services).await;
+    assert_eq!(stop.kind, ReplyKind::Ok, "{}", stop.text);
+    assert_eq!(until_finished(&w, &id).await, RunStatus::Stopped);
+    w.services.runs.stop_here(other.id());
+}
+
+#[tokio::test]
+async fn the_live_feed_carries_only_runs_the_viewer_may_read() {
+    let w = world().await;
+    let fleet = w.caller("slack:UADMIN");
+    let plain = w.caller("slack:UPLAIN");
+    let mut admin_feed = w.services.live.subscribe(&fleet.actor);
+    let mut plain_feed = w.services.live.subscribe(&plain.actor);
+    let started = live_run(&w, "slack:UADMIN", "slack:G0OPS").await;
+    let first = admin_feed.recv().await.unwrap();
+    assert!(matches!(first, LiveUpdate::Upsert(ref r) if &r.facts.id == started.id()));
+    assert_eq!(w.services.live.snapshot(&fleet.actor).len(), 1);
+    assert!(w.services.live.snapshot(&plain.actor).is_empty());
+    w.services.runs.stop_here(started.id());
+    until_finished(&w, started.id()).await;
+    assert!(
+        plain_feed.try_next().is_none(),
+        "a private run reached a plain user's feed"
+    );
+}
+
+#[tokio::test]
+async fn a_slack_event_id_is_seen_once_and_a_malformed_one_spends_nothing() {
+    let w = world().await;
+    assert!(w.services.first_slack_delivery("Ev0123ABC").await.unwrap());
+    assert!(!w.services.first_slack_delivery("Ev0123ABC").await.unwrap());
+    assert!(w.services.first_slack_delivery("").await.is_err());
+    assert!(
+        w.services
+            .first_slack_delivery("Ev with space")
+            .await
+            .is_err()
+    );
+    assert!(w.services.first_slack_delivery("Ev0123ABD").await.unwrap());
+}
+
+#[tokio::test]
+async fn a_firing_slot_is_claimed_once_and_its_end_recorded() {
+    let w = world().await;
+    let name: authz_core::ScheduleName = "self-improvement".parse().unwrap();
+    let slot = Timestamp::from_micros(NOW);
+    assert!(w.services.claim_firing(&name, slot).await.unwrap());
+    assert!(!w.services.claim_firing(&name, slot).await.unwrap());
+    assert!(
+        w.services
+            .record_firing(&name, Timestamp::from_micros(1), "completed", None, None)
+            .await
+            .is_err(),
+        "no claimed slot there"
+    );
+    w.services
+        .record_firing(&name, slot, "misconfigured", None, Some("no grants"))
+        .await
+        .unwrap();
+    let recent = w.services.recent_firings(&name, 5).await.unwrap();
+    assert_eq!(recent.len(), 1);
+    assert_eq!(recent[0].status, "misconfigured");
+    assert_eq!(recent[0].detail.as_deref(), Some("no grants"));
+}
+
+#[tokio::test]
+async fn a_commands_answer_is_recorded_as_a_run_in_the_callers_channel() {
+    let w = world().await;
+    let schedule = Caller {
+        actor: w
+            .caller("schedule:self-improvement")
+            .actor
+            .with_origin(Origin {
+                channel_id: "schedule:self-improvement".parse().unwrap(),
+                thread_key: None,
+            }),
+        surface: Surface::Schedule,
+    };
+    let (reply, id) = w
+        .registry
+        .invoke_recorded(&schedule, "friction report --days 7", &w.services)
+        .await
+        .unwrap();
+    assert_eq!(reply.kind, ReplyKind::Ok, "{}", reply.text);
+    let run = w.services.store.get_run(&id).await.unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Completed);
+    assert_eq!(run.answer.as_deref(), Some(reply.text.as_str()));
+    assert_eq!(run.request, "friction report --days 7");
+    assert_eq!(run.channel_id.as_str(), "schedule:self-improvement");
+    assert_eq!(
+        run.channel_visibility,
+        authz_core::ChannelVisibility::Machine
+    );
+    assert_eq!(run.user_id.as_str(), "schedule:self-improvement");
+    assert_eq!(run.surface, Surface::Schedule);
+    // A refusal is recorded too, as the run's error.
+    let (refused, id) = w
+        .registry
+        .invoke_recorded(&schedule, "runs list", &w.services)
+        .await
+        .unwrap();
+    assert_eq!(refused.kind, ReplyKind::Unauthorized);
+    let run = w.services.store.get_run(&id).await.unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Failed);
+    assert_eq!(run.error.as_deref(), Some(refused.text.as_str()));
+}
