@@ -32,7 +32,7 @@ case "$what" in
     ;;
   store)
     echo "== list pages: SQLite and Postgres (builds fixtures on first run: a few minutes at 1M)"
-    cargo bench --locked -p store --bench list_pages -- "$@" | tee target/bench/store.txt
+    cargo bench --locked -p store --features testing --bench list_pages -- "$@" | tee target/bench/store.txt
     ;;
   ingress)
     command -v wrk >/dev/null || { apt-get install -y -q wrk >/dev/null || { apt-get update -q && apt-get install -y -q wrk; }; }

@@ -6,7 +6,8 @@ Measures, on one machine in one run:
     and over a store holding 1M runs (median of several starts each);
   - resident memory (VmRSS) of the idle server, and its peak (VmHWM) under load;
   - `POST /ingress` `runs list` with wrk: 64 connections, 20 s, requests/s and latency
-    percentiles.
+    percentiles, for a 50-run page of live runs (LIVE of them, owned by a replica that stays
+    alive) and a 50-run page of history (`--status all`) over every run.
 """
 import json
 import os
@@ -25,6 +26,7 @@ PORT = 18181
 RUNS = int(os.environ.get("SB_BENCH_RUNS", "1000000"))
 STARTS = int(os.environ.get("SB_BENCH_STARTS", "7"))
 DURATION = os.environ.get("SB_BENCH_DURATION", "20s")
+LIVE = 500
 
 CONFIG = """
 [server]
@@ -50,7 +52,7 @@ def seed(db):
     """A store of RUNS runs over public, private, dm and machine channels (SQL, in seconds)."""
     if os.path.exists(db):
         out = subprocess.run(["sqlite3", db, "SELECT count(*) FROM runs"], capture_output=True, text=True)
-        if out.stdout.strip() == str(RUNS):
+        if out.stdout.strip() == str(RUNS + LIVE):
             return
         os.remove(db)
     write_config(db)
@@ -69,6 +71,16 @@ SELECT printf('B%025d', i), 'http',
        'slack:U' || printf('%07d', i % 500), 'echo', 'completed', 'bench request',
        1700000000000000 + i * 1000,
        CASE i % 4 WHEN 0 THEN 'public' WHEN 1 THEN 'private' WHEN 2 THEN 'dm' ELSE 'machine' END
+FROM n;
+-- Live runs of a replica whose lease never expires, so no sweep tombstones them.
+INSERT INTO replicas (id, heartbeat_at) VALUES ('bench-other', 9000000000000000000);
+WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < {LIVE} - 1)
+INSERT INTO runs (id, surface, channel_id, user_id, agent, status, request, created_at, channel_visibility, owner)
+SELECT printf('L%025d', i), 'http',
+       CASE i % 2 WHEN 0 THEN 'slack:C' || printf('%07d', i % 50) ELSE 'http:ops' END,
+       'slack:U' || printf('%07d', i % 500), 'echo', 'running', 'bench live request',
+       1700000000000000 + {RUNS} * 1000 + i * 1000,
+       CASE i % 2 WHEN 0 THEN 'public' ELSE 'machine' END, 'bench-other'
 FROM n;
 COMMIT;
 ANALYZE;
@@ -151,7 +163,7 @@ def main():
     time.sleep(1.0)
     idle = rss_kib(p.pid, "VmRSS")
     samples = []
-    for body in ("runs list", "runs list --status all"):
+    for body in ("runs list --limit 50", "runs list --status all --limit 50"):
         lua = os.path.join(WORK, "post.lua")
         with open(lua, "w") as f:
             f.write(f'wrk.method = "POST"\nwrk.body = "{body}"\n'
@@ -164,6 +176,8 @@ def main():
         with urllib.request.urlopen(req) as r:
             page = json.loads(r.read())
             print(f"== POST /ingress '{body}': one request: {r.status}, {len(page['runs'])} runs in the page")
+            if len(page["runs"]) != 50:
+                raise SystemExit(f"expected a full 50-run page for '{body}'")
         wrk = subprocess.Popen(["wrk", "-t2", "-c64", "-d", DURATION, "--latency", "-s", lua,
                                 f"http://127.0.0.1:{PORT}/ingress"], stdout=subprocess.PIPE, text=True)
         while wrk.poll() is None:
