@@ -165,12 +165,36 @@ pub struct Services {
     pub tokens: Option<Arc<TokenMap>>,
 }
 
+/// Which of a reply's two forms the surface will show. A handler whose answer is large (a page
+/// of runs) builds only the form asked for; every other handler builds both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Wants {
+    /// Text and data (the default; tests and the CLI's `--json` switch read both).
+    #[default]
+    Both,
+    /// Only `text` is shown; `data` may be `null`.
+    Text,
+    /// Only `data` is shown; `text` may be empty.
+    Data,
+}
+
+impl Wants {
+    pub fn text(self) -> bool {
+        self != Wants::Data
+    }
+
+    pub fn data(self) -> bool {
+        self != Wants::Text
+    }
+}
+
 /// One invocation's context.
 pub struct Ctx<'a> {
     pub caller: &'a Caller,
     pub services: &'a Services,
     pub registry: &'a Registry,
     pub command: &'a Command,
+    pub wants: Wants,
 }
 
 /// Why a command cannot be registered.
@@ -276,6 +300,17 @@ impl Registry {
 
     /// Runs one request: find, authorize before parsing, parse, handle.
     pub async fn invoke(&self, caller: &Caller, raw: RawInput, services: &Services) -> Reply {
+        self.invoke_for(caller, raw, services, Wants::Both).await
+    }
+
+    /// [`Registry::invoke`] for a surface that will show only one form of the reply.
+    pub async fn invoke_for(
+        &self,
+        caller: &Caller,
+        raw: RawInput,
+        services: &Services,
+        wants: Wants,
+    ) -> Reply {
         let (command, rest) = match self.find(&raw) {
             Ok(found) => found,
             Err(reply) => return reply,
@@ -312,6 +347,7 @@ impl Registry {
             services,
             registry: self,
             command,
+            wants,
         };
         (command.handler)(&ctx, args).await
     }
@@ -355,10 +391,22 @@ impl Registry {
     /// unknown command, also when it does not split into words (an unclosed quote) — never an
     /// agent run. Text with control characters is refused whatever it is for.
     pub async fn handle(&self, caller: &Caller, text: &str, services: &Services) -> Handled {
+        self.handle_for(caller, text, services, Wants::Both).await
+    }
+
+    /// [`Registry::handle`] for a surface that will show only one form of the reply.
+    pub async fn handle_for(
+        &self,
+        caller: &Caller,
+        text: &str,
+        services: &Services,
+        wants: Wants,
+    ) -> Handled {
         match args::words(text) {
-            Ok(words) if self.addresses_registry(&words) => {
-                Handled::reply(self.invoke(caller, RawInput::Words(words), services).await)
-            }
+            Ok(words) if self.addresses_registry(&words) => Handled::reply(
+                self.invoke_for(caller, RawInput::Words(words), services, wants)
+                    .await,
+            ),
             Ok(_) => start_agent_run(caller, text, None, services).await,
             Err(e @ ArgError::ControlCharacters) => {
                 Handled::reply(Reply::of(ReplyKind::Usage, e.to_string()))

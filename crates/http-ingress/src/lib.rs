@@ -27,7 +27,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use commands::identity::bearer_caller;
-use commands::{Registry, Reply, ReplyKind, RunOutcome, Services, Surface};
+use commands::{Registry, Reply, ReplyKind, RunOutcome, Services, Surface, Wants};
 use serde_json::{Value, json};
 
 /// The longest `?wait=` a caller may ask for.
@@ -70,6 +70,7 @@ async fn handle(State(ingress): State<Arc<Ingress>>, request: Request) -> Respon
         return unauthorized();
     };
     let wants_json = accepts_json(request.headers());
+    let wants = if wants_json { Wants::Data } else { Wants::Text };
     let Some(kind) = content_kind(request.headers()) else {
         return plain(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -92,7 +93,7 @@ async fn handle(State(ingress): State<Arc<Ingress>>, request: Request) -> Respon
     };
     let handled = ingress
         .registry
-        .handle(&caller, &text, &ingress.services)
+        .handle_for(&caller, &text, &ingress.services, wants)
         .await;
     let (reply, started) = match (handled.run, wait) {
         (Some(run), Some(wait)) => {

@@ -1,9 +1,10 @@
 //! A page of a list whose predicate compiled to branches.
 //!
-//! First a bounded walk: the page index newest-first over a window of a few pages, filtered by
-//! the whole predicate; when the predicate is dense (public runs, busy channels) that fills the
-//! page at once. Every row in the window is examined, so whatever the walk misses lies below
-//! the window's last key, and the branches take over from there.
+//! First a bounded walk, one statement: the page index newest-first over a window of a few
+//! pages, filtered by the whole predicate from the index's own columns; when the predicate is
+//! dense (public runs, busy channels) that fills the page at once. Every row in the window is
+//! examined, so whatever the walk misses lies below the window's last key (asked for only
+//! then), and the branches take over from there.
 //!
 //! Then the k-way merge of branch pages, in rounds.
 //!
@@ -60,14 +61,14 @@ pub(crate) trait ListBackend: FetchBranches {
     /// The key of the `window`-th row strictly before `start` (in page order, any status), or
     /// `None` when fewer rows remain.
     async fn boundary(&self, start: &Key, window: u32) -> Result<Option<Key>>;
-    /// Up to `need` newest rows with keys in `[floor, start)` that pass the groups and status;
-    /// without a floor, everything before `start`.
+    /// Of the `window` rows before `start` (in page order, any status), up to `need` newest
+    /// that pass the groups and status.
     async fn walk(
         &self,
         groups: &[Group],
         status: StatusFilter,
         start: &Key,
-        floor: Option<&Key>,
+        window: u32,
         need: u32,
     ) -> Result<Vec<RunRecord>>;
     async fn runs_by_ids(&self, ids: Vec<String>) -> Result<Vec<RunRecord>>;
@@ -116,11 +117,15 @@ pub(crate) async fn page_of_groups<B: ListBackend + ?Sized>(
     let (mut runs, floor) = if backend.walk_pages() == 0 {
         (Vec::new(), Some(start))
     } else {
+        // One statement fills a dense page; only a page the window left short asks where the
+        // window ended, to continue the branches below it.
         let window = u32::try_from(need * backend.walk_pages()).unwrap_or(u32::MAX);
-        let floor = backend.boundary(&start, window).await?;
-        let runs = backend
-            .walk(groups, status, &start, floor.as_ref(), need32)
-            .await?;
+        let runs = backend.walk(groups, status, &start, window, need32).await?;
+        let floor = if runs.len() < need {
+            backend.boundary(&start, window).await?
+        } else {
+            None
+        };
         (runs, floor)
     };
     if let (true, Some(floor)) = (runs.len() < need, floor) {

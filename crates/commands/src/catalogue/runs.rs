@@ -112,38 +112,48 @@ pub fn list<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
                 Err(e) => return store_failed(e),
             }
         };
-        let now = ctx.services.clock.now();
-        let mut text = if page.runs.is_empty() {
-            "no runs".to_owned()
-        } else {
-            let rows: Vec<[String; 6]> = page
-                .runs
-                .iter()
-                .map(|r| {
-                    [
-                        r.id.to_string(),
-                        r.status.to_string(),
-                        r.channel_id.to_string(),
-                        r.agent.clone(),
-                        ago(now, r.created_at),
-                        shorten(&r.request, 48),
-                    ]
-                })
-                .collect();
-            table(
-                &["ID", "STATUS", "CHANNEL", "AGENT", "STARTED", "REQUEST"],
-                &rows,
-            )
-        };
         let next = page.next.as_ref().map(Cursor::encode);
-        if let Some(n) = &next {
-            text.push_str(&format!("\nmore: runs list --before {n}"));
-        }
-        ok(
-            text,
-            json!({"runs": page.runs.iter().map(run_json).collect::<Vec<_>>(), "next": next}),
-        )
+        let text = if ctx.wants.text() {
+            page_text(&page.runs, next.as_deref(), ctx.services.clock.now())
+        } else {
+            String::new()
+        };
+        let data = if ctx.wants.data() {
+            json!({"runs": page.runs.iter().map(run_json).collect::<Vec<_>>(), "next": next})
+        } else {
+            serde_json::Value::Null
+        };
+        ok(text, data)
     })
+}
+
+/// A page of runs as a table, and where the next page starts.
+fn page_text(runs: &[RunRecord], next: Option<&str>, now: store::Timestamp) -> String {
+    let mut text = if runs.is_empty() {
+        "no runs".to_owned()
+    } else {
+        let rows: Vec<[String; 6]> = runs
+            .iter()
+            .map(|r| {
+                [
+                    r.id.to_string(),
+                    r.status.to_string(),
+                    r.channel_id.to_string(),
+                    r.agent.clone(),
+                    ago(now, r.created_at),
+                    shorten(&r.request, 48),
+                ]
+            })
+            .collect();
+        table(
+            &["ID", "STATUS", "CHANNEL", "AGENT", "STARTED", "REQUEST"],
+            &rows,
+        )
+    };
+    if let Some(n) = next {
+        text.push_str(&format!("\nmore: runs list --before {n}"));
+    }
+    text
 }
 
 /// An aligned table; the last column is not padded.

@@ -11,6 +11,8 @@ use crate::merge::OpenBranch;
 use crate::plan::Group;
 use crate::types::StatusFilter;
 
+use super::rows::RawRun;
+
 /// A bound value.
 #[derive(Debug, Clone)]
 pub enum Bind {
@@ -132,6 +134,9 @@ pub trait Dialect: Send + Sync + Sized + 'static {
     fn page_index() -> &'static str;
     /// The partial index of live runs, in page order.
     fn live_index() -> &'static str;
+    /// The column that finds a row of `runs` from an index entry fastest, within one statement
+    /// (`rowid` on SQLite, `ctid` on Postgres).
+    fn row_key() -> &'static str;
     /// One statement reading every open branch's next `per_branch` keys, tagged by group and
     /// value: `(grp, val, created_at, id)`.
     fn branches(
@@ -150,6 +155,10 @@ pub trait Dialect: Send + Sync + Sized + 'static {
     async fn migrate(pool: &Pool<Self::Db>, only: Option<usize>, url: &str) -> Result<()>;
     async fn fetch_all(pool: &Pool<Self::Db>, st: Statement) -> Result<Vec<Self::Row>>;
     async fn fetch_optional(pool: &Pool<Self::Db>, st: Statement) -> Result<Option<Self::Row>>;
+    /// Runs read by a statement selecting `RUN_COLUMNS`, in any order (callers sort). How rows
+    /// travel differs: SQLite's driver hands each row across a thread on its own, so SQLite
+    /// returns the whole page as one JSON array; Postgres streams rows.
+    async fn fetch_runs(pool: &Pool<Self::Db>, st: Statement) -> Result<Vec<RawRun>>;
     /// Rows affected.
     async fn execute(pool: &Pool<Self::Db>, st: Statement) -> Result<u64>;
     /// In one transaction: `bump` (which returns one integer, or no row), then `then` built

@@ -80,7 +80,11 @@ impl<D: Dialect> SqlStore<D> {
     }
 
     async fn runs(&self, st: Statement) -> Result<Vec<RunRecord>> {
-        self.all(st).await?.iter().map(rows::run).collect()
+        D::fetch_runs(&self.pool, st)
+            .await?
+            .into_iter()
+            .map(rows::RawRun::into_record)
+            .collect()
     }
 }
 
@@ -122,19 +126,12 @@ impl<D: Dialect> SqlStore<D> {
                 ListRead::Groups(groups) => {
                     let start = merge::start_key(q.before.as_ref());
                     // The walk's real window, as the page would read it.
-                    let window = (q.limit as usize + 1) * self.walk_pages.max(1);
-                    let floor = self
-                        .boundary(&start, u32::try_from(window).unwrap_or(u32::MAX))
-                        .await?;
+                    let window = (q.limit + 1)
+                        .saturating_mul(u32::try_from(self.walk_pages.max(1)).unwrap_or(u32::MAX));
                     let open = merge::all_branches(&groups, &start);
                     vec![
-                        statements::walk::<D>(
-                            &groups,
-                            q.status,
-                            &start,
-                            floor.as_ref(),
-                            q.limit + 1,
-                        ),
+                        statements::walk::<D>(&groups, q.status, &start, window, q.limit + 1),
+                        statements::boundary::<D>(&start, window),
                         D::branches(&groups, &open, q.status, q.limit + 1),
                     ]
                 }
@@ -183,10 +180,10 @@ impl<D: Dialect> ListBackend for SqlStore<D> {
         groups: &[Group],
         status: StatusFilter,
         start: &Key,
-        floor: Option<&Key>,
+        window: u32,
         need: u32,
     ) -> Result<Vec<RunRecord>> {
-        self.runs(statements::walk::<D>(groups, status, start, floor, need))
+        self.runs(statements::walk::<D>(groups, status, start, window, need))
             .await
     }
 

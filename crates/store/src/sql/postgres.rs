@@ -11,6 +11,7 @@ use sqlx::postgres::{PgArguments, PgConnectOptions, PgPoolOptions, PgRow};
 use sqlx::{Arguments, AssertSqlSafe, Connection, Pool};
 
 use super::dialect::{Bind, Connect, Dialect, RowAccess, Statement, numbered};
+use super::rows::RawRun;
 use super::statements::status_sql;
 use crate::error::{Result, StoreError};
 use crate::merge::OpenBranch;
@@ -80,6 +81,13 @@ impl Dialect for Postgres {
         "runs x"
     }
 
+    /// The tuple's address: the walk's window and its rows are read in one statement, under
+    /// one snapshot, so the address the index gave is the row the join reads (a TID scan, one
+    /// buffer, instead of a descent of the primary key).
+    fn row_key() -> &'static str {
+        "ctid"
+    }
+
     /// Per group, `unnest` of three bound arrays (value, and the `(created_at, id)` each branch
     /// continues before) `CROSS JOIN LATERAL` a `LIMIT`ed index read.
     fn branches(
@@ -140,6 +148,11 @@ impl Dialect for Postgres {
             admin.close().await?;
             options = options.options([("search_path", schema.as_str())]);
         }
+        // Every statement here is shaped by its text, not its values (lists are bound arrays),
+        // and its generic plan is an indexed read; left to choose, Postgres re-plans some of
+        // them on every execution on a large table, which costs more than the read itself
+        // (docs/benchmarks.md). So each connection plans a statement once.
+        options = options.options([("plan_cache_mode", "force_generic_plan")]);
         Ok(PgPoolOptions::new()
             .max_connections(c.max_connections.unwrap_or(8))
             .acquire_timeout(Duration::from_secs(10))
@@ -171,6 +184,14 @@ impl Dialect for Postgres {
         )
         .fetch_optional(pool)
         .await?)
+    }
+
+    async fn fetch_runs(pool: &Pool<sqlx::Postgres>, st: Statement) -> Result<Vec<RawRun>> {
+        Self::fetch_all(pool, st)
+            .await?
+            .iter()
+            .map(RawRun::from_row)
+            .collect()
     }
 
     async fn execute(pool: &Pool<sqlx::Postgres>, st: Statement) -> Result<u64> {

@@ -2,6 +2,7 @@
 //! parsed; a value that does not parse is `Corrupt`, naming what it was and never skipped.
 
 use authz_core::{ChannelVisibility, RunId, ScheduleName, Surface};
+use serde::Deserialize;
 
 use super::dialect::RowAccess;
 use crate::error::{Result, StoreError};
@@ -27,39 +28,97 @@ fn micros(v: i64) -> Timestamp {
     Timestamp::from_micros(v)
 }
 
+/// A run row as the database returns it, in `RUN_COLUMNS` order: read by position from a row,
+/// or from one JSON array of that row (how SQLite hands a page over in one piece).
+#[derive(Debug, Deserialize)]
+pub struct RawRun {
+    id: String,
+    surface: String,
+    channel_id: String,
+    thread_key: Option<String>,
+    user_id: String,
+    agent: String,
+    repo: Option<String>,
+    status: String,
+    request: String,
+    answer: Option<String>,
+    error: Option<String>,
+    created_at: i64,
+    finished_at: Option<i64>,
+    capability_token_hash: Option<String>,
+    agent_token_hash: Option<String>,
+    owner: Option<String>,
+    channel_visibility: String,
+    stop_requested_at: Option<i64>,
+}
+
+impl RawRun {
+    pub fn from_row(r: &impl RowAccess) -> Result<RawRun> {
+        Ok(RawRun {
+            id: r.text(0)?,
+            surface: r.text(1)?,
+            channel_id: r.text(2)?,
+            thread_key: r.opt_text(3)?,
+            user_id: r.text(4)?,
+            agent: r.text(5)?,
+            repo: r.opt_text(6)?,
+            status: r.text(7)?,
+            request: r.text(8)?,
+            answer: r.opt_text(9)?,
+            error: r.opt_text(10)?,
+            created_at: r.int(11)?,
+            finished_at: r.opt_int(12)?,
+            capability_token_hash: r.opt_text(13)?,
+            agent_token_hash: r.opt_text(14)?,
+            owner: r.opt_text(15)?,
+            channel_visibility: r.text(16)?,
+            stop_requested_at: r.opt_int(17)?,
+        })
+    }
+
+    /// The record, every field parsed back into its type.
+    pub fn into_record(self) -> Result<RunRecord> {
+        Ok(RunRecord {
+            id: run_id(self.id)?,
+            surface: parsed("surface", self.surface, Surface::parse)?,
+            channel_id: parsed("channel id", self.channel_id, |s| s.parse().ok())?,
+            thread_key: self.thread_key,
+            user_id: parsed("user id", self.user_id, |s| s.parse().ok())?,
+            agent: self.agent,
+            repo: self
+                .repo
+                .map(|v| parsed("repo", v, |s| s.parse().ok()))
+                .transpose()?,
+            status: RunStatus::parse(&self.status)?,
+            request: self.request,
+            answer: self.answer,
+            error: self.error,
+            created_at: micros(self.created_at),
+            finished_at: self.finished_at.map(micros),
+            capability_token: self
+                .capability_token_hash
+                .as_deref()
+                .map(TokenHash::from_hex)
+                .transpose()?,
+            agent_token: self
+                .agent_token_hash
+                .as_deref()
+                .map(TokenHash::from_hex)
+                .transpose()?,
+            owner: self.owner,
+            channel_visibility: parsed(
+                "channel visibility",
+                self.channel_visibility,
+                ChannelVisibility::parse,
+            )?,
+            stop_requested_at: self.stop_requested_at.map(micros),
+        })
+    }
+}
+
 /// A run, from `RUN_COLUMNS` in order.
 pub fn run(r: &impl RowAccess) -> Result<RunRecord> {
-    Ok(RunRecord {
-        id: run_id(r.text(0)?)?,
-        surface: parsed("surface", r.text(1)?, Surface::parse)?,
-        channel_id: parsed("channel id", r.text(2)?, |s| s.parse().ok())?,
-        thread_key: r.opt_text(3)?,
-        user_id: parsed("user id", r.text(4)?, |s| s.parse().ok())?,
-        agent: r.text(5)?,
-        repo: r
-            .opt_text(6)?
-            .map(|v| parsed("repo", v, |s| s.parse().ok()))
-            .transpose()?,
-        status: RunStatus::parse(&r.text(7)?)?,
-        request: r.text(8)?,
-        answer: r.opt_text(9)?,
-        error: r.opt_text(10)?,
-        created_at: micros(r.int(11)?),
-        finished_at: r.opt_int(12)?.map(micros),
-        capability_token: r
-            .opt_text(13)?
-            .as_deref()
-            .map(TokenHash::from_hex)
-            .transpose()?,
-        agent_token: r
-            .opt_text(14)?
-            .as_deref()
-            .map(TokenHash::from_hex)
-            .transpose()?,
-        owner: r.opt_text(15)?,
-        channel_visibility: parsed("channel visibility", r.text(16)?, ChannelVisibility::parse)?,
-        stop_requested_at: r.opt_int(17)?.map(micros),
-    })
+    RawRun::from_row(r)?.into_record()
 }
 
 /// A branch round's key: `(grp, val, created_at, id)`.

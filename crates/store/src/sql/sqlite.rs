@@ -13,7 +13,8 @@ use sqlx::sqlite::{
 use sqlx::{Arguments, AssertSqlSafe, Pool};
 
 use super::dialect::{Bind, Connect, Dialect, RowAccess, Statement, json_array, json_string};
-use super::statements::status_sql;
+use super::rows::RawRun;
+use super::statements::{RUN_COLUMNS, status_sql};
 use crate::error::{Result, StoreError};
 use crate::merge::OpenBranch;
 use crate::plan::Group;
@@ -87,6 +88,10 @@ impl Dialect for Sqlite {
 
     fn live_index() -> &'static str {
         "runs x INDEXED BY runs_live_page"
+    }
+
+    fn row_key() -> &'static str {
+        "rowid"
     }
 
     /// Per group, `json_each` over `[value, created_at, id]` arrays (the value and where the
@@ -194,6 +199,17 @@ impl Dialect for Sqlite {
         )
         .fetch_optional(pool)
         .await?)
+    }
+
+    async fn fetch_runs(pool: &Pool<sqlx::Sqlite>, st: Statement) -> Result<Vec<RawRun>> {
+        let sql = format!(
+            "SELECT json_group_array(json_array({RUN_COLUMNS})) FROM ({})",
+            st.sql
+        );
+        let page: String = sqlx::query_scalar_with(AssertSqlSafe(sql), arguments(st.binds)?)
+            .fetch_one(pool)
+            .await?;
+        serde_json::from_str(&page).map_err(|e| StoreError::corrupt("run row", &e.to_string()))
     }
 
     async fn execute(pool: &Pool<sqlx::Sqlite>, st: Statement) -> Result<u64> {

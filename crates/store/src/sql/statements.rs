@@ -98,33 +98,31 @@ pub fn flat_where<D: Dialect>(groups: &[Group], alias: &str) -> (String, Vec<Bin
     (format!("({})", ors.join(" OR ")), binds)
 }
 
-/// The walk: up to `need` rows of the page index newest-first between `floor` and `start`
-/// that pass the predicate's groups and the status. The filter reads the index's own columns;
-/// only the rows that pass are read from the table.
+/// The walk, in one statement: the newest `window` entries of the page index before `start`
+/// (read from the index alone: it carries the filter columns), those that pass the
+/// predicate's groups and the status, and their rows, newest first, at most `need`.
 pub fn walk<D: Dialect>(
     groups: &[Group],
     status: StatusFilter,
     start: &Key,
-    floor: Option<&Key>,
+    window: u32,
     need: u32,
 ) -> Statement {
-    let (filter, filter_binds) = flat_where::<D>(groups, "x");
-    let floor_sql = if floor.is_some() {
-        " AND (x.created_at, x.id) >= (?, ?)"
-    } else {
-        ""
-    };
-    let mut st = Statement::new(format!(
-        "SELECT {RUN_COLUMNS} FROM {} WHERE (x.created_at, x.id) < (?, ?){floor_sql} AND {filter}{} ORDER BY x.created_at DESC, x.id DESC LIMIT ?",
+    let (filter, filter_binds) = flat_where::<D>(groups, "w");
+    let key = D::row_key();
+    Statement::new(format!(
+        "WITH w AS (SELECT x.{key} AS row_key, x.created_at, x.id, x.channel_id, x.channel_visibility, x.user_id, x.repo, x.status \
+         FROM {} WHERE (x.created_at, x.id) < (?, ?) ORDER BY x.created_at DESC, x.id DESC LIMIT ?) \
+         SELECT {} FROM w JOIN runs r ON r.{key} = w.row_key WHERE {filter}{} ORDER BY w.created_at DESC, w.id DESC LIMIT ?",
         D::page_index(),
-        status_sql(status, "x")
+        run_columns("r"),
+        status_sql(status, "w")
     ))
     .int(start.0)
-    .text(start.1.clone());
-    if let Some(f) = floor {
-        st = st.int(f.0).text(f.1.clone());
-    }
-    st.binds(filter_binds).int(i64::from(need))
+    .text(start.1.clone())
+    .int(i64::from(window))
+    .binds(filter_binds)
+    .int(i64::from(need))
 }
 
 /// The key of the `window`-th row before `start`, from the page index alone.

@@ -194,8 +194,11 @@ async fn sqlite_every_branch_reads_an_index_ordered_like_the_page() {
                 .unwrap();
             let text = plan.join("\n");
             for line in &plan {
+                // A scan of the walk's window (`w`, a co-routine bounded by its LIMIT) or of a
+                // bound list is not a scan of the table.
+                let table = line.split_whitespace().nth(1).unwrap_or_default();
                 let full_scan = line.starts_with("SCAN")
-                    && !line.contains("VIRTUAL TABLE")
+                    && matches!(table, "x" | "r" | "runs")
                     && !line.contains("USING INDEX")
                     && !line.contains("USING COVERING INDEX");
                 assert!(!full_scan, "{name}: full scan of runs:\n{text}");
