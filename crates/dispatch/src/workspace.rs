@@ -1,11 +1,13 @@
-//! A repo's workspace: the local path its config names, or a `git clone` of its URL into the
-//! data directory (cloned once, into a temporary name first, then renamed into place).
+//! A repo's workspace: the local path its source names (`store::repos`, the key family's one
+//! owner), or a `git clone` of its URL into the data directory (cloned once, into a temporary
+//! name first, then renamed into place).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use authz_core::{ConfigTier, RepoSlug};
+use authz_core::RepoSlug;
 use store::Store;
+use store::repos::{self, RepoSource};
 
 /// How long a clone may take.
 const CLONE_TIMEOUT: Duration = Duration::from_secs(300);
@@ -17,9 +19,7 @@ pub enum WorkspaceError {
     #[error("repo {slug}: its path {path} is not a directory here")]
     MissingPath { slug: RepoSlug, path: String },
     /// The source itself is not repeated: a clone URL may carry credentials.
-    #[error(
-        "repo {0}: its source is neither path:<dir> nor url:<git url>; set it again with `repo add`"
-    )]
+    #[error("repo {0} has no usable source; set one with `repo add {0} --path P` or `--url U`")]
     BadSource(RepoSlug),
     #[error("repo {slug}: git clone failed ({detail})")]
     Clone { slug: RepoSlug, detail: String },
@@ -33,28 +33,25 @@ pub async fn workspace(
     data_dir: &Path,
     slug: &RepoSlug,
 ) -> Result<PathBuf, WorkspaceError> {
-    let key = format!("repo.{slug}");
-    let value = store
-        .get_config(&ConfigTier::Org, &key)
+    let source = repos::source(store, slug)
         .await
         .map_err(|_| WorkspaceError::Store(slug.clone()))?
-        .ok_or_else(|| WorkspaceError::NotConfigured(slug.clone()))?
-        .value;
-    if let Some(path) = value.strip_prefix("path:") {
-        let p = PathBuf::from(path);
-        return if p.is_dir() {
-            Ok(p)
-        } else {
-            Err(WorkspaceError::MissingPath {
-                slug: slug.clone(),
-                path: path.to_owned(),
-            })
-        };
+        .ok_or_else(|| WorkspaceError::NotConfigured(slug.clone()))?;
+    match source {
+        RepoSource::Path(path) => {
+            let p = PathBuf::from(&path);
+            if p.is_dir() {
+                Ok(p)
+            } else {
+                Err(WorkspaceError::MissingPath {
+                    slug: slug.clone(),
+                    path,
+                })
+            }
+        }
+        RepoSource::Url(url) => clone_once(data_dir, slug, &url).await,
+        RepoSource::Unset | RepoSource::Unreadable => Err(WorkspaceError::BadSource(slug.clone())),
     }
-    if let Some(url) = value.strip_prefix("url:") {
-        return clone_once(data_dir, slug, url).await;
-    }
-    Err(WorkspaceError::BadSource(slug.clone()))
 }
 
 async fn clone_once(

@@ -240,6 +240,25 @@ impl Server {
     }
 }
 
+impl Server {
+    /// Repos configured with a local directory each, as `repo add --path` would.
+    async fn add_repos(&self, repos: &[&str]) {
+        for repo in repos {
+            let local = self.workspace.path().join(repo.replace('/', "-"));
+            std::fs::create_dir_all(&local).unwrap();
+            store::repos::set(
+                self.store.as_ref(),
+                &repo.parse().unwrap(),
+                &store::repos::RepoSource::Path(local.display().to_string()),
+                &authz_core::ActorId::cli_local(),
+                Timestamp::now(),
+            )
+            .await
+            .unwrap();
+        }
+    }
+}
+
 fn token(subject: &str) -> &'static str {
     TOKENS.iter().find(|t| t.1 == subject).unwrap().0
 }
@@ -535,19 +554,7 @@ async fn runs_stop_over_the_ingress_stops_a_live_run() {
 #[tokio::test]
 async fn repo_exec_alone_runs_the_coding_agent_in_the_repo() {
     let s = start(Some(token_map()), 64 * 1024).await;
-    for repo in ["acme/web", "acme/secret"] {
-        let local = s.workspace.path().join(repo.replace('/', "-"));
-        std::fs::create_dir_all(&local).unwrap();
-        store::repos::set(
-            s.store.as_ref(),
-            &repo.parse().unwrap(),
-            &store::repos::RepoSource::Path(local.display().to_string()),
-            &authz_core::ActorId::cli_local(),
-            Timestamp::now(),
-        )
-        .await
-        .unwrap();
-    }
+    s.add_repos(&["acme/web", "acme/secret"]).await;
     let a = s.say(token("builder"), "repo test acme/web").await;
     assert_eq!(a.status, 200, "{}", a.body);
     let id = a.json()["run_id"].as_str().unwrap().to_owned();
@@ -570,19 +577,7 @@ async fn repo_exec_alone_runs_the_coding_agent_in_the_repo() {
 #[tokio::test]
 async fn a_restricted_repo_is_refused_to_a_token_that_does_not_own_it() {
     let s = start(Some(token_map()), 64 * 1024).await;
-    for repo in ["acme/web", "acme/secret"] {
-        let local = s.workspace.path().join(repo.replace('/', "-"));
-        std::fs::create_dir_all(&local).unwrap();
-        store::repos::set(
-            s.store.as_ref(),
-            &repo.parse().unwrap(),
-            &store::repos::RepoSource::Path(local.display().to_string()),
-            &authz_core::ActorId::cli_local(),
-            Timestamp::now(),
-        )
-        .await
-        .unwrap();
-    }
+    s.add_repos(&["acme/web", "acme/secret"]).await;
     for verb in ["test", "build"] {
         let refused = s
             .post_typed(

@@ -170,6 +170,23 @@ pub trait Dialect: Send + Sync + Sized + 'static {
     ) -> Result<Option<i64>>;
 }
 
+/// Each group that has open branches: its index, the group, those branches, and its filters
+/// as SQL (`AND x.<column> <in list>`), in group order — what both branch reads walk.
+pub fn open_groups<'a, D: Dialect>(
+    groups: &'a [Group],
+    open: &'a [OpenBranch],
+) -> impl Iterator<Item = (usize, &'a Group, Vec<&'a OpenBranch>, String)> {
+    groups.iter().enumerate().filter_map(move |(g, group)| {
+        let mine: Vec<&OpenBranch> = open.iter().filter(|b| b.group == g).collect();
+        let filters: String = group
+            .filters
+            .iter()
+            .map(|a| format!(" AND {}", D::in_list(&format!("x.{}", a.column.sql()))))
+            .collect();
+        (!mine.is_empty()).then_some((g, group, mine, filters))
+    })
+}
+
 /// Numbers `?` placeholders as `$1`, `$2`, … (the statements here contain no other `?`).
 pub fn numbered(sql: &str) -> String {
     let mut out = String::with_capacity(sql.len() + 16);

@@ -2,6 +2,7 @@
 //! what really differs between them.
 
 mod dialect;
+mod exec;
 mod postgres;
 mod rows;
 mod sqlite;

@@ -10,7 +10,8 @@ use async_trait::async_trait;
 use sqlx::postgres::{PgArguments, PgConnectOptions, PgPoolOptions, PgRow};
 use sqlx::{Arguments, AssertSqlSafe, Connection, Pool};
 
-use super::dialect::{Bind, Connect, Dialect, RowAccess, Statement, numbered};
+use super::dialect::{Bind, Connect, Dialect, RowAccess, Statement, numbered, open_groups};
+use super::exec;
 use super::rows::RawRun;
 use super::statements::status_sql;
 use crate::error::{Result, StoreError};
@@ -59,6 +60,11 @@ fn check_schema(schema: &str) -> Result<()> {
     }
 }
 
+/// A statement as this database takes it: its text and its arguments.
+fn prepared(st: Statement) -> Result<(String, PgArguments)> {
+    Ok((Postgres::placeholders(st.sql), arguments(st.binds)?))
+}
+
 #[async_trait]
 impl Dialect for Postgres {
     type Db = sqlx::Postgres;
@@ -98,16 +104,7 @@ impl Dialect for Postgres {
     ) -> Statement {
         let mut parts = Vec::new();
         let mut binds = Vec::new();
-        for (g, group) in groups.iter().enumerate() {
-            let mine: Vec<&OpenBranch> = open.iter().filter(|b| b.group == g).collect();
-            if mine.is_empty() {
-                continue;
-            }
-            let filters: String = group
-                .filters
-                .iter()
-                .map(|a| format!(" AND {}", Self::in_list(&format!("x.{}", a.column.sql()))))
-                .collect();
+        for (g, group, mine, filters) in open_groups::<Self>(groups, open) {
             parts.push(format!(
                 "SELECT {g}::int8 AS grp, v.val AS val, r.created_at AS created_at, r.id AS id FROM unnest(?::text[], ?::int8[], ?::text[]) AS v(val, c, i) \
                  CROSS JOIN LATERAL (SELECT x.created_at, x.id FROM runs x WHERE x.{drive} = v.val AND (x.created_at, x.id) < (v.c, v.i)\
@@ -169,21 +166,13 @@ impl Dialect for Postgres {
     }
 
     async fn fetch_all(pool: &Pool<sqlx::Postgres>, st: Statement) -> Result<Vec<PgRow>> {
-        Ok(sqlx::query_with(
-            AssertSqlSafe(Self::placeholders(st.sql)),
-            arguments(st.binds)?,
-        )
-        .fetch_all(pool)
-        .await?)
+        let (sql, args) = prepared(st)?;
+        exec::fetch_all(pool, sql, args).await
     }
 
     async fn fetch_optional(pool: &Pool<sqlx::Postgres>, st: Statement) -> Result<Option<PgRow>> {
-        Ok(sqlx::query_with(
-            AssertSqlSafe(Self::placeholders(st.sql)),
-            arguments(st.binds)?,
-        )
-        .fetch_optional(pool)
-        .await?)
+        let (sql, args) = prepared(st)?;
+        exec::fetch_optional(pool, sql, args).await
     }
 
     async fn fetch_runs(pool: &Pool<sqlx::Postgres>, st: Statement) -> Result<Vec<RawRun>> {
@@ -195,13 +184,8 @@ impl Dialect for Postgres {
     }
 
     async fn execute(pool: &Pool<sqlx::Postgres>, st: Statement) -> Result<u64> {
-        Ok(sqlx::query_with(
-            AssertSqlSafe(Self::placeholders(st.sql)),
-            arguments(st.binds)?,
-        )
-        .execute(pool)
-        .await?
-        .rows_affected())
+        let (sql, args) = prepared(st)?;
+        Ok(exec::execute(pool, sql, args).await?.rows_affected())
     }
 
     async fn bump_then(
@@ -209,24 +193,6 @@ impl Dialect for Postgres {
         bump: Statement,
         then: Box<dyn FnOnce(i64) -> Statement + Send>,
     ) -> Result<Option<i64>> {
-        let mut tx = pool.begin().await?;
-        let n: Option<i64> = sqlx::query_scalar_with(
-            AssertSqlSafe(Self::placeholders(bump.sql)),
-            arguments(bump.binds)?,
-        )
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some(n) = n else {
-            return Ok(None);
-        };
-        let next = then(n);
-        sqlx::query_with(
-            AssertSqlSafe(Self::placeholders(next.sql)),
-            arguments(next.binds)?,
-        )
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(Some(n))
+        exec::bump_then(pool, prepared, bump, then).await
     }
 }

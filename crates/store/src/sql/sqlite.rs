@@ -12,7 +12,10 @@ use sqlx::sqlite::{
 };
 use sqlx::{Arguments, AssertSqlSafe, Pool};
 
-use super::dialect::{Bind, Connect, Dialect, RowAccess, Statement, json_array, json_string};
+use super::dialect::{
+    Bind, Connect, Dialect, RowAccess, Statement, json_array, json_string, open_groups,
+};
+use super::exec;
 use super::rows::RawRun;
 use super::statements::{RUN_COLUMNS, status_sql};
 use crate::error::{Result, StoreError};
@@ -68,6 +71,11 @@ fn arguments(binds: Vec<Bind>) -> Result<SqliteArguments> {
     Ok(args)
 }
 
+/// A statement as this database takes it: its text and its arguments.
+fn prepared(st: Statement) -> Result<(String, SqliteArguments)> {
+    Ok((Sqlite::placeholders(st.sql), arguments(st.binds)?))
+}
+
 #[async_trait]
 impl Dialect for Sqlite {
     type Db = sqlx::Sqlite;
@@ -104,10 +112,9 @@ impl Dialect for Sqlite {
     ) -> Statement {
         let mut parts = Vec::new();
         let mut binds = Vec::new();
-        for (g, group) in groups.iter().enumerate() {
-            let mine: Vec<String> = open
+        for (g, group, mine, filters) in open_groups::<Self>(groups, open) {
+            let mine: Vec<String> = mine
                 .iter()
-                .filter(|b| b.group == g)
                 .map(|b| {
                     format!(
                         "[{},{},{}]",
@@ -116,14 +123,6 @@ impl Dialect for Sqlite {
                         json_string(&b.after.1)
                     )
                 })
-                .collect();
-            if mine.is_empty() {
-                continue;
-            }
-            let filters: String = group
-                .filters
-                .iter()
-                .map(|a| format!(" AND {}", Self::in_list(&format!("x.{}", a.column.sql()))))
                 .collect();
             parts.push(format!(
                 "SELECT {g} AS grp, (v.value ->> 0) AS val, r.created_at AS created_at, r.id AS id FROM json_each(?) AS v \
@@ -184,21 +183,13 @@ impl Dialect for Sqlite {
     }
 
     async fn fetch_all(pool: &Pool<sqlx::Sqlite>, st: Statement) -> Result<Vec<SqliteRow>> {
-        Ok(sqlx::query_with(
-            AssertSqlSafe(Self::placeholders(st.sql)),
-            arguments(st.binds)?,
-        )
-        .fetch_all(pool)
-        .await?)
+        let (sql, args) = prepared(st)?;
+        exec::fetch_all(pool, sql, args).await
     }
 
     async fn fetch_optional(pool: &Pool<sqlx::Sqlite>, st: Statement) -> Result<Option<SqliteRow>> {
-        Ok(sqlx::query_with(
-            AssertSqlSafe(Self::placeholders(st.sql)),
-            arguments(st.binds)?,
-        )
-        .fetch_optional(pool)
-        .await?)
+        let (sql, args) = prepared(st)?;
+        exec::fetch_optional(pool, sql, args).await
     }
 
     async fn fetch_runs(pool: &Pool<sqlx::Sqlite>, st: Statement) -> Result<Vec<RawRun>> {
@@ -213,13 +204,8 @@ impl Dialect for Sqlite {
     }
 
     async fn execute(pool: &Pool<sqlx::Sqlite>, st: Statement) -> Result<u64> {
-        Ok(sqlx::query_with(
-            AssertSqlSafe(Self::placeholders(st.sql)),
-            arguments(st.binds)?,
-        )
-        .execute(pool)
-        .await?
-        .rows_affected())
+        let (sql, args) = prepared(st)?;
+        Ok(exec::execute(pool, sql, args).await?.rows_affected())
     }
 
     async fn bump_then(
@@ -227,24 +213,6 @@ impl Dialect for Sqlite {
         bump: Statement,
         then: Box<dyn FnOnce(i64) -> Statement + Send>,
     ) -> Result<Option<i64>> {
-        let mut tx = pool.begin().await?;
-        let n: Option<i64> = sqlx::query_scalar_with(
-            AssertSqlSafe(Self::placeholders(bump.sql)),
-            arguments(bump.binds)?,
-        )
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some(n) = n else {
-            return Ok(None);
-        };
-        let next = then(n);
-        sqlx::query_with(
-            AssertSqlSafe(Self::placeholders(next.sql)),
-            arguments(next.binds)?,
-        )
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(Some(n))
+        exec::bump_then(pool, prepared, bump, then).await
     }
 }
