@@ -200,3 +200,51 @@ fn postgres_registry_commands_from_the_cli() {
     let v: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
     assert_eq!(v["store"]["backend"], "postgres");
 }
+
+/// A registry command that starts a run (`repo test`) runs it in this process, recorded in
+/// `cli:local`, and follows it to its end before exiting: the process never leaves a run
+/// behind for another to tombstone.
+#[test]
+fn a_run_a_cli_command_starts_is_followed_to_its_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("switchboard.toml"),
+        format!(
+            "[store]\nurl = \"sqlite://{}\"\n[server]\ndata_dir = {:?}\n[agents]\ndefault = \"echo\"\n[agents.echo]\n[agents.coding]\n",
+            dir.path().join("runs.db").display(),
+            dir.path().join("data").display().to_string()
+        ),
+    )
+    .unwrap();
+    let e = Env { dir };
+    let add = e.run(&[
+        "repo",
+        "add",
+        "acme/tools",
+        "--path",
+        &workspace.path().display().to_string(),
+    ]);
+    assert_eq!(add.status.code(), Some(0), "{}", err(&add));
+    let test = e.run(&["repo", "test", "acme/tools"]);
+    assert_eq!(test.status.code(), Some(0), "{}", err(&test));
+    assert!(
+        out(&test).contains("with agent `coding` in cli:local"),
+        "{}",
+        out(&test)
+    );
+    assert!(err(&test).contains("completed"), "{}", err(&test));
+    let list = e.run(&["runs", "list", "--status", "all", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0]["status"], "completed", "{v}");
+    assert_eq!(runs[0]["repo"], "acme/tools");
+    let unknown = e.run(&["summarise", "the", "deploy"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(
+        err(&unknown).contains("switchboard ask"),
+        "{}",
+        err(&unknown)
+    );
+}
