@@ -1,11 +1,12 @@
 //! The back ends against real peers: shell scripts for `command`, a small OpenAI-compatible
 //! server on loopback for `openai`.
+// A test binary: a failed expectation panics.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
     clippy::indexing_slicing
-)] // a test binary: a failed expectation panics
+)]
 
 use std::path::Path;
 use std::sync::Arc;

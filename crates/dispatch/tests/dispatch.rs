@@ -3,12 +3,13 @@
 //! the subject (the directory's timeout, an agent's timeout, the shutdown grace, abandoning a
 //! deaf back end) the tests run on tokio's paused clock over the in-memory store, so they
 //! advance time rather than wait for it and cannot flake on a busy machine.
+// A test binary: a failed expectation panics.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
     clippy::indexing_slicing
-)] // a test binary: a failed expectation panics
+)]
 #![allow(clippy::field_reassign_with_default)] // Options are built step by step per test.
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -1,11 +1,12 @@
 //! The composition root: secrets, the app on a real listener, health, readiness, the
 //! start-up summary and graceful shutdown.
+// A test binary: a failed expectation panics.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
     clippy::indexing_slicing
-)] // a test binary: a failed expectation panics
+)]
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

@@ -5,12 +5,13 @@
 //! Fixtures are built once with batched inserts in one transaction and kept in
 //! `target/bench/` (SQLite) and in schemas `sb_bench_<n>` (Postgres,
 //! `$SWITCHBOARD_BENCH_POSTGRES_URL`, default the local test database).
+// A bench binary: a broken fixture stops it.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
     clippy::indexing_slicing
-)] // a bench binary: a broken fixture stops it
+)]
 
 use std::time::{Duration, Instant};
 

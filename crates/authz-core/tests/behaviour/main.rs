@@ -1,11 +1,12 @@
 //! authz-core behaviour: the decision, the predicate differential, config parsing and the
 //! baselines, the channel directory. One test binary for the crate.
+// A test binary: a failed expectation panics.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
     clippy::indexing_slicing
-)] // a test binary: a failed expectation panics
+)]
 
 mod authorize;
 mod config;

@@ -1,10 +1,11 @@
 //! The registry and the catalogue, end to end against a real store.
+// A test binary: a failed expectation panics.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
     clippy::indexing_slicing
-)] // a test binary: a failed expectation panics
+)]
 
 mod catalogue;
 mod harness;

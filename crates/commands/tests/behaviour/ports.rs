@@ -42,6 +42,19 @@ async fn live_run(w: &World, principal: &str, channel: &str) -> commands::Starte
     h.run.unwrap_or_else(|| panic!("no run: {}", h.reply.text))
 }
 
+/// An agent token for `run`, signed with `secret`, expiring at `exp` (seconds).
+fn agent_token(secret: &[u8], run: &str, principal: &str, exp: u64) -> String {
+    dispatch::AgentTokens::new(secret)
+        .unwrap()
+        .mint(&dispatch::AgentClaims {
+            run: run.to_owned(),
+            agent: "staller".into(),
+            sub: principal.to_owned(),
+            exp,
+        })
+        .unwrap()
+}
+
 async fn status(w: &World, id: &authz_core::RunId) -> RunStatus {
     w.services.store.get_run(id).await.unwrap().unwrap().status
 }
@@ -88,16 +101,8 @@ async fn an_agent_token_acts_for_the_runs_principal_only_while_the_run_is_live()
     // A Slack user's run in a private channel.
     let started = live_run(&w, "slack:UPLAIN", "slack:G0OPS").await;
     let id = started.id().clone();
-    let minter = dispatch::AgentTokens::new(SECRET.as_bytes()).unwrap();
     let exp = u64::try_from(Timestamp::now().micros() / 1_000_000).unwrap() + 600;
-    let token = minter
-        .mint(&dispatch::AgentClaims {
-            run: id.to_string(),
-            agent: "staller".into(),
-            sub: "slack:UPLAIN".into(),
-            exp,
-        })
-        .unwrap();
+    let token = agent_token(SECRET.as_bytes(), &id.to_string(), "slack:UPLAIN", exp);
     let caller = agent_caller(&w.services, Surface::Mcp, &token)
         .await
         .unwrap();
@@ -118,45 +123,31 @@ async fn an_agent_token_acts_for_the_runs_principal_only_while_the_run_is_live()
     let org = Resource::ConfigScope(authz_core::ConfigTier::Org);
     assert!(!authorize(&caller.actor, &write, &org).is_allow());
     let admin_run = live_run(&w, "slack:UADMIN", "slack:C1").await;
-    let admin_token = minter
-        .mint(&dispatch::AgentClaims {
-            run: admin_run.id().to_string(),
-            agent: "staller".into(),
-            sub: "slack:UADMIN".into(),
-            exp,
-        })
-        .unwrap();
+    let admin_token = agent_token(
+        SECRET.as_bytes(),
+        &admin_run.id().to_string(),
+        "slack:UADMIN",
+        exp,
+    );
     let admins_agent = agent_caller(&w.services, Surface::Mcp, &admin_token)
         .await
         .unwrap();
     assert!(authorize(&admins_agent.actor, &write, &org).is_allow());
 
     // A token of another secret, an expired one, one naming no run: refused.
-    let foreign = dispatch::AgentTokens::new(b"another-secret-0123456789abcdef")
-        .unwrap()
-        .mint(&dispatch::AgentClaims {
-            run: id.to_string(),
-            agent: "staller".into(),
-            sub: "slack:UPLAIN".into(),
-            exp,
-        })
-        .unwrap();
-    let expired = minter
-        .mint(&dispatch::AgentClaims {
-            run: id.to_string(),
-            agent: "staller".into(),
-            sub: "slack:UPLAIN".into(),
-            exp: 1_000,
-        })
-        .unwrap();
-    let ghost = minter
-        .mint(&dispatch::AgentClaims {
-            run: "0000000000000NOSUCHRUN0000".into(),
-            agent: "staller".into(),
-            sub: "slack:UPLAIN".into(),
-            exp,
-        })
-        .unwrap();
+    let foreign = agent_token(
+        b"another-secret-0123456789abcdef",
+        &id.to_string(),
+        "slack:UPLAIN",
+        exp,
+    );
+    let expired = agent_token(SECRET.as_bytes(), &id.to_string(), "slack:UPLAIN", 1_000);
+    let ghost = agent_token(
+        SECRET.as_bytes(),
+        "0000000000000NOSUCHRUN0000",
+        "slack:UPLAIN",
+        exp,
+    );
     for (t, why) in [
         (foreign.as_str(), AgentTokenRefused::BadToken),
         (expired.as_str(), AgentTokenRefused::BadToken),
