@@ -8,6 +8,8 @@
     clippy::indexing_slicing
 )]
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -178,16 +180,10 @@ fn db_migrate_authz_matrix_and_completions() {
 
 #[test]
 fn postgres_registry_commands_from_the_cli() {
-    let url = std::env::var("SWITCHBOARD_TEST_POSTGRES_URL")
-        .expect("SWITCHBOARD_TEST_POSTGRES_URL is not set");
-    let schema = format!(
-        "sb_cli_{}",
-        store::new_id(store::Timestamp::now()).to_ascii_lowercase()
-    );
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("switchboard.toml"),
-        format!("[store]\nurl = \"{url}\"\nschema = \"{schema}\"\n"),
+        common::postgres_store_section(),
     )
     .unwrap();
     let e = Env { dir };

@@ -9,6 +9,8 @@
     clippy::indexing_slicing
 )]
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
@@ -303,16 +305,10 @@ async fn runs_stop_from_another_process_stops_a_run_serve_owns_on_sqlite() {
 
 #[tokio::test]
 async fn runs_stop_from_another_process_stops_a_run_serve_owns_on_postgres() {
-    let url = std::env::var("SWITCHBOARD_TEST_POSTGRES_URL")
-        .expect("SWITCHBOARD_TEST_POSTGRES_URL is not set");
-    let schema = format!(
-        "sb_cli_{}",
-        store::new_id(store::Timestamp::now()).to_ascii_lowercase()
-    );
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("switchboard.toml"),
-        format!("{STALL_CONFIG}\n[store]\nurl = \"{url}\"\nschema = \"{schema}\"\n"),
+        format!("{STALL_CONFIG}\n{}", common::postgres_store_section()),
     )
     .unwrap();
     a_stop_from_another_process_ends_the_run_stopped(dir.path()).await;

@@ -393,24 +393,37 @@ impl AgentTokenCheck for Dispatcher {
 }
 
 impl Inner {
-    /// Records a run a command answered, finished at once with its reply.
-    async fn record_command_run(&self, run: CommandRun) -> Result<RunRecord, DispatchError> {
-        let req = run.request;
-        let created_at = (self.now)();
-        let new = NewRun {
+    /// The row a new run starts as: owned by this replica, stamped with its channel's visibility.
+    async fn new_run(
+        &self,
+        req: &RunRequest,
+        agent: String,
+        repo: Option<RepoSlug>,
+        request: String,
+        capability_token: Option<TokenHash>,
+    ) -> NewRun {
+        NewRun {
             surface: req.surface,
             channel_id: req.channel.clone(),
             thread_key: req.thread_key.clone(),
             user_id: req.actor.id.clone(),
-            agent: COMMAND_AGENT.to_owned(),
-            repo: None,
+            agent,
+            repo,
             channel_visibility: self.stamp(&req.channel).await,
-            request: req.text,
-            created_at,
-            capability_token: None,
+            request,
+            created_at: (self.now)(),
+            capability_token,
             agent_token: None,
             owner: Some(self.replica.clone()),
-        };
+        }
+    }
+
+    /// Records a run a command answered, finished at once with its reply.
+    async fn record_command_run(&self, run: CommandRun) -> Result<RunRecord, DispatchError> {
+        let req = &run.request;
+        let new = self
+            .new_run(req, COMMAND_AGENT.to_owned(), None, req.text.clone(), None)
+            .await;
         let record = self.store.create_run(new).await?;
         let (status, answer, error) = if run.succeeded {
             (RunStatus::Completed, Some(run.reply_text), None)
@@ -472,23 +485,18 @@ impl Inner {
             .slots
             .acquire(&req.actor.id)
             .map_err(DispatchError::Busy)?;
-        let visibility = self.stamp(&req.channel).await;
         let capability_token = random_token()?;
-        let created_at = (self.now)();
-        let new = NewRun {
-            surface: req.surface,
-            channel_id: req.channel.clone(),
-            thread_key: req.thread_key.clone(),
-            user_id: req.actor.id.clone(),
-            agent: name.to_string(),
-            repo: repo.clone(),
-            channel_visibility: visibility,
-            request: text.clone(),
-            created_at,
-            capability_token: Some(TokenHash::of(&capability_token)),
-            agent_token: None,
-            owner: Some(self.replica.clone()),
-        };
+        let capability = Some(TokenHash::of(&capability_token));
+        let new = self
+            .new_run(
+                &req,
+                name.to_string(),
+                repo.clone(),
+                text.clone(),
+                capability,
+            )
+            .await;
+        let created_at = new.created_at;
         let run = self.store.create_run(new).await?;
         let agent_token = self.mint_agent_token(&run, entry.timeout, created_at);
         let agent_token = match agent_token {
