@@ -4,8 +4,9 @@
 //! Parsing is fail-closed: every fault fails the load naming the key and field. Nothing is
 //! skipped, mapped or widened.
 
-use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
 use toml::{Table, Value};
 
 use crate::action::{Action, ActionError, CommandGroup, Effect};

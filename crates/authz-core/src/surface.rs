@@ -103,9 +103,12 @@ mod tests {
         }
         assert_eq!(Surface::parse("SLACK"), None);
         assert_eq!(Surface::parse("test"), None);
-        let svc: ActorId = "access:svc:deploy"
-            .parse()
-            .unwrap_or_else(|_| ActorId::cli_local());
-        assert_eq!(Surface::entry_of(&svc), None);
+        let id = |s: &str| s.parse::<ActorId>().unwrap();
+        assert_eq!(Surface::entry_of(&id("access:svc:deploy")), None);
+        assert_eq!(
+            Surface::entry_of(&id("access:alice@example.com")),
+            Some(Surface::Access)
+        );
+        assert_eq!(Surface::entry_of(&id("cli:local")), None);
     }
 }

@@ -131,9 +131,8 @@ pub async fn follow_runs_of_this_process(app: &server::App, json: bool) {
     }
     let progress = Progress::new(json);
     progress.line("waiting for the run this command started (Ctrl-C stops it)");
-    let mut feed = app
-        .dispatcher
-        .subscribe(&resolve_actor(ActorId::cli_local(), &app.services.table));
+    let me = resolve_actor(ActorId::cli_local(), &app.services.table);
+    let mut feed = app.dispatcher.subscribe(&me);
     let mut stopping = false;
     while !live.is_empty() {
         tokio::select! {
@@ -145,7 +144,7 @@ pub async fn follow_runs_of_this_process(app: &server::App, json: bool) {
             },
             _ = tokio::signal::ctrl_c(), if !stopping => {
                 stopping = true;
-                for run in app.dispatcher.snapshot(&resolve_actor(ActorId::cli_local(), &app.services.table)) {
+                for run in app.dispatcher.snapshot(&me) {
                     app.dispatcher.stop(&run.facts.id);
                 }
             }

@@ -3,8 +3,9 @@
 //!
 //! Command-shaped words go to the registry exactly as `Registry::handle` sends command-shaped
 //! text on any surface (the shell has split them already). Words whose first is no command
-//! group are an unknown command here, never an agent run: that is `switchboard ask`. A command that starts a run (`repo test`) is followed to its end, so
-//! the process never leaves a run behind.
+//! group are an unknown command here, never an agent run: that is `switchboard ask`. A
+//! command that starts a run (`repo test`) is followed to its end, so the process never
+//! leaves a run behind.
 
 use std::path::PathBuf;
 

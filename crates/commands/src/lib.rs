@@ -204,6 +204,31 @@ pub enum DefineError {
     Duplicate(String),
 }
 
+/// Where text goes.
+enum Route {
+    /// Command words, for `invoke`.
+    Command(Vec<String>),
+    /// Answered by the registry without a command: control characters (whatever the text is
+    /// for), or command text that does not split into words.
+    Answered(Reply),
+    /// Anything else: an agent run.
+    Agent,
+}
+
+/// A refusal of `command`, in its deny shape.
+fn refuse_command(
+    services: &Services,
+    caller: &Caller,
+    command: &Command,
+    refusal: &Refusal,
+) -> Reply {
+    let denial = Denial::Command {
+        shape: command.deny,
+        command: &command.text_form(),
+    };
+    deny(services, caller, refusal, denial)
+}
+
 /// A surface's answer: the reply, and the run when one was started (to follow or wait on).
 pub struct Handled {
     pub reply: Reply,
@@ -275,11 +300,24 @@ impl Registry {
         self.by_words(words).is_some() || words.first().is_some_and(|w| self.is_group(w))
     }
 
-    /// True when text is for the registry rather than an agent (see [`Registry::handle`]).
+    /// True when the registry answers text rather than an agent (see [`Registry::handle`]).
     pub fn is_command(&self, text: &str) -> bool {
+        !matches!(self.route(text), Route::Agent)
+    }
+
+    /// Where text goes: the one reading of it that [`Registry::handle`] and
+    /// [`Registry::is_command`] share.
+    fn route(&self, text: &str) -> Route {
         match args::words(text) {
-            Ok(w) => self.addresses_registry(&w),
-            Err(_) => self.first_word_is_group(text),
+            Ok(words) if self.addresses_registry(&words) => Route::Command(words),
+            Ok(_) => Route::Agent,
+            Err(e @ ArgError::ControlCharacters) => {
+                Route::Answered(Reply::of(ReplyKind::Usage, e.to_string()))
+            }
+            Err(e) if self.first_word_is_group(text) => {
+                Route::Answered(self.unsplittable(text, &e))
+            }
+            Err(_) => Route::Agent,
         }
     }
 
@@ -323,11 +361,7 @@ impl Registry {
                 resource,
                 verdict,
             };
-            let denial = Denial::Command {
-                shape: command.deny,
-                command: &command.text_form(),
-            };
-            return deny(services, caller, &refusal, denial);
+            return refuse_command(services, caller, command, &refusal);
         }
         let parsed = match (&raw, rest) {
             (RawInput::Json { args, .. }, _) => command.args.parse_json(args),
@@ -402,17 +436,13 @@ impl Registry {
         services: &Services,
         wants: Wants,
     ) -> Handled {
-        match args::words(text) {
-            Ok(words) if self.addresses_registry(&words) => Handled::reply(
+        match self.route(text) {
+            Route::Command(words) => Handled::reply(
                 self.invoke_for(caller, RawInput::Words(words), services, wants)
                     .await,
             ),
-            Ok(_) => start_agent_run(caller, text, None, services).await,
-            Err(e @ ArgError::ControlCharacters) => {
-                Handled::reply(Reply::of(ReplyKind::Usage, e.to_string()))
-            }
-            Err(e) if self.first_word_is_group(text) => Handled::reply(self.unsplittable(text, &e)),
-            Err(_) => start_agent_run(caller, text, None, services).await,
+            Route::Answered(reply) => Handled::reply(reply),
+            Route::Agent => start_agent_run(caller, text, None, services).await,
         }
     }
 
@@ -438,11 +468,7 @@ impl Registry {
             resource: resource.clone(),
             verdict: verdict.clone(),
         };
-        let denial = Denial::Command {
-            shape: ctx.command.deny,
-            command: &ctx.command.text_form(),
-        };
-        deny(ctx.services, ctx.caller, &refusal, denial)
+        refuse_command(ctx.services, ctx.caller, ctx.command, &refusal)
     }
 
     /// The channel tier of `config set` has its own 🚫.

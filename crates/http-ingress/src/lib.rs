@@ -13,8 +13,8 @@
 //!
 //! Invariants: no token map → 503 saying so; a missing or unknown bearer → 401 with an empty
 //! body; a body over the limit → 413; JSON that is not `{"text": string}` → 400 naming the
-//! problem; any other content type → 415 naming the ones it takes. A denied point read is the registry's not_found,
-//! byte-identical to a missing id.
+//! problem; any other content type → 415 naming the ones it takes. A denied point read is
+//! the registry's not_found, byte-identical to a missing id.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -177,10 +177,7 @@ impl App {
             runs: Arc::new(dispatcher.clone()),
             live: Arc::new(dispatcher.clone()),
             agent_tokens: Arc::new(dispatcher.clone()),
-            tokens: secrets
-                .ingress_tokens
-                .as_ref()
-                .map(|(map, _)| Arc::new(map.clone())),
+            tokens: secrets.ingress_tokens.as_ref().map(|(map, _)| map.clone()),
         });
         Ok(App {
             config,

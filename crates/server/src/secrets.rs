@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::Context;
 use commands::TokenMap;
@@ -25,7 +26,7 @@ pub enum TokensFrom {
 
 pub struct Secrets {
     /// The ingress token map and where it came from; `None` keeps the ingress off.
-    pub ingress_tokens: Option<(TokenMap, TokensFrom)>,
+    pub ingress_tokens: Option<(Arc<TokenMap>, TokensFrom)>,
     pub agent_token_secret: Option<Vec<u8>>,
     /// `api_key_env` variable → its value, for the openai agents that name one.
     pub api_keys: BTreeMap<String, String>,
@@ -53,20 +54,24 @@ impl Secrets {
         env: impl Fn(&str) -> Option<String>,
     ) -> anyhow::Result<Self> {
         let mut redact = Vec::new();
-        let ingress_tokens = match (&config.ingress.tokens_file, env(INGRESS_TOKENS_ENV)) {
+        let token_json = match (&config.ingress.tokens_file, env(INGRESS_TOKENS_ENV)) {
             (_, Some(json)) if !json.trim().is_empty() => {
-                let map = TokenMap::parse(&json).context(INGRESS_TOKENS_ENV)?;
-                redact.extend(TokenMap::plaintext_tokens(&json));
-                Some((map, TokensFrom::Env))
+                Some((json, TokensFrom::Env, INGRESS_TOKENS_ENV.to_owned()))
             }
-            (Some(file), _) => {
-                let json = read_secret_file(file, "[ingress] tokens_file")?;
-                let map = TokenMap::parse(&json)
-                    .with_context(|| format!("{} ([ingress] tokens_file)", file.display()))?;
-                redact.extend(TokenMap::plaintext_tokens(&json));
-                Some((map, TokensFrom::File(file.display().to_string())))
-            }
+            (Some(file), _) => Some((
+                read_secret_file(file, "[ingress] tokens_file")?,
+                TokensFrom::File(file.display().to_string()),
+                format!("{} ([ingress] tokens_file)", file.display()),
+            )),
             _ => None,
+        };
+        let ingress_tokens = match token_json {
+            Some((json, from, named)) => {
+                let map = TokenMap::parse(&json).context(named)?;
+                redact.extend(TokenMap::plaintext_tokens(&json));
+                Some((Arc::new(map), from))
+            }
+            None => None,
         };
         let agent_token_secret = match (
             &config.server.agent_token_secret_file,

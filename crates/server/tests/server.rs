@@ -300,12 +300,9 @@ async fn health_readiness_ingress_and_a_graceful_shutdown_that_interrupts_what_i
 async fn readiness_fails_when_the_store_does_not_answer() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("r.db").display());
-    let s = store::SqliteStore::open(&store::Connect {
-        url,
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    let s = store::SqliteStore::open(&store::StoreSpec::parse(&url).unwrap())
+        .await
+        .unwrap();
     assert_eq!(server::readiness(&s).await, Ok(()));
     s.pool().close().await;
     assert_eq!(

@@ -146,12 +146,8 @@ async fn sqlite_fixture(n: usize) -> SqliteStore {
     std::fs::create_dir_all(&dir).expect("bench dir");
     let path = dir.join(format!("runs-{n}.db"));
     let url = format!("sqlite://{}", path.display());
-    let store = SqliteStore::open(&store::Connect {
-        url,
-        ..Default::default()
-    })
-    .await
-    .expect("sqlite");
+    let spec = store::StoreSpec::parse(&url).expect("sqlite url");
+    let store = SqliteStore::open(&spec).await.expect("sqlite");
     let have: i64 = sqlx::query_scalar("SELECT count(*) FROM runs")
         .fetch_one(store.pool())
         .await
@@ -193,13 +189,11 @@ async fn sqlite_fixture(n: usize) -> SqliteStore {
 
 async fn postgres_fixture(url: &str, n: usize) -> PostgresStore {
     let schema = format!("sb_bench_{n}");
-    let store = PostgresStore::open(&store::Connect {
-        url: url.to_owned(),
+    let spec = store::StoreSpec {
         schema: Some(schema),
-        max_connections: None,
-    })
-    .await
-    .expect("postgres");
+        ..store::StoreSpec::parse(url).expect("postgres url")
+    };
+    let store = PostgresStore::open(&spec).await.expect("postgres");
     let have: i64 = sqlx::query_scalar("SELECT count(*) FROM runs")
         .fetch_one(store.pool())
         .await

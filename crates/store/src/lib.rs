@@ -41,7 +41,7 @@ use authz_core::{ConfigTier, Predicate, RunId, ScheduleName, ScopeKey};
 pub use error::{Result, StoreError};
 pub use memory::MemoryStore as InMemoryStore;
 pub use merge::DEFAULT_WALK_PAGES;
-pub use sql::{Connect, Postgres, PostgresStore, SqlStore, Sqlite, SqliteStore};
+pub use sql::{Postgres, PostgresStore, SqlStore, Sqlite, SqliteStore};
 pub use types::*;
 
 /// The widest list a predicate may carry (channel grants, repos). One bound parameter on both
@@ -172,10 +172,7 @@ impl StoreUrl {
         if url == "memory:" {
             return Ok(StoreUrl::Memory);
         }
-        if let Some(path) = url
-            .strip_prefix("sqlite://")
-            .or_else(|| url.strip_prefix("sqlite:"))
-        {
+        if let Some(path) = sqlite_path(url) {
             if path.is_empty() || path == ":memory:" {
                 return Err(StoreError::BadUrl(redact_url(url)));
             }
@@ -198,6 +195,20 @@ impl StoreUrl {
     pub fn redacted(&self) -> String {
         redact_url(self.as_str())
     }
+
+    /// The file of a SQLite URL.
+    pub fn sqlite_file(&self) -> Option<&str> {
+        match self {
+            StoreUrl::Sqlite(url) => sqlite_path(url),
+            StoreUrl::Postgres(_) | StoreUrl::Memory => None,
+        }
+    }
+}
+
+/// The path part of a `sqlite://` (or `sqlite:`) URL.
+fn sqlite_path(url: &str) -> Option<&str> {
+    url.strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
 }
 
 /// How to open the store: the URL and, on Postgres, an optional schema of its own.
@@ -217,25 +228,25 @@ impl StoreSpec {
             max_connections: None,
         }
     }
+
+    /// The spec of a URL alone, checked.
+    pub fn parse(url: &str) -> Result<Self> {
+        StoreUrl::parse(url).map(StoreSpec::url)
+    }
 }
 
 /// Opens the store a spec names, creating and migrating it as needed.
 pub async fn open_spec(spec: &StoreSpec) -> Result<Arc<dyn Store>> {
-    let connect = |url: &str| Connect {
-        url: url.to_owned(),
-        schema: spec.schema.clone(),
-        max_connections: spec.max_connections,
-    };
     Ok(match &spec.url {
         StoreUrl::Memory => Arc::new(InMemoryStore::new()),
-        StoreUrl::Sqlite(url) => Arc::new(SqliteStore::open(&connect(url)).await?),
-        StoreUrl::Postgres(url) => Arc::new(PostgresStore::open(&connect(url)).await?),
+        StoreUrl::Sqlite(_) => Arc::new(SqliteStore::open(spec).await?),
+        StoreUrl::Postgres(_) => Arc::new(PostgresStore::open(spec).await?),
     })
 }
 
 /// Opens the store a URL names, creating and migrating it as needed.
 pub async fn open(url: &str) -> Result<Arc<dyn Store>> {
-    open_spec(&StoreSpec::url(StoreUrl::parse(url)?)).await
+    open_spec(&StoreSpec::parse(url)?).await
 }
 
 /// A URL with any password removed, for messages.

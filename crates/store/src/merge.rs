@@ -103,6 +103,11 @@ pub(crate) fn check_limit(limit: u32) -> Result<usize> {
     Ok(limit as usize)
 }
 
+/// How many rows of the page index the walk examines for a page of `need` rows.
+pub(crate) fn walk_window(need: usize, walk_pages: usize) -> u32 {
+    u32::try_from(need.saturating_mul(walk_pages)).unwrap_or(u32::MAX)
+}
+
 /// The page: the walk, then the branches below its window when it came up short.
 pub(crate) async fn page_of_groups<B: ListBackend + ?Sized>(
     backend: &B,
@@ -119,7 +124,7 @@ pub(crate) async fn page_of_groups<B: ListBackend + ?Sized>(
     } else {
         // One statement fills a dense page; only a page the window left short asks where the
         // window ended, to continue the branches below it.
-        let window = u32::try_from(need * backend.walk_pages()).unwrap_or(u32::MAX);
+        let window = walk_window(need, backend.walk_pages());
         let runs = backend.walk(groups, status, &start, window, need32).await?;
         let floor = if runs.len() < need {
             backend.boundary(&start, window).await?

@@ -126,6 +126,12 @@ async fn an_unknown_command_is_a_hint_and_nothing_is_authorized() {
         w.registry.is_command("runs frobnicate"),
         "a mistyped command is the registry's to answer"
     );
+    assert!(w.registry.is_command("runs list 'all"), "an unclosed quote");
+    assert!(
+        w.registry.is_command("hello \u{7}"),
+        "control characters are refused by the registry, whatever the text is for"
+    );
+    assert!(!w.registry.is_command("say \"hello"));
 }
 
 #[tokio::test]

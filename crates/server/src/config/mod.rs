@@ -253,17 +253,6 @@ pub fn builtin_schedules() -> Vec<(ScheduleName, Grants)> {
         .unwrap_or_default()
 }
 
-/// Sections of surfaces this build does not have, and what brings them.
-const UNBUILT: [(&str, &str); 7] = [
-    ("slack", "the Slack surface"),
-    ("mcp", "the MCP surface"),
-    ("access", "the Access /api surface"),
-    ("schedules", "the scheduler"),
-    ("memory", "memory"),
-    ("agent_policy", "the tool broker"),
-    ("agent_grants", "the tool broker"),
-];
-
 /// Top-level keys that look like authorization but are not: refused by name.
 const FORBIDDEN: [&str; 3] = ["permissions", "admins", "scopes"];
 
@@ -377,23 +366,20 @@ pub fn parse(source: Source, text: &str) -> Result<LoadedConfig, LoadError> {
 }
 
 fn check_unbuilt(t: &Text<'_>, doc: &toml::Table, s: &FileSections) -> Result<(), LoadError> {
-    let present: [(&Option<Unbuilt>, &str); 7] = [
-        (&s.slack, "slack"),
-        (&s.mcp, "mcp"),
-        (&s.access, "access"),
-        (&s.schedules, "schedules"),
-        (&s.memory, "memory"),
-        (&s.agent_policy, "agent_policy"),
-        (&s.agent_grants, "agent_grants"),
+    // Each section of a surface this build does not have, and what brings it.
+    let unbuilt: [(&Option<Unbuilt>, &str, &str); 7] = [
+        (&s.slack, "slack", "the Slack surface"),
+        (&s.mcp, "mcp", "the MCP surface"),
+        (&s.access, "access", "the Access /api surface"),
+        (&s.schedules, "schedules", "the scheduler"),
+        (&s.memory, "memory", "memory"),
+        (&s.agent_policy, "agent_policy", "the tool broker"),
+        (&s.agent_grants, "agent_grants", "the tool broker"),
     ];
-    for (section, name) in present {
+    for (section, name, what) in unbuilt {
         if section.as_ref().is_none_or(|u| u.empty) {
             continue;
         }
-        let what = UNBUILT
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map_or("a part", |(_, w)| *w);
         // Point at the section's first key, or the section itself.
         let first = match doc.get(name) {
             Some(toml::Value::Table(table)) => table.keys().next().cloned(),

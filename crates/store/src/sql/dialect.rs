@@ -6,6 +6,7 @@
 use async_trait::async_trait;
 use sqlx::Pool;
 
+use crate::StoreSpec;
 use crate::error::Result;
 use crate::merge::OpenBranch;
 use crate::plan::Group;
@@ -19,7 +20,6 @@ pub enum Bind {
     Text(String),
     OptText(Option<String>),
     Int(i64),
-    OptInt(Option<i64>),
     Texts(Vec<String>),
     Ints(Vec<i64>),
 }
@@ -54,18 +54,8 @@ impl Statement {
         self
     }
 
-    pub fn opt_int(mut self, v: Option<i64>) -> Self {
-        self.binds.push(Bind::OptInt(v));
-        self
-    }
-
     pub fn texts(mut self, v: Vec<String>) -> Self {
         self.binds.push(Bind::Texts(v));
-        self
-    }
-
-    pub fn bind(mut self, b: Bind) -> Self {
-        self.binds.push(b);
         self
     }
 
@@ -108,16 +98,6 @@ where
     }
 }
 
-/// How the store is opened: the URL, and for Postgres an optional schema of its own.
-#[derive(Debug, Clone, Default)]
-pub struct Connect {
-    pub url: String,
-    /// Postgres: every connection's `search_path`, created if missing.
-    pub schema: Option<String>,
-    /// At most this many connections (`None`: the dialect's default).
-    pub max_connections: Option<u32>,
-}
-
 /// One SQL database, as the shared store needs it.
 #[async_trait]
 pub trait Dialect: Send + Sync + Sized + 'static {
@@ -149,10 +129,12 @@ pub trait Dialect: Send + Sync + Sized + 'static {
     fn explain(sql: &str) -> String;
     fn plan_line(row: &Self::Row) -> String;
 
-    /// A pool for `connect`, proven to be this database before anything is written.
-    async fn connect(connect: &Connect) -> Result<Pool<Self::Db>>;
+    /// A pool for the spec (its URL must be this database's; a Postgres `schema` becomes
+    /// every connection's `search_path`, created if missing), proven to be this database
+    /// before anything is written.
+    async fn connect(spec: &StoreSpec) -> Result<Pool<Self::Db>>;
     /// Applies the embedded migrations (the first `only` of them when given).
-    async fn migrate(pool: &Pool<Self::Db>, only: Option<usize>, url: &str) -> Result<()>;
+    async fn migrate(pool: &Pool<Self::Db>, only: Option<usize>, spec: &StoreSpec) -> Result<()>;
     async fn fetch_all(pool: &Pool<Self::Db>, st: Statement) -> Result<Vec<Self::Row>>;
     async fn fetch_optional(pool: &Pool<Self::Db>, st: Statement) -> Result<Option<Self::Row>>;
     /// Runs read by a statement selecting `RUN_COLUMNS`, in any order (callers sort). How rows

@@ -1,57 +1,19 @@
-//! Running a statement on a pool, written once for every sqlx database: the dialects only say
-//! how their binds become arguments, how placeholders are written, and read rows affected.
+//! Running a statement, written once for every sqlx database: the dialects only say how their
+//! binds become arguments and how placeholders are written.
 
+use sqlx::query::Query;
 use sqlx::{Database, Decode, Executor, IntoArguments, Pool, Type};
 
 use super::dialect::Statement;
 use crate::error::Result;
 
-/// Every row of a statement.
-pub async fn fetch_all<DB>(
-    pool: &Pool<DB>,
-    sql: String,
-    args: DB::Arguments,
-) -> Result<Vec<DB::Row>>
+/// A prepared statement (its text and arguments) as a query any sqlx executor runs.
+pub fn query<DB>((sql, args): (String, DB::Arguments)) -> Query<'static, DB, DB::Arguments>
 where
     DB: Database,
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
     DB::Arguments: IntoArguments<DB>,
 {
-    Ok(sqlx::query_with(sqlx::AssertSqlSafe(sql), args)
-        .fetch_all(pool)
-        .await?)
-}
-
-/// The first row of a statement, if any.
-pub async fn fetch_optional<DB>(
-    pool: &Pool<DB>,
-    sql: String,
-    args: DB::Arguments,
-) -> Result<Option<DB::Row>>
-where
-    DB: Database,
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-    DB::Arguments: IntoArguments<DB>,
-{
-    Ok(sqlx::query_with(sqlx::AssertSqlSafe(sql), args)
-        .fetch_optional(pool)
-        .await?)
-}
-
-/// What a statement that returns no rows did.
-pub async fn execute<DB>(
-    pool: &Pool<DB>,
-    sql: String,
-    args: DB::Arguments,
-) -> Result<DB::QueryResult>
-where
-    DB: Database,
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-    DB::Arguments: IntoArguments<DB>,
-{
-    Ok(sqlx::query_with(sqlx::AssertSqlSafe(sql), args)
-        .execute(pool)
-        .await?)
+    sqlx::query_with(sqlx::AssertSqlSafe(sql), args)
 }
 
 /// In one transaction: `bump` (one integer, or no row), then `then` built from it. `prepare`
@@ -77,10 +39,7 @@ where
     let Some(n) = n else {
         return Ok(None);
     };
-    let (sql, args) = prepare(then(n))?;
-    sqlx::query_with(sqlx::AssertSqlSafe(sql), args)
-        .execute(&mut *tx)
-        .await?;
+    query(prepare(then(n))?).execute(&mut *tx).await?;
     tx.commit().await?;
     Ok(Some(n))
 }

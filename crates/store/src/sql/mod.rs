@@ -15,7 +15,7 @@ use async_trait::async_trait;
 use authz_core::{ConfigTier, Predicate, RunId, ScheduleName, ScopeKey};
 use sqlx::Pool;
 
-pub use dialect::{Connect, Dialect};
+pub use dialect::Dialect;
 pub use postgres::Postgres;
 pub use sqlite::Sqlite;
 
@@ -28,7 +28,7 @@ use crate::plan::{self, Group};
 use crate::types::*;
 use crate::{
     ConfigStore, DEFAULT_MAX_PREDICATE_WIDTH, INTERRUPTED, MemoryStore, RunStore, ScheduleStore,
-    SlackEventStore, Store, check_event_id,
+    SlackEventStore, Store, StoreSpec, check_event_id,
 };
 
 /// Runs, memory, config, firings and Slack event ids in one SQL database.
@@ -36,7 +36,7 @@ pub struct SqlStore<D: Dialect> {
     pool: Pool<D::Db>,
     max_width: usize,
     walk_pages: usize,
-    connect: Connect,
+    spec: StoreSpec,
     dialect: PhantomData<D>,
 }
 
@@ -47,25 +47,25 @@ pub type PostgresStore = SqlStore<Postgres>;
 
 impl<D: Dialect> SqlStore<D> {
     /// Connects (creating a SQLite file, or a Postgres schema, when missing) and migrates.
-    pub async fn open(connect: &Connect) -> Result<Self> {
-        let store = Self::connect_only(connect).await?;
+    pub async fn open(spec: &StoreSpec) -> Result<Self> {
+        let store = Self::connect_only(spec).await?;
         store.migrate().await?;
         Ok(store)
     }
 
-    async fn connect_only(connect: &Connect) -> Result<Self> {
+    async fn connect_only(spec: &StoreSpec) -> Result<Self> {
         Ok(SqlStore {
-            pool: D::connect(connect).await?,
+            pool: D::connect(spec).await?,
             max_width: DEFAULT_MAX_PREDICATE_WIDTH,
             walk_pages: merge::DEFAULT_WALK_PAGES,
-            connect: connect.clone(),
+            spec: spec.clone(),
             dialect: PhantomData,
         })
     }
 
     /// Applies every embedded migration not yet applied.
     pub async fn migrate(&self) -> Result<()> {
-        D::migrate(&self.pool, None, &self.connect.url).await
+        D::migrate(&self.pool, None, &self.spec).await
     }
 
     async fn all(&self, st: Statement) -> Result<Vec<D::Row>> {
@@ -93,18 +93,18 @@ impl<D: Dialect> SqlStore<D> {
 #[cfg(feature = "testing")]
 impl<D: Dialect> SqlStore<D> {
     /// Connects without migrating.
-    pub async fn connect(connect: &Connect) -> Result<Self> {
-        Self::connect_only(connect).await
+    pub async fn connect(spec: &StoreSpec) -> Result<Self> {
+        Self::connect_only(spec).await
     }
 
     /// Applies only the first `n` migrations (to build an old schema).
     pub async fn migrate_first(&self, n: usize) -> Result<()> {
-        D::migrate(&self.pool, Some(n), &self.connect.url).await
+        D::migrate(&self.pool, Some(n), &self.spec).await
     }
 
     /// How this store was opened (to open a second handle on the same database).
-    pub fn connection(&self) -> &Connect {
-        &self.connect
+    pub fn spec(&self) -> &StoreSpec {
+        &self.spec
     }
 
     pub fn pool(&self) -> &Pool<D::Db> {
@@ -126,9 +126,10 @@ impl<D: Dialect> SqlStore<D> {
                 ListRead::One(st) => vec![st],
                 ListRead::Groups(groups) => {
                     let start = merge::start_key(q.before.as_ref());
-                    // The walk's real window, as the page would read it.
-                    let window = (q.limit + 1)
-                        .saturating_mul(u32::try_from(self.walk_pages.max(1)).unwrap_or(u32::MAX));
+                    // The walk's real window, as the page would read it (at least one page,
+                    // so a branches-only store still shows a walk's plan).
+                    let need = q.limit as usize + 1;
+                    let window = merge::walk_window(need, self.walk_pages.max(1));
                     let open = merge::all_branches(&groups, &start);
                     vec![
                         statements::walk::<D>(&groups, q.status, &start, window, q.limit + 1),
@@ -521,11 +522,7 @@ impl<D: Dialect> MemoryStore for SqlStore<D> {
             "SELECT {} FROM memory_records m WHERE {} AND m.forgotten_at IS NULL \
              AND NOT EXISTS (SELECT 1 FROM memory_records n WHERE n.supersedes = m.id AND n.forgotten_at IS NULL) \
              ORDER BY m.created_at DESC, m.id DESC LIMIT ?",
-            rows::MEMORY_COLUMNS
-                .split(", ")
-                .map(|c| format!("m.{c}"))
-                .collect::<Vec<_>>()
-                .join(", "),
+            statements::qualified(rows::MEMORY_COLUMNS, "m"),
             D::in_list("m.scope_key")
         ))
         .texts(keys)

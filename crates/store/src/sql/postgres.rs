@@ -10,15 +10,15 @@ use async_trait::async_trait;
 use sqlx::postgres::{PgArguments, PgConnectOptions, PgPoolOptions, PgRow};
 use sqlx::{Arguments, AssertSqlSafe, Connection, Pool};
 
-use super::dialect::{Bind, Connect, Dialect, RowAccess, Statement, numbered, open_groups};
+use super::dialect::{Bind, Dialect, RowAccess, Statement, numbered, open_groups};
 use super::exec;
 use super::rows::RawRun;
 use super::statements::status_sql;
 use crate::error::{Result, StoreError};
 use crate::merge::OpenBranch;
 use crate::plan::Group;
-use crate::redact_url;
 use crate::types::StatusFilter;
+use crate::{StoreSpec, StoreUrl};
 
 /// The Postgres dialect.
 pub struct Postgres;
@@ -34,7 +34,6 @@ fn arguments(binds: Vec<Bind>) -> Result<PgArguments> {
             Bind::Text(s) => args.add(s),
             Bind::OptText(s) => args.add(s),
             Bind::Int(i) => args.add(i),
-            Bind::OptInt(i) => args.add(i),
             Bind::Texts(v) => args.add(v),
             Bind::Ints(v) => args.add(v),
         }
@@ -131,10 +130,13 @@ impl Dialect for Postgres {
         row.text(0).unwrap_or_default()
     }
 
-    async fn connect(c: &Connect) -> Result<Pool<sqlx::Postgres>> {
-        let mut options = PgConnectOptions::from_str(&c.url)
-            .map_err(|_| StoreError::BadUrl(redact_url(&c.url)))?;
-        if let Some(schema) = &c.schema {
+    async fn connect(spec: &StoreSpec) -> Result<Pool<sqlx::Postgres>> {
+        let StoreUrl::Postgres(url) = &spec.url else {
+            return Err(StoreError::BadUrl(spec.url.redacted()));
+        };
+        let mut options =
+            PgConnectOptions::from_str(url).map_err(|_| StoreError::BadUrl(spec.url.redacted()))?;
+        if let Some(schema) = &spec.schema {
             check_schema(schema)?;
             let mut admin = sqlx::PgConnection::connect_with(&options).await?;
             sqlx::query(AssertSqlSafe(format!(
@@ -151,13 +153,17 @@ impl Dialect for Postgres {
         // (docs/benchmarks.md). So each connection plans a statement once.
         options = options.options([("plan_cache_mode", "force_generic_plan")]);
         Ok(PgPoolOptions::new()
-            .max_connections(c.max_connections.unwrap_or(8))
+            .max_connections(spec.max_connections.unwrap_or(8))
             .acquire_timeout(Duration::from_secs(10))
             .connect_with(options)
             .await?)
     }
 
-    async fn migrate(pool: &Pool<sqlx::Postgres>, only: Option<usize>, _url: &str) -> Result<()> {
+    async fn migrate(
+        pool: &Pool<sqlx::Postgres>,
+        only: Option<usize>,
+        _spec: &StoreSpec,
+    ) -> Result<()> {
         let mut m = migrator();
         if let Some(n) = only {
             m.migrations = std::borrow::Cow::Owned(m.migrations.iter().take(n).cloned().collect());
@@ -166,13 +172,11 @@ impl Dialect for Postgres {
     }
 
     async fn fetch_all(pool: &Pool<sqlx::Postgres>, st: Statement) -> Result<Vec<PgRow>> {
-        let (sql, args) = prepared(st)?;
-        exec::fetch_all(pool, sql, args).await
+        Ok(exec::query(prepared(st)?).fetch_all(pool).await?)
     }
 
     async fn fetch_optional(pool: &Pool<sqlx::Postgres>, st: Statement) -> Result<Option<PgRow>> {
-        let (sql, args) = prepared(st)?;
-        exec::fetch_optional(pool, sql, args).await
+        Ok(exec::query(prepared(st)?).fetch_optional(pool).await?)
     }
 
     async fn fetch_runs(pool: &Pool<sqlx::Postgres>, st: Statement) -> Result<Vec<RawRun>> {
@@ -184,8 +188,10 @@ impl Dialect for Postgres {
     }
 
     async fn execute(pool: &Pool<sqlx::Postgres>, st: Statement) -> Result<u64> {
-        let (sql, args) = prepared(st)?;
-        Ok(exec::execute(pool, sql, args).await?.rows_affected())
+        Ok(exec::query(prepared(st)?)
+            .execute(pool)
+            .await?
+            .rows_affected())
     }
 
     async fn bump_then(

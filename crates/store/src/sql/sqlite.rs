@@ -12,9 +12,7 @@ use sqlx::sqlite::{
 };
 use sqlx::{Arguments, AssertSqlSafe, Pool};
 
-use super::dialect::{
-    Bind, Connect, Dialect, RowAccess, Statement, json_array, json_string, open_groups,
-};
+use super::dialect::{Bind, Dialect, RowAccess, Statement, json_array, json_string, open_groups};
 use super::exec;
 use super::rows::RawRun;
 use super::statements::{RUN_COLUMNS, status_sql};
@@ -22,6 +20,7 @@ use crate::error::{Result, StoreError};
 use crate::merge::OpenBranch;
 use crate::plan::Group;
 use crate::types::StatusFilter;
+use crate::{StoreSpec, StoreUrl};
 
 /// The SQLite dialect.
 pub struct Sqlite;
@@ -30,23 +29,22 @@ fn migrator() -> sqlx::migrate::Migrator {
     sqlx::migrate!("../../migrations/sqlite")
 }
 
-/// The file a `sqlite://` URL names.
-fn path_of(url: &str) -> Result<String> {
-    let path = url
-        .trim_start_matches("sqlite://")
-        .trim_start_matches("sqlite:");
-    if path.is_empty() || path == ":memory:" {
-        return Err(StoreError::BadUrl(url.to_owned()));
+/// The SQLite URL of a spec; any other is not this dialect's.
+fn url_of(spec: &StoreSpec) -> Result<&str> {
+    match &spec.url {
+        StoreUrl::Sqlite(url) => Ok(url),
+        other => Err(StoreError::BadUrl(other.redacted())),
     }
-    Ok(path.to_owned())
 }
 
 /// "file is not a database" is the one error that means the path holds something else.
-fn not_sqlite(e: sqlx::Error, url: &str) -> StoreError {
+fn not_sqlite(e: sqlx::Error, spec: &StoreSpec) -> StoreError {
     let is_notadb = matches!(&e, sqlx::Error::Database(db) if db.code().as_deref() == Some("26"))
         || e.to_string().contains("file is not a database");
-    match (is_notadb, path_of(url)) {
-        (true, Ok(path)) => StoreError::NotSqlite { path },
+    match (is_notadb, spec.url.sqlite_file()) {
+        (true, Some(path)) => StoreError::NotSqlite {
+            path: path.to_owned(),
+        },
         _ => StoreError::Database(e),
     }
 }
@@ -59,7 +57,6 @@ fn arguments(binds: Vec<Bind>) -> Result<SqliteArguments> {
             Bind::Text(s) => args.add(s),
             Bind::OptText(s) => args.add(s),
             Bind::Int(i) => args.add(i),
-            Bind::OptInt(i) => args.add(i),
             Bind::Texts(v) => args.add(json_array(&v)),
             Bind::Ints(v) => args.add(format!(
                 "[{}]",
@@ -149,47 +146,49 @@ impl Dialect for Sqlite {
         row.text(3).unwrap_or_default()
     }
 
-    async fn connect(c: &Connect) -> Result<Pool<sqlx::Sqlite>> {
-        path_of(&c.url)?;
-        let options = SqliteConnectOptions::from_str(&c.url)
-            .map_err(|_| StoreError::BadUrl(c.url.clone()))?
+    async fn connect(spec: &StoreSpec) -> Result<Pool<sqlx::Sqlite>> {
+        let url = url_of(spec)?;
+        let options = SqliteConnectOptions::from_str(url)
+            .map_err(|_| StoreError::BadUrl(url.to_owned()))?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(5));
         let pool = SqlitePoolOptions::new()
-            .max_connections(c.max_connections.unwrap_or(4))
+            .max_connections(spec.max_connections.unwrap_or(4))
             .connect_with(options)
             .await
-            .map_err(|e| not_sqlite(e, &c.url))?;
+            .map_err(|e| not_sqlite(e, spec))?;
         // Reading the schema proves the file is a SQLite database before anything is written.
         sqlx::query("SELECT count(*) FROM sqlite_master")
             .fetch_one(&pool)
             .await
-            .map_err(|e| not_sqlite(e, &c.url))?;
+            .map_err(|e| not_sqlite(e, spec))?;
         Ok(pool)
     }
 
-    async fn migrate(pool: &Pool<sqlx::Sqlite>, only: Option<usize>, url: &str) -> Result<()> {
+    async fn migrate(
+        pool: &Pool<sqlx::Sqlite>,
+        only: Option<usize>,
+        spec: &StoreSpec,
+    ) -> Result<()> {
         let mut m = migrator();
         if let Some(n) = only {
             m.migrations = std::borrow::Cow::Owned(m.migrations.iter().take(n).cloned().collect());
         }
         m.run(pool).await.map_err(|e| match e {
-            sqlx::migrate::MigrateError::Execute(inner) => not_sqlite(inner, url),
+            sqlx::migrate::MigrateError::Execute(inner) => not_sqlite(inner, spec),
             other => StoreError::Migrate(other),
         })
     }
 
     async fn fetch_all(pool: &Pool<sqlx::Sqlite>, st: Statement) -> Result<Vec<SqliteRow>> {
-        let (sql, args) = prepared(st)?;
-        exec::fetch_all(pool, sql, args).await
+        Ok(exec::query(prepared(st)?).fetch_all(pool).await?)
     }
 
     async fn fetch_optional(pool: &Pool<sqlx::Sqlite>, st: Statement) -> Result<Option<SqliteRow>> {
-        let (sql, args) = prepared(st)?;
-        exec::fetch_optional(pool, sql, args).await
+        Ok(exec::query(prepared(st)?).fetch_optional(pool).await?)
     }
 
     async fn fetch_runs(pool: &Pool<sqlx::Sqlite>, st: Statement) -> Result<Vec<RawRun>> {
@@ -204,8 +203,10 @@ impl Dialect for Sqlite {
     }
 
     async fn execute(pool: &Pool<sqlx::Sqlite>, st: Statement) -> Result<u64> {
-        let (sql, args) = prepared(st)?;
-        Ok(exec::execute(pool, sql, args).await?.rows_affected())
+        Ok(exec::query(prepared(st)?)
+            .execute(pool)
+            .await?
+            .rows_affected())
     }
 
     async fn bump_then(

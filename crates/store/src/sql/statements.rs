@@ -1,6 +1,8 @@
 //! The statements both databases share, written once over the dialect: the run row, the list
 //! reads (whole table, live runs, the walk and its boundary), friction and counts.
 
+use std::sync::LazyLock;
+
 use crate::merge::{Key, start_key};
 use crate::plan::{Group, Plan};
 use crate::types::{ListRuns, StatusFilter};
@@ -10,9 +12,12 @@ use super::dialect::{Bind, Dialect, Statement};
 /// The run columns, in the order `rows::run` reads them.
 pub const RUN_COLUMNS: &str = "id, surface, channel_id, thread_key, user_id, agent, repo, status, request, answer, error, created_at, finished_at, capability_token_hash, agent_token_hash, owner, channel_visibility, stop_requested_at";
 
-/// The same, qualified by a table alias.
-fn run_columns(alias: &str) -> String {
-    RUN_COLUMNS
+/// The run columns of `runs r`, built once (every list page names them).
+static RUN_COLUMNS_OF_R: LazyLock<String> = LazyLock::new(|| qualified(RUN_COLUMNS, "r"));
+
+/// A column list (`a, b`) qualified by a table alias (`r.a, r.b`).
+pub fn qualified(columns: &str, alias: &str) -> String {
+    columns
         .split(", ")
         .map(|c| format!("{alias}.{c}"))
         .collect::<Vec<_>>()
@@ -115,7 +120,7 @@ pub fn walk<D: Dialect>(
          FROM {} WHERE (x.created_at, x.id) < (?, ?) ORDER BY x.created_at DESC, x.id DESC LIMIT ?) \
          SELECT {} FROM w JOIN runs r ON r.{key} = w.row_key WHERE {filter}{} ORDER BY w.created_at DESC, w.id DESC LIMIT ?",
         D::page_index(),
-        run_columns("r"),
+        RUN_COLUMNS_OF_R.as_str(),
         status_sql(status, "w")
     ))
     .int(start.0)
@@ -140,7 +145,7 @@ pub fn boundary<D: Dialect>(start: &Key, window: u32) -> Statement {
 pub fn runs_by_ids<D: Dialect>(ids: Vec<String>) -> Statement {
     Statement::new(format!(
         "SELECT {} FROM runs r WHERE {}",
-        run_columns("r"),
+        RUN_COLUMNS_OF_R.as_str(),
         D::in_list("r.id")
     ))
     .texts(ids)

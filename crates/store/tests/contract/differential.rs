@@ -152,13 +152,13 @@ async fn build(backend: Backend) -> Fixture {
     // The same database through a second handle that goes straight to the branches.
     let branches: std::sync::Arc<dyn store::Store> = match (&walking.sqlite, &walking.postgres) {
         (Some(s), _) => std::sync::Arc::new(
-            store::SqliteStore::open(s.connection())
+            store::SqliteStore::open(s.spec())
                 .await
                 .unwrap()
                 .with_walk_pages(0),
         ),
         (_, Some(p)) => std::sync::Arc::new(
-            store::PostgresStore::open(p.connection())
+            store::PostgresStore::open(p.spec())
                 .await
                 .unwrap()
                 .with_walk_pages(0),

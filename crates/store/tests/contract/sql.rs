@@ -10,7 +10,7 @@ use crate::support::*;
 async fn sqlite_old_rows_read_unknown_after_the_stamp_migration() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("old.db").display());
-    let s = SqliteStore::connect(&sqlite_connect(&url)).await.unwrap();
+    let s = SqliteStore::connect(&sqlite_spec(&url)).await.unwrap();
     s.migrate_first(1).await.unwrap();
     sqlx::query("INSERT INTO runs (id, surface, channel_id, user_id, agent, status, request, created_at) VALUES ('old1', 'slack', 'slack:C1', 'slack:U1', 'echo', 'completed', 'hi', 5)")
         .execute(s.pool())
@@ -41,7 +41,7 @@ async fn sqlite_old_rows_read_unknown_after_the_stamp_migration() {
 #[tokio::test]
 async fn postgres_old_rows_read_unknown_after_the_stamp_migration() {
     let schema = unique_schema();
-    let s = PostgresStore::connect(&postgres_connect(&schema))
+    let s = PostgresStore::connect(&postgres_spec(&schema))
         .await
         .unwrap();
     s.migrate_first(1).await.unwrap();

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use authz_core::{ChannelVisibility, RunId, Surface};
-use store::{Connect, InMemoryStore, NewRun, PostgresStore, SqliteStore, Store, Timestamp};
+use store::{InMemoryStore, NewRun, PostgresStore, SqliteStore, Store, StoreSpec, Timestamp};
 
 #[derive(Debug, Clone, Copy)]
 pub enum Backend {
@@ -47,18 +47,14 @@ pub fn unique_schema() -> String {
     )
 }
 
-pub fn sqlite_connect(url: &str) -> Connect {
-    Connect {
-        url: url.to_owned(),
-        ..Connect::default()
-    }
+pub fn sqlite_spec(url: &str) -> StoreSpec {
+    StoreSpec::parse(url).unwrap()
 }
 
-pub fn postgres_connect(schema: &str) -> Connect {
-    Connect {
-        url: postgres_url(),
+pub fn postgres_spec(schema: &str) -> StoreSpec {
+    StoreSpec {
         schema: Some(schema.to_owned()),
-        max_connections: None,
+        ..StoreSpec::parse(&postgres_url()).unwrap()
     }
 }
 
@@ -80,7 +76,7 @@ pub async fn open_walking(backend: Backend, walk_pages: usize) -> Under {
             let dir = tempfile::tempdir().unwrap();
             let url = format!("sqlite://{}", dir.path().join("switchboard.db").display());
             let s = Arc::new(
-                SqliteStore::open(&sqlite_connect(&url))
+                SqliteStore::open(&sqlite_spec(&url))
                     .await
                     .unwrap()
                     .with_walk_pages(walk_pages),
@@ -96,7 +92,7 @@ pub async fn open_walking(backend: Backend, walk_pages: usize) -> Under {
         Backend::Postgres => {
             let schema = unique_schema();
             let s = Arc::new(
-                PostgresStore::open(&postgres_connect(&schema))
+                PostgresStore::open(&postgres_spec(&schema))
                     .await
                     .unwrap()
                     .with_walk_pages(walk_pages),
@@ -152,16 +148,8 @@ pub async fn all_pages_counted(
 }
 
 /// Every page of a list, following cursors.
-pub async fn all_pages(store: &dyn Store, mut q: store::ListRuns) -> Vec<store::RunRecord> {
-    let mut out = Vec::new();
-    loop {
-        let page = store.list_runs(&q).await.unwrap();
-        out.extend(page.runs);
-        match page.next {
-            Some(c) => q.before = Some(c),
-            None => return out,
-        }
-    }
+pub async fn all_pages(store: &dyn Store, q: store::ListRuns) -> Vec<store::RunRecord> {
+    all_pages_counted(store, q).await.0
 }
 
 /// Declares one async test per back end for each contract function.
