@@ -32,6 +32,18 @@ pub struct MemoryStore {
     max_width: usize,
 }
 
+/// A live run, to change: `NoSuchRun` when missing, `AlreadyFinished` when it has ended.
+fn live_mut<'s>(s: &'s mut State, id: &RunId) -> Result<&'s mut RunRecord> {
+    match s.runs.get_mut(id) {
+        None => Err(StoreError::NoSuchRun(id.clone())),
+        Some(r) if !r.status.is_live() => Err(StoreError::AlreadyFinished {
+            id: id.clone(),
+            status: r.status,
+        }),
+        Some(r) => Ok(r),
+    }
+}
+
 impl MemoryStore {
     pub fn new() -> Self {
         MemoryStore {
@@ -112,19 +124,13 @@ impl RunStore for MemoryStore {
                 finish.status
             )));
         }
-        self.with(|s| match s.runs.get_mut(id) {
-            None => Err(StoreError::NoSuchRun(id.clone())),
-            Some(r) if !r.status.is_live() => Err(StoreError::AlreadyFinished {
-                id: id.clone(),
-                status: r.status,
-            }),
-            Some(r) => {
-                r.status = finish.status;
-                r.answer = finish.answer;
-                r.error = finish.error;
-                r.finished_at = Some(finish.at);
-                Ok(r.clone())
-            }
+        self.with(|s| {
+            let r = live_mut(s, id)?;
+            r.status = finish.status;
+            r.answer = finish.answer;
+            r.error = finish.error;
+            r.finished_at = Some(finish.at);
+            Ok(r.clone())
         })
     }
 
@@ -277,16 +283,10 @@ impl RunStore for MemoryStore {
     }
 
     async fn request_stop(&self, id: &RunId, at: Timestamp) -> Result<RunRecord> {
-        self.with(|s| match s.runs.get_mut(id) {
-            None => Err(StoreError::NoSuchRun(id.clone())),
-            Some(r) if !r.status.is_live() => Err(StoreError::AlreadyFinished {
-                id: id.clone(),
-                status: r.status,
-            }),
-            Some(r) => {
-                r.stop_requested_at.get_or_insert(at);
-                Ok(r.clone())
-            }
+        self.with(|s| {
+            let r = live_mut(s, id)?;
+            r.stop_requested_at.get_or_insert(at);
+            Ok(r.clone())
         })
     }
 
