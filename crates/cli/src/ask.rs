@@ -12,7 +12,9 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use authz_core::{ActorId, AgentName, ChannelId, Origin, resolve_actor};
-use commands::{CLI_CHANNEL, Caller, LiveFeed, LiveUpdate, RunOutcome, RunStatus, Surface};
+use commands::{
+    CLI_CHANNEL, Caller, LiveFeed, LiveStream, LiveUpdate, RunOutcome, RunStatus, Surface,
+};
 
 use crate::{check, forward, render};
 
@@ -100,59 +102,75 @@ async fn ask(
         started.agent(),
         started.channel()
     ));
-    let mut stopping = false;
-    loop {
+    let (mut stopping, mut feed_open) = (false, true);
+    // The run's end, not its `Finished` update, ends the wait: a feed that lagged may have
+    // dropped that update. Its events are all in the feed by then, and shown first.
+    let finished = started.finished();
+    tokio::pin!(finished);
+    let outcome = loop {
         tokio::select! {
-            update = feed.recv() => match update {
-                Some(LiveUpdate::Event { run, body, .. }) if run.id == id => progress.line(&body),
-                Some(LiveUpdate::Finished { run, .. }) if run.id == id => break,
-                Some(_) => {}
-                None => break,
-            },
+            biased;
             _ = tokio::signal::ctrl_c(), if !stopping => {
                 stopping = true;
                 progress.line("stopping the run (Ctrl-C)");
                 app.dispatcher.stop(&id);
             }
+            update = feed.recv(), if feed_open => match update {
+                Some(LiveUpdate::Event { run, body, .. }) if run.id == id => progress.line(&body),
+                Some(_) => {}
+                None => feed_open = false,
+            },
+            outcome = &mut finished => break outcome,
         }
-    }
-    let outcome = started.finished().await.context(
+    };
+    let outcome = outcome.context(
         "the run ended without a final record; `switchboard runs get` shows what the store has",
     )?;
     Ok(print_result(&outcome, json))
 }
 
+/// The feed a command's runs are followed on: taken before the command runs, so no update of
+/// a run it starts is missed.
+pub fn feed_of_this_process(app: &server::App) -> Box<dyn LiveStream> {
+    app.dispatcher
+        .subscribe(&resolve_actor(ActorId::cli_local(), &app.services.table))
+}
+
 /// Waits for the runs this process started (a `repo test` from the command line) to end,
-/// showing their progress; Ctrl-C stops them.
-pub async fn follow_runs_of_this_process(app: &server::App, json: bool) {
+/// showing their progress from `feed` (see [`feed_of_this_process`]); Ctrl-C stops them.
+pub async fn follow_runs_of_this_process(
+    app: &server::App,
+    json: bool,
+    mut feed: Box<dyn LiveStream>,
+) {
     let live = app.dispatcher.live();
-    if live.is_empty() {
-        return;
-    }
     let progress = Progress::new(json);
-    progress.line("waiting for the run this command started (Ctrl-C stops it)");
+    if !live.is_empty() {
+        progress.line("waiting for the run this command started (Ctrl-C stops it)");
+    }
     let me = resolve_actor(ActorId::cli_local(), &app.services.table);
-    let mut feed = app.dispatcher.subscribe(&me);
-    let mut stopping = false;
-    while !live.is_empty() {
+    let (mut stopping, mut feed_open) = (false, true);
+    // Ends when no run of this process is live, which a lagged feed cannot hide. A run's
+    // `Finished` is in the feed before it leaves the live set, so it is shown first; and its
+    // end is recorded before either.
+    loop {
         tokio::select! {
-            update = feed.recv() => match update {
-                Some(LiveUpdate::Event { body, .. }) => progress.line(&body),
-                Some(LiveUpdate::Finished { run, status, .. }) => progress.line(&format!("run {} {status}", run.id)),
-                Some(_) => {}
-                None => break,
-            },
+            biased;
             _ = tokio::signal::ctrl_c(), if !stopping => {
                 stopping = true;
                 for run in app.dispatcher.snapshot(&me) {
                     app.dispatcher.stop(&run.facts.id);
                 }
             }
+            update = feed.recv(), if feed_open => match update {
+                Some(LiveUpdate::Event { body, .. }) => progress.line(&body),
+                Some(LiveUpdate::Finished { run, status, .. }) => progress.line(&format!("run {} {status}", run.id)),
+                Some(_) => {}
+                None => feed_open = false,
+            },
+            () = live.until_empty() => break,
         }
     }
-    // The last run's end is recorded before it leaves the live set.
-    live.wait_empty(tokio::time::Instant::now() + std::time::Duration::from_secs(10))
-        .await;
 }
 
 fn print_result(run: &RunOutcome, json: bool) -> u8 {

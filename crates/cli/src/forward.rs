@@ -64,6 +64,7 @@ pub fn run(config: Option<PathBuf>, json: bool, words: Vec<String>) -> anyhow::R
             actor: resolve_actor(ActorId::cli_local(), &app.services.table),
             surface: Surface::Cli,
         };
+        let feed = crate::ask::feed_of_this_process(&app);
         let reply = app
             .registry
             .invoke(&caller, RawInput::Words(words), &app.services)
@@ -75,7 +76,7 @@ pub fn run(config: Option<PathBuf>, json: bool, words: Vec<String>) -> anyhow::R
         } else {
             eprintln!("{}", reply.text);
         }
-        crate::ask::follow_runs_of_this_process(&app, json).await;
+        crate::ask::follow_runs_of_this_process(&app, json, feed).await;
         Ok(exit_code(reply.kind))
     })
 }

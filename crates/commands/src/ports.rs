@@ -261,7 +261,10 @@ pub trait LiveStream: Send {
     fn try_next(&mut self) -> Option<LiveUpdate>;
 }
 
-/// The live runs, per viewer.
+/// The live runs, per viewer. A run's end is one step: every run in a snapshot taken after
+/// subscribing gets its `Finished` on that subscription, and a run gone from a snapshot has
+/// its `Finished` already in every subscription taken before. So a live view subscribes
+/// first, then takes its snapshot, and never shows a run that has ended as live.
 pub trait LiveFeed: Send + Sync {
     /// The live runs `viewer` may read, newest first.
     fn snapshot(&self, viewer: &Actor) -> Vec<LiveRun>;

@@ -628,13 +628,13 @@ impl Inner {
             }
         };
         tracing::info!(run = %run.id, status = %status, "run finished");
-        self.live.publish(LiveUpdate::Finished {
+        let finished = LiveUpdate::Finished {
             run: run.facts(),
             status,
             answer: finish.answer,
             error: finish.error,
-        });
-        self.live.remove(&run.id);
+        };
+        self.live.finish(&run.id, finished);
         record
     }
 

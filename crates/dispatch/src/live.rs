@@ -83,15 +83,19 @@ impl LiveRuns {
         let _ = self.tx.send(update);
     }
 
-    pub(crate) fn remove(&self, id: &RunId) {
-        let empty = self
-            .runs
-            .lock()
-            .map(|mut runs| {
+    /// A run ends: it leaves the live set and its `Finished` update is published, in one step
+    /// under the lock that `subscribe`, `snapshot` and `len` take. So an observer that
+    /// subscribed and then still sees the run live receives its `Finished`; one that sees it
+    /// gone finds the `Finished` already in its subscription (when it subscribed before).
+    pub(crate) fn finish(&self, id: &RunId, finished: LiveUpdate) {
+        let empty = match self.runs.lock() {
+            Ok(mut runs) => {
                 runs.remove(id);
+                self.publish(finished);
                 runs.is_empty()
-            })
-            .unwrap_or(true);
+            }
+            Err(_) => true,
+        };
         if empty {
             self.emptied.notify_waiters();
         }
@@ -137,17 +141,24 @@ impl LiveRuns {
         self.len() == 0
     }
 
-    /// Waits until no run is live, or `deadline` passes; true when empty.
-    pub async fn wait_empty(&self, deadline: tokio::time::Instant) -> bool {
+    /// Waits until no run is live.
+    pub async fn until_empty(&self) {
         loop {
+            // Created before the check, so an emptying between the two still wakes it.
             let notified = self.emptied.notified();
             if self.is_empty() {
-                return true;
+                return;
             }
-            if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                return self.is_empty();
-            }
+            notified.await;
         }
+    }
+
+    /// Waits until no run is live, or `deadline` passes; true when empty.
+    pub async fn wait_empty(&self, deadline: tokio::time::Instant) -> bool {
+        tokio::time::timeout_at(deadline, self.until_empty())
+            .await
+            .is_ok()
+            || self.is_empty()
     }
 
     /// The live runs `viewer` may read, newest first.
@@ -167,11 +178,16 @@ impl LiveRuns {
         out
     }
 
-    /// Updates about the runs `viewer` may read, from now on.
+    /// Updates about the runs `viewer` may read, from now on. Every run live in a snapshot
+    /// taken after subscribing gets its `Finished` on this subscription (see `finish`).
     pub fn subscribe(&self, viewer: &Actor) -> Subscription {
+        let predicate = predicate_for(viewer, &runs_read(), ResourceType::Run);
+        // Under the runs lock (held, poisoned or not, until the end of this function), so no
+        // run ends halfway through this subscription.
+        let _ordered = self.runs.lock();
         Subscription {
             rx: self.tx.subscribe(),
-            predicate: predicate_for(viewer, &runs_read(), ResourceType::Run),
+            predicate,
         }
     }
 }

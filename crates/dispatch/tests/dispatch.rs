@@ -609,6 +609,43 @@ async fn live_updates_reach_only_viewers_who_may_read_the_run() {
     d.stop(&stalled.run.id);
 }
 
+/// What a follower relies on (the CLI waits for a command's runs this way): once the live set
+/// is empty, every run's `Finished` is already in a feed subscribed before, so waiting for
+/// emptiness and then draining the feed shows every end; and the wait returns even when the
+/// viewer never reads its feed.
+#[tokio::test]
+async fn a_runs_finished_update_is_in_the_feed_before_it_leaves_the_live_set() {
+    let w = world().await;
+    let mut o = Options::default();
+    o.settings.max_per_actor = 8;
+    let d = dispatcher(&w, &o);
+    let fleet = resolve_actor("http:fleet".parse().unwrap(), &w.table);
+    let mut feed = d.live().subscribe(&fleet);
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        let text = format!("@echo run {i}");
+        let s = d
+            .start(request(&w, "http:coder", "http:ci", &text))
+            .await
+            .unwrap();
+        ids.push(s.run.id.clone());
+    }
+    d.live().until_empty().await;
+    let mut ended = Vec::new();
+    while let Some(u) = feed.try_next() {
+        if let LiveUpdate::Finished { run, status, .. } = u {
+            assert_eq!(status, RunStatus::Completed);
+            ended.push(run.id);
+        }
+    }
+    ended.sort();
+    ids.sort();
+    assert_eq!(
+        ended, ids,
+        "every run's end was in the feed when the set emptied"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn shutdown_lets_short_runs_finish_and_interrupts_the_rest() {
     let w = memory_world().await;
