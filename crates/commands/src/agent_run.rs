@@ -6,6 +6,7 @@ use serde_json::Value;
 use store::RunRecord;
 
 use crate::deny::{Denial, deny};
+use crate::identity::AgentCaller;
 use crate::ports::{LaunchError, RunRequest};
 use crate::{Caller, Handled, Reply, ReplyKind, Services, replies};
 
@@ -20,6 +21,27 @@ pub async fn start_agent_run(
     let Some(request) = run_request(caller, text.to_owned(), agent) else {
         return Handled::reply(Reply::of(ReplyKind::Failed, replies::no_run_channel()));
     };
+    launch(caller, request, services).await
+}
+
+/// Starts a run for an agent whose own run is live (MCP `ask` with its agent token): the
+/// child of `parent`, recorded in the parent's channel with the parent's stamp, its principal
+/// still the person the parent runs for. The launcher reads the parent from the store.
+pub async fn start_child_run(
+    agent_caller: &AgentCaller,
+    text: &str,
+    agent: Option<AgentName>,
+    services: &Services,
+) -> Handled {
+    let caller = agent_caller.caller();
+    let Some(mut request) = run_request(caller, text.to_owned(), agent) else {
+        return Handled::reply(Reply::of(ReplyKind::Failed, replies::no_run_channel()));
+    };
+    request.parent = Some(agent_caller.run().clone());
+    launch(caller, request, services).await
+}
+
+async fn launch(caller: &Caller, request: RunRequest, services: &Services) -> Handled {
     match services.runs.start(request).await {
         Ok(started) => Handled {
             reply: started.reply(),
@@ -50,6 +72,7 @@ pub(crate) fn run_request(
         thread_key,
         text,
         agent,
+        parent: None,
     })
 }
 
@@ -108,6 +131,7 @@ pub(crate) fn launch_refusal(caller: &Caller, e: LaunchError, services: &Service
                 .collect();
             Reply::of(ReplyKind::Usage, replies::unknown_agent(&name, &runnable))
         }
+        LaunchError::ParentEnded => Reply::of(ReplyKind::Conflict, e.to_string()),
         LaunchError::Busy(_) | LaunchError::ShuttingDown => {
             Reply::of(ReplyKind::Busy, e.to_string())
         }

@@ -44,13 +44,32 @@ pub enum AgentTokenRefused {
     Store,
 }
 
+/// An agent acting inside its live run: the caller, and the run its token names (a run it
+/// starts is that run's child).
+#[derive(Debug, Clone)]
+pub struct AgentCaller {
+    caller: Caller,
+    run: RunId,
+}
+
+impl AgentCaller {
+    pub fn caller(&self) -> &Caller {
+        &self.caller
+    }
+
+    /// The live run the token was minted for.
+    pub fn run(&self) -> &RunId {
+        &self.run
+    }
+}
+
 /// The caller an agent token proves: the run's agent acting for the run's principal, with
 /// the run's channel and thread as its origin. The run must be live now.
 pub async fn agent_caller(
     services: &Services,
     surface: Surface,
     token: &str,
-) -> Result<Caller, AgentTokenRefused> {
+) -> Result<AgentCaller, AgentTokenRefused> {
     let id = services
         .agent_tokens
         .run_of(token)
@@ -71,7 +90,10 @@ pub async fn agent_caller(
         channel_id: run.channel_id.clone(),
         thread_key: run.thread_key.clone(),
     });
-    Ok(Caller { actor, surface })
+    Ok(AgentCaller {
+        caller: Caller { actor, surface },
+        run: run.id,
+    })
 }
 
 /// One run, opened by its capability token.

@@ -34,6 +34,10 @@ pub struct RunRequest {
     pub text: String,
     /// An agent chosen outside the text (`ask --agent NAME`); `@name` in the text wins.
     pub agent: Option<AgentName>,
+    /// The live run whose agent asks (MCP `ask` with an agent token). The launcher records
+    /// the new run as its child: in the parent's channel, with the parent's stamp, for the
+    /// parent's principal — never somewhere more visible.
+    pub parent: Option<RunId>,
 }
 
 /// `repo test` or `repo build`.
@@ -94,6 +98,9 @@ pub enum LaunchError {
     Busy(Busy),
     #[error("the server is shutting down; try again shortly")]
     ShuttingDown,
+    /// A child run was asked for from a run that has ended.
+    #[error("the run this agent acts in has ended; a run can only be started from a live one")]
+    ParentEnded,
     /// The repo's workspace could not be had; the text is safe to show (no clone URL).
     #[error("{0}")]
     Workspace(String),

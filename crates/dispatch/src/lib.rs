@@ -31,14 +31,14 @@ mod workspace;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use agents::{AgentBackend, AgentJob, AgentOutcome, CancellationToken, EventSink, OutputCaps};
 use agents::{Sanitizer, SinkItem};
 use authz_core::{
-    Action, Actor, AgentName, BoxFuture, ChannelDirectory, ChannelId, ChannelVisibility,
+    Action, Actor, ActorId, AgentName, BoxFuture, ChannelDirectory, ChannelId, ChannelVisibility,
     CommandGroup, ConfigTier, Effect, RepoSlug, Resource, RunId, authorize,
 };
 use commands::{
@@ -108,6 +108,8 @@ pub enum DispatchError {
     Busy(Busy),
     #[error("the server is shutting down")]
     ShuttingDown,
+    #[error("the parent run is not live")]
+    ParentEnded,
     #[error("{0}")]
     Workspace(#[from] WorkspaceError),
     #[error("the run could not be recorded: {0}")]
@@ -125,6 +127,7 @@ impl From<DispatchError> for LaunchError {
             DispatchError::NoCodingAgent(name) => LaunchError::NoCodingAgent(name),
             DispatchError::Busy(b) => LaunchError::Busy(b),
             DispatchError::ShuttingDown => LaunchError::ShuttingDown,
+            DispatchError::ParentEnded => LaunchError::ParentEnded,
             DispatchError::Workspace(w) => LaunchError::Workspace(w.to_string()),
             e @ (DispatchError::Store(_) | DispatchError::Token(_)) => LaunchError::Failed {
                 detail: e.to_string(),
@@ -182,6 +185,8 @@ struct Inner {
     sanitizer: Arc<Sanitizer>,
     accepting: AtomicBool,
     now: fn() -> Timestamp,
+    /// Where agents reach `/mcp`: from the settings, or set once the server has bound.
+    mcp_url: OnceLock<String>,
 }
 
 /// Everything a dispatcher is built from.
@@ -200,6 +205,10 @@ pub struct DispatcherParts {
 impl Dispatcher {
     pub fn new(parts: DispatcherParts) -> Self {
         let slots = Slots::new(parts.settings.max_concurrent, parts.settings.max_per_actor);
+        let mcp_url = OnceLock::new();
+        if let Some(url) = &parts.settings.mcp_url {
+            let _ = mcp_url.set(url.clone());
+        }
         let inner = Inner {
             store: parts.store,
             directory: parts.directory,
@@ -212,10 +221,17 @@ impl Dispatcher {
             sanitizer: Arc::new(Sanitizer::new(parts.secrets)),
             accepting: AtomicBool::new(true),
             now: parts.now,
+            mcp_url,
         };
         Dispatcher {
             inner: Arc::new(inner),
         }
+    }
+
+    /// Where agents reach `/mcp` (`SWITCHBOARD_MCP_URL`), once the server knows its address.
+    /// The first value set stays: a configured URL wins over the bound address.
+    pub fn set_mcp_url(&self, url: String) {
+        let _ = self.inner.mcp_url.set(url);
     }
 
     pub fn live(&self) -> &LiveRuns {
@@ -333,6 +349,20 @@ impl Dispatcher {
     }
 }
 
+/// Where a new run goes and whose it is (see `Inner::place`).
+struct Placement {
+    channel: ChannelId,
+    thread_key: Option<String>,
+    visibility: ChannelVisibility,
+    user: ActorId,
+    parent: Option<RunId>,
+}
+
+/// The person (or machine) a run is for: an agent's principal, else the actor itself.
+fn principal_of(actor: &Actor) -> &ActorId {
+    actor.on_behalf_of.as_deref().map_or(&actor.id, |p| &p.id)
+}
+
 /// The admission of `action` on `agent{name}`; a refusal carries what was asked, for the
 /// registry's audit line.
 fn admit(actor: &Actor, action: Action, name: AgentName) -> Result<(), DispatchError> {
@@ -393,7 +423,7 @@ impl AgentTokenCheck for Dispatcher {
 }
 
 impl Inner {
-    /// The row a new run starts as: owned by this replica, stamped with its channel's visibility.
+    /// The row a new run starts as: owned by this replica, placed by [`Inner::place`].
     async fn new_run(
         &self,
         req: &RunRequest,
@@ -401,21 +431,52 @@ impl Inner {
         repo: Option<RepoSlug>,
         request: String,
         capability_token: Option<TokenHash>,
-    ) -> NewRun {
-        NewRun {
+    ) -> Result<NewRun, DispatchError> {
+        let place = self.place(req).await?;
+        Ok(NewRun {
             surface: req.surface,
-            channel_id: req.channel.clone(),
-            thread_key: req.thread_key.clone(),
-            user_id: req.actor.id.clone(),
+            channel_id: place.channel,
+            thread_key: place.thread_key,
+            user_id: place.user,
             agent,
             repo,
-            channel_visibility: self.stamp(&req.channel).await,
+            channel_visibility: place.visibility,
             request,
             created_at: (self.now)(),
             capability_token,
             agent_token: None,
             owner: Some(self.replica.clone()),
-        }
+            parent_run: place.parent,
+        })
+    }
+
+    /// Where a run is recorded and for whom: the request's channel, stamped now, for the
+    /// request's principal — or, for a child run, its live parent's channel, thread, stamp
+    /// and principal, read from the store (never from the request), so an agent cannot start
+    /// a run anywhere more visible than its own.
+    async fn place(&self, req: &RunRequest) -> Result<Placement, DispatchError> {
+        let Some(parent) = &req.parent else {
+            return Ok(Placement {
+                channel: req.channel.clone(),
+                thread_key: req.thread_key.clone(),
+                visibility: self.stamp(&req.channel).await,
+                user: principal_of(&req.actor).clone(),
+                parent: None,
+            });
+        };
+        let parent = self
+            .store
+            .get_run(parent)
+            .await?
+            .filter(|p| p.status.is_live())
+            .ok_or(DispatchError::ParentEnded)?;
+        Ok(Placement {
+            channel: parent.channel_id,
+            thread_key: parent.thread_key,
+            visibility: parent.channel_visibility,
+            user: parent.user_id,
+            parent: Some(parent.id),
+        })
     }
 
     /// Records a run a command answered, finished at once with its reply.
@@ -423,7 +484,7 @@ impl Inner {
         let req = &run.request;
         let new = self
             .new_run(req, COMMAND_AGENT.to_owned(), None, req.text.clone(), None)
-            .await;
+            .await?;
         let record = self.store.create_run(new).await?;
         let (status, answer, error) = if run.succeeded {
             (RunStatus::Completed, Some(run.reply_text), None)
@@ -483,7 +544,7 @@ impl Inner {
         let entry = self.agents.get(&name).ok_or(DispatchError::NoAgent)?;
         let slot = self
             .slots
-            .acquire(&req.actor.id)
+            .acquire(principal_of(&req.actor))
             .map_err(DispatchError::Busy)?;
         let capability_token = random_token()?;
         let capability = Some(TokenHash::of(&capability_token));
@@ -495,7 +556,7 @@ impl Inner {
                 text.clone(),
                 capability,
             )
-            .await;
+            .await?;
         let created_at = new.created_at;
         let run = self.store.create_run(new).await?;
         let agent_token = self.mint_agent_token(&run, entry.timeout, created_at);
@@ -527,7 +588,7 @@ impl Inner {
             memory_block: String::new(),
             repo,
             workspace,
-            mcp_url: self.settings.mcp_url.clone(),
+            mcp_url: self.mcp_url.get().cloned(),
             agent_token,
         };
         let this = self.clone();

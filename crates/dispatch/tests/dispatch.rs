@@ -186,6 +186,7 @@ fn request(w: &World, actor: &str, channel: &str, text: &str) -> RunRequest {
         thread_key: None,
         text: text.into(),
         agent: None,
+        parent: None,
     }
 }
 

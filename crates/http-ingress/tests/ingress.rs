@@ -125,7 +125,7 @@ async fn start(tokens: Option<String>, max_body: usize) -> Server {
         .await
         .unwrap();
     let store = app.store.clone();
-    let router = server::router(&app);
+    let router = server::router(&app, tokio_util::sync::CancellationToken::new());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
@@ -235,6 +235,7 @@ impl Server {
                 capability_token: None,
                 agent_token: None,
                 owner: None,
+                parent_run: None,
             })
             .await
             .unwrap()

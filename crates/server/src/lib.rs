@@ -109,7 +109,17 @@ pub fn host_replica_id() -> ReplicaId {
         .unwrap_or_else(|_| ReplicaId::random())
 }
 
+/// Whether `/mcp` is served: `[mcp] enabled = true` and a token map exists.
+pub fn mcp_is_on(config: &LoadedConfig, secrets: &Secrets) -> bool {
+    config.mcp.enabled && secrets.ingress_tokens.is_some()
+}
+
 impl App {
+    /// Whether `/mcp` is served by this app.
+    pub fn mcp_is_on(&self) -> bool {
+        mcp_is_on(&self.config, &self.secrets)
+    }
+
     /// Opens the store and builds the dispatcher and registry. `replica` names this process
     /// among the owners of live runs.
     pub async fn build(
@@ -152,7 +162,10 @@ impl App {
             max_concurrent: config.limits.max_concurrent,
             max_per_actor: config.limits.max_per_actor,
             channel_directory_timeout: config.limits.channel_directory_timeout,
-            mcp_url: None,
+            // `serve` sets the bound address once it listens, unless this names one.
+            mcp_url: mcp_is_on(&config, &secrets)
+                .then(|| config.mcp.agent_url.clone())
+                .flatten(),
             data_dir: config.server.data_dir.clone(),
             ..DispatchSettings::default()
         };

@@ -80,6 +80,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
     ready: impl FnOnce(SocketAddr, &App),
 ) -> anyhow::Result<()> {
+    check_agent_token_secret(&app)?;
     let addr = listen.unwrap_or(app.config.server.listen);
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| {
         format!("listening on {addr} failed; pass --listen HOST:PORT or set [server] listen")
@@ -92,9 +93,23 @@ pub async fn serve(
             "tombstoned this replica's runs left live by the last process (interrupted)"
         );
     }
+    if app.mcp_is_on() {
+        // Command agents are children of this process: loopback reaches it.
+        let host = if bound.ip().is_unspecified() {
+            std::net::IpAddr::from([127, 0, 0, 1])
+        } else {
+            bound.ip()
+        };
+        let url = format!(
+            "http://{}{}",
+            SocketAddr::new(host, bound.port()),
+            mcp::PATH
+        );
+        app.dispatcher.set_mcp_url(url);
+    }
     let stop = CancellationToken::new();
     let background = app.spawn_background(stop.clone());
-    let router = router(&app);
+    let router = router(&app, stop.clone());
     ready(bound, &app);
     let stopping = stop.clone();
     let dispatcher = app.dispatcher.clone();
@@ -140,16 +155,38 @@ pub async fn serve(
     Ok(())
 }
 
-/// The router of every surface this build has.
-pub fn router(app: &App) -> Router {
+/// With a Postgres store, agent tokens must verify on every replica, so `/mcp` needs the
+/// shared secret; a per-process random one would refuse an agent whose run lives elsewhere.
+fn check_agent_token_secret(app: &App) -> anyhow::Result<()> {
+    let postgres = matches!(app.config.store.url, store::StoreUrl::Postgres(_));
+    if postgres && app.mcp_is_on() && app.secrets.agent_token_secret.is_none() {
+        anyhow::bail!(
+            "[mcp] is on with a Postgres store, but no agent-token secret is set: agents' tokens must verify on every replica. Set SWITCHBOARD_AGENT_TOKEN_SECRET (32+ random bytes, the same on every replica) or [server] agent_token_secret_file, or set [mcp] enabled = false"
+        );
+    }
+    Ok(())
+}
+
+/// The router of every surface this build has. `shutdown` ends `/mcp`'s open streams.
+pub fn router(app: &App, shutdown: CancellationToken) -> Router {
     let ingress = Arc::new(Ingress {
         registry: app.registry.clone(),
         services: app.services.clone(),
         max_body_bytes: app.config.ingress.max_body_bytes,
     });
-    Router::new()
+    let router = Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .with_state(app.store.clone())
-        .merge(http_ingress::router(ingress))
+        .merge(http_ingress::router(ingress));
+    if !app.config.mcp.enabled {
+        return router;
+    }
+    // Enabled without a token map, the route answers 503 saying what it needs.
+    let mcp = Arc::new(mcp::Mcp {
+        registry: app.registry.clone(),
+        services: app.services.clone(),
+        settings: app.config.mcp.settings.clone(),
+    });
+    router.merge(mcp::router(mcp, shutdown))
 }

@@ -78,7 +78,7 @@ pub fn summary(app: &App, addr: SocketAddr) -> Summary {
             "`switchboard <command>` and `switchboard ask`, as cli:local",
         ),
         off("slack", "not part of this build"),
-        off("/mcp", "not part of this build"),
+        mcp_line(app),
         off("/api /runs", "not part of this build"),
         off(
             "schedules",
@@ -93,6 +93,36 @@ pub fn summary(app: &App, addr: SocketAddr) -> Summary {
         store: format!("{} ({})", c.store.url.redacted(), app.store.backend()),
         agents,
         surfaces,
+    }
+}
+
+fn mcp_line(app: &App) -> SurfaceLine {
+    let c = &app.config.mcp;
+    let (on, note) = match (c.enabled, &app.secrets.ingress_tokens) {
+        (true, Some((map, _))) => {
+            let hosts: Vec<String> = c.settings.allowed_hosts.iter().map(ToString::to_string).collect();
+            (
+                true,
+                format!(
+                    "stateless Streamable HTTP; {} and run-scoped agent tokens; hosts {}",
+                    tokens(map.len()),
+                    hosts.join(", ")
+                ),
+            )
+        }
+        (true, None) => (
+            false,
+            "[mcp] enabled, but it needs a token map: SWITCHBOARD_INGRESS_TOKENS or [ingress] tokens_file (the route answers 503)".to_owned(),
+        ),
+        (false, _) => (
+            false,
+            "needs [mcp] enabled = true and a token map (SWITCHBOARD_INGRESS_TOKENS or [ingress] tokens_file)".to_owned(),
+        ),
+    };
+    SurfaceLine {
+        surface: "/mcp",
+        on,
+        note,
     }
 }
 

@@ -97,6 +97,7 @@ impl RunStore for MemoryStore {
             agent_token: new.agent_token,
             owner: new.owner.map(|o| o.as_str().to_owned()),
             stop_requested_at: None,
+            parent_run: new.parent_run,
         };
         self.with(|s| s.runs.insert(id, record.clone()));
         Ok(record)

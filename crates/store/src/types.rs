@@ -183,6 +183,8 @@ pub struct NewRun {
     pub capability_token: Option<TokenHash>,
     pub agent_token: Option<TokenHash>,
     pub owner: Option<ReplicaId>,
+    /// The run whose agent started this one (MCP `ask` with an agent token); `None` otherwise.
+    pub parent_run: Option<RunId>,
 }
 
 /// A run as stored.
@@ -208,6 +210,8 @@ pub struct RunRecord {
     /// When someone asked for the run to stop (`runs stop` from any process); the owning
     /// process sees it and cancels the run.
     pub stop_requested_at: Option<Timestamp>,
+    /// The run whose agent started this one; its channel and stamp are this run's.
+    pub parent_run: Option<RunId>,
 }
 
 impl RunRecord {

@@ -161,6 +161,7 @@ impl World {
             capability_token: None,
             agent_token: None,
             owner: None,
+            parent_run: None,
         };
         self.services.store.create_run(n).await.unwrap()
     }

@@ -103,9 +103,11 @@ async fn an_agent_token_acts_for_the_runs_principal_only_while_the_run_is_live()
     let id = started.id().clone();
     let exp = u64::try_from(Timestamp::now().micros() / 1_000_000).unwrap() + 600;
     let token = agent_token(SECRET.as_bytes(), &id.to_string(), "slack:UPLAIN", exp);
-    let caller = agent_caller(&w.services, Surface::Mcp, &token)
+    let agent = agent_caller(&w.services, Surface::Mcp, &token)
         .await
         .unwrap();
+    assert_eq!(agent.run(), &id, "the token names its own run");
+    let caller = agent.caller();
     assert_eq!(caller.actor.kind, ActorKind::Agent);
     assert_eq!(caller.actor.id.as_str(), "agent:staller");
     let principal = caller.actor.on_behalf_of.as_ref().unwrap();
@@ -132,7 +134,7 @@ async fn an_agent_token_acts_for_the_runs_principal_only_while_the_run_is_live()
     let admins_agent = agent_caller(&w.services, Surface::Mcp, &admin_token)
         .await
         .unwrap();
-    assert!(authorize(&admins_agent.actor, &write, &org).is_allow());
+    assert!(authorize(&admins_agent.caller().actor, &write, &org).is_allow());
 
     // A token of another secret, an expired one, one naming no run: refused.
     let foreign = agent_token(

@@ -3,7 +3,7 @@
 //! the grants table (parsed by authz-core from the same text). Every fault names the file,
 //! the line and column (from the parser's spans), the key, and the fix.
 //!
-//! Sections whose surfaces are not part of this build (`[slack]`, `[mcp]`, `[access]`,
+//! Sections whose surfaces are not part of this build (`[slack]`, `[access]`,
 //! `[[schedules]]`, `[memory]`, `[agent_policy]`, `[[agent_grants]]`) may be present but
 //! empty: a key in one fails the load, so nobody believes a surface is on when it is not.
 //!
@@ -83,6 +83,7 @@ pub struct LoadedConfig {
     pub store: StoreSpec,
     pub server: ServerConfig,
     pub ingress: IngressConfig,
+    pub mcp: McpConfig,
     pub limits: AgentLimits,
     /// Each declared agent's back end and limits.
     pub agent_specs: BTreeMap<AgentName, AgentSpec>,
@@ -118,6 +119,17 @@ impl Default for ServerConfig {
             agent_token_secret_file: None,
         }
     }
+}
+
+/// `[mcp]`.
+#[derive(Debug, Clone, Default)]
+pub struct McpConfig {
+    /// The surface is on when this is set and a token map exists.
+    pub enabled: bool,
+    pub settings: mcp::McpSettings,
+    /// Where command agents reach `/mcp` (`SWITCHBOARD_MCP_URL`); default: this server's
+    /// own address on loopback.
+    pub agent_url: Option<String>,
 }
 
 /// `[ingress]`.
@@ -353,6 +365,7 @@ pub fn parse(source: Source, text: &str) -> Result<LoadedConfig, LoadError> {
                 .max_body_bytes
                 .map_or(IngressConfig::default().max_body_bytes, |n| n.usize()),
         },
+        mcp: mcp_config(&sections.mcp),
         limits: limits(agents_section),
         telemetry: TelemetryConfig {
             json_logs: sections.telemetry.log_format == Some(LogFormat::Json),
@@ -365,11 +378,33 @@ pub fn parse(source: Source, text: &str) -> Result<LoadedConfig, LoadError> {
     })
 }
 
+fn mcp_config(section: &sections::McpSection) -> McpConfig {
+    let defaults = mcp::McpSettings::default();
+    McpConfig {
+        enabled: section.enabled,
+        settings: mcp::McpSettings {
+            allowed_hosts: section
+                .allowed_hosts
+                .as_ref()
+                .map_or(defaults.allowed_hosts.clone(), |hosts| {
+                    hosts.iter().map(|h| h.0.clone()).collect()
+                }),
+            max_body_bytes: section
+                .max_body_bytes
+                .map_or(defaults.max_body_bytes, |n| n.usize()),
+            page_size: section
+                .tools_page_size
+                .map_or(defaults.page_size, |n| n.usize()),
+            ..defaults
+        },
+        agent_url: section.agent_url.as_ref().map(|u| u.0.clone()),
+    }
+}
+
 fn check_unbuilt(t: &Text<'_>, doc: &toml::Table, s: &FileSections) -> Result<(), LoadError> {
     // Each section of a surface this build does not have, and what brings it.
-    let unbuilt: [(&Option<Unbuilt>, &str, &str); 7] = [
+    let unbuilt: [(&Option<Unbuilt>, &str, &str); 6] = [
         (&s.slack, "slack", "the Slack surface"),
-        (&s.mcp, "mcp", "the MCP surface"),
         (&s.access, "access", "the Access /api surface"),
         (&s.schedules, "schedules", "the scheduler"),
         (&s.memory, "memory", "memory"),

@@ -123,6 +123,51 @@ pub struct IngressSection {
     pub max_body_bytes: Option<Positive>,
 }
 
+/// An `[mcp] allowed_hosts` entry, checked as it is read.
+#[derive(Debug, Clone)]
+pub struct Host(pub mcp::HostRule);
+
+impl<'de> Deserialize<'de> for Host {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        mcp::HostRule::parse(&s)
+            .map(Host)
+            .map_err(de::Error::custom)
+    }
+}
+
+/// An `http://` or `https://` URL (where agents reach `/mcp`).
+#[derive(Debug, Clone)]
+pub struct HttpUrl(pub String);
+
+impl<'de> Deserialize<'de> for HttpUrl {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        let rest = s
+            .strip_prefix("http://")
+            .or_else(|| s.strip_prefix("https://"))
+            .unwrap_or_default();
+        if rest.is_empty() || rest.starts_with('/') || s.chars().any(char::is_whitespace) {
+            return Err(de::Error::custom(format!(
+                "{s:?} is not an http(s) URL; write it like \"http://127.0.0.1:8080/mcp\""
+            )));
+        }
+        Ok(HttpUrl(s))
+    }
+}
+
+/// `[mcp]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpSection {
+    #[serde(default)]
+    pub enabled: bool,
+    pub allowed_hosts: Option<Vec<Host>>,
+    pub max_body_bytes: Option<Positive>,
+    pub tools_page_size: Option<Positive>,
+    pub agent_url: Option<HttpUrl>,
+}
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LogFormat {
@@ -176,7 +221,8 @@ pub struct FileSections {
     #[serde(rename = "restrict")]
     _restrict: Option<de::IgnoredAny>,
     pub slack: Option<Unbuilt>,
-    pub mcp: Option<Unbuilt>,
+    #[serde(default)]
+    pub mcp: McpSection,
     pub access: Option<Unbuilt>,
     pub schedules: Option<Unbuilt>,
     pub memory: Option<Unbuilt>,

@@ -191,6 +191,27 @@ fn every_fault_names_file_line_column_key_and_fix() {
             "[restrict]\nagents = [\"ghost\"]",
             "t.toml:2:1: restrict.agents[0]: `ghost` is not a declared agent",
         ),
+        // [mcp]
+        (
+            "[mcp]\nenabled = \"yes\"",
+            "t.toml:2:11: mcp.enabled: invalid type: string \"yes\", expected a boolean",
+        ),
+        (
+            "[mcp]\nallowed_hosts = [\"localhost\", \"a b\"]",
+            "t.toml:2:17: mcp.allowed_hosts: \"a b\" is not a host: write a host name or address",
+        ),
+        (
+            "[mcp]\nagent_url = \"ftp://x\"",
+            "t.toml:2:13: mcp.agent_url: \"ftp://x\" is not an http(s) URL",
+        ),
+        (
+            "[mcp]\nmax_body_bytes = 0",
+            "t.toml:2:18: mcp.max_body_bytes: must be a whole number above 0",
+        ),
+        (
+            "[mcp]\nsessions = true",
+            "t.toml:2:1: mcp.sessions: unknown field `sessions`, expected one of `enabled`",
+        ),
         // Sections of surfaces this build does not have.
         (
             "[slack]\nmode = \"socket\"",
@@ -211,6 +232,35 @@ fn every_fault_names_file_line_column_key_and_fix() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     ok("schedules = []\n[slack]\n[mcp]\n");
+}
+
+#[test]
+fn mcp_is_off_unless_enabled_and_takes_its_hosts() {
+    let off = ok("[mcp]\n");
+    assert!(!off.mcp.enabled);
+    let hosts = |c: &LoadedConfig| -> Vec<String> {
+        c.mcp
+            .settings
+            .allowed_hosts
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    };
+    assert_eq!(
+        hosts(&off),
+        ["localhost", "127.0.0.1", "[::1]"],
+        "loopback by default"
+    );
+    let on = ok(
+        "[mcp]\nenabled = true\nallowed_hosts = [\"mcp.example.com:8443\"]\ntools_page_size = 5\nagent_url = \"http://10.0.0.2:8080/mcp\"\n",
+    );
+    assert!(on.mcp.enabled);
+    assert_eq!(hosts(&on), ["mcp.example.com:8443"]);
+    assert_eq!(on.mcp.settings.page_size, 5);
+    assert_eq!(
+        on.mcp.agent_url.as_deref(),
+        Some("http://10.0.0.2:8080/mcp")
+    );
 }
 
 #[test]

@@ -217,8 +217,8 @@ impl<D: Dialect> RunStore for SqlStore<D> {
         let id = fresh_id(new.created_at)?;
         self.exec(
             Statement::new(
-                "INSERT INTO runs (id, surface, channel_id, thread_key, user_id, agent, repo, status, request, created_at, capability_token_hash, agent_token_hash, owner, channel_visibility) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO runs (id, surface, channel_id, thread_key, user_id, agent, repo, status, request, created_at, capability_token_hash, agent_token_hash, owner, channel_visibility, parent_run) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?)",
             )
             .text(id.as_str())
             .text(new.surface.as_str())
@@ -232,7 +232,8 @@ impl<D: Dialect> RunStore for SqlStore<D> {
             .opt_text(new.capability_token.as_ref().map(TokenHash::to_hex))
             .opt_text(new.agent_token.as_ref().map(TokenHash::to_hex))
             .opt_text(new.owner.as_ref().map(ReplicaId::as_str))
-            .text(new.channel_visibility.as_str()),
+            .text(new.channel_visibility.as_str())
+            .opt_text(new.parent_run.as_ref().map(RunId::as_str)),
         )
         .await?;
         self.get_run(&id).await?.ok_or(StoreError::NoSuchRun(id))

@@ -50,6 +50,7 @@ pub struct RawRun {
     owner: Option<String>,
     channel_visibility: String,
     stop_requested_at: Option<i64>,
+    parent_run: Option<String>,
 }
 
 impl RawRun {
@@ -73,6 +74,7 @@ impl RawRun {
             owner: r.opt_text(15)?,
             channel_visibility: r.text(16)?,
             stop_requested_at: r.opt_int(17)?,
+            parent_run: r.opt_text(18)?,
         })
     }
 
@@ -112,6 +114,7 @@ impl RawRun {
                 ChannelVisibility::parse,
             )?,
             stop_requested_at: self.stop_requested_at.map(micros),
+            parent_run: self.parent_run.map(run_id).transpose()?,
         })
     }
 }

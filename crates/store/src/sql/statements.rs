@@ -10,7 +10,7 @@ use crate::types::{ListRuns, StatusFilter};
 use super::dialect::{Bind, Dialect, Statement};
 
 /// The run columns, in the order `rows::run` reads them.
-pub const RUN_COLUMNS: &str = "id, surface, channel_id, thread_key, user_id, agent, repo, status, request, answer, error, created_at, finished_at, capability_token_hash, agent_token_hash, owner, channel_visibility, stop_requested_at";
+pub const RUN_COLUMNS: &str = "id, surface, channel_id, thread_key, user_id, agent, repo, status, request, answer, error, created_at, finished_at, capability_token_hash, agent_token_hash, owner, channel_visibility, stop_requested_at, parent_run";
 
 /// The run columns of `runs r`, built once (every list page names them).
 static RUN_COLUMNS_OF_R: LazyLock<String> = LazyLock::new(|| qualified(RUN_COLUMNS, "r"));

@@ -48,6 +48,16 @@ async fn crud_and_status_transitions(b: Backend) {
     assert_eq!(run.channel_visibility, V::Private);
     assert!(run.capability_token.as_ref().unwrap().matches("cap-token"));
     assert_eq!(s.get_run(&run.id).await.unwrap().unwrap(), run);
+    assert_eq!(run.parent_run, None);
+    let mut child = new_run("slack:G1", "slack:U1", V::Private, 1_001);
+    child.parent_run = Some(run.id.clone());
+    let child = s.create_run(child).await.unwrap();
+    assert_eq!(
+        child.parent_run.as_ref(),
+        Some(&run.id),
+        "a child run names its parent"
+    );
+    assert_eq!(s.get_run(&child.id).await.unwrap().unwrap(), child);
 
     s.start_run(&run.id).await.unwrap();
     assert_eq!(

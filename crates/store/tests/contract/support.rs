@@ -122,6 +122,7 @@ pub fn new_run(channel: &str, user: &str, vis: ChannelVisibility, at: i64) -> Ne
         capability_token: None,
         agent_token: None,
         owner: None,
+        parent_run: None,
     }
 }
 

@@ -1,0 +1,333 @@
+//! The gate in front of rmcp: `Host`, then the bearer, then the session header — all before
+//! a byte of the body is read.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use commands::Surface;
+use commands::identity::{agent_caller, bearer_caller};
+
+use crate::{Identity, Mcp, OFF};
+
+/// The session header of the Streamable HTTP transport.
+const SESSION_HEADER: &str = "mcp-session-id";
+
+/// One `allowed_hosts` entry: a host, and a port when the entry names one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostRule {
+    host: String,
+    port: Option<u16>,
+}
+
+/// Why an `allowed_hosts` entry is not a host.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{0:?} is not a host: write a host name or address, optionally with :port (\"localhost\", \"127.0.0.1:8080\", \"[::1]\")"
+)]
+pub struct BadHost(pub String);
+
+impl HostRule {
+    /// `localhost`, `mcp.example.com:8443`, `127.0.0.1`, `::1`, `[::1]:8080`.
+    pub fn parse(entry: &str) -> Result<HostRule, BadHost> {
+        let bad = || BadHost(entry.to_owned());
+        let trimmed = entry.trim();
+        // A bare IPv6 address (more than one colon, no brackets) has no port.
+        if !trimmed.starts_with('[') && trimmed.matches(':').count() > 1 {
+            return Ok(HostRule {
+                host: trimmed.to_ascii_lowercase(),
+                port: None,
+            });
+        }
+        let (host, port) = split_authority(trimmed).ok_or_else(bad)?;
+        let valid = !host.is_empty()
+            && host
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '_'));
+        if !valid {
+            return Err(bad());
+        }
+        Ok(HostRule { host, port })
+    }
+
+    fn admits(&self, host: &str, port: Option<u16>) -> bool {
+        self.host == host && self.port.is_none_or(|p| Some(p) == port)
+    }
+}
+
+impl std::fmt::Display for HostRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let host = if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        };
+        match self.port {
+            Some(p) => write!(f, "{host}:{p}"),
+            None => f.write_str(&host),
+        }
+    }
+}
+
+/// `host`, `host:port`, `[v6]`, `[v6]:port` → the lower-cased host (brackets removed) and the
+/// port; `None` when it does not parse.
+fn split_authority(authority: &str) -> Option<(String, Option<u16>)> {
+    let (host, port) = if let Some(rest) = authority.strip_prefix('[') {
+        let (host, after) = rest.split_once(']')?;
+        let port = match after {
+            "" => None,
+            p => Some(p.strip_prefix(':')?),
+        };
+        (host, port)
+    } else {
+        match authority.split_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (authority, None),
+        }
+    };
+    let port = match port {
+        Some(p) => Some(p.parse::<u16>().ok()?),
+        None => None,
+    };
+    Some((host.to_ascii_lowercase(), port))
+}
+
+/// Whether the request's `Host` is one of `rules`. A missing or unparsable `Host` is not.
+fn host_allowed(headers: &HeaderMap, uri: &axum::http::Uri, rules: &[HostRule]) -> bool {
+    let authority = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+        .or_else(|| uri.authority().map(|a| a.as_str().to_owned()));
+    let Some((host, port)) = authority.as_deref().and_then(split_authority) else {
+        return false;
+    };
+    rules.iter().any(|r| r.admits(&host, port))
+}
+
+/// The bearer token of an `Authorization` header, if it is one.
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// The identity a bearer proves: a token of the map, else an agent token whose run is live.
+async fn identify(mcp: &Mcp, token: &str) -> Option<Identity> {
+    if let Some(caller) = bearer_caller(&mcp.services, Surface::Mcp, token) {
+        return Some(Identity::Bearer(caller));
+    }
+    match agent_caller(&mcp.services, Surface::Mcp, token).await {
+        Ok(agent) => Some(Identity::Agent(agent)),
+        Err(why) => {
+            // A reason token only, for the operator; never the token.
+            tracing::debug!(target: "mcp", reason = %why, "[mcp] bearer refused");
+            None
+        }
+    }
+}
+
+/// The gate: 403 for a foreign `Host`, 503 without a token map, 401 for an unproven bearer,
+/// 404 for a session id; otherwise the request goes on with its [`Identity`] attached.
+pub(crate) async fn gate(
+    State(mcp): State<Arc<Mcp>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    if !host_allowed(
+        request.headers(),
+        request.uri(),
+        &mcp.settings.allowed_hosts,
+    ) {
+        return plain(
+            StatusCode::FORBIDDEN,
+            "Forbidden: this Host is not in [mcp] allowed_hosts",
+        );
+    }
+    if mcp.services.tokens.is_none() {
+        return plain(StatusCode::SERVICE_UNAVAILABLE, OFF);
+    }
+    let identity = match bearer(request.headers()) {
+        Some(token) => identify(&mcp, token).await,
+        None => None,
+    };
+    let Some(identity) = identity else {
+        return unauthorized();
+    };
+    if request.headers().contains_key(SESSION_HEADER) {
+        // Stateless: no session is ever issued, so every session id is unknown.
+        return plain(StatusCode::NOT_FOUND, "Not Found: Session not found");
+    }
+    request.extensions_mut().insert(identity);
+    if request.method() != Method::POST {
+        return next.run(request).await;
+    }
+    // The body is read here, once the caller is proven: bounded, and checked to be JSON, so
+    // a malformed message gets a JSON-RPC parse error (400) rather than rmcp's 415.
+    let (parts, body) = request.into_parts();
+    let bytes = match axum::body::to_bytes(body, mcp.settings.max_body_bytes).await {
+        Ok(b) => b,
+        Err(_) => {
+            return plain(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "Payload Too Large: the request is over [mcp] max_body_bytes",
+            );
+        }
+    };
+    match serde_json::from_slice::<Envelope>(&bytes) {
+        Ok(envelope) if envelope.is_message() => {}
+        Ok(_) => {
+            return jsonrpc_error(
+                -32600,
+                "Invalid Request: send one JSON-RPC 2.0 message, an object with \"jsonrpc\": \"2.0\" and a \"method\" (or a response's \"result\" or \"error\")".to_owned(),
+            );
+        }
+        Err(e) if e.is_syntax() || e.is_eof() => {
+            let at = format!("line {} column {}", e.line(), e.column());
+            return jsonrpc_error(
+                -32700,
+                format!("Parse error: the body is not valid JSON ({at})"),
+            );
+        }
+        Err(_) => {
+            return jsonrpc_error(
+                -32600,
+                "Invalid Request: the body must be one JSON-RPC 2.0 message (an object)".to_owned(),
+            );
+        }
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
+
+/// What makes a body a JSON-RPC message, read without keeping its params.
+#[derive(serde::Deserialize)]
+struct Envelope {
+    jsonrpc: Option<String>,
+    method: Option<serde::de::IgnoredAny>,
+    result: Option<serde::de::IgnoredAny>,
+    error: Option<serde::de::IgnoredAny>,
+}
+
+impl Envelope {
+    fn is_message(&self) -> bool {
+        self.jsonrpc.as_deref() == Some("2.0")
+            && (self.method.is_some() || self.result.is_some() || self.error.is_some())
+    }
+}
+
+/// A JSON-RPC error with no id, as HTTP 400.
+fn jsonrpc_error(code: i64, message: String) -> Response {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": code, "message": message}
+    });
+    let mut r = Response::new(Body::from(body.to_string()));
+    *r.status_mut() = StatusCode::BAD_REQUEST;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+fn unauthorized() -> Response {
+    let mut r = StatusCode::UNAUTHORIZED.into_response();
+    r.headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    r
+}
+
+fn plain(status: StatusCode, text: &'static str) -> Response {
+    let mut r = Response::new(Body::from(text));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules(entries: &[&str]) -> Vec<HostRule> {
+        entries
+            .iter()
+            .map(|e| HostRule::parse(e).unwrap())
+            .collect()
+    }
+
+    fn allowed(host: Option<&str>, entries: &[&str]) -> bool {
+        let mut h = HeaderMap::new();
+        if let Some(host) = host {
+            h.insert(header::HOST, HeaderValue::from_str(host).unwrap());
+        }
+        host_allowed(&h, &axum::http::Uri::from_static("/mcp"), &rules(entries))
+    }
+
+    #[test]
+    fn hosts_without_a_port_match_any_port_and_ports_match_exactly() {
+        let loopback = ["localhost", "127.0.0.1", "::1"];
+        for (host, want) in [
+            (Some("localhost"), true),
+            (Some("localhost:8080"), true),
+            (Some("LOCALHOST:1"), true),
+            (Some("127.0.0.1:9"), true),
+            (Some("[::1]:8080"), true),
+            (Some("[::1]"), true),
+            (Some("evil.example"), false),
+            (Some("localhost.evil.example"), false),
+            (Some("127.0.0.1.nip.io:80"), false),
+            (Some("localhost:notaport"), false),
+            (Some("[::1"), false),
+            (Some(""), false),
+            (None, false),
+        ] {
+            assert_eq!(allowed(host, &loopback), want, "{host:?}");
+        }
+        let pinned = ["mcp.example.com:8443"];
+        assert!(allowed(Some("mcp.example.com:8443"), &pinned));
+        assert!(!allowed(Some("mcp.example.com:8080"), &pinned));
+        assert!(!allowed(Some("mcp.example.com"), &pinned));
+    }
+
+    #[test]
+    fn host_rules_parse_or_say_what_is_wrong() {
+        for good in [
+            "localhost",
+            "a.b-c.example:443",
+            "::1",
+            "[::1]:80",
+            "10.0.0.1",
+        ] {
+            assert!(HostRule::parse(good).is_ok(), "{good}");
+        }
+        for bad in ["", "a b", "host:99999", "host:x", "[::1", "http://x", "x/y"] {
+            let e = HostRule::parse(bad).unwrap_err();
+            assert!(e.to_string().contains("is not a host"), "{bad}: {e}");
+        }
+        assert_eq!(HostRule::parse("[::1]:80").unwrap().to_string(), "[::1]:80");
+    }
+
+    #[test]
+    fn bearer_parsing() {
+        let mut h = HeaderMap::new();
+        assert_eq!(bearer(&h), None);
+        for (v, want) in [
+            ("Bearer abc", Some("abc")),
+            ("bearer  abc ", Some("abc")),
+            ("Basic abc", None),
+            ("Bearer ", None),
+        ] {
+            h.insert(header::AUTHORIZATION, HeaderValue::from_str(v).unwrap());
+            assert_eq!(bearer(&h), want, "{v}");
+        }
+    }
+}

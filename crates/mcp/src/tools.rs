@@ -1,0 +1,226 @@
+//! The MCP handler: the registry's commands as tools, listed per caller, called through
+//! `Registry::invoke`.
+
+use std::sync::Arc;
+
+use authz_core::{Action, Effect};
+use commands::{Command, RawInput, Reply, ReplyKind};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Map, Value, json};
+
+use crate::ask::{self, ASK};
+use crate::{Identity, Mcp};
+
+/// The MCP handler; one per request (stateless), sharing the surface.
+#[derive(Clone)]
+pub(crate) struct Handler {
+    mcp: Arc<Mcp>,
+}
+
+impl Handler {
+    pub(crate) fn new(mcp: Arc<Mcp>) -> Self {
+        Handler { mcp }
+    }
+
+    /// The tools `identity` may call: each command whose admission passes, then `ask` when
+    /// it may run some agent.
+    fn tools_for(&self, identity: &Identity) -> Vec<Tool> {
+        let caller = identity.caller();
+        let registry = &self.mcp.registry;
+        let mut tools: Vec<Tool> = registry
+            .commands()
+            .iter()
+            .filter(|c| {
+                let raw = RawInput::Json {
+                    id: c.id.as_str().to_owned(),
+                    args: Map::new(),
+                };
+                registry.admission(caller, c, &raw).is_allow()
+            })
+            .map(command_tool)
+            .collect();
+        if ask::may_ask(&self.mcp.services, caller) {
+            tools.push(ask::tool());
+        }
+        tools
+    }
+
+    async fn call(
+        &self,
+        identity: &Identity,
+        name: &str,
+        arguments: JsonObject,
+        ctx: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        if name == ASK {
+            return ask::call(&self.mcp, identity, arguments, ctx).await;
+        }
+        // An unknown name goes to the registry as it is, which answers unknown-command.
+        let id = self
+            .mcp
+            .registry
+            .commands()
+            .iter()
+            .find(|c| c.tool_name() == name)
+            .map_or_else(|| name.to_owned(), |c| c.id.as_str().to_owned());
+        let caller = identity.caller();
+        let reply = self
+            .mcp
+            .registry
+            .invoke(
+                caller,
+                RawInput::Json {
+                    id,
+                    args: arguments,
+                },
+                &self.mcp.services,
+            )
+            .await;
+        if !matches!(reply.kind, ReplyKind::Unauthorized | ReplyKind::NotFound) {
+            // Denied requests leave only the audit line (operations.md).
+            tracing::info!(surface = "mcp", tool = name, actor = %caller.actor.id, kind = ?reply.kind, "tools/call");
+        }
+        tool_result(&reply)
+    }
+}
+
+/// A command as a tool: `runs.list` → `runs_list`, its argument schema, its summary, and
+/// `readOnlyHint` when its action only reads.
+fn command_tool(command: &Command) -> Tool {
+    let schema = match command.args.json_schema() {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    };
+    let read_only = matches!(command.action, Action::Command(_, Effect::Read));
+    Tool::new(command.tool_name(), command.summary, schema)
+        .with_annotations(ToolAnnotations::new().read_only(read_only))
+}
+
+/// A reply as a tool result: its text as content, its data as `structuredContent` (always an
+/// object), and `isError` for anything but ok.
+pub(crate) fn tool_result(reply: &Reply) -> CallToolResult {
+    let content = vec![ContentBlock::text(reply.text.clone())];
+    let mut result = if reply.kind == ReplyKind::Ok {
+        CallToolResult::success(content)
+    } else {
+        CallToolResult::error(content)
+    };
+    result.structured_content = Some(as_object(reply.data.clone()));
+    result
+}
+
+/// `structuredContent` must be an object (2025-06-18+): an object stays as it is; anything
+/// else is wrapped as `{"value": …}`.
+fn as_object(data: Value) -> Value {
+    match data {
+        Value::Object(_) => data,
+        Value::Null => json!({}),
+        other => json!({ "value": other }),
+    }
+}
+
+/// The identity the gate attached; `None` only if the handler is reached without the gate.
+fn identity_of(ctx: &RequestContext<RoleServer>) -> Option<Identity> {
+    ctx.extensions
+        .get::<axum::http::request::Parts>()?
+        .extensions
+        .get::<Identity>()
+        .cloned()
+}
+
+fn unproven() -> ErrorData {
+    // Unreachable behind the gate; fail closed all the same.
+    ErrorData::invalid_request("unauthenticated", None)
+}
+
+/// `tools/list` cursors are the offset of the page's first tool, as text.
+fn page_start(cursor: Option<&str>, len: usize) -> Result<usize, ErrorData> {
+    match cursor {
+        None => Ok(0),
+        Some(c) => c
+            .parse::<usize>()
+            .ok()
+            .filter(|&n| n > 0 && n < len)
+            .ok_or_else(|| ErrorData::invalid_params("unknown cursor", None)),
+    }
+}
+
+impl ServerHandler for Handler {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new(
+                "switchboard",
+                self.mcp.services.version,
+            ))
+            .with_instructions(
+                "Switchboard's registry commands as tools (runs, friction, config, memory, schedules) and `ask` to start an agent run. Every call is decided by the same policy as every other surface.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let identity = identity_of(&ctx).ok_or_else(unproven)?;
+        let tools = self.tools_for(&identity);
+        let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
+        let start = page_start(cursor, tools.len())?;
+        let size = self.mcp.settings.page_size.max(1);
+        let end = start.saturating_add(size).min(tools.len());
+        let page = tools.get(start..end).unwrap_or_default().to_vec();
+        let mut result = ListToolsResult::with_all_items(page);
+        result.next_cursor = (end < tools.len()).then(|| end.to_string());
+        Ok(result)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let identity = identity_of(&ctx).ok_or_else(unproven)?;
+        let arguments = request.arguments.unwrap_or_default();
+        Ok(self
+            .call(&identity, &request.name, arguments, &ctx)
+            .await
+            .into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn structured_content_is_always_an_object() {
+        assert_eq!(as_object(json!({"a": 1})), json!({"a": 1}));
+        assert_eq!(as_object(json!([1, 2])), json!({"value": [1, 2]}));
+        assert_eq!(as_object(json!("x")), json!({"value": "x"}));
+        assert_eq!(as_object(Value::Null), json!({}));
+    }
+
+    #[test]
+    fn cursors_are_offsets_inside_the_list() {
+        assert_eq!(page_start(None, 3).unwrap(), 0);
+        assert_eq!(page_start(Some("2"), 3).unwrap(), 2);
+        for bad in ["0", "3", "-1", "x", "", "99999999999999999999999"] {
+            assert!(page_start(Some(bad), 3).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_refusal_is_a_tool_error_with_the_registry_text() {
+        let r = tool_result(&Reply::not_found("run x"));
+        assert_eq!(r.is_error, Some(true));
+        assert_eq!(r.structured_content.unwrap()["code"], json!("not_found"));
+        let ok = tool_result(&Reply::ok("fine", json!({"runs": []})));
+        assert_eq!(ok.is_error, Some(false));
+    }
+}

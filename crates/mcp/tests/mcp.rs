@@ -1,0 +1,564 @@
+//! `/mcp` over real HTTP on loopback, driven by rmcp's own client (and raw HTTP for the bad
+//! input rmcp's client would never send).
+// A test binary: a failed expectation panics.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod common;
+
+use std::time::Duration;
+
+use authz_core::ChannelVisibility as V;
+use commands::ReplyKind;
+use common::*;
+use rmcp::model::PaginatedRequestParams;
+use serde_json::{Value, json};
+
+const READER: &str = "reader-token-0123456789";
+const OPSBOT: &str = "opsbot-token-0123456789";
+const FLEET: &str = "fleet-token-01234567890";
+const NOBODY: &str = "nobody-token-0123456789";
+
+#[tokio::test]
+async fn two_tokens_with_different_grants_see_different_tools() {
+    let s = start(Some(token_map()), "").await;
+    let reader = s.client(READER).await;
+    let ops = s.client(OPSBOT).await;
+    let nobody = s.client(NOBODY).await;
+    let r = names(&reader.list_all_tools().await.unwrap());
+    let o = names(&ops.list_all_tools().await.unwrap());
+    let n = names(&nobody.list_all_tools().await.unwrap());
+    for t in ["runs_list", "runs_get", "runs_events", "runs_friction"] {
+        assert!(r.contains(&t.to_owned()), "{t} in {r:?}");
+        assert!(o.contains(&t.to_owned()), "{t} in {o:?}");
+    }
+    for t in ["runs_stop", "ask", "help", "config_set"] {
+        assert!(!r.contains(&t.to_owned()), "reader lists {t}: {r:?}");
+    }
+    for t in ["runs_stop", "ask", "help"] {
+        assert!(o.contains(&t.to_owned()), "opsbot lacks {t}: {o:?}");
+    }
+    assert!(!o.contains(&"config_set".to_owned()));
+    assert!(
+        n.is_empty(),
+        "a token holding nothing learns no schema: {n:?}"
+    );
+
+    // Each tool: its command's schema, its summary, readOnlyHint for :read.
+    let tools = ops.list_all_tools().await.unwrap();
+    let list = tools.iter().find(|t| t.name == "runs_list").unwrap();
+    let schema = Value::Object((*list.input_schema).clone());
+    assert_eq!(schema["type"], "object");
+    assert_eq!(
+        schema["properties"]["status"]["enum"],
+        json!(["live", "finished", "all"])
+    );
+    assert!(!list.description.as_deref().unwrap_or_default().is_empty());
+    assert_eq!(
+        list.annotations.as_ref().unwrap().read_only_hint,
+        Some(true)
+    );
+    let stop = tools.iter().find(|t| t.name == "runs_stop").unwrap();
+    assert_eq!(
+        stop.annotations.as_ref().unwrap().read_only_hint,
+        Some(false)
+    );
+    let ask = tools.iter().find(|t| t.name == "ask").unwrap();
+    assert_eq!(
+        Value::Object((*ask.input_schema).clone())["required"],
+        json!(["request"])
+    );
+}
+
+#[tokio::test]
+async fn tools_list_pages_per_the_protocol() {
+    let s = start(Some(token_map()), "tools_page_size = 2").await;
+    let ops = s.client(OPSBOT).await;
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    let mut pages = 0;
+    loop {
+        let page = ops
+            .list_tools(Some(PaginatedRequestParams::default().with_cursor(cursor)))
+            .await
+            .unwrap();
+        assert!(page.tools.len() <= 2);
+        seen.extend(names(&page.tools));
+        pages += 1;
+        match page.next_cursor {
+            Some(c) => cursor = Some(c),
+            None => break,
+        }
+    }
+    assert!(pages >= 3, "{pages} pages");
+    let all = names(&ops.list_all_tools().await.unwrap());
+    assert_eq!(
+        seen, all,
+        "the pages are the whole list, once each, in order"
+    );
+    // A cursor this server never gave is a protocol error (no reason about anyone).
+    let bad = ops
+        .list_tools(Some(
+            PaginatedRequestParams::default().with_cursor(Some("nonsense".into())),
+        ))
+        .await;
+    assert!(bad.is_err());
+}
+
+/// Deliberate change (d): an unpinned token lists only public runs and gets not_found on every
+/// other; a granted token sees its channel; the fleet sees everything.
+#[tokio::test]
+async fn runs_list_returns_exactly_what_the_predicate_allows() {
+    let s = start(Some(token_map()), "").await;
+    let public = s.seed("slack:C1", "slack:UBOB", V::Public).await;
+    let private = s.seed("slack:G1", "slack:UBOB", V::Private).await;
+    let ops_run = s.seed("mcp:ops", "mcp:opsbot", V::Machine).await;
+    let other_machine = s.seed("mcp:billing", "mcp:billing", V::Machine).await;
+    let id = |r: &store::RunRecord| r.id.to_string();
+    let sorted = |mut v: Vec<String>| {
+        v.sort();
+        v
+    };
+    let list = json!({"status": "all"});
+
+    let reader = s.client(READER).await;
+    let got = call(&reader, "runs_list", list.clone()).await;
+    assert_eq!(got.is_error, Some(false), "{}", text(&got));
+    assert_eq!(listed_ids(&got), vec![id(&public)]);
+
+    let ops = s.client(OPSBOT).await;
+    let got = call(&ops, "runs_list", list.clone()).await;
+    assert_eq!(
+        sorted(listed_ids(&got)),
+        sorted(vec![id(&public), id(&ops_run)])
+    );
+
+    let fleet = s.client(FLEET).await;
+    let got = call(&fleet, "runs_list", list.clone()).await;
+    assert_eq!(
+        sorted(listed_ids(&got)),
+        sorted(vec![
+            id(&public),
+            id(&private),
+            id(&ops_run),
+            id(&other_machine)
+        ])
+    );
+
+    // structuredContent is an object, as --json prints it.
+    assert!(got.structured_content.as_ref().unwrap().is_object());
+
+    // Point reads: a run outside the predicate is not_found, like a missing one.
+    for r in [&private, &ops_run, &other_machine] {
+        let got = call(&reader, "runs_get", json!({"id": id(r)})).await;
+        assert_eq!(got.is_error, Some(true));
+        assert!(
+            text(&got).contains("not found") || text(&got).contains("no run"),
+            "{}",
+            text(&got)
+        );
+    }
+    let seen = call(&ops, "runs_get", json!({"id": id(&ops_run)})).await;
+    assert_eq!(seen.is_error, Some(false), "{}", text(&seen));
+}
+
+#[tokio::test]
+async fn a_denied_runs_get_is_identical_to_a_missing_one() {
+    let s = start(Some(token_map()), "").await;
+    let private = s.seed("slack:G1", "slack:UBOB", V::Private).await;
+    let reader = s.client(READER).await;
+    let missing_id = "01JZZZZZZZZZZZZZZZZZZZZZZZ";
+    for tool in ["runs_get", "runs_events", "runs_friction"] {
+        let denied = call(&reader, tool, json!({"id": private.id.to_string()})).await;
+        let missing = call(&reader, tool, json!({"id": missing_id})).await;
+        let norm = |r: &rmcp::model::CallToolResult, id: &str| {
+            serde_json::to_string(r).unwrap().replace(id, "<ID>")
+        };
+        assert_eq!(
+            norm(&denied, private.id.as_str()),
+            norm(&missing, missing_id),
+            "{tool}: a denied read must be byte-identical to a missing one"
+        );
+        assert_eq!(denied.is_error, Some(true));
+    }
+    // The refusal is on the audit line only.
+    assert!(!s.audit.lines().is_empty());
+}
+
+#[tokio::test]
+async fn refusals_unknown_tools_and_bad_arguments_are_tool_errors_not_protocol_errors() {
+    let s = start(Some(token_map()), "").await;
+    let reader = s.client(READER).await;
+    let before = s.run_count().await;
+    for (tool, args, want) in [
+        // Not admitted: the registry's refusal in the command's deny shape, as on any surface
+        // (a run's stop is a point action: not_found).
+        (
+            "runs_stop",
+            json!({"id": "01JZZZZZZZZZZZZZZZZZZZZZZZ"}),
+            "not_found",
+        ),
+        (
+            "config_set",
+            json!({"key": "greeting", "value": "hi", "org": true}),
+            "unauthorized",
+        ),
+        // Does not exist.
+        ("frobnicate", json!({}), "unknown_command"),
+        // Fails the schema: the usage reply.
+        ("runs_list", json!({"status": "sideways"}), "usage"),
+        ("runs_list", json!({"limit": "many"}), "usage"),
+        ("runs_list", json!({"colour": "red"}), "usage"),
+        ("runs_get", json!({}), "usage"),
+        // ask without a grant to run anything.
+        ("ask", json!({"request": "hello"}), "unauthorized"),
+    ] {
+        let got = call(&reader, tool, args.clone()).await;
+        assert_eq!(got.is_error, Some(true), "{tool} {args}");
+        let code = got.structured_content.as_ref().unwrap()["code"].clone();
+        assert_eq!(code, json!(want), "{tool} {args}: {}", text(&got));
+    }
+    let ops = s.client(OPSBOT).await;
+    for args in [
+        json!({}),
+        json!({"request": 3}),
+        json!({"request": "x", "wait": "yes"}),
+    ] {
+        let got = call(&ops, "ask", args.clone()).await;
+        assert_eq!(got.is_error, Some(true), "{args}");
+        assert!(text(&got).contains("usage: ask"), "{args}: {}", text(&got));
+    }
+    assert_eq!(s.run_count().await, before, "nothing was written");
+}
+
+#[tokio::test]
+async fn ask_records_a_run_in_the_tokens_channel_and_can_wait_for_the_answer() {
+    let s = start(Some(token_map()), "").await;
+    let ops = s.client(OPSBOT).await;
+    let started = call(&ops, "ask", json!({"request": "hello there"})).await;
+    assert_eq!(started.is_error, Some(false), "{}", text(&started));
+    let sc = started.structured_content.clone().unwrap();
+    let id = sc["run_id"].as_str().unwrap().to_owned();
+    assert!(text(&started).contains(&id));
+    let run = s.run(&id).await;
+    assert_eq!(run.channel_id.as_str(), "mcp:ops", "the token's channel");
+    assert_eq!(run.user_id.as_str(), "mcp:opsbot");
+    assert_eq!(run.surface.as_str(), "mcp");
+    assert_eq!(run.parent_run, None);
+
+    let waited = call(
+        &ops,
+        "ask",
+        json!({"request": "say this back", "wait": true}),
+    )
+    .await;
+    assert_eq!(waited.is_error, Some(false), "{}", text(&waited));
+    let sc = waited.structured_content.clone().unwrap();
+    assert_eq!(sc["status"], "completed");
+    assert!(text(&waited).contains("say this back"), "{}", text(&waited));
+    let done = s.run(sc["run_id"].as_str().unwrap()).await;
+    assert_eq!(done.status, store::RunStatus::Completed);
+}
+
+/// An agent's token: `agent:<name>` for its run's principal, grants intersected, only while
+/// the run is live; its `ask` is the child of its run.
+#[tokio::test]
+async fn an_agent_token_reads_only_what_its_principal_may_and_dies_with_its_run() {
+    let s = start(Some(token_map()), "").await;
+    let public = s.seed("slack:C1", "slack:UBOB", V::Public).await;
+    let bobs_private = s.seed("slack:G2", "slack:UBOB", V::Private).await;
+    // Alice asks the holder agent in a private channel; it keeps its run live.
+    let handled = s
+        .slack_says("slack:UALICE", "slack:G1", "@holder look around")
+        .await;
+    assert_eq!(handled.reply.kind, ReplyKind::Ok, "{}", handled.reply.text);
+    let parent = handled.run.unwrap().id().clone();
+    let (token, url) = s.holder_env(&parent).await;
+    assert_eq!(url, s.url, "SWITCHBOARD_MCP_URL is this server's /mcp");
+
+    let agent = s.client(&token).await;
+    let tools = names(&agent.list_all_tools().await.unwrap());
+    assert!(
+        tools.contains(&"runs_list".to_owned()) && tools.contains(&"ask".to_owned()),
+        "{tools:?}"
+    );
+    assert!(
+        !tools.contains(&"runs_stop".to_owned()),
+        "Alice holds no runs:write: {tools:?}"
+    );
+    let listed = listed_ids(&call(&agent, "runs_list", json!({"status": "all"})).await);
+    assert!(listed.contains(&public.id.to_string()));
+    assert!(listed.contains(&parent.to_string()), "Alice's own run");
+    assert!(!listed.contains(&bobs_private.id.to_string()), "{listed:?}");
+    let denied = call(
+        &agent,
+        "runs_get",
+        json!({"id": bobs_private.id.to_string()}),
+    )
+    .await;
+    assert_eq!(denied.is_error, Some(true));
+    assert_eq!(denied.structured_content.unwrap()["code"], "not_found");
+
+    // ask: a child run, in the parent's channel with its stamp, for Alice.
+    let child = call(
+        &agent,
+        "ask",
+        json!({"request": "sub-question", "agent": "echo", "wait": true}),
+    )
+    .await;
+    assert_eq!(child.is_error, Some(false), "{}", text(&child));
+    let child = s
+        .run(
+            child.structured_content.unwrap()["run_id"]
+                .as_str()
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(child.parent_run.as_ref(), Some(&parent));
+    assert_eq!(child.channel_id.as_str(), "slack:G1");
+    assert_eq!(child.channel_visibility, V::Private);
+    assert_eq!(
+        child.user_id.as_str(),
+        "slack:UALICE",
+        "the principal is still Alice"
+    );
+    assert_eq!(child.surface.as_str(), "mcp");
+
+    // The run ends: the same token is refused before any MCP message is read.
+    assert!(s.services.runs.stop_here(&parent));
+    for _ in 0..500 {
+        if !s.run(parent.as_str()).await.status.is_live() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let bearer = format!("Bearer {token}");
+    let (status, body) = s
+        .post(&[("authorization", bearer.as_str())], &initialize_body())
+        .await;
+    assert_eq!((status, body.as_str()), (401, ""));
+}
+
+pub fn initialize_body() -> String {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}})
+    .to_string()
+}
+
+const LIST: &str = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}"#;
+
+/// Bad input as a table: each gets its status, nothing panics, and nothing is written.
+#[tokio::test]
+async fn bad_input_gets_its_status_and_writes_nothing() {
+    let s = start(Some(token_map()), "max_body_bytes = 4096").await;
+    let before = s.run_count().await;
+    let ok_auth = format!("Bearer {OPSBOT}");
+    let ok = ok_auth.as_str();
+    let huge = format!(
+        r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"ask","arguments":{{"request":"{}"}}}}}}"#,
+        "x".repeat(10_000)
+    );
+    let ask_call = r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"ask","arguments":{"request":"hi"}}}"#;
+    let pv = ("mcp-protocol-version", "2025-06-18");
+    let cases: Vec<(&str, Vec<(&str, &str)>, String, u16)> = vec![
+        ("no bearer", vec![pv], ask_call.into(), 401),
+        (
+            "wrong bearer",
+            vec![("authorization", "Bearer wrong-token-000000"), pv],
+            ask_call.into(),
+            401,
+        ),
+        (
+            "not a bearer",
+            vec![("authorization", "Basic b3BzOmJvdA=="), pv],
+            ask_call.into(),
+            401,
+        ),
+        (
+            "a forged agent token",
+            vec![
+                (
+                    "authorization",
+                    "Bearer eyJhbGciOiJIUzI1NiJ9.eyJydW4iOiJ4In0.c2ln",
+                ),
+                pv,
+            ],
+            ask_call.into(),
+            401,
+        ),
+        (
+            "a bad Host",
+            vec![("authorization", ok), ("host", "evil.example"), pv],
+            ask_call.into(),
+            403,
+        ),
+        (
+            "a rebinding Host",
+            vec![
+                ("authorization", ok),
+                ("host", "localhost.evil.example:80"),
+                pv,
+            ],
+            ask_call.into(),
+            403,
+        ),
+        (
+            "malformed JSON-RPC",
+            vec![("authorization", ok), pv],
+            "{\"jsonrpc\": \"2.0\", \"id\": ".into(),
+            400,
+        ),
+        (
+            "not JSON-RPC",
+            vec![("authorization", ok), pv],
+            "[1, 2, 3]".into(),
+            400,
+        ),
+        (
+            "not JSON-RPC 2.0",
+            vec![("authorization", ok), pv],
+            r#"{"jsonrpc":"1.0","id":1,"method":"tools/list"}"#.into(),
+            400,
+        ),
+        (
+            "no method",
+            vec![("authorization", ok), pv],
+            r#"{"jsonrpc":"2.0","id":1}"#.into(),
+            400,
+        ),
+        (
+            "not UTF-8",
+            vec![("authorization", ok), pv],
+            String::from_utf8_lossy(&[0x7b, 0xff, 0x7d]).into_owned(),
+            400,
+        ),
+        ("a huge request", vec![("authorization", ok), pv], huge, 413),
+        (
+            "a session id of another session",
+            vec![
+                ("authorization", ok),
+                ("mcp-session-id", "5f3c-other-session"),
+                pv,
+            ],
+            ask_call.into(),
+            404,
+        ),
+    ];
+    for (what, headers, body, want) in cases {
+        let (status, text) = s.post(&headers, &body).await;
+        assert_eq!(status, want, "{what}: {text}");
+        if want == 401 {
+            assert_eq!(text, "", "{what}: a refused bearer learns nothing");
+        }
+        if want == 400 {
+            let v: Value = serde_json::from_str(&text).unwrap();
+            let code = v["error"]["code"].as_i64().unwrap();
+            assert!(code == -32700 || code == -32600, "{what}: {text}");
+        }
+    }
+    // Unknown tool and schema failures are tool results (isError), with status 200.
+    for (tool, args) in [
+        ("frobnicate", json!({})),
+        ("runs_list", json!({"status": 7})),
+    ] {
+        let body = json!({"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":tool,"arguments":args}}).to_string();
+        let (status, text) = s.post(&[("authorization", ok), pv], &body).await;
+        assert_eq!(status, 200, "{tool}: {text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["result"]["isError"], true, "{tool}: {text}");
+    }
+    // And a well-formed list still works after all that.
+    let (status, text) = s.post(&[("authorization", ok), pv], LIST).await;
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(s.run_count().await, before, "nothing was written");
+}
+
+#[tokio::test]
+async fn without_a_token_map_the_surface_answers_503_saying_what_it_needs() {
+    let s = start(None, "").await;
+    let (status, text) = s.post(&[("authorization", "Bearer x")], LIST).await;
+    assert_eq!(status, 503);
+    assert!(text.contains("no token map"), "{text}");
+}
+
+/// Cancellation stops the wait, never the run: a client that goes away mid-`ask` leaves its
+/// run going.
+#[tokio::test]
+async fn a_client_that_goes_away_stops_waiting_not_the_run() {
+    let s = start(Some(token_map()), "").await;
+    let body = json!({"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"ask","arguments":{"request":"@staller wait for me", "wait": true}}}).to_string();
+    let req = s
+        .http
+        .post(&s.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-06-18")
+        .header("authorization", format!("Bearer {OPSBOT}"))
+        .body(body)
+        .send();
+    // The call starts its run and waits; the client gives up and goes away.
+    let pending = tokio::time::timeout(Duration::from_millis(1000), req).await;
+    assert!(
+        pending.is_err(),
+        "the wait should still be going: {pending:?}"
+    );
+    let live = || async {
+        s.store
+            .list_runs(&store::ListRuns {
+                visible_to: authz_core::Predicate::All,
+                status: store::StatusFilter::Live,
+                limit: 10,
+                before: None,
+            })
+            .await
+            .unwrap()
+            .runs
+    };
+    let runs = live().await;
+    assert_eq!(runs.len(), 1, "the ask started its run");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let run = s.run(runs[0].id.as_str()).await;
+    assert!(
+        run.status.is_live(),
+        "the run goes on after the client left: {:?}",
+        run.status
+    );
+    assert!(s.services.runs.stop_here(&run.id));
+}
+
+/// While `ask` waits, a client that asked for progress gets progress notifications, then
+/// the answer, on the same response stream.
+#[tokio::test]
+async fn ask_sends_progress_while_it_waits() {
+    let s = start(Some(token_map()), "").await;
+    let body = json!({"jsonrpc":"2.0","id":11,"method":"tools/call","params":{
+        "name":"ask","arguments":{"request":"@slow take your time", "wait": true},
+        "_meta": {"progressToken": "p-1"}}})
+    .to_string();
+    let bearer = format!("Bearer {OPSBOT}");
+    let (status, text) = s
+        .post(
+            &[
+                ("authorization", bearer.as_str()),
+                ("mcp-protocol-version", "2025-06-18"),
+            ],
+            &body,
+        )
+        .await;
+    assert_eq!(status, 200, "{text}");
+    let progress = text
+        .find("notifications/progress")
+        .expect("a progress notification");
+    let result = text.find("\"result\"").expect("the result");
+    assert!(
+        progress < result,
+        "progress comes before the answer: {text}"
+    );
+    assert!(text.contains("\"progressToken\":\"p-1\""), "{text}");
+    assert!(text.contains("take your time"), "{text}");
+}
