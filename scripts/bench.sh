@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmarks (never tests). Usage: scripts/bench.sh [authz|store|ingress]
+# Benchmarks (never tests). Usage: scripts/bench.sh [authz|store|ingress|mcp]
 #
 #   authz   authorize and predicate_for, side by side with cedar-policy deciding an equivalent
 #           policy on the same requests in the same run (crates/authz-bench, excluded from the
@@ -14,6 +14,11 @@
 #           binary over a SQLite store of 1M runs: requests/s and latency percentiles, resident
 #           memory idle and under load, and the time from `serve` to ready with an empty store
 #           and with 1M runs (scripts/bench/ingress.py). Installs wrk from Debian if missing.
+#
+#   mcp     `tools/call runs_list` over Streamable HTTP with wrk (16 connections, 20 s) beside
+#           the same page through /ingress, in one run, against the release binary over the
+#           ingress bench's store; resident memory with 500 open MCP clients
+#           (scripts/bench/mcp.py). Installs wrk from Debian if missing.
 #
 # Raw output goes to target/bench/<name>.txt; docs/benchmarks.md records the figures with the
 # machine and this command.
@@ -40,8 +45,14 @@ case "$what" in
     cargo build --locked --release -p cli
     python3 scripts/bench/ingress.py | tee target/bench/ingress.txt
     ;;
+  mcp)
+    command -v wrk >/dev/null || { apt-get install -y -q wrk >/dev/null || { apt-get update -q && apt-get install -y -q wrk; }; }
+    command -v sqlite3 >/dev/null || apt-get install -y -q sqlite3 >/dev/null
+    cargo build --locked --release -p cli
+    python3 scripts/bench/mcp.py | tee target/bench/mcp.txt
+    ;;
   *)
-    echo "unknown benchmark '$what'; known: authz, store, ingress" >&2
+    echo "unknown benchmark '$what'; known: authz, store, ingress, mcp" >&2
     exit 2
     ;;
 esac

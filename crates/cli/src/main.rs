@@ -256,6 +256,7 @@ fn serve(
         .build()?;
     rt.block_on(async move {
         let secrets = server::Secrets::from_env(&config)?;
+        server::preflight(&config, &secrets)?;
         let app = server::App::build(config, secrets, replica).await?;
         server::serve(app, listen, server::shutdown_signal(), |addr, app| {
             let summary = server::summary(app, addr);

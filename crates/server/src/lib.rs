@@ -38,7 +38,7 @@ use store::{ReplicaId, Store, Timestamp};
 
 pub use config::{LoadedConfig, Source};
 pub use secrets::Secrets;
-pub use serve::{readiness, router, serve, shutdown_signal};
+pub use serve::{preflight, readiness, router, serve, shutdown_signal};
 pub use summary::{Summary, summary};
 
 /// Everything a process needs to answer requests and run agents.

@@ -14,7 +14,7 @@ use http_ingress::Ingress;
 use store::Store;
 use tokio_util::sync::CancellationToken;
 
-use crate::App;
+use crate::{App, LoadedConfig, Secrets};
 
 /// How long `/readyz` waits for the store.
 const READY_TIMEOUT: Duration = Duration::from_secs(2);
@@ -80,7 +80,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
     ready: impl FnOnce(SocketAddr, &App),
 ) -> anyhow::Result<()> {
-    check_agent_token_secret(&app)?;
+    preflight(&app.config, &app.secrets)?;
     let addr = listen.unwrap_or(app.config.server.listen);
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| {
         format!("listening on {addr} failed; pass --listen HOST:PORT or set [server] listen")
@@ -155,11 +155,12 @@ pub async fn serve(
     Ok(())
 }
 
-/// With a Postgres store, agent tokens must verify on every replica, so `/mcp` needs the
-/// shared secret; a per-process random one would refuse an agent whose run lives elsewhere.
-fn check_agent_token_secret(app: &App) -> anyhow::Result<()> {
-    let postgres = matches!(app.config.store.url, store::StoreUrl::Postgres(_));
-    if postgres && app.mcp_is_on() && app.secrets.agent_token_secret.is_none() {
+/// What `serve` refuses to start with, checked before anything is opened. With a Postgres
+/// store (replicas), agent tokens must verify on every replica, so `/mcp` needs the shared
+/// secret: a per-process random one would refuse an agent whose run lives elsewhere.
+pub fn preflight(config: &LoadedConfig, secrets: &Secrets) -> anyhow::Result<()> {
+    let postgres = matches!(config.store.url, store::StoreUrl::Postgres(_));
+    if postgres && crate::mcp_is_on(config, secrets) && secrets.agent_token_secret.is_none() {
         anyhow::bail!(
             "[mcp] is on with a Postgres store, but no agent-token secret is set: agents' tokens must verify on every replica. Set SWITCHBOARD_AGENT_TOKEN_SECRET (32+ random bytes, the same on every replica) or [server] agent_token_secret_file, or set [mcp] enabled = false"
         );

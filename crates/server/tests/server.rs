@@ -216,6 +216,10 @@ async fn the_summary_says_what_is_off_and_what_it_needs() {
         "{summary}"
     );
     assert!(summary.contains("off slack"));
+    assert!(
+        summary.contains("off /mcp               needs [mcp] enabled = true and a token map"),
+        "{summary}"
+    );
     let r = reqwest::Client::new()
         .post(format!("http://{addr}/ingress"))
         .bearer_auth("ops-token-0123456789")
@@ -309,4 +313,92 @@ async fn readiness_fails_when_the_store_does_not_answer() {
         server::readiness(&s).await,
         Err("the store is not reachable".to_owned())
     );
+}
+
+#[tokio::test]
+async fn mcp_enabled_without_a_token_map_is_off_and_answers_503() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = config(dir.path(), "[mcp]\nenabled = true");
+    let secrets = Secrets::from_lookup(&c, env(&[])).unwrap();
+    let (addr, stop, handle, summary) = start(c, secrets).await;
+    assert!(
+        summary.contains("off /mcp               [mcp] enabled, but it needs a token map"),
+        "{summary}"
+    );
+    let r = reqwest::Client::new()
+        .post(format!("http://{addr}/mcp"))
+        .bearer_auth("ops-token-0123456789")
+        .header("content-type", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 503);
+    assert!(r.text().await.unwrap().contains("no token map"));
+    stop.send(()).unwrap();
+    handle.await.unwrap().unwrap();
+}
+
+/// With /mcp on, `serve` tells command agents where it is: its own bound address.
+#[tokio::test]
+async fn mcp_on_shows_in_the_summary_and_command_agents_get_its_url() {
+    let dir = tempfile::tempdir().unwrap();
+    let extra = "[mcp]\nenabled = true\n[agents.where]\nbackend = \"command\"\ncommand = [\"/bin/sh\", \"-c\", \"printf %s \\\"$SWITCHBOARD_MCP_URL\\\"\"]";
+    let c = config(dir.path(), extra);
+    let secrets = Secrets::from_lookup(&c, env(&[("SWITCHBOARD_INGRESS_TOKENS", TOKENS)])).unwrap();
+    let (addr, stop, handle, summary) = start(c, secrets).await;
+    assert!(
+        summary.contains("on  /mcp               stateless Streamable HTTP; 1 bearer token and run-scoped agent tokens; hosts localhost, 127.0.0.1, [::1]"),
+        "{summary}"
+    );
+    let r = reqwest::Client::new()
+        .post(format!("http://{addr}/ingress?wait=30"))
+        .bearer_auth("ops-token-0123456789")
+        .header("accept", "application/json")
+        .body("@where are you")
+        .send()
+        .await
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
+    assert_eq!(v["answer"], format!("http://{addr}/mcp"), "{v}");
+    stop.send(()).unwrap();
+    handle.await.unwrap().unwrap();
+}
+
+/// Replicas share a Postgres store, so an agent token must verify on all of them: with /mcp
+/// on, `serve` refuses to start without the shared secret, and says which keys set it.
+#[test]
+fn mcp_on_postgres_needs_a_shared_agent_token_secret() {
+    let text = "[store]\nurl = \"postgres://sb@db.internal/switchboard\"\n[mcp]\nenabled = true\n";
+    let c = parse(Source::File("pg.toml".into()), text).unwrap();
+    let without = Secrets::from_lookup(&c, env(&[("SWITCHBOARD_INGRESS_TOKENS", TOKENS)])).unwrap();
+    let e = server::preflight(&c, &without).unwrap_err().to_string();
+    assert!(e.contains("SWITCHBOARD_AGENT_TOKEN_SECRET"), "{e}");
+    assert!(e.contains("[server] agent_token_secret_file"), "{e}");
+    let with = Secrets::from_lookup(
+        &c,
+        env(&[
+            ("SWITCHBOARD_INGRESS_TOKENS", TOKENS),
+            (
+                "SWITCHBOARD_AGENT_TOKEN_SECRET",
+                "a-shared-secret-of-enough-length-0123",
+            ),
+        ]),
+    )
+    .unwrap();
+    assert!(server::preflight(&c, &with).is_ok());
+    // Off, or on SQLite (one process), there is nothing to share.
+    let off = parse(
+        Source::File("pg.toml".into()),
+        "[store]\nurl = \"postgres://sb@db.internal/switchboard\"\n",
+    )
+    .unwrap();
+    let off_secrets =
+        Secrets::from_lookup(&off, env(&[("SWITCHBOARD_INGRESS_TOKENS", TOKENS)])).unwrap();
+    assert!(server::preflight(&off, &off_secrets).is_ok());
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = config(dir.path(), "[mcp]\nenabled = true");
+    let sqlite_secrets =
+        Secrets::from_lookup(&sqlite, env(&[("SWITCHBOARD_INGRESS_TOKENS", TOKENS)])).unwrap();
+    assert!(server::preflight(&sqlite, &sqlite_secrets).is_ok());
 }

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The official Python MCP SDK (PyPI `mcp`, pinned below) against a real `switchboard serve`:
+# two tokens list different tools, runs_list, a denied runs_get (not_found), ask and ask with
+# wait. The SDK is installed into target/mcp-client-venv (kept between runs). .ci/run calls
+# this; it fails, never skips, when anything is missing.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+MCP_SDK_VERSION="2.3.0"
+venv="$root/target/mcp-client-venv"
+if ! "$venv/bin/python" -c "import mcp, importlib.metadata as m; assert m.version('mcp') == '$MCP_SDK_VERSION'" 2>/dev/null; then
+  echo "mcp-client-check: installing the Python MCP SDK $MCP_SDK_VERSION into $venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "mcp==$MCP_SDK_VERSION"
+fi
+bin="$root/target/debug/switchboard"
+[ -x "$bin" ] || cargo build --locked -p cli
+
+work="$(mktemp -d)"
+server_pid=""
+cleanup() {
+  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+port="$("$venv/bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+cat > "$work/switchboard.toml" <<TOML
+[server]
+listen = "127.0.0.1:$port"
+data_dir = "$work/data"
+[store]
+url = "sqlite://$work/switchboard.db"
+[agents]
+default = "echo"
+[agents.echo]
+[mcp]
+enabled = true
+[grants."mcp:reader"]
+actions = ["runs:read"]
+[grants."mcp:ops"]
+actions = ["runs:read", "runs:write", "agent:run:echo"]
+channels = ["mcp:ops"]
+TOML
+export SWITCHBOARD_INGRESS_TOKENS='{"reader-token-python-0001": {"subject": "reader"}, "ops-token-python-000000001": {"subject": "ops", "channel": "mcp:ops"}}'
+
+# A run the reader may not read: the CLI's own (cli:local, a machine channel it is not granted).
+hidden="$("$bin" --config "$work/switchboard.toml" ask --json "a run the reader cannot see" | "$venv/bin/python" -c 'import json, sys; print(json.load(sys.stdin)["run_id"])')"
+
+"$bin" --config "$work/switchboard.toml" serve > "$work/serve.log" 2>&1 &
+server_pid=$!
+for _ in $(seq 1 100); do
+  curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
+  kill -0 "$server_pid" 2>/dev/null || { cat "$work/serve.log" >&2; exit 1; }
+  sleep 0.2
+done
+grep -q "on  /mcp" "$work/serve.log" || { echo "mcp-client-check: the start-up summary does not show /mcp on" >&2; cat "$work/serve.log" >&2; exit 1; }
+
+"$venv/bin/python" "$root/scripts/mcp-client/check.py" "http://127.0.0.1:$port/mcp" \
+  reader-token-python-0001 ops-token-python-000000001 "$hidden"
