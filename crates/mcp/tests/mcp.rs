@@ -350,6 +350,9 @@ pub fn initialize_body() -> String {
     .to_string()
 }
 
+/// One row of the bad-input table: what it is, its headers, its body, the status it gets.
+type BadInput<'a> = (&'a str, Vec<(&'a str, &'a str)>, String, u16);
+
 const LIST: &str = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}"#;
 
 /// Bad input as a table: each gets its status, nothing panics, and nothing is written.
@@ -365,7 +368,7 @@ async fn bad_input_gets_its_status_and_writes_nothing() {
     );
     let ask_call = r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"ask","arguments":{"request":"hi"}}}"#;
     let pv = ("mcp-protocol-version", "2025-06-18");
-    let cases: Vec<(&str, Vec<(&str, &str)>, String, u16)> = vec![
+    let cases: Vec<BadInput> = vec![
         ("no bearer", vec![pv], ask_call.into(), 401),
         (
             "wrong bearer",
