@@ -121,7 +121,9 @@ pub(crate) async fn call(
         return tool_result(&reply);
     }
     let id = run.id().to_string();
-    match wait_for(run, mcp, ctx).await {
+    let request_id = serde_json::to_string(&ctx.id).unwrap_or_default();
+    let waiting = mcp.waits.register(identity.key(), request_id);
+    match wait_for(run, mcp, ctx, &waiting.cancelled).await {
         Some(done) => finished_result(&done),
         None => tool_result(&Reply::ok(
             format!("run {id} is still running; follow it with `runs get {id}`"),
@@ -130,12 +132,13 @@ pub(crate) async fn call(
     }
 }
 
-/// Waits for the run's end, up to [`MAX_WAIT`] or until the client cancels, sending progress
-/// when asked. `None` when it did not end in time (or the client went away).
+/// Waits for the run's end, up to [`MAX_WAIT`] or until the client cancels (disconnects, or
+/// sends `notifications/cancelled` for this request), sending progress when asked. `None` when it did not end in time (or the client went away).
 async fn wait_for(
     run: StartedRun,
     mcp: &Mcp,
     ctx: &RequestContext<RoleServer>,
+    cancelled: &tokio_util::sync::CancellationToken,
 ) -> Option<RunOutcome> {
     let started = Instant::now();
     let token = ctx.meta.get_progress_token();
@@ -150,6 +153,7 @@ async fn wait_for(
             done = &mut finished => return done,
             () = &mut deadline => return None,
             () = ctx.ct.cancelled() => return None,
+            () = cancelled.cancelled() => return None,
             _ = tick.tick() => {
                 if let Some(token) = &token {
                     let secs = started.elapsed().as_secs_f64();

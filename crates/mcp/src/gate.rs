@@ -162,6 +162,7 @@ pub(crate) async fn gate(
         // Stateless: no session is ever issued, so every session id is unknown.
         return plain(StatusCode::NOT_FOUND, "Not Found: Session not found");
     }
+    let identity_key = identity.key();
     request.extensions_mut().insert(identity);
     if request.method() != Method::POST {
         return next.run(request).await;
@@ -179,7 +180,12 @@ pub(crate) async fn gate(
         }
     };
     match serde_json::from_slice::<Envelope>(&bytes) {
-        Ok(envelope) if envelope.is_message() => {}
+        Ok(envelope) if envelope.is_message() => {
+            if let Some(id) = envelope.cancels() {
+                // rmcp drops notifications in stateless mode; the wait it names stops here.
+                mcp.waits.cancel(&identity_key, &id);
+            }
+        }
         Ok(_) => {
             return jsonrpc_error(
                 -32600,
@@ -204,19 +210,36 @@ pub(crate) async fn gate(
         .await
 }
 
-/// What makes a body a JSON-RPC message, read without keeping its params.
+/// What makes a body a JSON-RPC message, read without keeping its params (but the request id
+/// a cancellation names).
 #[derive(serde::Deserialize)]
 struct Envelope {
     jsonrpc: Option<String>,
-    method: Option<serde::de::IgnoredAny>,
+    method: Option<String>,
+    params: Option<EnvelopeParams>,
     result: Option<serde::de::IgnoredAny>,
     error: Option<serde::de::IgnoredAny>,
+}
+
+#[derive(serde::Deserialize)]
+struct EnvelopeParams {
+    #[serde(rename = "requestId")]
+    request_id: Option<serde_json::Value>,
 }
 
 impl Envelope {
     fn is_message(&self) -> bool {
         self.jsonrpc.as_deref() == Some("2.0")
             && (self.method.is_some() || self.result.is_some() || self.error.is_some())
+    }
+
+    /// The request id a `notifications/cancelled` names, in its JSON form.
+    fn cancels(&self) -> Option<String> {
+        if self.method.as_deref() != Some("notifications/cancelled") {
+            return None;
+        }
+        let id = self.params.as_ref()?.request_id.as_ref()?;
+        Some(id.to_string())
     }
 }
 

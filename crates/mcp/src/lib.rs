@@ -28,6 +28,7 @@
 mod ask;
 mod gate;
 mod tools;
+mod waits;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -79,9 +80,21 @@ impl Default for McpSettings {
 
 /// What the route needs. Without a token map in `services` the route answers 503.
 pub struct Mcp {
-    pub registry: Arc<Registry>,
-    pub services: Arc<Services>,
-    pub settings: McpSettings,
+    registry: Arc<Registry>,
+    services: Arc<Services>,
+    settings: McpSettings,
+    waits: Arc<waits::Waits>,
+}
+
+impl Mcp {
+    pub fn new(registry: Arc<Registry>, services: Arc<Services>, settings: McpSettings) -> Self {
+        Mcp {
+            registry,
+            services,
+            settings,
+            waits: Arc::default(),
+        }
+    }
 }
 
 /// What the route answers (503) when no token map is configured.
@@ -101,6 +114,15 @@ impl Identity {
         match self {
             Identity::Bearer(c) => c,
             Identity::Agent(a) => a.caller(),
+        }
+    }
+
+    /// Who this is, for matching a cancellation to the waits it may cancel: the bearer's
+    /// actor, or the agent in its run.
+    pub(crate) fn key(&self) -> String {
+        match self {
+            Identity::Bearer(c) => c.actor.id.to_string(),
+            Identity::Agent(a) => format!("{}@{}", a.caller().actor.id, a.run()),
         }
     }
 }

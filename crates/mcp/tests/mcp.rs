@@ -303,7 +303,9 @@ async fn an_agent_token_reads_only_what_its_principal_may_and_dies_with_its_run(
     assert_eq!(denied.is_error, Some(true));
     assert_eq!(denied.structured_content.unwrap()["code"], "not_found");
 
-    // ask: a child run, in the parent's channel with its stamp, for Alice.
+    // ask: a child run, in the parent's channel with its stamp, for Alice. The directory now
+    // calls the channel public; the child keeps the parent's stamp all the same.
+    s.directory.make_public("slack:G1");
     let child = call(
         &agent,
         "ask",
@@ -530,6 +532,76 @@ async fn a_client_that_goes_away_stops_waiting_not_the_run() {
         run.status.is_live(),
         "the run goes on after the client left: {:?}",
         run.status
+    );
+    assert!(s.services.runs.stop_here(&run.id));
+}
+
+/// A `notifications/cancelled` for a waiting `ask` (a POST of its own, to a stateless server)
+/// stops that wait, only when it comes from the same caller; the run goes on.
+#[tokio::test]
+async fn a_cancellation_from_the_same_caller_stops_the_wait_not_the_run() {
+    let s = start(Some(token_map()), "").await;
+    let body = json!({"jsonrpc":"2.0","id":21,"method":"tools/call","params":{"name":"ask","arguments":{"request":"@staller hold on", "wait": true}}}).to_string();
+    let url = s.url.clone();
+    let waiting = tokio::spawn(async move {
+        let r = reqwest::Client::new()
+            .post(url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-06-18")
+            .header("authorization", format!("Bearer {OPSBOT}"))
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.text().await.unwrap())
+    });
+    let run = loop {
+        let live = s
+            .store
+            .list_runs(&store::ListRuns {
+                visible_to: authz_core::Predicate::All,
+                status: store::StatusFilter::Live,
+                limit: 10,
+                before: None,
+            })
+            .await
+            .unwrap()
+            .runs;
+        if let Some(r) = live.into_iter().next() {
+            break r;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let cancel = r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":21,"reason":"user"}}"#;
+    let pv = ("mcp-protocol-version", "2025-06-18");
+    // Another caller naming the same request id cancels nothing.
+    let reader = format!("Bearer {READER}");
+    let (status, _) = s
+        .post(&[("authorization", reader.as_str()), pv], cancel)
+        .await;
+    assert_eq!(status, 202);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !waiting.is_finished(),
+        "another caller's cancellation stopped the wait"
+    );
+    // The caller itself: the wait ends at once with the run id; the run is still live.
+    let ops = format!("Bearer {OPSBOT}");
+    let (status, _) = s.post(&[("authorization", ops.as_str()), pv], cancel).await;
+    assert_eq!(status, 202);
+    let (status, text) = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("the cancelled wait answers")
+        .unwrap();
+    assert_eq!(status, 200, "{text}");
+    assert!(
+        text.contains("still running") && text.contains(run.id.as_str()),
+        "{text}"
+    );
+    assert!(
+        s.run(run.id.as_str()).await.status.is_live(),
+        "the run goes on"
     );
     assert!(s.services.runs.stop_here(&run.id));
 }

@@ -184,10 +184,10 @@ pub fn router(app: &App, shutdown: CancellationToken) -> Router {
         return router;
     }
     // Enabled without a token map, the route answers 503 saying what it needs.
-    let mcp = Arc::new(mcp::Mcp {
-        registry: app.registry.clone(),
-        services: app.services.clone(),
-        settings: app.config.mcp.settings.clone(),
-    });
+    let mcp = Arc::new(mcp::Mcp::new(
+        app.registry.clone(),
+        app.services.clone(),
+        app.config.mcp.settings.clone(),
+    ));
     router.merge(mcp::router(mcp, shutdown))
 }

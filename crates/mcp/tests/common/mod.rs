@@ -64,12 +64,29 @@ pub const TOKENS: [(&str, &str, Option<&str>); 4] = [
     ("nobody-token-0123456789", "nobody", None),
 ];
 
-/// `slack:C…` public, `slack:G…` private, the rest as the static directory says.
-pub struct Directory;
+/// `slack:C…` public, `slack:G…` private (unless the test has since made it public), the
+/// rest as the static directory says.
+#[derive(Default)]
+pub struct Directory {
+    made_public: std::sync::Mutex<Vec<String>>,
+}
+
+impl Directory {
+    /// From now on the directory calls `channel` public (a private channel made public).
+    pub fn make_public(&self, channel: &str) {
+        self.made_public.lock().unwrap().push(channel.to_owned());
+    }
+}
 
 impl ChannelDirectory for Directory {
     fn info<'a>(&'a self, channel: &'a ChannelId) -> BoxFuture<'a, ChannelVisibility> {
-        let v = if channel.as_str().starts_with("slack:C") {
+        let public_now = self
+            .made_public
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|c| c == channel.as_str());
+        let v = if public_now || channel.as_str().starts_with("slack:C") {
             ChannelVisibility::Public
         } else if channel.as_str().starts_with("slack:G") {
             ChannelVisibility::Private
@@ -93,6 +110,7 @@ pub struct Server {
     pub audit: Arc<MemoryAudit>,
     pub data: PathBuf,
     pub http: reqwest::Client,
+    pub directory: Arc<Directory>,
     _dir: tempfile::TempDir,
 }
 
@@ -132,9 +150,10 @@ pub async fn start(tokens: Option<String>, mcp_extra: &str) -> Server {
     })
     .unwrap();
     let audit = Arc::new(MemoryAudit::default());
+    let directory = Arc::new(Directory::default());
     let overrides = server::Overrides {
         audit: audit.clone(),
-        directory: Arc::new(Directory),
+        directory: directory.clone(),
         ..server::Overrides::default()
     };
     let replica = store::ReplicaId::parse("mcp-test").unwrap();
@@ -160,6 +179,7 @@ pub async fn start(tokens: Option<String>, mcp_extra: &str) -> Server {
         audit,
         data,
         http: reqwest::Client::new(),
+        directory,
         _dir: dir,
     }
 }
