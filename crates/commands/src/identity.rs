@@ -16,6 +16,14 @@ use store::RunRecord;
 use crate::catalogue::runs;
 use crate::{Caller, Reply, Services};
 
+/// The token of an `Authorization` header value, when it is `Bearer <token>` (scheme in any
+/// case, the token non-empty); the one reading every bearer surface shares.
+pub fn bearer_token(authorization: &str) -> Option<&str> {
+    let (scheme, token) = authorization.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
 /// The caller a bearer token proves on `surface`; `None` for an unknown token, no token map,
 /// or a surface that takes no bearer tokens.
 pub fn bearer_caller(services: &Services, surface: Surface, token: &str) -> Option<Caller> {
@@ -134,5 +142,25 @@ impl Capability {
     /// Stops it, as `runs stop` would for someone allowed to.
     pub async fn stop(&self, services: &Services) -> Reply {
         runs::stop_reply(&self.run, services).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bearer_token;
+
+    #[test]
+    fn bearer_headers_are_read_one_way() {
+        for (v, want) in [
+            ("Bearer abc", Some("abc")),
+            ("bearer  abc ", Some("abc")),
+            ("BEARER abc", Some("abc")),
+            ("Basic abc", None),
+            ("Bearer ", None),
+            ("Bearer", None),
+            ("", None),
+        ] {
+            assert_eq!(bearer_token(v), want, "{v:?}");
+        }
     }
 }

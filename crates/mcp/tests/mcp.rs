@@ -512,19 +512,7 @@ async fn a_client_that_goes_away_stops_waiting_not_the_run() {
         pending.is_err(),
         "the wait should still be going: {pending:?}"
     );
-    let live = || async {
-        s.store
-            .list_runs(&store::ListRuns {
-                visible_to: authz_core::Predicate::All,
-                status: store::StatusFilter::Live,
-                limit: 10,
-                before: None,
-            })
-            .await
-            .unwrap()
-            .runs
-    };
-    let runs = live().await;
+    let runs = s.runs(store::StatusFilter::Live).await;
     assert_eq!(runs.len(), 1, "the ask started its run");
     tokio::time::sleep(Duration::from_millis(500)).await;
     let run = s.run(runs[0].id.as_str()).await;
@@ -556,23 +544,7 @@ async fn a_cancellation_from_the_same_caller_stops_the_wait_not_the_run() {
             .unwrap();
         (r.status().as_u16(), r.text().await.unwrap())
     });
-    let run = loop {
-        let live = s
-            .store
-            .list_runs(&store::ListRuns {
-                visible_to: authz_core::Predicate::All,
-                status: store::StatusFilter::Live,
-                limit: 10,
-                before: None,
-            })
-            .await
-            .unwrap()
-            .runs;
-        if let Some(r) = live.into_iter().next() {
-            break r;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let run = s.first_live_run().await;
     let cancel = r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":21,"reason":"user"}}"#;
     let pv = ("mcp-protocol-version", "2025-06-18");
     // Another caller naming the same request id cancels nothing.

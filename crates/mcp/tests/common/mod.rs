@@ -250,19 +250,38 @@ impl Server {
             .unwrap()
     }
 
-    pub async fn run_count(&self) -> usize {
-        let all = authz_core::Predicate::All;
+    /// Every run in the store with `status`, newest first (up to 1000).
+    pub async fn runs(&self, status: store::StatusFilter) -> Vec<RunRecord> {
         self.store
             .list_runs(&store::ListRuns {
-                visible_to: all,
-                status: store::StatusFilter::All,
+                visible_to: authz_core::Predicate::All,
+                status,
                 limit: 1000,
                 before: None,
             })
             .await
             .unwrap()
             .runs
-            .len()
+    }
+
+    pub async fn run_count(&self) -> usize {
+        self.runs(store::StatusFilter::All).await.len()
+    }
+
+    /// The newest live run, once there is one.
+    pub async fn first_live_run(&self) -> RunRecord {
+        for _ in 0..500 {
+            if let Some(r) = self
+                .runs(store::StatusFilter::Live)
+                .await
+                .into_iter()
+                .next()
+            {
+                return r;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("no run went live");
     }
 
     /// A raw POST to `/mcp`.
