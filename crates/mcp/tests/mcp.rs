@@ -329,6 +329,18 @@ async fn an_agent_token_reads_only_what_its_principal_may_and_dies_with_its_run(
         "the principal is still Alice"
     );
     assert_eq!(child.surface.as_str(), "mcp");
+    // Alice's agent reads its child run, which names its parent.
+    let got = call(&agent, "runs_get", json!({"id": child.id.to_string()})).await;
+    assert_eq!(got.is_error, Some(false), "{}", text(&got));
+    assert_eq!(
+        got.structured_content.as_ref().unwrap()["parent_run"],
+        json!(parent.as_str())
+    );
+    assert!(
+        text(&got).contains(&format!("parent   {parent}")),
+        "{}",
+        text(&got)
+    );
 
     // The run ends: the same token is refused before any MCP message is read.
     assert!(s.services.runs.stop_here(&parent));

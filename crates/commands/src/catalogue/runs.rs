@@ -52,6 +52,7 @@ pub(crate) fn run_json(r: &RunRecord) -> serde_json::Value {
         "error": r.error,
         "created_at": r.created_at.micros(),
         "finished_at": r.finished_at.map(|t| t.micros()),
+        "parent_run": r.parent_run.as_ref().map(|p| p.as_str()),
     })
 }
 
@@ -235,6 +236,9 @@ pub(crate) fn run_reply(run: &RunRecord, now: store::Timestamp) -> Reply {
     );
     if let Some(repo) = &run.repo {
         text.push_str(&format!("repo     {repo}\n"));
+    }
+    if let Some(parent) = &run.parent_run {
+        text.push_str(&format!("parent   {parent} (started by its agent)\n"));
     }
     if run.status.is_live() && run.stop_requested_at.is_some() {
         text.push_str("stopping (asked)\n");
