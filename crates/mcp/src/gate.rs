@@ -176,35 +176,41 @@ pub(crate) async fn gate(
             );
         }
     };
-    match serde_json::from_slice::<Envelope>(&bytes) {
-        Ok(envelope) if envelope.is_message() => {
+    match read_message(&bytes) {
+        Ok(envelope) => {
             if let Some(id) = envelope.cancels() {
                 // rmcp drops notifications in stateless mode; the wait it names stops here.
                 mcp.waits.cancel(&identity_key, &id);
             }
         }
-        Ok(_) => {
-            return jsonrpc_error(
-                -32600,
-                "Invalid Request: send one JSON-RPC 2.0 message, an object with \"jsonrpc\": \"2.0\" and a \"method\" (or a response's \"result\" or \"error\")".to_owned(),
-            );
-        }
-        Err(e) if e.is_syntax() || e.is_eof() => {
-            let at = format!("line {} column {}", e.line(), e.column());
-            return jsonrpc_error(
-                -32700,
-                format!("Parse error: the body is not valid JSON ({at})"),
-            );
-        }
-        Err(_) => {
-            return jsonrpc_error(
-                -32600,
-                "Invalid Request: the body must be one JSON-RPC 2.0 message (an object)".to_owned(),
-            );
-        }
+        Err((code, message)) => return jsonrpc_error(code, message),
     }
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await
+}
+
+/// The body as one JSON-RPC 2.0 message, or the JSON-RPC error code and message saying why
+/// it is not one.
+fn read_message(bytes: &[u8]) -> Result<Envelope, (i64, String)> {
+    match serde_json::from_slice::<Envelope>(bytes) {
+        Ok(envelope) if envelope.is_message() => Ok(envelope),
+        Ok(_) => Err((
+            -32600,
+            "Invalid Request: send one JSON-RPC 2.0 message, an object with \"jsonrpc\": \"2.0\" and a \"method\" (or a response's \"result\" or \"error\")".to_owned(),
+        )),
+        Err(e) if e.is_syntax() || e.is_eof() => Err((
+            -32700,
+            format!(
+                "Parse error: the body is not valid JSON (line {} column {})",
+                e.line(),
+                e.column()
+            ),
+        )),
+        Err(_) => Err((
+            -32600,
+            "Invalid Request: the body must be one JSON-RPC 2.0 message (an object)".to_owned(),
+        )),
+    }
 }
 
 /// What makes a body a JSON-RPC message, read without keeping its params (but the request id
