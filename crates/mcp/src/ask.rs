@@ -101,7 +101,7 @@ pub(crate) async fn call(
     let args = match parse(&arguments) {
         Ok(a) => a,
         Err(problem) => {
-            return tool_result(&Reply::of(ReplyKind::Usage, format!("{problem}\n{USAGE}")));
+            return tool_result(Reply::of(ReplyKind::Usage, format!("{problem}\n{USAGE}")));
         }
     };
     let services = &mcp.services;
@@ -114,18 +114,18 @@ pub(crate) async fn call(
         }
     };
     let Some(run) = run else {
-        return tool_result(&reply);
+        return tool_result(reply);
     };
     tracing::info!(surface = "mcp", tool = ASK, actor = %identity.caller().actor.id, run = %run.id(), "run started");
     if !args.wait {
-        return tool_result(&reply);
+        return tool_result(reply);
     }
     let id = run.id().to_string();
     let request_id = serde_json::to_string(&ctx.id).unwrap_or_default();
     let waiting = mcp.waits.register(identity.key(), request_id);
     match wait_for(run, mcp, ctx, &waiting.cancelled).await {
         Some(done) => finished_result(&done),
-        None => tool_result(&Reply::ok(
+        None => tool_result(Reply::ok(
             format!("run {id} is still running; follow it with `runs get {id}`"),
             json!({"run_id": id, "status": "running"}),
         )),
@@ -176,7 +176,7 @@ fn finished_result(done: &RunOutcome) -> CallToolResult {
     };
     let mut reply = Reply::ok(done.text(), done.json());
     reply.kind = kind;
-    tool_result(&reply)
+    tool_result(reply)
 }
 
 #[cfg(test)]

@@ -61,15 +61,20 @@ impl Handler {
         if name == ASK {
             return ask::call(&self.mcp, identity, arguments, ctx).await;
         }
-        // An unknown name goes to the registry as it is, which answers unknown-command.
-        let id = self
+        let caller = identity.caller();
+        let Some(command) = self
             .mcp
             .registry
             .commands()
             .iter()
-            .find(|c| c.tool_name() == name)
-            .map_or_else(|| name.to_owned(), |c| c.id.as_str().to_owned());
-        let caller = identity.caller();
+            .find(|c| is_tool_of(name, c))
+        else {
+            // Not a tool: the registry's unknown-command reply (a tool error, not a protocol
+            // error). A command id spelled with dots is not a tool name either.
+            let text = commands::replies::unknown_command(name);
+            return tool_result(Reply::of(ReplyKind::UnknownCommand, text));
+        };
+        let id = command.id.as_str().to_owned();
         let reply = self
             .mcp
             .registry
@@ -86,8 +91,18 @@ impl Handler {
             // Denied requests leave only the audit line (operations.md).
             tracing::info!(surface = "mcp", tool = name, actor = %caller.actor.id, kind = ?reply.kind, "tools/call");
         }
-        tool_result(&reply)
+        tool_result(reply)
     }
+}
+
+/// Whether `name` is `command`'s tool name (its id with `_` for `.`), without building it.
+fn is_tool_of(name: &str, command: &Command) -> bool {
+    let id = command.id.as_str();
+    name.len() == id.len()
+        && name
+            .bytes()
+            .zip(id.bytes())
+            .all(|(n, i)| if i == b'.' { n == b'_' } else { n == i })
 }
 
 /// A command as a tool: `runs.list` → `runs_list`, its argument schema, its summary, and
@@ -104,14 +119,15 @@ fn command_tool(command: &Command) -> Tool {
 
 /// A reply as a tool result: its text as content, its data as `structuredContent` (always an
 /// object), and `isError` for anything but ok.
-pub(crate) fn tool_result(reply: &Reply) -> CallToolResult {
-    let content = vec![ContentBlock::text(reply.text.clone())];
-    let mut result = if reply.kind == ReplyKind::Ok {
+pub(crate) fn tool_result(reply: Reply) -> CallToolResult {
+    let Reply { kind, text, data } = reply;
+    let content = vec![ContentBlock::text(text)];
+    let mut result = if kind == ReplyKind::Ok {
         CallToolResult::success(content)
     } else {
         CallToolResult::error(content)
     };
-    result.structured_content = Some(as_object(reply.data.clone()));
+    result.structured_content = Some(as_object(data));
     result
 }
 
@@ -199,6 +215,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn tool_names_map_back_to_their_commands() {
+        let registry = commands::Registry::catalogue();
+        for c in registry.commands() {
+            let name = c.tool_name();
+            let found: Vec<&str> = registry
+                .commands()
+                .iter()
+                .filter(|o| is_tool_of(&name, o))
+                .map(|o| o.id.as_str())
+                .collect();
+            assert_eq!(found, [c.id.as_str()], "{name}");
+        }
+        let runs_list = registry.by_id("runs.list").unwrap();
+        for not in ["runs.list", "runs_lis", "runs_listx", "runsXlist", ""] {
+            assert!(!is_tool_of(not, runs_list), "{not}");
+        }
+    }
+
+    #[test]
     fn structured_content_is_always_an_object() {
         assert_eq!(as_object(json!({"a": 1})), json!({"a": 1}));
         assert_eq!(as_object(json!([1, 2])), json!({"value": [1, 2]}));
@@ -217,10 +252,10 @@ mod tests {
 
     #[test]
     fn a_refusal_is_a_tool_error_with_the_registry_text() {
-        let r = tool_result(&Reply::not_found("run x"));
+        let r = tool_result(Reply::not_found("run x"));
         assert_eq!(r.is_error, Some(true));
         assert_eq!(r.structured_content.unwrap()["code"], json!("not_found"));
-        let ok = tool_result(&Reply::ok("fine", json!({"runs": []})));
+        let ok = tool_result(Reply::ok("fine", json!({"runs": []})));
         assert_eq!(ok.is_error, Some(false));
     }
 }

@@ -207,8 +207,9 @@ async fn refusals_unknown_tools_and_bad_arguments_are_tool_errors_not_protocol_e
             json!({"key": "greeting", "value": "hi", "org": true}),
             "unauthorized",
         ),
-        // Does not exist.
+        // Does not exist (a command id is not a tool name).
         ("frobnicate", json!({}), "unknown_command"),
+        ("runs.list", json!({}), "unknown_command"),
         // Fails the schema: the usage reply.
         ("runs_list", json!({"status": "sideways"}), "usage"),
         ("runs_list", json!({"limit": "many"}), "usage"),
