@@ -58,3 +58,15 @@ grep -q "on  /mcp" "$work/serve.log" || { echo "mcp-client-check: the start-up s
 
 "$venv/bin/python" "$root/scripts/mcp-client/check.py" "http://127.0.0.1:$port/mcp" \
   reader-token-python-0001 ops-token-python-000000001 "$hidden"
+
+# The operator's log: one line per call of ours, none of rmcp's per-request chatter, and never
+# a token.
+if grep -q "rmcp::service" "$work/serve.log"; then
+  echo "mcp-client-check: FAILED: rmcp's per-request info lines reach the log" >&2; exit 1
+fi
+if grep -q -e "reader-token-python" -e "ops-token-python" "$work/serve.log"; then
+  echo "mcp-client-check: FAILED: a token reached the log" >&2; exit 1
+fi
+grep -q 'tools/call surface="mcp" tool="runs_list"' "$work/serve.log" \
+  || { echo "mcp-client-check: FAILED: no log line for a tools/call" >&2; exit 1; }
+echo "mcp-client-check: the log has our lines, no rmcp chatter and no token"

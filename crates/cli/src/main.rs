@@ -223,9 +223,14 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
 /// `RUST_LOG` overrides the level. A log line that cannot be written (stderr closed) is
 /// dropped: the subscriber must never report it with `eprintln!`, which panics on a closed
 /// stderr and would kill the task that logged — the shutdown path among them.
+/// Dependencies whose info lines say nothing an operator needs: rmcp writes three per MCP
+/// call (its per-request service starting and stopping). `RUST_LOG` still overrides this.
+const QUIET_DEPENDENCIES: &str = "rmcp=warn";
+
 fn init_logs(json: bool, default_level: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(format!("{default_level},{QUIET_DEPENDENCIES}"))
+    });
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
