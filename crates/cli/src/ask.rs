@@ -81,13 +81,13 @@ async fn ask(
     request: &str,
     agent: Option<AgentName>,
 ) -> anyhow::Result<u8> {
-    let caller = Caller {
-        actor: resolve_actor(ActorId::cli_local(), &app.services.table).with_origin(Origin {
+    let caller = Caller::new(
+        resolve_actor(ActorId::cli_local(), &app.services.table).with_origin(Origin {
             channel_id: ChannelId::parse(CLI_CHANNEL)?,
             thread_key: None,
         }),
-        surface: Surface::Cli,
-    };
+        Surface::Cli,
+    );
     // Subscribe before starting, so no event is missed.
     let mut feed = app.dispatcher.subscribe(&caller.actor);
     let handled = commands::start_agent_run(&caller, request, agent, &app.services).await;

@@ -60,10 +60,10 @@ pub fn run(config: Option<PathBuf>, json: bool, words: Vec<String>) -> anyhow::R
         return Ok(2);
     }
     crate::ask::with_app(config, "warn", |app| async move {
-        let caller = Caller {
-            actor: resolve_actor(ActorId::cli_local(), &app.services.table),
-            surface: Surface::Cli,
-        };
+        let caller = Caller::new(
+            resolve_actor(ActorId::cli_local(), &app.services.table),
+            Surface::Cli,
+        );
         let feed = crate::ask::feed_of_this_process(&app);
         let reply = app
             .registry

@@ -6,12 +6,12 @@ use serde_json::Value;
 use store::RunRecord;
 
 use crate::deny::{Denial, deny};
-use crate::identity::AgentCaller;
 use crate::ports::{LaunchError, RunRequest};
 use crate::{Caller, Handled, Reply, ReplyKind, Services, replies};
 
 /// Starts an agent run for `caller` (text that is not a command, or `ask`), recorded in the
-/// caller's origin channel. `agent` is an agent chosen outside the text.
+/// caller's origin channel — or, for an agent acting inside its run, as that run's child
+/// (the launcher places it in the parent's channel, with its stamp, for its principal). `agent` is an agent chosen outside the text.
 pub async fn start_agent_run(
     caller: &Caller,
     text: &str,
@@ -21,23 +21,6 @@ pub async fn start_agent_run(
     let Some(request) = run_request(caller, text.to_owned(), agent) else {
         return Handled::reply(Reply::of(ReplyKind::Failed, replies::no_run_channel()));
     };
-    launch(caller, request, services).await
-}
-
-/// Starts a run for an agent whose own run is live (MCP `ask` with its agent token): the
-/// child of `parent`, recorded in the parent's channel with the parent's stamp, its principal
-/// still the person the parent runs for. The launcher reads the parent from the store.
-pub async fn start_child_run(
-    agent_caller: &AgentCaller,
-    text: &str,
-    agent: Option<AgentName>,
-    services: &Services,
-) -> Handled {
-    let caller = agent_caller.caller();
-    let Some(mut request) = run_request(caller, text.to_owned(), agent) else {
-        return Handled::reply(Reply::of(ReplyKind::Failed, replies::no_run_channel()));
-    };
-    request.parent = Some(agent_caller.run().clone());
     launch(caller, request, services).await
 }
 
@@ -72,7 +55,7 @@ pub(crate) fn run_request(
         thread_key,
         text,
         agent,
-        parent: None,
+        parent: caller.acting_in().cloned(),
     })
 }
 

@@ -52,10 +52,7 @@ pub fn actor_set(table: &GrantsTable) -> Vec<MatrixActor> {
             let id = ActorId::parse(id).ok()?;
             Some(MatrixActor {
                 label,
-                caller: Caller {
-                    actor: resolve_actor(id, table),
-                    surface: *surface,
-                },
+                caller: Caller::new(resolve_actor(id, table), *surface),
             })
         })
         .collect();
@@ -65,10 +62,7 @@ pub fn actor_set(table: &GrantsTable) -> Vec<MatrixActor> {
     if let (Ok(name), Some(p)) = (AgentName::parse("coding"), principal) {
         set.push(MatrixActor {
             label: "agent for a Slack user",
-            caller: Caller {
-                actor: resolve_agent(&name, Some(p), table),
-                surface: Surface::Mcp,
-            },
+            caller: Caller::new(resolve_agent(&name, Some(p), table), Surface::Mcp),
         });
     }
     set

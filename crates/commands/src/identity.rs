@@ -30,13 +30,13 @@ pub fn bearer_caller(services: &Services, surface: Surface, token: &str) -> Opti
     let entry = services.tokens.as_ref()?.lookup(token)?;
     let actor = entry.actor(surface)?;
     let channel = entry.run_channel(surface)?;
-    Some(Caller {
-        actor: resolve_actor(actor, &services.table).with_origin(Origin {
+    Some(Caller::new(
+        resolve_actor(actor, &services.table).with_origin(Origin {
             channel_id: channel,
             thread_key: None,
         }),
         surface,
-    })
+    ))
 }
 
 /// Why an agent token was refused (for the operator's log; the caller sees only a 401).
@@ -52,32 +52,14 @@ pub enum AgentTokenRefused {
     Store,
 }
 
-/// An agent acting inside its live run: the caller, and the run its token names (a run it
-/// starts is that run's child).
-#[derive(Debug, Clone)]
-pub struct AgentCaller {
-    caller: Caller,
-    run: RunId,
-}
-
-impl AgentCaller {
-    pub fn caller(&self) -> &Caller {
-        &self.caller
-    }
-
-    /// The live run the token was minted for.
-    pub fn run(&self) -> &RunId {
-        &self.run
-    }
-}
-
 /// The caller an agent token proves: the run's agent acting for the run's principal, with
-/// the run's channel and thread as its origin. The run must be live now.
+/// the run's channel and thread as its origin, acting inside that run (a run it starts is its
+/// child). The run must be live now.
 pub async fn agent_caller(
     services: &Services,
     surface: Surface,
     token: &str,
-) -> Result<AgentCaller, AgentTokenRefused> {
+) -> Result<Caller, AgentTokenRefused> {
     let id = services
         .agent_tokens
         .run_of(token)
@@ -98,9 +80,10 @@ pub async fn agent_caller(
         channel_id: run.channel_id.clone(),
         thread_key: run.thread_key.clone(),
     });
-    Ok(AgentCaller {
-        caller: Caller { actor, surface },
-        run: run.id,
+    Ok(Caller {
+        actor,
+        surface,
+        acting_in: Some(run.id),
     })
 }
 

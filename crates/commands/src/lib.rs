@@ -43,7 +43,7 @@ use authz_core::{Action, Actor, BoxFuture, CommandId, GrantsTable, Resource, Ver
 use serde_json::{Map, Value};
 use store::Store;
 
-pub use agent_run::{CLI_CHANNEL, start_agent_run, start_child_run};
+pub use agent_run::{CLI_CHANNEL, start_agent_run};
 pub use args::{ArgError, ArgSpec, Args, ArgsSchema};
 pub use authz_core::Surface;
 pub use deny::{Audit, AuditLine, DenyShape, MemoryAudit, Refusal, TracingAudit};
@@ -64,6 +64,24 @@ use deny::{Denial, deny};
 pub struct Caller {
     pub actor: Actor,
     pub surface: Surface,
+    /// The live run an agent caller acts inside (its token's run). Set only by
+    /// [`identity::agent_caller`]; a run such a caller starts is that run's child.
+    acting_in: Option<authz_core::RunId>,
+}
+
+impl Caller {
+    pub fn new(actor: Actor, surface: Surface) -> Self {
+        Caller {
+            actor,
+            surface,
+            acting_in: None,
+        }
+    }
+
+    /// The live run this caller acts inside, for an agent proved by its run-scoped token.
+    pub fn acting_in(&self) -> Option<&authz_core::RunId> {
+        self.acting_in.as_ref()
+    }
 }
 
 /// The raw input, as the surface received it.

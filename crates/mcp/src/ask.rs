@@ -16,7 +16,7 @@ use rmcp::service::RequestContext;
 use serde_json::{Value, json};
 
 use crate::tools::tool_result;
-use crate::{Identity, MAX_WAIT, Mcp};
+use crate::{MAX_WAIT, Mcp, caller_key};
 
 pub(crate) const ASK: &str = "ask";
 
@@ -94,7 +94,7 @@ fn parse(args: &JsonObject) -> Result<AskArgs, String> {
 
 pub(crate) async fn call(
     mcp: &Mcp,
-    identity: &Identity,
+    caller: &Caller,
     arguments: JsonObject,
     ctx: &RequestContext<RoleServer>,
 ) -> CallToolResult {
@@ -104,25 +104,19 @@ pub(crate) async fn call(
             return tool_result(Reply::of(ReplyKind::Usage, format!("{problem}\n{USAGE}")));
         }
     };
-    let services = &mcp.services;
-    let Handled { reply, run } = match identity {
-        Identity::Bearer(caller) => {
-            commands::start_agent_run(caller, &args.request, args.agent, services).await
-        }
-        Identity::Agent(agent) => {
-            commands::start_child_run(agent, &args.request, args.agent, services).await
-        }
-    };
+    // An agent's run is its own run's child: `start_agent_run` reads that from the caller.
+    let Handled { reply, run } =
+        commands::start_agent_run(caller, &args.request, args.agent, &mcp.services).await;
     let Some(run) = run else {
         return tool_result(reply);
     };
-    tracing::info!(surface = "mcp", tool = ASK, actor = %identity.caller().actor.id, run = %run.id(), "run started");
+    tracing::info!(surface = "mcp", tool = ASK, actor = %caller.actor.id, run = %run.id(), "run started");
     if !args.wait {
         return tool_result(reply);
     }
     let id = run.id().to_string();
     let request_id = serde_json::to_string(&ctx.id).unwrap_or_default();
-    let waiting = mcp.waits.register(identity.key(), request_id);
+    let waiting = mcp.waits.register(caller_key(caller), request_id);
     match wait_for(run, mcp, ctx, &waiting.cancelled).await {
         Some(done) => finished_result(&done),
         None => tool_result(Reply::ok(

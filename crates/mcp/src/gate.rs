@@ -11,7 +11,9 @@ use axum::response::{IntoResponse, Response};
 use commands::Surface;
 use commands::identity::{agent_caller, bearer_caller, bearer_token};
 
-use crate::{Identity, Mcp, OFF};
+use commands::Caller;
+
+use crate::{Mcp, OFF, caller_key};
 
 /// The session header of the Streamable HTTP transport.
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -113,13 +115,13 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
     bearer_token(headers.get(header::AUTHORIZATION)?.to_str().ok()?)
 }
 
-/// The identity a bearer proves: a token of the map, else an agent token whose run is live.
-async fn identify(mcp: &Mcp, token: &str) -> Option<Identity> {
+/// The caller a bearer proves: a token of the map, else an agent token whose run is live.
+async fn identify(mcp: &Mcp, token: &str) -> Option<Caller> {
     if let Some(caller) = bearer_caller(&mcp.services, Surface::Mcp, token) {
-        return Some(Identity::Bearer(caller));
+        return Some(caller);
     }
     match agent_caller(&mcp.services, Surface::Mcp, token).await {
-        Ok(agent) => Some(Identity::Agent(agent)),
+        Ok(agent) => Some(agent),
         Err(why) => {
             // A reason token only, for the operator; never the token.
             tracing::debug!(target: "mcp", reason = %why, "[mcp] bearer refused");
@@ -129,7 +131,7 @@ async fn identify(mcp: &Mcp, token: &str) -> Option<Identity> {
 }
 
 /// The gate: 403 for a foreign `Host`, 503 without a token map, 401 for an unproven bearer,
-/// 404 for a session id; otherwise the request goes on with its [`Identity`] attached.
+/// 404 for a session id; otherwise the request goes on with its [`Caller`] attached.
 pub(crate) async fn gate(
     State(mcp): State<Arc<Mcp>>,
     mut request: Request,
@@ -148,19 +150,19 @@ pub(crate) async fn gate(
     if mcp.services.tokens.is_none() {
         return plain(StatusCode::SERVICE_UNAVAILABLE, OFF);
     }
-    let identity = match bearer(request.headers()) {
+    let caller = match bearer(request.headers()) {
         Some(token) => identify(&mcp, token).await,
         None => None,
     };
-    let Some(identity) = identity else {
+    let Some(caller) = caller else {
         return unauthorized();
     };
     if request.headers().contains_key(SESSION_HEADER) {
         // Stateless: no session is ever issued, so every session id is unknown.
         return plain(StatusCode::NOT_FOUND, "Not Found: Session not found");
     }
-    let identity_key = identity.key();
-    request.extensions_mut().insert(identity);
+    let identity_key = caller_key(&caller);
+    request.extensions_mut().insert(caller);
     if request.method() != Method::POST {
         return next.run(request).await;
     }

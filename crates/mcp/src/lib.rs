@@ -34,7 +34,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use commands::identity::AgentCaller;
 use commands::{Caller, Registry, Services};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -100,30 +99,12 @@ impl Mcp {
 /// What the route answers (503) when no token map is configured.
 pub const OFF: &str = "the MCP surface is off: no token map is configured (set SWITCHBOARD_INGRESS_TOKENS or ingress.tokens_file)";
 
-/// Who the gate proved; handed to the MCP handler through the request's extensions.
-#[derive(Debug, Clone)]
-pub(crate) enum Identity {
-    /// A bearer of the token map: `mcp:<subject>`.
-    Bearer(Caller),
-    /// An agent inside its live run.
-    Agent(AgentCaller),
-}
-
-impl Identity {
-    pub(crate) fn caller(&self) -> &Caller {
-        match self {
-            Identity::Bearer(c) => c,
-            Identity::Agent(a) => a.caller(),
-        }
-    }
-
-    /// Who this is, for matching a cancellation to the waits it may cancel: the bearer's
-    /// actor, or the agent in its run.
-    pub(crate) fn key(&self) -> String {
-        match self {
-            Identity::Bearer(c) => c.actor.id.to_string(),
-            Identity::Agent(a) => format!("{}@{}", a.caller().actor.id, a.run()),
-        }
+/// Who a caller is, for matching a cancellation to the waits it may cancel: the bearer's
+/// actor, or the agent in its run.
+pub(crate) fn caller_key(caller: &Caller) -> String {
+    match caller.acting_in() {
+        Some(run) => format!("{}@{run}", caller.actor.id),
+        None => caller.actor.id.to_string(),
     }
 }
 

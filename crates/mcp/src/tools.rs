@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use authz_core::{Action, Effect};
-use commands::{Command, RawInput, Reply, ReplyKind};
+use commands::{Caller, Command, RawInput, Reply, ReplyKind};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
@@ -14,8 +14,8 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
 
+use crate::Mcp;
 use crate::ask::{self, ASK};
-use crate::{Identity, Mcp};
 
 /// The MCP handler; one per request (stateless), sharing the surface.
 #[derive(Clone)]
@@ -28,10 +28,9 @@ impl Handler {
         Handler { mcp }
     }
 
-    /// The tools `identity` may call: each command whose admission passes, then `ask` when
-    /// it may run some agent.
-    fn tools_for(&self, identity: &Identity) -> Vec<Tool> {
-        let caller = identity.caller();
+    /// The tools `caller` may call: each command whose admission passes, then `ask` when it
+    /// may run some agent.
+    fn tools_for(&self, caller: &Caller) -> Vec<Tool> {
         let registry = &self.mcp.registry;
         let mut tools: Vec<Tool> = registry
             .commands()
@@ -53,15 +52,14 @@ impl Handler {
 
     async fn call(
         &self,
-        identity: &Identity,
+        caller: &Caller,
         name: &str,
         arguments: JsonObject,
         ctx: &RequestContext<RoleServer>,
     ) -> CallToolResult {
         if name == ASK {
-            return ask::call(&self.mcp, identity, arguments, ctx).await;
+            return ask::call(&self.mcp, caller, arguments, ctx).await;
         }
-        let caller = identity.caller();
         let Some(command) = self
             .mcp
             .registry
@@ -141,12 +139,12 @@ fn as_object(data: Value) -> Value {
     }
 }
 
-/// The identity the gate attached; `None` only if the handler is reached without the gate.
-fn identity_of(ctx: &RequestContext<RoleServer>) -> Option<Identity> {
+/// The caller the gate proved; `None` only if the handler is reached without the gate.
+fn caller_of(ctx: &RequestContext<RoleServer>) -> Option<Caller> {
     ctx.extensions
         .get::<axum::http::request::Parts>()?
         .extensions
-        .get::<Identity>()
+        .get::<Caller>()
         .cloned()
 }
 
@@ -184,8 +182,8 @@ impl ServerHandler for Handler {
         request: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let identity = identity_of(&ctx).ok_or_else(unproven)?;
-        let tools = self.tools_for(&identity);
+        let caller = caller_of(&ctx).ok_or_else(unproven)?;
+        let tools = self.tools_for(&caller);
         let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
         let start = page_start(cursor, tools.len())?;
         let size = self.mcp.settings.page_size.max(1);
@@ -201,10 +199,10 @@ impl ServerHandler for Handler {
         request: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let identity = identity_of(&ctx).ok_or_else(unproven)?;
+        let caller = caller_of(&ctx).ok_or_else(unproven)?;
         let arguments = request.arguments.unwrap_or_default();
         Ok(self
-            .call(&identity, &request.name, arguments, &ctx)
+            .call(&caller, &request.name, arguments, &ctx)
             .await
             .into())
     }

@@ -112,10 +112,7 @@ impl World {
             authz_core::Namespace::Schedule => Surface::Schedule,
             authz_core::Namespace::Agent => Surface::Mcp,
         };
-        Caller {
-            actor: resolve_actor(id, &self.table),
-            surface,
-        }
+        Caller::new(resolve_actor(id, &self.table), surface)
     }
 
     pub fn in_channel(&self, id: &str, channel: &str) -> Caller {
@@ -129,10 +126,10 @@ impl World {
 
     pub fn agent_for(&self, principal: &str) -> Caller {
         let p = self.caller(principal).actor;
-        Caller {
-            actor: resolve_agent(&"coding".parse().unwrap(), Some(p), &self.table),
-            surface: Surface::Mcp,
-        }
+        Caller::new(
+            resolve_agent(&"coding".parse().unwrap(), Some(p), &self.table),
+            Surface::Mcp,
+        )
     }
 
     pub async fn say(&self, caller: &Caller, text: &str) -> Reply {

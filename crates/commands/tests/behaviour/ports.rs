@@ -106,8 +106,8 @@ async fn an_agent_token_acts_for_the_runs_principal_only_while_the_run_is_live()
     let agent = agent_caller(&w.services, Surface::Mcp, &token)
         .await
         .unwrap();
-    assert_eq!(agent.run(), &id, "the token names its own run");
-    let caller = agent.caller();
+    assert_eq!(agent.acting_in(), Some(&id), "the token names its own run");
+    let caller = &agent;
     assert_eq!(caller.actor.kind, ActorKind::Agent);
     assert_eq!(caller.actor.id.as_str(), "agent:staller");
     let principal = caller.actor.on_behalf_of.as_ref().unwrap();
@@ -134,7 +134,23 @@ async fn an_agent_token_acts_for_the_runs_principal_only_while_the_run_is_live()
     let admins_agent = agent_caller(&w.services, Surface::Mcp, &admin_token)
         .await
         .unwrap();
-    assert!(authorize(&admins_agent.caller().actor, &write, &org).is_allow());
+    assert!(authorize(&admins_agent.actor, &write, &org).is_allow());
+    // Any run the agent starts is its own run's child: a repo run as much as an `ask`.
+    let workspace = tempfile::tempdir().unwrap();
+    let add = format!("repo add acme/tools --path {}", workspace.path().display());
+    let added = w.say(&w.caller("slack:UADMIN"), &add).await;
+    assert_eq!(added.kind, ReplyKind::Ok, "{}", added.text);
+    let started = w.say(&admins_agent, "repo test acme/tools").await;
+    assert_eq!(started.kind, ReplyKind::Ok, "{}", started.text);
+    let child: authz_core::RunId = started.data["run_id"].as_str().unwrap().parse().unwrap();
+    let child = w.services.store.get_run(&child).await.unwrap().unwrap();
+    assert_eq!(child.parent_run.as_ref(), Some(admin_run.id()));
+    assert_eq!(child.channel_id.as_str(), "slack:C1");
+    assert_eq!(
+        child.user_id.as_str(),
+        "slack:UADMIN",
+        "for the agent's person"
+    );
 
     // A token of another secret, an expired one, one naming no run: refused.
     let foreign = agent_token(
@@ -280,16 +296,15 @@ async fn a_firing_slot_is_claimed_once_and_its_end_recorded() {
 #[tokio::test]
 async fn a_commands_answer_is_recorded_as_a_run_in_the_callers_channel() {
     let w = world().await;
-    let schedule = Caller {
-        actor: w
-            .caller("schedule:self-improvement")
+    let schedule = Caller::new(
+        w.caller("schedule:self-improvement")
             .actor
             .with_origin(Origin {
                 channel_id: "schedule:self-improvement".parse().unwrap(),
                 thread_key: None,
             }),
-        surface: Surface::Schedule,
-    };
+        Surface::Schedule,
+    );
     let (reply, id) = w
         .registry
         .invoke_recorded(&schedule, "friction report --days 7", &w.services)
