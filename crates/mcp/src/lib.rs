@@ -23,7 +23,9 @@
 //! Invariants: a `Host` outside `allowed_hosts` → 403; no bearer, an unknown one, a foreign
 //! or expired agent token, or one whose run has ended → 401 with an empty body; a request
 //! carrying an `Mcp-Session-Id` (this server never issues one) → 404 as an unknown session;
-//! a body over the limit → 413 (rmcp); `structuredContent` is always a JSON object.
+//! a body over the limit → 413, and one that is not a JSON-RPC 2.0 message → 400 with a
+//! JSON-RPC error (the gate, before rmcp); `structuredContent` is always a JSON object; an
+//! agent's runs are children of the run it acts in (`Caller::acting_in`).
 
 mod ask;
 mod gate;
