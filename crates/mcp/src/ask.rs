@@ -127,7 +127,8 @@ pub(crate) async fn call(
 }
 
 /// Waits for the run's end, up to [`MAX_WAIT`] or until the client cancels (disconnects, or
-/// sends `notifications/cancelled` for this request), sending progress when asked. `None` when it did not end in time (or the client went away).
+/// sends `notifications/cancelled` for this request), sending progress when asked. `None`
+/// when it did not end in time (or the client went away).
 async fn wait_for(
     run: StartedRun,
     mcp: &Mcp,
