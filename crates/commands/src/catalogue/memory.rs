@@ -8,7 +8,7 @@ use authz_core::{
 };
 use serde_json::json;
 
-use super::{ok, store_failed};
+use super::{ok, store_failed, with_list};
 use crate::{Args, Ctx, Registry, Reply, ReplyKind, replies};
 
 fn scope_json(s: &ScopeKey) -> serde_json::Value {
@@ -53,7 +53,7 @@ pub fn list<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
             .iter()
             .map(|m| json!({"id": m.id.as_str(), "scope": scope_json(&m.scope), "text": m.text}))
             .collect();
-        ok(text, json!({"records": data}))
+        ok(text, with_list(json!({}), "records", data))
     })
 }
 

@@ -62,6 +62,16 @@ pub(crate) fn store_failed(e: StoreError) -> Reply {
     Reply::of(ReplyKind::Failed, replies::store_failed())
 }
 
+/// `object` with `items` moved in under `key`. (`json!` serializes every value it is handed
+/// into a new one, so a list of already-built values put inside it is copied whole: for a
+/// page of runs, most of the cost of its JSON.)
+pub(crate) fn with_list(mut object: Value, key: &str, items: Vec<Value>) -> Value {
+    if let Some(map) = object.as_object_mut() {
+        map.insert(key.to_owned(), Value::Array(items));
+    }
+    object
+}
+
 pub(crate) fn ok(text: String, data: Value) -> Reply {
     Reply::ok(text, data)
 }

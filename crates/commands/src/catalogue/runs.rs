@@ -8,7 +8,7 @@ use authz_core::{
 use serde_json::json;
 use store::{Cursor, ListRuns, RunRecord, StatusFilter};
 
-use super::{ago, ok, store_failed};
+use super::{ago, ok, store_failed, with_list};
 use crate::{Args, Ctx, Registry, Reply, ReplyKind, Services, replies};
 
 fn action(ctx: &Ctx<'_>) -> Action {
@@ -120,7 +120,8 @@ pub fn list<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
             String::new()
         };
         let data = if ctx.wants.data() {
-            json!({"runs": page.runs.iter().map(run_json).collect::<Vec<_>>(), "next": next})
+            let runs = page.runs.iter().map(run_json).collect();
+            with_list(json!({ "next": next }), "runs", runs)
         } else {
             serde_json::Value::Null
         };
@@ -275,7 +276,10 @@ pub(crate) async fn events_reply(run: &RunRecord, services: &Services) -> Reply 
         .iter()
         .map(|e| json!({"seq": e.seq, "at": e.at.micros(), "kind": e.kind, "body": e.body}))
         .collect::<Vec<_>>();
-    ok(text, json!({"run": run.id.as_str(), "events": data}))
+    ok(
+        text,
+        with_list(json!({"run": run.id.as_str()}), "events", data),
+    )
 }
 
 /// `runs friction`'s answer.
@@ -297,7 +301,10 @@ pub(crate) async fn friction_reply(run: &RunRecord, services: &Services) -> Repl
         .iter()
         .map(|f| json!({"at": f.at.micros(), "kind": f.kind, "detail": f.detail}))
         .collect::<Vec<_>>();
-    ok(text, json!({"run": run.id.as_str(), "friction": data}))
+    ok(
+        text,
+        with_list(json!({"run": run.id.as_str()}), "friction", data),
+    )
 }
 
 /// `runs stop` on a run the caller may stop: cancelled here when this process owns it,
