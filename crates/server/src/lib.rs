@@ -4,7 +4,7 @@
 //! composition root: [`App::build`] wires store, channel directory, agent back ends,
 //! dispatcher, registry and the ports the registry reaches them through. `serve`, `ask`, the
 //! CLI's registry commands and every test harness build the same `App`. It also holds the
-//! axum router of every surface this build has (`/healthz`, `/readyz`, `/ingress`), the
+//! axum router of every surface this build has (`/healthz`, `/readyz`, `/ingress`, `/mcp`), the
 //! replica's heartbeat, recovery and stop-request watch, and graceful shutdown.
 //!
 //! What it must never do: decide anything (authorization is authz-core's, reached through the
