@@ -10,8 +10,9 @@ use crate::ports::{LaunchError, RunRequest};
 use crate::{Caller, Handled, Reply, ReplyKind, Services, replies};
 
 /// Starts an agent run for `caller` (text that is not a command, or `ask`), recorded in the
-/// caller's origin channel — or, for an agent acting inside its run, as that run's child
-/// (the launcher places it in the parent's channel, with its stamp, for its principal). `agent` is an agent chosen outside the text.
+/// caller's origin channel — or, for an agent acting inside its run, as that run's child (the
+/// launcher places it in the parent's channel, with its stamp, for its principal). `agent` is
+/// an agent chosen outside the text.
 pub async fn start_agent_run(
     caller: &Caller,
     text: &str,
@@ -21,10 +22,6 @@ pub async fn start_agent_run(
     let Some(request) = run_request(caller, text.to_owned(), agent) else {
         return Handled::reply(Reply::of(ReplyKind::Failed, replies::no_run_channel()));
     };
-    launch(caller, request, services).await
-}
-
-async fn launch(caller: &Caller, request: RunRequest, services: &Services) -> Handled {
     match services.runs.start(request).await {
         Ok(started) => Handled {
             reply: started.reply(),

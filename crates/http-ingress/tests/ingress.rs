@@ -222,21 +222,12 @@ impl Server {
 
     async fn seed(&self, channel: &str, user: &str, vis: ChannelVisibility) -> RunRecord {
         self.store
-            .create_run(NewRun {
-                surface: Surface::Http,
-                channel_id: channel.parse().unwrap(),
-                thread_key: None,
-                user_id: user.parse().unwrap(),
-                agent: "echo".into(),
-                repo: None,
-                channel_visibility: vis,
-                request: format!("request in {channel}"),
-                created_at: Timestamp::now(),
-                capability_token: None,
-                agent_token: None,
-                owner: None,
-                parent_run: None,
-            })
+            .create_run(NewRun::fixture(
+                channel.parse().unwrap(),
+                user.parse().unwrap(),
+                vis,
+                Timestamp::now(),
+            ))
             .await
             .unwrap()
     }

@@ -8,10 +8,8 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use commands::Surface;
 use commands::identity::{agent_caller, bearer_caller, bearer_token};
-
-use commands::Caller;
+use commands::{Caller, Surface};
 
 use crate::{Mcp, OFF, caller_key};
 
@@ -37,18 +35,23 @@ impl HostRule {
     pub fn parse(entry: &str) -> Result<HostRule, BadHost> {
         let bad = || BadHost(entry.to_owned());
         let trimmed = entry.trim();
-        // A bare IPv6 address (more than one colon, no brackets) has no port.
-        if !trimmed.starts_with('[') && trimmed.matches(':').count() > 1 {
+        // A bare IPv6 address (`::1`) has no port; brackets (`[::1]:8080`) allow one.
+        if let Ok(v6) = trimmed.parse::<std::net::Ipv6Addr>() {
             return Ok(HostRule {
-                host: trimmed.to_ascii_lowercase(),
+                host: v6.to_string(),
                 port: None,
             });
         }
         let (host, port) = split_authority(trimmed).ok_or_else(bad)?;
-        let valid = !host.is_empty()
-            && host
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '_'));
+        let bracketed = trimmed.starts_with('[');
+        let valid = if bracketed {
+            host.parse::<std::net::Ipv6Addr>().is_ok()
+        } else {
+            !host.is_empty()
+                && host
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+        };
         if !valid {
             return Err(bad());
         }
@@ -102,9 +105,8 @@ fn host_allowed(headers: &HeaderMap, uri: &axum::http::Uri, rules: &[HostRule]) 
     let authority = headers
         .get(header::HOST)
         .and_then(|v| v.to_str().ok())
-        .map(str::to_owned)
-        .or_else(|| uri.authority().map(|a| a.as_str().to_owned()));
-    let Some((host, port)) = authority.as_deref().and_then(split_authority) else {
+        .or_else(|| uri.authority().map(|a| a.as_str()));
+    let Some((host, port)) = authority.and_then(split_authority) else {
         return false;
     };
     rules.iter().any(|r| r.admits(&host, port))
@@ -255,13 +257,11 @@ fn jsonrpc_error(code: i64, message: String) -> Response {
         "id": null,
         "error": {"code": code, "message": message}
     });
-    let mut r = Response::new(Body::from(body.to_string()));
-    *r.status_mut() = StatusCode::BAD_REQUEST;
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    r
+    respond(
+        StatusCode::BAD_REQUEST,
+        "application/json",
+        body.to_string(),
+    )
 }
 
 fn unauthorized() -> Response {
@@ -272,12 +272,14 @@ fn unauthorized() -> Response {
 }
 
 fn plain(status: StatusCode, text: &'static str) -> Response {
-    let mut r = Response::new(Body::from(text));
+    respond(status, "text/plain; charset=utf-8", text)
+}
+
+fn respond(status: StatusCode, content_type: &'static str, body: impl Into<Body>) -> Response {
+    let mut r = Response::new(body.into());
     *r.status_mut() = status;
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     r
 }
 
@@ -337,7 +339,19 @@ mod tests {
         ] {
             assert!(HostRule::parse(good).is_ok(), "{good}");
         }
-        for bad in ["", "a b", "host:99999", "host:x", "[::1", "http://x", "x/y"] {
+        for bad in [
+            "",
+            "a b",
+            "host:99999",
+            "host:x",
+            "[::1",
+            "http://x",
+            "x/y",
+            "a:b:c",
+            "not an:ip:v6",
+            "[localhost]:80",
+            "[::1]x",
+        ] {
             let e = HostRule::parse(bad).unwrap_err();
             assert!(e.to_string().contains("is not a host"), "{bad}: {e}");
         }

@@ -156,8 +156,9 @@ async fn runs_list_returns_exactly_what_the_predicate_allows() {
     for r in [&private, &ops_run, &other_machine] {
         let got = call(&reader, "runs_get", json!({"id": id(r)})).await;
         assert_eq!(got.is_error, Some(true));
-        assert!(
-            text(&got).contains("not found") || text(&got).contains("no run"),
+        assert_eq!(
+            got.structured_content.as_ref().unwrap()["code"],
+            json!("not_found"),
             "{}",
             text(&got)
         );
@@ -358,7 +359,7 @@ async fn an_agent_token_reads_only_what_its_principal_may_and_dies_with_its_run(
     assert_eq!((status, body.as_str()), (401, ""));
 }
 
-pub fn initialize_body() -> String {
+fn initialize_body() -> String {
     json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "raw", "version": "0"}}})

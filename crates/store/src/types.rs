@@ -187,6 +187,34 @@ pub struct NewRun {
     pub parent_run: Option<RunId>,
 }
 
+#[cfg(feature = "testing")]
+impl NewRun {
+    /// A queued run for tests: `user`'s request in `channel`, stamped `visibility`, over HTTP
+    /// with the `echo` agent, no repo, no tokens, no owner, no parent. Override with `..`.
+    pub fn fixture(
+        channel: ChannelId,
+        user: ActorId,
+        visibility: ChannelVisibility,
+        created_at: Timestamp,
+    ) -> NewRun {
+        NewRun {
+            surface: Surface::Http,
+            request: format!("request in {channel}"),
+            channel_id: channel,
+            thread_key: None,
+            user_id: user,
+            agent: "echo".into(),
+            repo: None,
+            channel_visibility: visibility,
+            created_at,
+            capability_token: None,
+            agent_token: None,
+            owner: None,
+            parent_run: None,
+        }
+    }
+}
+
 /// A run as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunRecord {

@@ -145,21 +145,12 @@ impl World {
         vis: ChannelVisibility,
         age_s: i64,
     ) -> RunRecord {
-        let n = NewRun {
-            surface: Surface::Http,
-            channel_id: channel.parse().unwrap(),
-            thread_key: None,
-            user_id: user.parse().unwrap(),
-            agent: "echo".into(),
-            repo: None,
-            channel_visibility: vis,
-            request: format!("request in {channel}"),
-            created_at: Timestamp::from_micros(NOW - age_s * 1_000_000),
-            capability_token: None,
-            agent_token: None,
-            owner: None,
-            parent_run: None,
-        };
+        let n = NewRun::fixture(
+            channel.parse().unwrap(),
+            user.parse().unwrap(),
+            vis,
+            Timestamp::from_micros(NOW - age_s * 1_000_000),
+        );
         self.services.store.create_run(n).await.unwrap()
     }
 }

@@ -379,24 +379,19 @@ pub fn parse(source: Source, text: &str) -> Result<LoadedConfig, LoadError> {
 }
 
 fn mcp_config(section: &sections::McpSection) -> McpConfig {
-    let defaults = mcp::McpSettings::default();
+    let mut settings = mcp::McpSettings::default();
+    if let Some(hosts) = &section.allowed_hosts {
+        settings.allowed_hosts = hosts.iter().map(|h| h.0.clone()).collect();
+    }
+    if let Some(n) = section.max_body_bytes {
+        settings.max_body_bytes = n.usize();
+    }
+    if let Some(n) = section.tools_page_size {
+        settings.page_size = n.usize();
+    }
     McpConfig {
         enabled: section.enabled,
-        settings: mcp::McpSettings {
-            allowed_hosts: section
-                .allowed_hosts
-                .as_ref()
-                .map_or(defaults.allowed_hosts.clone(), |hosts| {
-                    hosts.iter().map(|h| h.0.clone()).collect()
-                }),
-            max_body_bytes: section
-                .max_body_bytes
-                .map_or(defaults.max_body_bytes, |n| n.usize()),
-            page_size: section
-                .tools_page_size
-                .map_or(defaults.page_size, |n| n.usize()),
-            ..defaults
-        },
+        settings,
         agent_url: section.agent_url.as_ref().map(|u| u.0.clone()),
     }
 }

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use authz_core::{ChannelVisibility, RunId, Surface};
+use authz_core::{ChannelVisibility, RunId};
 use store::{InMemoryStore, NewRun, PostgresStore, SqliteStore, Store, StoreSpec, Timestamp};
 
 #[derive(Debug, Clone, Copy)]
@@ -110,19 +110,14 @@ pub async fn open_walking(backend: Backend, walk_pages: usize) -> Under {
 
 pub fn new_run(channel: &str, user: &str, vis: ChannelVisibility, at: i64) -> NewRun {
     NewRun {
-        surface: Surface::Http,
-        channel_id: channel.parse().unwrap(),
         thread_key: Some("t1".into()),
-        user_id: user.parse().unwrap(),
-        agent: "echo".into(),
-        repo: None,
-        channel_visibility: vis,
         request: format!("request at {at}"),
-        created_at: Timestamp::from_micros(at),
-        capability_token: None,
-        agent_token: None,
-        owner: None,
-        parent_run: None,
+        ..NewRun::fixture(
+            channel.parse().unwrap(),
+            user.parse().unwrap(),
+            vis,
+            Timestamp::from_micros(at),
+        )
     }
 }
 
