@@ -68,8 +68,6 @@ pub struct DispatchSettings {
     pub max_concurrent: usize,
     pub max_per_actor: usize,
     pub channel_directory_timeout: Duration,
-    /// Where agents call back over MCP, when that surface is on.
-    pub mcp_url: Option<String>,
     /// Repo clones and the scratch directory of command agents.
     pub data_dir: PathBuf,
     /// How long an agent token stays valid past the agent's timeout.
@@ -85,7 +83,6 @@ impl Default for DispatchSettings {
             max_concurrent: 16,
             max_per_actor: 4,
             channel_directory_timeout: Duration::from_millis(1500),
-            mcp_url: None,
             data_dir: PathBuf::from("."),
             agent_token_slack: Duration::from_secs(300),
             cancel_grace: Duration::from_secs(10),
@@ -185,7 +182,8 @@ struct Inner {
     sanitizer: Arc<Sanitizer>,
     accepting: AtomicBool,
     now: fn() -> Timestamp,
-    /// Where agents reach `/mcp`: from the settings, or set once the server has bound.
+    /// Where agents reach `/mcp`, once the server says (`set_mcp_url`); unset while `/mcp`
+    /// is off.
     mcp_url: OnceLock<String>,
 }
 
@@ -205,10 +203,6 @@ pub struct DispatcherParts {
 impl Dispatcher {
     pub fn new(parts: DispatcherParts) -> Self {
         let slots = Slots::new(parts.settings.max_concurrent, parts.settings.max_per_actor);
-        let mcp_url = OnceLock::new();
-        if let Some(url) = &parts.settings.mcp_url {
-            let _ = mcp_url.set(url.clone());
-        }
         let inner = Inner {
             store: parts.store,
             directory: parts.directory,
@@ -221,7 +215,7 @@ impl Dispatcher {
             sanitizer: Arc::new(Sanitizer::new(parts.secrets)),
             accepting: AtomicBool::new(true),
             now: parts.now,
-            mcp_url,
+            mcp_url: OnceLock::new(),
         };
         Dispatcher {
             inner: Arc::new(inner),

@@ -162,10 +162,6 @@ impl App {
             max_concurrent: config.limits.max_concurrent,
             max_per_actor: config.limits.max_per_actor,
             channel_directory_timeout: config.limits.channel_directory_timeout,
-            // `serve` sets the bound address once it listens, unless this names one.
-            mcp_url: mcp_is_on(&config, &secrets)
-                .then(|| config.mcp.agent_url.clone())
-                .flatten(),
             data_dir: config.server.data_dir.clone(),
             ..DispatchSettings::default()
         };
@@ -179,6 +175,15 @@ impl App {
             secrets: secrets.values_to_redact(),
             now: overrides.clock.now,
         });
+        if let Some(url) = config
+            .mcp
+            .agent_url
+            .clone()
+            .filter(|_| mcp_is_on(&config, &secrets))
+        {
+            // A configured URL; otherwise `serve` gives the address it bound.
+            dispatcher.set_mcp_url(url);
+        }
         let table = Arc::new(config.table.clone());
         let services = Arc::new(Services {
             store: store.clone(),
