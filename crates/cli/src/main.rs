@@ -219,14 +219,14 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
     }
 }
 
-/// Logs to stderr: human lines by default, JSON with `[telemetry] log_format = "json"`;
-/// `RUST_LOG` overrides the level. A log line that cannot be written (stderr closed) is
-/// dropped: the subscriber must never report it with `eprintln!`, which panics on a closed
-/// stderr and would kill the task that logged — the shutdown path among them.
 /// Dependencies whose info lines say nothing an operator needs: rmcp writes three per MCP
 /// call (its per-request service starting and stopping). `RUST_LOG` still overrides this.
 const QUIET_DEPENDENCIES: &str = "rmcp=warn";
 
+/// Logs to stderr: human lines by default, JSON with `[telemetry] log_format = "json"`;
+/// `RUST_LOG` overrides the level. A log line that cannot be written (stderr closed) is
+/// dropped: the subscriber must never report it with `eprintln!`, which panics on a closed
+/// stderr and would kill the task that logged — the shutdown path among them.
 fn init_logs(json: bool, default_level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
         tracing_subscriber::EnvFilter::new(format!("{default_level},{QUIET_DEPENDENCIES}"))
