@@ -516,19 +516,32 @@ impl<D: Dialect> MemoryStore for SqlStore<D> {
         self.one(st).await?.as_ref().map(rows::memory).transpose()
     }
 
+    /// Each scope's newest live rows (at most `limit`, read from its index in order), merged:
+    /// the cost follows the scopes asked for and the limit, not how many records exist.
     async fn memory_in_scopes(&self, scopes: &[ScopeKey], limit: u32) -> Result<Vec<MemoryRecord>> {
         let limit = check_limit(limit)?;
-        let keys: Vec<String> = scopes.iter().map(|s| scope_parts(s).1).collect();
-        let st = Statement::new(format!(
-            "SELECT {} FROM memory_records m WHERE {} AND m.forgotten_at IS NULL \
+        if scopes.is_empty() {
+            return Ok(vec![]);
+        }
+        let one_scope = format!(
+            "SELECT * FROM (SELECT {} FROM memory_records m WHERE m.scope_key = ? AND m.forgotten_at IS NULL \
              AND NOT EXISTS (SELECT 1 FROM memory_records n WHERE n.supersedes = m.id AND n.forgotten_at IS NULL) \
-             ORDER BY m.created_at DESC, m.id DESC LIMIT ?",
+             ORDER BY m.created_at DESC, m.id DESC LIMIT ?) AS s",
             statements::qualified(rows::MEMORY_COLUMNS, "m"),
-            D::in_list("m.scope_key")
-        ))
-        .texts(keys)
-        .int(limit as i64);
-        self.all(st).await?.iter().map(rows::memory).collect()
+        );
+        let union = (0..scopes.len())
+            .map(|i| format!("{one_scope}{i}"))
+            .collect::<Vec<_>>()
+            .join(" UNION ALL ");
+        let mut st = Statement::new(format!("{union} ORDER BY created_at DESC, id DESC LIMIT ?"));
+        for scope in scopes {
+            st = st.text(scope_parts(scope).1).int(limit as i64);
+        }
+        self.all(st.int(limit as i64))
+            .await?
+            .iter()
+            .map(rows::memory)
+            .collect()
     }
 
     async fn forget_memory(&self, id: &MemoryId, at: Timestamp) -> Result<bool> {

@@ -8,6 +8,7 @@ use crate::support::*;
 
 contract!(
     memory_records_supersede_and_forget,
+    memory_in_scopes_is_the_newest_across_scopes,
     config_values_on_three_tiers,
     a_schedule_slot_fires_once_under_concurrent_claims,
     a_slack_retry_is_seen_once,
@@ -78,6 +79,45 @@ async fn memory_records_supersede_and_forget(b: Backend) {
         s.get_memory(&org.id).await.unwrap().unwrap().scope,
         ScopeKey::Org
     );
+    u.cleanup().await;
+}
+
+/// The limit applies to the merged list: the newest `limit` records over all the scopes
+/// asked, whichever scope holds them, and nothing from a scope not asked.
+async fn memory_in_scopes_is_the_newest_across_scopes(b: Backend) {
+    let u = open(b).await;
+    let s = &*u.store;
+    let scopes = [
+        ScopeKey::Org,
+        ScopeKey::User("slack:U1".parse().unwrap()),
+        ScopeKey::Channel("slack:G1".parse().unwrap()),
+        ScopeKey::Channel("slack:G2".parse().unwrap()),
+    ];
+    for at in 0..40i64 {
+        let scope = &scopes[(at as usize * 7) % scopes.len()];
+        s.add_memory(NewMemory {
+            scope: scope.clone(),
+            text: format!("fact {at}"),
+            supersedes: None,
+            source_run: None,
+            created_at: Timestamp::from_micros(at),
+        })
+        .await
+        .unwrap();
+    }
+    let asked = &scopes[..3];
+    for limit in [1u32, 4, 9, 30, 1000] {
+        let got = s.memory_in_scopes(asked, limit).await.unwrap();
+        let want: Vec<String> = (0..40i64)
+            .rev()
+            .filter(|at| asked.contains(&scopes[(*at as usize * 7) % scopes.len()]))
+            .take(limit as usize)
+            .map(|at| format!("fact {at}"))
+            .collect();
+        let texts: Vec<String> = got.into_iter().map(|m| m.text).collect();
+        assert_eq!(texts, want, "limit {limit}");
+    }
+    assert!(s.memory_in_scopes(&[], 10).await.unwrap().is_empty());
     u.cleanup().await;
 }
 

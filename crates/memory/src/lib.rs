@@ -1,0 +1,325 @@
+//! # memory: what agents remember, and who may make a fact org-wide
+//!
+//! What it is: the four scope kinds (`org`, `user:<actor>`, `channel:<channel>`,
+//! `repo:<owner/name>`) of a request ([`RunScopes`]); the context block a run is given
+//! ([`Memory::context_block`]); the extractors that propose facts after a run ([`rules`],
+//! and the `model` extractor over a [`ModelCall`]); and the reflection write gate
+//! ([`Memory::reflect`], spec/memory.md steps 1–6).
+//!
+//! What it must never do:
+//! - gate a read: the context block reads its request's scopes and never calls `authorize`
+//!   (a test spies on the decision to prove it);
+//! - widen a write: a candidate goes to the scope the extractor named or to a narrower scope
+//!   of the same run (an org fact from a dm, private or unknown origin), never wider, never
+//!   rerouted after any other denial;
+//! - let a fact's text reach a log line: the one `[memory]` line per reflection holds counts
+//!   and reason tokens.
+//!
+//! Invariants:
+//! - Every write is one store insert (atomic); a reflection stopped half-way keeps what it
+//!   wrote and has written nothing partial.
+//! - A `supersedes` is kept only when its target is live and in the scope written to, so the
+//!   store's "hidden when superseded" rule never hides a record of another scope; a narrowed
+//!   correction drops it, and the record it meant to retire stands.
+//! - A malformed model answer writes nothing and becomes one friction entry.
+
+mod block;
+mod extract;
+mod gate;
+mod scopes;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use authz_core::{Actor, ChannelVisibility, RunId, ScopeKey, authorize};
+use store::{MemoryRecord, MemoryStore, NewMemory, StoreError, Timestamp};
+
+pub use block::ContextBlock;
+pub use extract::{
+    Audience, Candidate, Extraction, MAX_FACT_CHARS, MAX_FACTS, ModelCall, Transcript,
+    model_prompt, parse_model_answer, rules,
+};
+pub use gate::{Decide, Report, Route, may_forget, memory_write, route};
+pub use scopes::{RunScopes, reflection_actor};
+
+/// Which extractor proposes facts after a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ExtractorKind {
+    /// Explicit statements (`remember: …`); needs no model.
+    #[default]
+    Rules,
+    /// A configured agent's back end asked for strict JSON.
+    Model,
+}
+
+/// `[memory]`: the bounds of the context block and of a reflection.
+#[derive(Debug, Clone)]
+pub struct MemorySettings {
+    pub extractor: ExtractorKind,
+    pub context_max_records: u32,
+    pub context_max_chars: usize,
+    pub reflection_timeout: Duration,
+}
+
+impl Default for MemorySettings {
+    fn default() -> Self {
+        MemorySettings {
+            extractor: ExtractorKind::Rules,
+            context_max_records: 20,
+            context_max_chars: 4_000,
+            reflection_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MemoryError {
+    #[error("the memory store failed: {0}")]
+    Store(#[from] StoreError),
+    #[error("the model extractor is configured but no model was given to it")]
+    NoModel,
+}
+
+/// How many of a run's live records a `forget that …` looks through (the store's page bound).
+const FORGET_SEARCH: u32 = 1_000;
+
+/// The friction kind a failed extraction is recorded under.
+pub const EXTRACTION_FRICTION: &str = "memory_extraction";
+
+/// What one run is reflected from.
+pub struct ReflectionInput<'a> {
+    pub run_id: &'a RunId,
+    pub scopes: &'a RunScopes,
+    /// The run's stamped channel visibility (`unknown` when unstamped).
+    pub origin: ChannelVisibility,
+    /// The run's principal, as the surface resolved it.
+    pub principal: &'a Actor,
+    pub transcript: &'a Transcript,
+}
+
+/// What a reflection did: its report, and the friction to record on the run.
+#[derive(Debug, Clone, Default)]
+pub struct Reflection {
+    pub report: Report,
+    pub friction: Option<(String, String)>,
+}
+
+/// Memory over a store: the context block and reflection.
+#[derive(Clone)]
+pub struct Memory {
+    store: Arc<dyn MemoryStore>,
+    settings: MemorySettings,
+    decide: Arc<Decide>,
+    model: Option<Arc<dyn ModelCall>>,
+    now: fn() -> Timestamp,
+}
+
+impl Memory {
+    pub fn new(store: Arc<dyn MemoryStore>, settings: MemorySettings) -> Self {
+        Memory {
+            store,
+            settings,
+            decide: Arc::new(authorize),
+            model: None,
+            now: Timestamp::now,
+        }
+    }
+
+    /// The decision the write gate asks; tests pass a spy around `authorize`.
+    pub fn with_decide(mut self, decide: Arc<Decide>) -> Self {
+        self.decide = decide;
+        self
+    }
+
+    /// The model the `model` extractor asks.
+    pub fn with_model(mut self, model: Arc<dyn ModelCall>) -> Self {
+        self.model = Some(model);
+        self
+    }
+
+    pub fn with_clock(mut self, now: fn() -> Timestamp) -> Self {
+        self.now = now;
+        self
+    }
+
+    pub fn settings(&self) -> &MemorySettings {
+        &self.settings
+    }
+
+    /// `memory_context_block(request)`: the live records of the request's scopes, newest
+    /// first, within `context_max_records` and `context_max_chars`. Not policy-gated.
+    pub async fn context_block(&self, scopes: &RunScopes) -> Result<ContextBlock, MemoryError> {
+        let records = self
+            .store
+            .memory_in_scopes(&scopes.keys(), self.settings.context_max_records)
+            .await?;
+        Ok(ContextBlock::bounded(
+            records,
+            self.settings.context_max_chars,
+        ))
+    }
+
+    /// Extracts candidates from a finished run and writes what the gate allows. Store
+    /// failures end the reflection; what was written before stays.
+    pub async fn reflect(&self, input: &ReflectionInput<'_>) -> Result<Reflection, MemoryError> {
+        let extraction = self.extract(input).await?;
+        let mut out = Reflection::default();
+        if let Some(why) = extraction.failure {
+            out.friction = Some((EXTRACTION_FRICTION.to_owned(), why));
+            return Ok(out);
+        }
+        let actor = reflection_actor(input.principal, input.scopes);
+        for candidate in extraction.facts.iter().chain(&extraction.summary) {
+            self.write(input, &actor, candidate, &mut out.report)
+                .await?;
+        }
+        for text in &extraction.forget {
+            self.forget(input, &actor, text, &mut out.report).await?;
+        }
+        if out.report.is_notable() {
+            tracing::info!(target: "memory", run = %input.run_id, "[memory] {}", out.report);
+        }
+        Ok(out)
+    }
+
+    async fn extract(&self, input: &ReflectionInput<'_>) -> Result<Extraction, MemoryError> {
+        match self.settings.extractor {
+            ExtractorKind::Rules => Ok(rules(input.transcript)),
+            ExtractorKind::Model => {
+                let model = self.model.as_ref().ok_or(MemoryError::NoModel)?;
+                let shown = self.shown_to_model(input).await?;
+                let prompt = model_prompt(input.transcript, &shown);
+                Ok(match model.complete(input.run_id, prompt).await {
+                    Err(e) => Extraction::failed(format!("the extraction model failed: {e}")),
+                    Ok(answer) => parse_model_answer(&answer).unwrap_or_else(|e| {
+                        Extraction::failed(format!("the extraction model's answer was {e}"))
+                    }),
+                })
+            }
+        }
+    }
+
+    /// The records the extraction model sees (so a correction can name one). A user scope's
+    /// records are shown only from a dm origin: elsewhere the model could copy a fact kept
+    /// out of the room into a candidate for that room.
+    async fn shown_to_model(
+        &self,
+        input: &ReflectionInput<'_>,
+    ) -> Result<Vec<MemoryRecord>, MemoryError> {
+        let keys: Vec<ScopeKey> = input
+            .scopes
+            .keys()
+            .into_iter()
+            .filter(|k| !matches!(k, ScopeKey::User(_)) || input.origin == ChannelVisibility::Dm)
+            .collect();
+        Ok(self
+            .store
+            .memory_in_scopes(&keys, self.settings.context_max_records)
+            .await?)
+    }
+
+    async fn write(
+        &self,
+        input: &ReflectionInput<'_>,
+        actor: &Actor,
+        candidate: &Candidate,
+        report: &mut Report,
+    ) -> Result<(), MemoryError> {
+        if candidate.text.chars().count() > MAX_FACT_CHARS {
+            report.drop("dropped", "too-long");
+            return Ok(());
+        }
+        let routed = route(
+            candidate,
+            input.scopes,
+            input.origin,
+            actor,
+            self.decide.as_ref(),
+        );
+        let (scope, narrowed) = match routed {
+            Route::Drop(reason) => {
+                report.drop("dropped", reason);
+                return Ok(());
+            }
+            Route::Write { scope, narrowed } => (scope, narrowed),
+        };
+        let supersedes = match (&candidate.supersedes, narrowed) {
+            (_, Some(from)) => {
+                report.narrow(from, scope.kind());
+                None
+            }
+            (None, None) => None,
+            (Some(target), None) => self.kept_supersedes(target, &scope, report).await?,
+        };
+        self.store
+            .add_memory(NewMemory {
+                scope,
+                text: candidate.text.clone(),
+                supersedes,
+                source_run: Some(input.run_id.clone()),
+                created_at: (self.now)(),
+            })
+            .await?;
+        report.written += 1;
+        Ok(())
+    }
+
+    /// A correction's target, kept only when it is live and in the scope written to.
+    async fn kept_supersedes(
+        &self,
+        target: &RunId,
+        scope: &ScopeKey,
+        report: &mut Report,
+    ) -> Result<Option<RunId>, MemoryError> {
+        match self.store.get_memory(target).await? {
+            Some(r) if r.forgotten_at.is_none() && &r.scope == scope => Ok(Some(r.id)),
+            Some(r) if r.forgotten_at.is_none() => {
+                report.drop("supersedes dropped", "other-scope");
+                Ok(None)
+            }
+            _ => {
+                report.drop("supersedes dropped", "not-live");
+                Ok(None)
+            }
+        }
+    }
+
+    /// `forget that …`: the live records of the run's scopes whose text is the one named
+    /// (ignoring case, surrounding space and a final full stop), each forgotten when the
+    /// reflection actor may write its scope.
+    async fn forget(
+        &self,
+        input: &ReflectionInput<'_>,
+        actor: &Actor,
+        text: &str,
+        report: &mut Report,
+    ) -> Result<(), MemoryError> {
+        let wanted = normalized(text);
+        let records = self
+            .store
+            .memory_in_scopes(&input.scopes.keys(), FORGET_SEARCH)
+            .await?;
+        let matching: Vec<&MemoryRecord> = records
+            .iter()
+            .filter(|r| normalized(&r.text) == wanted)
+            .collect();
+        if matching.is_empty() {
+            report.drop("forget dropped", "no-match");
+        }
+        for r in matching {
+            match may_forget(&r.scope, input.origin, actor, self.decide.as_ref()) {
+                Ok(()) => {
+                    if self.store.forget_memory(&r.id, (self.now)()).await? {
+                        report.forgotten += 1;
+                    }
+                }
+                Err(reason) => report.drop("forget dropped", reason),
+            }
+        }
+        Ok(())
+    }
+}
+
+fn normalized(text: &str) -> String {
+    text.trim().trim_end_matches('.').trim().to_lowercase()
+}

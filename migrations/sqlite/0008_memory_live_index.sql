@@ -1,0 +1,9 @@
+-- The memory context block reads each of a request's scopes newest first, live records only,
+-- and leaves out a record some live record supersedes. One partial index per question: the
+-- live records of a scope in recency order (a scope's top rows are read, never all of it),
+-- and the records that supersede a given one.
+DROP INDEX memory_scope;
+CREATE INDEX memory_live_scope ON memory_records (scope_key, created_at DESC, id DESC)
+    WHERE forgotten_at IS NULL;
+CREATE INDEX memory_supersedes ON memory_records (supersedes)
+    WHERE supersedes IS NOT NULL;
