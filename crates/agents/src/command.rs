@@ -2,9 +2,9 @@
 //! line is an event; the last block of stdout (after the last blank line) is the answer; on a
 //! non-zero exit, stderr becomes friction. The program runs in its own process group with a
 //! scrubbed environment, and the whole group is killed on stop, timeout, or when it exits
-//! leaving children behind.
+//! leaving children behind. The memory block is in the file `SWITCHBOARD_MEMORY_FILE` names.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use async_trait::async_trait;
@@ -53,7 +53,7 @@ impl CommandBackend {
         Ok(CommandBackend { settings })
     }
 
-    fn command(&self, job: &AgentJob) -> Command {
+    fn command(&self, job: &AgentJob, memory_file: &Path) -> Command {
         let (program, args) = match self.settings.argv.split_first() {
             Some((p, a)) => (p.as_str(), a),
             None => ("false", &[][..]),
@@ -67,6 +67,7 @@ impl CommandBackend {
             .envs(self.settings.env.iter().map(|(k, v)| (k, v)))
             .env("SWITCHBOARD_RUN_ID", job.run_id.as_str())
             .env("SWITCHBOARD_AGENT_TOKEN", &job.agent_token)
+            .env("SWITCHBOARD_MEMORY_FILE", memory_file)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -84,6 +85,19 @@ impl CommandBackend {
         }
         cmd
     }
+}
+
+/// The memory block in a file of its own (mode 0600, in the system's temp directory), for
+/// `SWITCHBOARD_MEMORY_FILE` whatever `request_via` is; empty when there is nothing to
+/// remember.
+fn memory_file(job: &AgentJob) -> std::io::Result<tempfile::NamedTempFile> {
+    let mut file = tempfile::Builder::new()
+        .prefix(&format!("switchboard-memory-{}-", job.run_id))
+        .suffix(".md")
+        .tempfile()?;
+    std::io::Write::write_all(&mut file, job.memory.text().as_bytes())?;
+    std::io::Write::flush(&mut file)?;
+    Ok(file)
 }
 
 /// Kills the program's whole process group. An already-gone group is not an error.
@@ -153,7 +167,12 @@ impl AgentBackend for CommandBackend {
     }
 
     async fn run(&self, job: AgentJob, sink: EventSink, cancel: CancellationToken) -> AgentOutcome {
-        let mut child = match self.command(&job).spawn() {
+        // Held until the run returns: dropping it removes the file.
+        let memory_file = match memory_file(&job) {
+            Ok(f) => f,
+            Err(e) => return sink.failed(&format!("could not write the memory block's file: {e}")),
+        };
+        let mut child = match self.command(&job, memory_file.path()).spawn() {
             Ok(c) => c,
             Err(e) => {
                 let program = self.settings.argv.first().map_or("", String::as_str);

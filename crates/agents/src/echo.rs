@@ -61,11 +61,8 @@ impl EchoBackend {
 
 /// The answer: what it was given, and what it is.
 pub fn summary(job: &AgentJob) -> String {
-    let memory = if job.memory_block.is_empty() {
-        "none".to_owned()
-    } else {
-        format!("{} lines", job.memory_block.lines().count())
-    };
+    // Counts only: a public run must not publish facts narrowed out of a DM.
+    let memory = job.memory.counts();
     let repo = job.repo.as_ref().map_or("none", |r| r.as_str());
     format!(
         "echo agent `{}` (built in; it runs no model and only repeats what it was given)\n\
@@ -86,14 +83,7 @@ impl AgentBackend for EchoBackend {
                 "received a request of {} characters",
                 job.request.chars().count()
             ),
-            format!(
-                "memory block: {}",
-                if job.memory_block.is_empty() {
-                    "empty"
-                } else {
-                    "present"
-                }
-            ),
+            format!("memory block: {}", job.memory.counts()),
             format!("repo: {}", job.repo.as_ref().map_or("none", |r| r.as_str())),
         ];
         for (i, step) in steps.iter().enumerate() {

@@ -45,8 +45,8 @@ pub struct AgentJob {
     pub run_id: RunId,
     pub agent: AgentName,
     pub request: String,
-    /// The memory context block (memory.md); empty until the memory crate lands.
-    pub memory_block: String,
+    /// The memory context block (spec/memory.md) the run was given.
+    pub memory: MemoryBlock,
     pub repo: Option<RepoSlug>,
     /// Where a `command` agent runs: the repo's workspace, else the run's scratch directory.
     pub workspace: Option<PathBuf>,
@@ -54,6 +54,44 @@ pub struct AgentJob {
     pub mcp_url: Option<String>,
     /// The run-scoped agent token (a JWT); handed to the program, never logged.
     pub agent_token: String,
+}
+
+/// The memory context block as a back end receives it: the rendered text, and how many
+/// records came from each scope kind (what the echo agent says instead of the text).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MemoryBlock {
+    text: String,
+    per_scope: Vec<(&'static str, usize)>,
+}
+
+impl MemoryBlock {
+    /// `per_scope` is `(scope kind, records)`, in the order to show.
+    pub fn new(text: String, per_scope: Vec<(&'static str, usize)>) -> Self {
+        MemoryBlock { text, per_scope }
+    }
+
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.text.is_empty()
+    }
+
+    /// `2 records (org 1, user 1)`, or `none`: counts only, never a record's text.
+    pub fn counts(&self) -> String {
+        let total: usize = self.per_scope.iter().map(|(_, n)| n).sum();
+        if total == 0 {
+            return "none".to_owned();
+        }
+        let parts: Vec<String> = self
+            .per_scope
+            .iter()
+            .map(|(kind, n)| format!("{kind} {n}"))
+            .collect();
+        let noun = if total == 1 { "record" } else { "records" };
+        format!("{total} {noun} ({})", parts.join(", "))
+    }
 }
 
 /// Limits on what one run may emit.

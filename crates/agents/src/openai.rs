@@ -50,21 +50,19 @@ impl OpenAiBackend {
     }
 
     fn body(&self, job: &AgentJob) -> Value {
-        let mut system =
+        let system =
             self.settings.system_prompt.clone().unwrap_or_else(|| {
                 "You are a helpful assistant answering a team's request.".into()
             });
-        if !job.memory_block.is_empty() {
-            system.push_str("\n\n");
-            system.push_str(&job.memory_block);
+        let mut messages = vec![json!({"role": "system", "content": system})];
+        if !job.memory.is_empty() {
+            messages.push(json!({"role": "system", "content": job.memory.text()}));
         }
+        messages.push(json!({"role": "user", "content": job.request}));
         json!({
             "model": self.settings.model,
             "stream": true,
-            "messages": [
-                {"role": "system", "content": system},
-                {"role": "user", "content": job.request},
-            ],
+            "messages": messages,
         })
     }
 

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use agents::{
     AgentBackend, AgentJob, AgentOutcome, CancellationToken, CommandBackend, CommandSettings,
-    EchoBackend, EchoBehaviour, EchoSettings, EventSink, OpenAiBackend, OpenAiSettings, OutputCaps,
-    RequestVia, Sanitizer, SinkItem,
+    EchoBackend, EchoBehaviour, EchoSettings, EventSink, MemoryBlock, OpenAiBackend,
+    OpenAiSettings, OutputCaps, RequestVia, Sanitizer, SinkItem,
 };
 use authz_core::{AgentName, RunId};
 
@@ -24,7 +24,7 @@ fn job(request: &str) -> AgentJob {
         run_id: RunId::parse("01JABCDEFGHJKMNPQRSTVWXYZ0").unwrap(),
         agent: AgentName::parse("tester").unwrap(),
         request: request.into(),
-        memory_block: String::new(),
+        memory: MemoryBlock::default(),
         repo: None,
         workspace: None,
         mcp_url: Some("http://127.0.0.1:9/mcp".into()),
@@ -119,6 +119,7 @@ async fn command_takes_the_request_as_an_argument_and_gets_a_scrubbed_environmen
         "PATH",
         "SWITCHBOARD_AGENT_TOKEN",
         "SWITCHBOARD_MCP_URL",
+        "SWITCHBOARD_MEMORY_FILE",
         "SWITCHBOARD_RUN_ID",
     ] {
         assert!(names.contains(&must), "{must} missing from {names:?}");
@@ -129,6 +130,73 @@ async fn command_takes_the_request_as_an_argument_and_gets_a_scrubbed_environmen
             "{name} leaked into the agent's environment"
         );
     }
+}
+
+fn remembering(request: &str) -> AgentJob {
+    AgentJob {
+        memory: MemoryBlock::new(
+            "Remembered:\n- [org] deploys freeze on Fridays\n- [user] likes tea".into(),
+            vec![("org", 1), ("user", 1)],
+        ),
+        ..job(request)
+    }
+}
+
+/// The block reaches a command agent as a file, whichever way the request goes, and the file
+/// is gone once the run ends.
+#[tokio::test]
+async fn a_command_agent_reads_its_memory_block_from_the_file_it_is_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = script(
+        dir.path(),
+        "mem.sh",
+        "echo \"$SWITCHBOARD_MEMORY_FILE\"\necho\necho \"bytes=$(wc -c < \"$SWITCHBOARD_MEMORY_FILE\")\"\ncat \"$SWITCHBOARD_MEMORY_FILE\"",
+    );
+    for via in [RequestVia::Stdin, RequestVia::Argument] {
+        let (outcome, items) = run(
+            &command(vec![s.clone()], via),
+            remembering("what do you know?"),
+            CancellationToken::new(),
+        )
+        .await;
+        assert_eq!(
+            outcome.answer(),
+            Some("bytes=64\nRemembered:\n- [org] deploys freeze on Fridays\n- [user] likes tea"),
+            "{via:?}"
+        );
+        let path = events(&items)[0].clone();
+        assert!(path.contains("switchboard-memory-"), "{path}");
+        assert!(
+            !Path::new(&path).exists(),
+            "the file outlives the run: {path}"
+        );
+    }
+    let (outcome, _) = run(
+        &command(vec![s], RequestVia::Stdin),
+        job("nothing remembered"),
+        CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(
+        outcome.answer(),
+        Some("bytes=0"),
+        "an empty block is an empty file"
+    );
+}
+
+#[tokio::test]
+async fn echo_says_how_many_records_it_was_given_never_their_text() {
+    let echo = EchoBackend::new(EchoSettings::default());
+    let (o, items) = run(&echo, remembering("hi"), CancellationToken::new()).await;
+    let answer = o.answer().unwrap();
+    assert!(
+        answer.contains("memory: 2 records (org 1, user 1)"),
+        "{answer}"
+    );
+    let all = format!("{answer}\n{}", events(&items).join("\n"));
+    assert!(!all.contains("Fridays") && !all.contains("tea"), "{all}");
+    let (o, _) = run(&echo, job("hi"), CancellationToken::new()).await;
+    assert!(o.answer().unwrap().contains("memory: none"));
 }
 
 #[tokio::test]
@@ -286,7 +354,29 @@ async fn fake_openai() -> String {
         let v: serde_json::Value = serde_json::from_str(&body).unwrap();
         assert_eq!(v["stream"], true);
         assert_eq!(v["model"], "test-model");
-        let request = v["messages"][1]["content"].as_str().unwrap().to_owned();
+        let messages = v["messages"].as_array().unwrap();
+        let request = messages.last().unwrap()["content"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        if request == "what do you remember?" {
+            // Everything but the first system prompt and the user's message.
+            let given: Vec<String> = messages[1..messages.len() - 1]
+                .iter()
+                .map(|m| {
+                    format!(
+                        "{}: {}",
+                        m["role"].as_str().unwrap(),
+                        m["content"].as_str().unwrap()
+                    )
+                })
+                .collect();
+            let chunk = serde_json::json!({"choices":[{"delta":{"content":given.join("|")}}]});
+            return Response::builder()
+                .header("content-type", "text/event-stream")
+                .body(Body::from(format!("data: {chunk}\n\ndata: [DONE]\n\n")))
+                .unwrap();
+        }
         let auth = headers
             .get("authorization")
             .map(|h| h.to_str().unwrap().to_owned());
@@ -345,6 +435,29 @@ async fn openai_streams_lines_as_events_and_the_whole_text_as_the_answer() {
     let (o, items) = run(&backend, job("ship it"), CancellationToken::new()).await;
     assert_eq!(o.answer(), Some("You said: ship it\nSecond line"));
     assert_eq!(events(&items), vec!["You said: ship it", "Second line"]);
+}
+
+#[tokio::test]
+async fn openai_gets_the_memory_block_as_a_system_message_of_its_own() {
+    let base = fake_openai().await;
+    let backend = openai(&base, "sk-test-key-0123456789abcdef");
+    let (o, _) = run(
+        &backend,
+        remembering("what do you remember?"),
+        CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(
+        o.answer(),
+        Some("system: Remembered:\n- [org] deploys freeze on Fridays\n- [user] likes tea")
+    );
+    let (o, _) = run(
+        &backend,
+        job("what do you remember?"),
+        CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(o.answer(), Some(""), "no block, no extra message");
 }
 
 #[tokio::test]

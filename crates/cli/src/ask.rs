@@ -1,6 +1,7 @@
 //! `switchboard ask "<request>" [--agent NAME]`: an agent run as `cli:local`, in-process,
 //! recorded in channel `cli:local`. Progress goes to stderr while the run is live; the answer
-//! goes to stdout at the end. Ctrl-C stops the run (it is recorded `stopped`).
+//! goes to stdout at the end. Ctrl-C stops the run (it is recorded `stopped`). Before it
+//! exits it waits, bounded, for the run's memory reflection.
 //!
 //! Also what every in-process CLI verb shares: one [`server::App`] (the composition root),
 //! this process's heartbeat and stop-request watch while it works, and following runs it
@@ -126,7 +127,24 @@ async fn ask(
     let outcome = outcome.context(
         "the run ended without a final record; `switchboard runs get` shows what the store has",
     )?;
+    settle_memory(app, &progress).await;
     Ok(print_result(&outcome, json))
+}
+
+/// Waits (bounded by `[memory] reflection_timeout_seconds`) for the run's reflection, so a
+/// fact said on the command line is kept before the process exits.
+async fn settle_memory(app: &server::App, progress: &Progress) {
+    if app.dispatcher.pending_reflections() == 0 {
+        return;
+    }
+    progress.line("keeping what this run said (memory reflection)");
+    let bound = app.config.memory.settings.reflection_timeout + std::time::Duration::from_secs(1);
+    if !app.dispatcher.settle_reflections(bound).await {
+        eprintln!(
+            "warning: the run's memory reflection did not finish within {}s; what it wrote is kept, the rest is not",
+            bound.as_secs()
+        );
+    }
 }
 
 /// The feed a command's runs are followed on: taken before the command runs, so no update of

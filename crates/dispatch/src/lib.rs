@@ -26,6 +26,7 @@
 
 mod limits;
 mod live;
+mod reflect;
 mod tokens;
 mod workspace;
 
@@ -45,12 +46,14 @@ use commands::{
     AgentTokenCheck, CODING_AGENT, CommandRun, LaunchError, LiveFeed, LiveRun, LiveStream,
     LiveUpdate, Refusal, RepoTask, RunLauncher, RunRequest, StartedRun,
 };
+use memory::{Memory, MemorySettings};
 use store::{Finish, Friction, NewRun, ReplicaId, RunRecord, RunStatus, Store, StoreError};
 use store::{Timestamp, TokenHash};
 use tokio::sync::watch;
 
 pub use limits::{Busy, Slots};
 pub use live::{LiveRuns, StopReason, Subscription};
+pub use reflect::PendingReflections;
 pub use tokens::{AgentClaims, AgentTokens, TokenError, random_token};
 pub use workspace::WorkspaceError;
 
@@ -74,6 +77,10 @@ pub struct DispatchSettings {
     pub agent_token_slack: Duration,
     /// How long a cancelled back end may take to return before it is abandoned.
     pub cancel_grace: Duration,
+    /// `[memory]`: the context block's bounds, the extractor, the reflection bound.
+    pub memory: MemorySettings,
+    /// The agent whose back end the `model` extractor asks.
+    pub memory_model: Option<AgentName>,
 }
 
 impl Default for DispatchSettings {
@@ -86,6 +93,8 @@ impl Default for DispatchSettings {
             data_dir: PathBuf::from("."),
             agent_token_slack: Duration::from_secs(300),
             cancel_grace: Duration::from_secs(10),
+            memory: MemorySettings::default(),
+            memory_model: None,
         }
     }
 }
@@ -185,6 +194,8 @@ struct Inner {
     /// Where agents reach `/mcp`, once the server says (`set_mcp_url`); unset while `/mcp`
     /// is off.
     mcp_url: OnceLock<String>,
+    memory: Memory,
+    reflections: Arc<PendingReflections>,
 }
 
 /// Everything a dispatcher is built from.
@@ -203,6 +214,8 @@ pub struct DispatcherParts {
 impl Dispatcher {
     pub fn new(parts: DispatcherParts) -> Self {
         let slots = Slots::new(parts.settings.max_concurrent, parts.settings.max_per_actor);
+        let sanitizer = Arc::new(Sanitizer::new(parts.secrets.clone()));
+        let memory = memory_of(&parts, &sanitizer);
         let inner = Inner {
             store: parts.store,
             directory: parts.directory,
@@ -212,10 +225,12 @@ impl Dispatcher {
             slots,
             replica: parts.replica,
             tokens: parts.tokens,
-            sanitizer: Arc::new(Sanitizer::new(parts.secrets)),
+            sanitizer,
             accepting: AtomicBool::new(true),
             now: parts.now,
             mcp_url: OnceLock::new(),
+            memory,
+            reflections: Arc::default(),
         };
         Dispatcher {
             inner: Arc::new(inner),
@@ -324,22 +339,65 @@ impl Dispatcher {
         self.inner.record_command_run(run).await
     }
 
+    /// Waits up to `within` for this process's reflections in flight (`switchboard ask`
+    /// keeps what its run said); true when none is left.
+    pub async fn settle_reflections(&self, within: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + within;
+        self.inner.reflections.settle(deadline).await
+    }
+
+    /// Reflections in flight in this process.
+    pub fn pending_reflections(&self) -> usize {
+        self.inner.reflections.pending()
+    }
+
     /// Stops accepting runs, lets live ones finish until `grace` passes, then cancels the rest
-    /// (they end `interrupted`) and waits up to `settle` for them to be recorded. Returns how
-    /// many were cancelled.
+    /// (they end `interrupted`) and waits up to `settle` for them to be recorded. Reflections
+    /// of runs that finished get what is left of the grace. Returns how many runs were
+    /// cancelled.
     pub async fn shutdown(&self, grace: Duration, settle: Duration) -> usize {
         let inner = &self.inner;
         inner.accepting.store(false, Ordering::SeqCst);
         let deadline = tokio::time::Instant::now() + grace;
-        if inner.live.wait_empty(deadline).await {
-            return 0;
+        let mut cancelled = 0;
+        if !inner.live.wait_empty(deadline).await {
+            cancelled = inner.live.cancel_all(StopReason::Shutdown);
+            inner
+                .live
+                .wait_empty(tokio::time::Instant::now() + settle)
+                .await;
         }
-        let cancelled = inner.live.cancel_all(StopReason::Shutdown);
-        inner
-            .live
-            .wait_empty(tokio::time::Instant::now() + settle)
-            .await;
+        if !inner.reflections.settle(deadline).await {
+            tracing::warn!(
+                target: "memory",
+                pending = inner.reflections.pending(),
+                "[memory] reflections still running at the end of the grace were abandoned"
+            );
+        }
         cancelled
+    }
+}
+
+/// Memory over the dispatcher's store, with the `model` extractor's back end when one is
+/// named and declared (config validation guarantees it is; without it the extractor fails
+/// closed and writes nothing).
+fn memory_of(parts: &DispatcherParts, sanitizer: &Arc<Sanitizer>) -> Memory {
+    let store: Arc<dyn store::MemoryStore> = parts.store.clone();
+    let memory = Memory::new(store, parts.settings.memory.clone()).with_clock(parts.now);
+    let model = parts
+        .settings
+        .memory_model
+        .as_ref()
+        .and_then(|name| parts.agents.get(name).map(|e| (name, e)));
+    match model {
+        Some((name, entry)) => memory.with_model(Arc::new(reflect::BackendModel {
+            agent: name.clone(),
+            backend: entry.backend.clone(),
+            caps: entry.caps,
+            timeout: entry.timeout,
+            sanitizer: sanitizer.clone(),
+        })),
+        None => memory,
     }
 }
 
@@ -579,7 +637,7 @@ impl Inner {
             run_id: run.id.clone(),
             agent: name.clone(),
             request: text,
-            memory_block: String::new(),
+            memory: agents::MemoryBlock::default(),
             repo,
             workspace,
             mcp_url: self.mcp_url.get().cloned(),
@@ -587,10 +645,27 @@ impl Inner {
         };
         let this = self.clone();
         let record = run.clone();
+        let requester = req.actor;
         tokio::spawn(async move {
-            let finished = this.drive(record, name, job, cancel).await;
+            let finished = this.clone().drive(record, name, job, cancel).await;
             drop(slot);
+            // Counted before the reply goes out, so whoever waits for the reply and then for
+            // reflections cannot miss this one.
+            let reflection = finished
+                .clone()
+                .filter(|r| reflect::reflects(r, &requester))
+                .map(|r| (r, this.reflections.enter()));
             let _ = done_tx.send(finished);
+            if let Some((run, _in_flight)) = reflection {
+                reflect::reflect_run(
+                    &this.memory,
+                    this.store.as_ref(),
+                    &run,
+                    &requester,
+                    this.now,
+                )
+                .await;
+            }
         });
         Ok(Started {
             run,
@@ -655,7 +730,21 @@ impl Inner {
             tracing::error!(run = %run.id, error = %e, "marking the run running failed");
         }
         self.live.set_status(&run.id, RunStatus::Running);
-        let (outcome, mut frictions) = self.supervise(&run, entry, job, &cancel).await;
+        let mut job = job;
+        let mut frictions = Vec::new();
+        match self.memory.context_block(&reflect::scopes_of(&run)).await {
+            Ok(block) => job.memory = reflect::block_for_agents(&block),
+            Err(e) => {
+                // Nothing remembered is safe; the run goes on without its block.
+                tracing::warn!(run = %run.id, error = %e, "reading the memory block failed");
+                frictions.push((
+                    "memory_unavailable".to_owned(),
+                    "the memory block could not be read; the run had none".to_owned(),
+                ));
+            }
+        }
+        let (outcome, agent_frictions) = self.supervise(&run, entry, job, &cancel).await;
+        frictions.extend(agent_frictions);
         let reason = self.live.reason(&run.id);
         let finish = self.finish_of(&outcome, reason, entry.timeout);
         if reason == Some(StopReason::Timeout) {

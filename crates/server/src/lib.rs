@@ -163,6 +163,8 @@ impl App {
             max_per_actor: config.limits.max_per_actor,
             channel_directory_timeout: config.limits.channel_directory_timeout,
             data_dir: config.server.data_dir.clone(),
+            memory: config.memory.settings.clone(),
+            memory_model: config.memory.model_agent.clone(),
             ..DispatchSettings::default()
         };
         let dispatcher = Dispatcher::new(DispatcherParts {

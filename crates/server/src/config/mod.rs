@@ -4,7 +4,7 @@
 //! the line and column (from the parser's spans), the key, and the fix.
 //!
 //! Sections whose surfaces are not part of this build (`[slack]`, `[access]`,
-//! `[[schedules]]`, `[memory]`, `[agent_policy]`, `[[agent_grants]]`) may be present but
+//! `[[schedules]]`, `[agent_policy]`, `[[agent_grants]]`) may be present but
 //! empty: a key in one fails the load, so nobody believes a surface is on when it is not.
 //!
 //! Secrets never come from this file: the server reads them from the environment or from
@@ -84,6 +84,7 @@ pub struct LoadedConfig {
     pub server: ServerConfig,
     pub ingress: IngressConfig,
     pub mcp: McpConfig,
+    pub memory: MemoryConfig,
     pub limits: AgentLimits,
     /// Each declared agent's back end and limits.
     pub agent_specs: BTreeMap<AgentName, AgentSpec>,
@@ -130,6 +131,14 @@ pub struct McpConfig {
     /// Where command agents reach `/mcp` (`SWITCHBOARD_MCP_URL`); default: this server's
     /// own address on loopback.
     pub agent_url: Option<String>,
+}
+
+/// `[memory]`.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryConfig {
+    pub settings: memory::MemorySettings,
+    /// The agent whose back end the `model` extractor asks (set exactly when it is `model`).
+    pub model_agent: Option<AgentName>,
 }
 
 /// `[ingress]`.
@@ -366,6 +375,7 @@ pub fn parse(source: Source, text: &str) -> Result<LoadedConfig, LoadError> {
                 .map_or(IngressConfig::default().max_body_bytes, |n| n.usize()),
         },
         mcp: mcp_config(&sections.mcp),
+        memory: memory_config(&t, &sections.memory, &agents)?,
         limits: limits(agents_section),
         telemetry: TelemetryConfig {
             json_logs: sections.telemetry.log_format == Some(LogFormat::Json),
@@ -396,13 +406,75 @@ fn mcp_config(section: &sections::McpSection) -> McpConfig {
     }
 }
 
+/// The most records a context block may hold: the store's page bound.
+const MAX_CONTEXT_RECORDS: u64 = 1_000;
+
+fn memory_config(
+    t: &Text<'_>,
+    section: &sections::MemorySection,
+    agents: &BTreeSet<AgentName>,
+) -> Result<MemoryConfig, LoadError> {
+    let mut settings = memory::MemorySettings::default();
+    let model = section.extractor == Some(sections::ExtractorName::Model);
+    if model {
+        settings.extractor = memory::ExtractorKind::Model;
+    }
+    let model_agent = match (&section.model_agent, model) {
+        (None, false) => None,
+        (None, true) => {
+            return Err(t.key(
+                &["memory", "extractor"],
+                "the model extractor needs `model_agent`, the declared agent whose back end it asks, like model_agent = \"assistant\"",
+            ));
+        }
+        (Some(name), false) => {
+            return Err(t.at(
+                name.span().start,
+                "is read only by the model extractor; set extractor = \"model\" or remove it",
+            ));
+        }
+        (Some(name), true) => Some(
+            AgentName::parse(name.get_ref())
+                .ok()
+                .filter(|n| agents.contains(n))
+                .ok_or_else(|| {
+                    t.at(
+                        name.span().start,
+                        format!(
+                            "`{0}` is not a declared agent; declare [agents.{0}] or name one that is",
+                            name.get_ref()
+                        ),
+                    )
+                })?,
+        ),
+    };
+    if let Some(n) = &section.context_max_records {
+        if n.get_ref().0 > MAX_CONTEXT_RECORDS {
+            return Err(t.at(
+                n.span().start,
+                format!("must be at most {MAX_CONTEXT_RECORDS}"),
+            ));
+        }
+        settings.context_max_records = u32::try_from(n.get_ref().0).unwrap_or(1_000);
+    }
+    if let Some(n) = section.context_max_chars {
+        settings.context_max_chars = n.usize();
+    }
+    if let Some(n) = section.reflection_timeout_seconds {
+        settings.reflection_timeout = n.seconds();
+    }
+    Ok(MemoryConfig {
+        settings,
+        model_agent,
+    })
+}
+
 fn check_unbuilt(t: &Text<'_>, doc: &toml::Table, s: &FileSections) -> Result<(), LoadError> {
     // Each section of a surface this build does not have, and what brings it.
-    let unbuilt: [(&Option<Unbuilt>, &str, &str); 6] = [
+    let unbuilt: [(&Option<Unbuilt>, &str, &str); 5] = [
         (&s.slack, "slack", "the Slack surface"),
         (&s.access, "access", "the Access /api surface"),
         (&s.schedules, "schedules", "the scheduler"),
-        (&s.memory, "memory", "memory"),
         (&s.agent_policy, "agent_policy", "the tool broker"),
         (&s.agent_grants, "agent_grants", "the tool broker"),
     ];

@@ -168,6 +168,26 @@ pub struct McpSection {
     pub agent_url: Option<HttpUrl>,
 }
 
+/// `[memory] extractor`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExtractorName {
+    #[default]
+    Rules,
+    Model,
+}
+
+/// `[memory]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemorySection {
+    pub extractor: Option<ExtractorName>,
+    pub model_agent: Option<Spanned<String>>,
+    pub context_max_records: Option<Spanned<Positive>>,
+    pub context_max_chars: Option<Positive>,
+    pub reflection_timeout_seconds: Option<Positive>,
+}
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LogFormat {
@@ -225,7 +245,8 @@ pub struct FileSections {
     pub mcp: McpSection,
     pub access: Option<Unbuilt>,
     pub schedules: Option<Unbuilt>,
-    pub memory: Option<Unbuilt>,
+    #[serde(default)]
+    pub memory: MemorySection,
     pub agent_policy: Option<Unbuilt>,
     pub agent_grants: Option<Unbuilt>,
 }

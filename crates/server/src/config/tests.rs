@@ -221,7 +221,47 @@ fn every_fault_names_file_line_column_key_and_fix() {
             "[[agent_grants]]\nid = \"x\"",
             "t.toml:1:3: [agent_grants] is read by the tool broker",
         ),
-        ("memory = 3", "t.toml:1:1: [memory] is read by memory"),
+        (
+            "[access]\nissuer = \"x\"",
+            "t.toml:2:1: [access] is read by the Access /api surface",
+        ),
+        // [memory].
+        (
+            "[memory]\nextractor = \"llm\"",
+            "t.toml:2:13: memory.extractor: unknown variant `llm`, expected `rules` or `model`",
+        ),
+        (
+            "[memory]\nextractor = \"model\"",
+            "t.toml:2:1: memory.extractor: the model extractor needs `model_agent`",
+        ),
+        (
+            "[agents.echo]\n[memory]\nextractor = \"model\"\nmodel_agent = \"nosuch\"",
+            "t.toml:4:15: memory.model_agent: `nosuch` is not a declared agent; declare [agents.nosuch]",
+        ),
+        (
+            "[agents.echo]\n[memory]\nmodel_agent = \"echo\"",
+            "t.toml:3:15: memory.model_agent: is read only by the model extractor; set extractor = \"model\"",
+        ),
+        (
+            "[memory]\ncontext_max_records = 1001",
+            "t.toml:2:23: memory.context_max_records: must be at most 1000",
+        ),
+        (
+            "[memory]\ncontext_max_chars = 0",
+            "t.toml:2:21: memory.context_max_chars: must be a whole number above 0",
+        ),
+        (
+            "[memory]\nreflection_timeout_seconds = -1",
+            "t.toml:2:30: memory.reflection_timeout_seconds: must be a whole number above 0",
+        ),
+        (
+            "[memory]\nscopes = [\"org\"]",
+            "t.toml:2:1: memory.scopes: unknown field `scopes`, expected one of `extractor`",
+        ),
+        (
+            "memory = 3",
+            "t.toml:1:10: memory: invalid type: integer `3`, expected struct MemorySection",
+        ),
     ];
     let mut wrong = Vec::new();
     for (text, want) in cases {
@@ -232,6 +272,29 @@ fn every_fault_names_file_line_column_key_and_fix() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     ok("schedules = []\n[slack]\n[mcp]\n");
+}
+
+#[test]
+fn memory_defaults_to_the_rules_extractor_and_takes_its_bounds() {
+    let d = ok("");
+    assert_eq!(d.memory.settings.extractor, memory::ExtractorKind::Rules);
+    assert_eq!(d.memory.model_agent, None);
+    assert_eq!(d.memory.settings.context_max_records, 20);
+    let c = ok(
+        "[agents.helper]\n[memory]\nextractor = \"model\"\nmodel_agent = \"helper\"\n\
+                context_max_records = 7\ncontext_max_chars = 900\nreflection_timeout_seconds = 5\n",
+    );
+    assert_eq!(c.memory.settings.extractor, memory::ExtractorKind::Model);
+    assert_eq!(
+        c.memory.model_agent.as_ref().map(|a| a.as_str()),
+        Some("helper")
+    );
+    assert_eq!(c.memory.settings.context_max_records, 7);
+    assert_eq!(c.memory.settings.context_max_chars, 900);
+    assert_eq!(
+        c.memory.settings.reflection_timeout,
+        std::time::Duration::from_secs(5)
+    );
 }
 
 #[test]

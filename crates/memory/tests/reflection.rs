@@ -1,0 +1,536 @@
+//! Deliberate change (c), row by row, through `Memory::reflect` on a real SQLite store: the
+//! write gate narrows and drops, never widens, and its one log line holds no fact's text.
+// A test binary: a failed expectation panics.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+use std::sync::{Arc, Mutex};
+
+use authz_core::{
+    Action, Actor, ActorId, ActorKind, BoxFuture, ChannelId, ChannelVisibility, RepoSlug, Resource,
+    RunId, ScopeKey, Verdict, authorize, resolve_actor,
+};
+use memory::{
+    EXTRACTION_FRICTION, ExtractorKind, Memory, MemorySettings, ModelCall, ReflectionInput,
+    RunScopes, Transcript,
+};
+use store::{MemoryStore, NewMemory, Store, Timestamp};
+
+struct Fixture {
+    store: Arc<dyn Store>,
+    _dir: tempfile::TempDir,
+}
+
+async fn sqlite() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("m.db").display());
+    Fixture {
+        store: store::open(&url).await.unwrap(),
+        _dir: dir,
+    }
+}
+
+fn u1() -> ActorId {
+    ActorId::parse("slack:U1").unwrap()
+}
+
+fn principal() -> Actor {
+    let table = authz_core::GrantsTable::default();
+    resolve_actor(u1(), &table)
+}
+
+fn scopes(user: bool, channel: bool) -> RunScopes {
+    RunScopes {
+        user: user.then(u1),
+        channel: channel.then(|| ChannelId::parse("slack:G1").unwrap()),
+        repo: Some(RepoSlug::parse("acme/web").unwrap()),
+    }
+}
+
+fn run_id() -> RunId {
+    RunId::parse("01JRUN0000000000000000000A").unwrap()
+}
+
+/// A model that answers what it was told to.
+struct Scripted(String);
+
+impl ModelCall for Scripted {
+    fn complete(&self, _run: &RunId, _prompt: String) -> BoxFuture<'_, Result<String, String>> {
+        Box::pin(async move { Ok(self.0.clone()) })
+    }
+}
+
+fn rules_memory(store: &Arc<dyn Store>) -> Memory {
+    let s: Arc<dyn MemoryStore> = store.clone();
+    Memory::new(s, MemorySettings::default())
+}
+
+fn model_memory(store: &Arc<dyn Store>, answer: &str) -> Memory {
+    let s: Arc<dyn MemoryStore> = store.clone();
+    let settings = MemorySettings {
+        extractor: ExtractorKind::Model,
+        ..MemorySettings::default()
+    };
+    Memory::new(s, settings).with_model(Arc::new(Scripted(answer.to_owned())))
+}
+
+async fn reflect(
+    memory: &Memory,
+    run: &RunScopes,
+    origin: ChannelVisibility,
+    request: &str,
+) -> memory::Reflection {
+    let id = run_id();
+    let principal = principal();
+    let transcript = Transcript {
+        request: request.to_owned(),
+        answer: Some("ok".to_owned()),
+    };
+    memory
+        .reflect(&ReflectionInput {
+            run_id: &id,
+            scopes: run,
+            origin,
+            principal: &principal,
+            transcript: &transcript,
+        })
+        .await
+        .unwrap()
+}
+
+/// Every live record, as `(scope key, text)`, newest first.
+async fn written(store: &Arc<dyn Store>) -> Vec<(String, String)> {
+    let keys = scopes(true, true).keys();
+    store
+        .memory_in_scopes(&keys, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| (m.scope.key(), m.text))
+        .collect()
+}
+
+fn pair(scope: &str, text: &str) -> (String, String) {
+    (scope.to_owned(), text.to_owned())
+}
+
+const ORG_FACT_AND_SUMMARY: &str = r#"{"facts": [{"text": "deploys freeze on Fridays", "audience": "org"}],
+  "summary": {"text": "talked about deploys", "audience": "org"}}"#;
+
+#[tokio::test]
+async fn a_dm_origin_org_fact_is_written_to_the_user_scope_and_its_summary_follows_it() {
+    let f = sqlite().await;
+    let m = model_memory(&f.store, ORG_FACT_AND_SUMMARY);
+    let r = reflect(&m, &scopes(true, true), ChannelVisibility::Dm, "x").await;
+    let mut got = written(&f.store).await;
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            pair("user:slack:U1", "deploys freeze on Fridays"),
+            pair("user:slack:U1", "talked about deploys"),
+        ]
+    );
+    assert_eq!(r.report.to_string(), "2× org → user (origin-visibility)");
+}
+
+#[tokio::test]
+async fn a_private_origin_org_fact_narrows_to_the_channel_and_without_one_to_the_user() {
+    let f = sqlite().await;
+    let m = rules_memory(&f.store);
+    reflect(
+        &m,
+        &scopes(true, true),
+        ChannelVisibility::Private,
+        "remember: a",
+    )
+    .await;
+    reflect(
+        &m,
+        &scopes(true, false),
+        ChannelVisibility::Private,
+        "remember: b",
+    )
+    .await;
+    let got = written(&f.store).await;
+    assert_eq!(
+        got,
+        vec![pair("user:slack:U1", "b"), pair("channel:slack:G1", "a")]
+    );
+}
+
+#[tokio::test]
+async fn an_unstamped_or_unknown_run_never_writes_org() {
+    let f = sqlite().await;
+    let m = rules_memory(&f.store);
+    let r = reflect(
+        &m,
+        &scopes(true, true),
+        ChannelVisibility::Unknown,
+        "remember: a",
+    )
+    .await;
+    assert_eq!(written(&f.store).await, vec![pair("channel:slack:G1", "a")]);
+    assert_eq!(r.report.to_string(), "1× org → channel (origin-visibility)");
+}
+
+#[tokio::test]
+async fn a_public_or_machine_origin_keeps_the_routing_and_logs_nothing() {
+    for origin in [ChannelVisibility::Public, ChannelVisibility::Machine] {
+        let f = sqlite().await;
+        let m = rules_memory(&f.store);
+        let r = reflect(&m, &scopes(true, true), origin, "remember: deploys freeze").await;
+        assert_eq!(written(&f.store).await, vec![pair("org", "deploys freeze")]);
+        assert!(!r.report.is_notable(), "{origin}: {:?}", r.report);
+    }
+}
+
+#[tokio::test]
+async fn user_channel_and_repo_facts_are_never_widened() {
+    for origin in ChannelVisibility::ALL {
+        let f = sqlite().await;
+        let m = rules_memory(&f.store);
+        let said = "note for me: u\nremember for this channel: c\nremember for this repo: r";
+        let r = reflect(&m, &scopes(true, true), origin, said).await;
+        let mut got = written(&f.store).await;
+        got.extend(
+            f.store
+                .memory_in_scopes(&[ScopeKey::Repo(RepoSlug::parse("acme/web").unwrap())], 10)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|m| (m.scope.key(), m.text)),
+        );
+        got.sort();
+        got.dedup();
+        assert_eq!(
+            got,
+            vec![
+                pair("channel:slack:G1", "c"),
+                pair("repo:acme/web", "r"),
+                pair("user:slack:U1", "u")
+            ],
+            "{origin}"
+        );
+        assert!(!r.report.is_notable(), "{origin}");
+    }
+}
+
+#[tokio::test]
+async fn a_correction_of_an_org_record_from_a_dm_cannot_follow_it_into_org() {
+    let f = sqlite().await;
+    let org = f
+        .store
+        .add_memory(NewMemory {
+            scope: ScopeKey::Org,
+            text: "deploys freeze on Fridays".into(),
+            supersedes: None,
+            source_run: None,
+            created_at: Timestamp::from_micros(1),
+        })
+        .await
+        .unwrap();
+    let answer = format!(
+        r#"{{"facts": [{{"text": "deploys freeze on Thursdays", "audience": "org", "supersedes": "{}"}}], "summary": null}}"#,
+        org.id
+    );
+    let m = model_memory(&f.store, &answer);
+    let r = reflect(&m, &scopes(true, true), ChannelVisibility::Dm, "x").await;
+    let got = f
+        .store
+        .memory_in_scopes(&scopes(true, true).keys(), 10)
+        .await
+        .unwrap();
+    let correction = got.iter().find(|m| m.text.contains("Thursdays")).unwrap();
+    assert_eq!(correction.scope, ScopeKey::User(u1()));
+    assert_eq!(
+        correction.supersedes, None,
+        "a narrowed correction drops its supersedes"
+    );
+    assert!(got.iter().any(|m| m.id == org.id), "the org record stands");
+    assert_eq!(r.report.to_string(), "1× org → user (origin-visibility)");
+}
+
+#[tokio::test]
+async fn a_supersedes_is_kept_only_for_a_live_record_of_the_same_scope() {
+    let f = sqlite().await;
+    let add = |scope: ScopeKey, text: &str| NewMemory {
+        scope,
+        text: text.into(),
+        supersedes: None,
+        source_run: None,
+        created_at: Timestamp::from_micros(1),
+    };
+    let channel = ScopeKey::Channel(ChannelId::parse("slack:G1").unwrap());
+    let same = f
+        .store
+        .add_memory(add(channel.clone(), "standup at 10"))
+        .await
+        .unwrap();
+    let other = f
+        .store
+        .add_memory(add(ScopeKey::User(u1()), "mine"))
+        .await
+        .unwrap();
+    let gone = f
+        .store
+        .add_memory(add(channel.clone(), "old"))
+        .await
+        .unwrap();
+    f.store
+        .forget_memory(&gone.id, Timestamp::from_micros(2))
+        .await
+        .unwrap();
+    let answer = format!(
+        r#"{{"facts": [
+            {{"text": "standup at 11", "audience": "channel", "supersedes": "{}"}},
+            {{"text": "hides another scope?", "audience": "channel", "supersedes": "{}"}},
+            {{"text": "revives?", "audience": "channel", "supersedes": "{}"}}
+        ], "summary": null}}"#,
+        same.id, other.id, gone.id
+    );
+    let m = model_memory(&f.store, &answer);
+    let r = reflect(&m, &scopes(true, true), ChannelVisibility::Public, "x").await;
+    let texts: Vec<String> = written(&f.store)
+        .await
+        .into_iter()
+        .map(|(_, t)| t)
+        .collect();
+    assert!(
+        !texts.contains(&"standup at 10".to_owned()),
+        "the same-scope target is superseded"
+    );
+    assert!(
+        texts.contains(&"mine".to_owned()),
+        "a record of another scope is never hidden"
+    );
+    assert_eq!(
+        r.report.to_string(),
+        "1× supersedes dropped (not-live), 1× supersedes dropped (other-scope)"
+    );
+}
+
+#[tokio::test]
+async fn another_denial_is_dropped_with_its_reason_never_rerouted() {
+    let f = sqlite().await;
+    let m = rules_memory(&f.store);
+    // The run's user scope is someone else's: the principal may not write it.
+    let run = RunScopes {
+        user: Some(ActorId::parse("slack:U2").unwrap()),
+        ..scopes(true, true)
+    };
+    let r = reflect(&m, &run, ChannelVisibility::Public, "note for me: x").await;
+    assert!(written(&f.store).await.is_empty());
+    assert!(
+        f.store
+            .memory_in_scopes(&run.keys(), 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "nothing written anywhere"
+    );
+    assert_eq!(r.report.to_string(), "1× dropped (not-self)");
+}
+
+#[tokio::test]
+async fn with_no_narrower_scope_the_candidate_is_dropped_and_said_so() {
+    let f = sqlite().await;
+    let m = rules_memory(&f.store);
+    let r = reflect(
+        &m,
+        &scopes(false, false),
+        ChannelVisibility::Dm,
+        "remember: x",
+    )
+    .await;
+    assert!(
+        f.store
+            .memory_in_scopes(&[ScopeKey::Org], 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(r.report.to_string(), "1× dropped (no-narrower-scope)");
+}
+
+#[tokio::test]
+async fn a_malformed_model_answer_writes_nothing_and_is_one_friction_entry() {
+    let f = sqlite().await;
+    let half_good = r#"{"facts": [{"text": "kept?", "audience": "org"}, {"text": "", "audience": "org"}], "summary": null}"#;
+    for answer in ["Sure! Deploys freeze on Fridays.", half_good] {
+        let m = model_memory(&f.store, answer);
+        let r = reflect(&m, &scopes(true, true), ChannelVisibility::Public, "x").await;
+        let (kind, detail) = r.friction.unwrap();
+        assert_eq!(kind, EXTRACTION_FRICTION);
+        assert!(detail.contains("answer was"), "{detail}");
+        assert_eq!(r.report.written, 0);
+    }
+    assert!(written(&f.store).await.is_empty(), "never a partial write");
+}
+
+#[tokio::test]
+async fn forget_that_forgets_where_the_origin_may_write_and_nowhere_else() {
+    let f = sqlite().await;
+    let m = rules_memory(&f.store);
+    reflect(
+        &m,
+        &scopes(true, true),
+        ChannelVisibility::Public,
+        "remember: the office is in Leeds",
+    )
+    .await;
+    let r = reflect(
+        &m,
+        &scopes(true, true),
+        ChannelVisibility::Dm,
+        "forget that the office is in Leeds.",
+    )
+    .await;
+    assert_eq!(
+        written(&f.store).await.len(),
+        1,
+        "a DM cannot forget an org fact"
+    );
+    assert_eq!(
+        r.report.to_string(),
+        "1× forget dropped (origin-visibility)"
+    );
+    let r = reflect(
+        &m,
+        &scopes(true, true),
+        ChannelVisibility::Public,
+        "Forget that THE OFFICE IS IN LEEDS",
+    )
+    .await;
+    assert_eq!(r.report.forgotten, 1);
+    assert!(written(&f.store).await.is_empty());
+    let r = reflect(
+        &m,
+        &scopes(true, true),
+        ChannelVisibility::Public,
+        "forget that nothing",
+    )
+    .await;
+    assert_eq!(r.report.to_string(), "1× forget dropped (no-match)");
+}
+
+/// The spy sees every decision: the context block asks none, reflection asks with the
+/// reflection actor and the memory scope.
+#[tokio::test]
+async fn the_context_block_never_calls_authorize_and_reflection_does() {
+    let f = sqlite().await;
+    let seen: Arc<Mutex<Vec<(Actor, Resource)>>> = Arc::default();
+    let spy = {
+        let seen = seen.clone();
+        move |a: &Actor, action: &Action, r: &Resource| -> Verdict {
+            seen.lock().unwrap().push((a.clone(), r.clone()));
+            authorize(a, action, r)
+        }
+    };
+    let s: Arc<dyn MemoryStore> = f.store.clone();
+    let m = Memory::new(s, MemorySettings::default()).with_decide(Arc::new(spy));
+    let run = scopes(true, true);
+    reflect(
+        &m,
+        &run,
+        ChannelVisibility::Public,
+        "remember: a\nnote for me: b",
+    )
+    .await;
+    let block = m.context_block(&run).await.unwrap();
+    assert_eq!(block.records().len(), 2);
+    let calls = seen.lock().unwrap().clone();
+    assert_eq!(
+        calls.len(),
+        2,
+        "two writes, two decisions; the block read asked none"
+    );
+    let (actor, resource) = &calls[0];
+    assert_eq!(actor.id, u1());
+    assert!(
+        actor
+            .grants
+            .channels
+            .contains(&ChannelId::parse("slack:G1").unwrap()),
+        "the reflection actor holds the run's channel"
+    );
+    assert_eq!(
+        resource,
+        &Resource::MemoryScope {
+            scope: ScopeKey::Org,
+            origin_visibility: ChannelVisibility::Public
+        }
+    );
+    seen.lock().unwrap().clear();
+    for _ in 0..3 {
+        m.context_block(&run).await.unwrap();
+    }
+    assert!(seen.lock().unwrap().is_empty());
+}
+
+/// The one `[memory]` line: counts and reason tokens, never a fact's text.
+#[tokio::test]
+async fn the_log_line_holds_counts_and_tokens_never_text() {
+    #[derive(Clone, Default)]
+    struct Buf(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Buf {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let buf = Buf::default();
+    let writer = buf.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::INFO)
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let f = sqlite().await;
+    let m = rules_memory(&f.store);
+    reflect(
+        &m,
+        &scopes(true, true),
+        ChannelVisibility::Dm,
+        "remember: the-secret-plan\nremember: other-secret",
+    )
+    .await;
+    reflect(
+        &m,
+        &scopes(true, true),
+        ChannelVisibility::Public,
+        "remember: public-fact",
+    )
+    .await;
+    let out = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+    let lines: Vec<&str> = out.lines().filter(|l| l.contains("[memory]")).collect();
+    assert_eq!(lines.len(), 1, "{out}");
+    assert!(
+        lines[0].contains("2× org → user (origin-visibility)"),
+        "{out}"
+    );
+    assert!(lines[0].contains(run_id().as_str()));
+    for secret in ["the-secret-plan", "other-secret", "public-fact"] {
+        assert!(!out.contains(secret), "{secret} reached the log: {out}");
+    }
+}
+
+/// A principal built like the surfaces build one: its kind matches its id.
+#[test]
+fn the_test_principal_is_consistent() {
+    let p = principal();
+    assert_eq!(p.kind, ActorKind::User);
+    assert!(p.is_consistent());
+    assert!(
+        p.grants.actions.holds(&memory::memory_write()),
+        "the Slack baseline writes memory"
+    );
+}
