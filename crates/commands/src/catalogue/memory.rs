@@ -1,5 +1,5 @@
 //! `memory list|forget`. Reads are not policy-gated: a list reads the scopes the request itself
-//! names. Forgetting one's own record is `memory:write` on the user scope (is_self); a shared
+//! names, and a repo's scope only for a repo the caller may `repo:use`. Forgetting one's own record is `memory:write` on the user scope (is_self); a shared
 //! record is `repo:write` on its scope; a deny is the same not_found as a missing record.
 
 use authz_core::{
@@ -31,6 +31,13 @@ pub fn list<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
             scopes.push(ScopeKey::Channel(origin.channel_id.clone()));
         }
         if let Some(r) = repo {
+            // A repo's memory is read where the repo may be used: a restricted repo's only
+            // by those it is granted to.
+            let resource = ctx.services.table.repo(r.clone());
+            let verdict = authorize(&ctx.caller.actor, &Action::RepoUse, &resource);
+            if let Verdict::Deny(_) = verdict {
+                return Registry::refuse(ctx, &Action::RepoUse, &resource, &verdict);
+            }
             scopes.push(ScopeKey::Repo(r));
         }
         if let Some(only) = args.text("scope") {

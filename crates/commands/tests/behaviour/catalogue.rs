@@ -580,6 +580,41 @@ async fn memory_list_and_forget(w: World) {
         w.say(&plain, "memory list --scope team").await.kind,
         ReplyKind::Usage
     );
+    // A repo's scope is listed only for a repo the caller may use: a restricted one's only
+    // to those it is granted to.
+    let vault = "acme/vault".parse().unwrap();
+    s.add_memory(add(
+        authz_core::ScopeKey::Repo(vault),
+        "the vault key rotates monthly",
+    ))
+    .await
+    .unwrap();
+    s.add_memory(add(
+        authz_core::ScopeKey::Repo("acme/web".parse().unwrap()),
+        "web tests need docker",
+    ))
+    .await
+    .unwrap();
+    refused(&w, &plain, "memory list --repo acme/vault --scope repo").await;
+    let admin = w
+        .say(
+            &w.caller("slack:UADMIN"),
+            "memory list --repo acme/vault --scope repo",
+        )
+        .await;
+    assert_eq!(
+        admin.data["records"][0]["text"], "the vault key rotates monthly",
+        "{}",
+        admin.text
+    );
+    let web = w
+        .say(&plain, "memory list --repo acme/web --scope repo")
+        .await;
+    assert_eq!(
+        web.data["records"][0]["text"], "web tests need docker",
+        "{}",
+        web.text
+    );
     assert_eq!(
         w.say(&w.caller("http:dispatch"), "memory forget x")
             .await
