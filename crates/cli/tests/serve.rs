@@ -222,6 +222,54 @@ fn ask_shows_progress_then_the_answer_and_records_the_run() {
     );
 }
 
+/// The model extractor through a real back end (a program that takes a second to answer):
+/// `ask` waits for its run's reflection before it exits, so the fact is kept; an answer that
+/// is not the JSON asked for writes nothing and is one friction entry on the run.
+#[test]
+fn ask_keeps_what_its_run_said_and_a_malformed_extraction_is_friction() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = |model: &str| {
+        format!(
+            "[agents]\ndefault = \"echo\"\n[agents.echo]\n[agents.extractor]\nbackend = \"command\"\n\
+             command = [\"/bin/sh\", \"-c\", \"sleep 1; printf '%s' '{{\\\"facts\\\": [{{\\\"text\\\": \\\"the build box is ci-7\\\", \\\"audience\\\": \\\"org\\\"}}], \\\"summary\\\": null}}'\"]\n\
+             [memory]\nextractor = \"model\"\nmodel_agent = \"{model}\"\n"
+        )
+    };
+    std::fs::write(dir.path().join("switchboard.toml"), config("extractor")).unwrap();
+    let o = run(dir.path(), &["ask", "where do builds run?"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("memory reflection"),
+        "{}",
+        text(&o.stderr)
+    );
+    let list = run(dir.path(), &["memory", "list", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    assert_eq!(v["records"][0]["text"], "the build box is ci-7", "{v}");
+    assert_eq!(
+        v["records"][0]["scope"]["kind"], "org",
+        "cli:local is a machine channel"
+    );
+
+    std::fs::write(dir.path().join("switchboard.toml"), config("echo")).unwrap();
+    let o = run(dir.path(), &["ask", "--json", "anything"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let id = serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["run_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let f = run(dir.path(), &["runs", "friction", &id, "--json"]);
+    let f: serde_json::Value = serde_json::from_slice(&f.stdout).unwrap();
+    assert_eq!(f["friction"][0]["kind"], "memory_extraction", "{f}");
+    let list = run(dir.path(), &["memory", "list", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    assert_eq!(
+        v["records"].as_array().unwrap().len(),
+        1,
+        "nothing more written: {v}"
+    );
+}
+
 #[tokio::test]
 async fn a_killed_server_leaves_no_ghosts_after_restart_and_sigterm_interrupts_what_is_left() {
     let dir = tempfile::tempdir().unwrap();

@@ -23,6 +23,8 @@ pub struct Summary {
     pub config: String,
     pub store: String,
     pub agents: Vec<String>,
+    /// The extractor and the context block's bounds.
+    pub memory: String,
     pub surfaces: Vec<SurfaceLine>,
 }
 
@@ -92,8 +94,24 @@ pub fn summary(app: &App, addr: SocketAddr) -> Summary {
         config: c.source.to_string(),
         store: format!("{} ({})", c.store.url.redacted(), app.store.backend()),
         agents,
+        memory: memory_line(&c.memory),
         surfaces,
     }
+}
+
+/// `rules extractor; block ≤ 20 records, 4000 chars; reflection ≤ 30s`.
+fn memory_line(m: &crate::config::MemoryConfig) -> String {
+    let s = &m.settings;
+    let extractor = match &m.model_agent {
+        Some(agent) => format!("model extractor (agent {agent})"),
+        None => "rules extractor".to_owned(),
+    };
+    format!(
+        "{extractor}; block ≤ {} records, {} chars; reflection ≤ {}s",
+        s.context_max_records,
+        s.context_max_chars,
+        s.reflection_timeout.as_secs()
+    )
 }
 
 fn mcp_line(app: &App) -> SurfaceLine {
@@ -149,6 +167,7 @@ impl std::fmt::Display for Summary {
             self.agents.join(", ")
         };
         writeln!(f, "  agents  {agents}")?;
+        writeln!(f, "  memory  {}", self.memory)?;
         for s in &self.surfaces {
             let state = if s.on { "on " } else { "off" };
             writeln!(f, "  {state} {:<18} {}", s.surface, s.note)?;

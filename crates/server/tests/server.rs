@@ -217,6 +217,11 @@ async fn the_summary_says_what_is_off_and_what_it_needs() {
     );
     assert!(summary.contains("off slack"));
     assert!(
+        summary
+            .contains("memory  rules extractor; block ≤ 20 records, 4000 chars; reflection ≤ 30s"),
+        "{summary}"
+    );
+    assert!(
         summary.contains("off /mcp               needs [mcp] enabled = true and a token map"),
         "{summary}"
     );
