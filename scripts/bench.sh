@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmarks (never tests). Usage: scripts/bench.sh [authz|store|ingress|mcp]
+# Benchmarks (never tests). Usage: scripts/bench.sh [authz|store|ingress|mcp|memory]
 #
 #   authz   authorize and predicate_for, side by side with cedar-policy deciding an equivalent
 #           policy on the same requests in the same run (crates/authz-bench, excluded from the
@@ -19,6 +19,12 @@
 #           the same page through /ingress, in one run, against the release binary over the
 #           ingress bench's store; resident memory with 500 open MCP clients
 #           (scripts/bench/mcp.py). Installs wrk from Debian if missing.
+#
+#   memory  memory_context_block over 10k, 100k and 1M records across 1,000 scopes on SQLite and
+#           Postgres (p50, p99, and the ratios between sizes), and one reflection of a run with
+#           10 candidates (rules extractor, no model). Needs PostgreSQL as for `store`; fixtures
+#           in target/bench/memory-<n>.db and schemas sb_bench_mem_<n>. Extra arguments are
+#           sizes: scripts/bench.sh memory 10000 100000
 #
 # Raw output goes to target/bench/<name>.txt; docs/benchmarks.md records the figures with the
 # machine and this command.
@@ -51,8 +57,12 @@ case "$what" in
     cargo build --locked --release -p cli
     python3 scripts/bench/mcp.py | tee target/bench/mcp.txt
     ;;
+  memory)
+    echo "== memory: the context block and reflection (builds fixtures on first run: a minute at 1M)"
+    cargo bench --locked -p memory --bench memory -- "$@" | tee target/bench/memory.txt
+    ;;
   *)
-    echo "unknown benchmark '$what'; known: authz, store, ingress, mcp" >&2
+    echo "unknown benchmark '$what'; known: authz, store, ingress, mcp, memory" >&2
     exit 2
     ;;
 esac

@@ -517,7 +517,11 @@ impl<D: Dialect> MemoryStore for SqlStore<D> {
     }
 
     /// Each scope's newest live rows (at most `limit`, read from its index in order), merged:
-    /// the cost follows the scopes asked for and the limit, not how many records exist.
+    /// the cost follows the scopes asked for and the limit, not how many records exist. The
+    /// `OFFSET 0` keeps Postgres from pulling the superseded check up into an anti-join over
+    /// every superseding record (it will not flatten a sublink with an offset): it stays a
+    /// probe of `memory_supersedes` per row read, and the scope's index scan stops once the
+    /// page is full.
     async fn memory_in_scopes(&self, scopes: &[ScopeKey], limit: u32) -> Result<Vec<MemoryRecord>> {
         let limit = check_limit(limit)?;
         if scopes.is_empty() {
@@ -525,7 +529,7 @@ impl<D: Dialect> MemoryStore for SqlStore<D> {
         }
         let one_scope = format!(
             "SELECT * FROM (SELECT {} FROM memory_records m WHERE m.scope_key = ? AND m.forgotten_at IS NULL \
-             AND NOT EXISTS (SELECT 1 FROM memory_records n WHERE n.supersedes = m.id AND n.forgotten_at IS NULL) \
+             AND NOT EXISTS (SELECT 1 FROM memory_records n WHERE n.supersedes = m.id AND n.forgotten_at IS NULL LIMIT 1) \
              ORDER BY m.created_at DESC, m.id DESC LIMIT ?) AS s",
             statements::qualified(rows::MEMORY_COLUMNS, "m"),
         );
