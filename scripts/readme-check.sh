@@ -51,7 +51,12 @@ cargo() {
     args=("\${args[@]:1}")
     [ "\${args[0]:-}" = --release ] && args=("\${args[@]:1}")
     if [ "\${args[0]:-}" = -p ] && [ "\${args[1]:-}" = cli ] && [ "\${args[2]:-}" = -- ]; then
-      exec "$bin" "\${args[@]:3}"
+      # In a subshell (\`cargo run … &\`, \`\$(…)\`) the binary takes its place, so a signal
+      # to the job reaches it; in the block's own shell it runs as a child, so the commands
+      # after it run too.
+      if [ "\$BASHPID" != "\$\$" ]; then exec "$bin" "\${args[@]:3}"; fi
+      "$bin" "\${args[@]:3}"
+      return
     fi
   fi
   echo "readme-check: only 'cargo run [--release] -p cli -- …' is run from the README, not: cargo \$*" >&2

@@ -909,6 +909,15 @@ fn reflecting_dispatcher(w: &World, reflection_timeout: Duration) -> Dispatcher 
     })
 }
 
+/// A run of `echo` for `http:viewer`, waited for until its final record is out.
+async fn finished_run(w: &World, d: &Dispatcher) -> store::RunRecord {
+    let started = d
+        .start(request(w, "http:viewer", "http:ops", "hello"))
+        .await
+        .unwrap();
+    started.finished().await.unwrap()
+}
+
 async fn org_facts(w: &World) -> Vec<String> {
     w.store
         .memory_in_scopes(&[authz_core::ScopeKey::Org], 10)
@@ -926,11 +935,7 @@ async fn org_facts(w: &World) -> Vec<String> {
 async fn reflection_runs_after_the_reply_and_shutdown_finishes_it_within_the_grace() {
     let w = memory_world().await;
     let d = reflecting_dispatcher(&w, Duration::from_secs(60));
-    let started = d
-        .start(request(&w, "http:viewer", "http:ops", "hello"))
-        .await
-        .unwrap();
-    let run = started.finished().await.unwrap();
+    let run = finished_run(&w, &d).await;
     assert_eq!(run.status, RunStatus::Completed);
     assert_eq!(
         d.pending_reflections(),
@@ -950,11 +955,7 @@ async fn reflection_runs_after_the_reply_and_shutdown_finishes_it_within_the_gra
 
     let w = memory_world().await;
     let d = reflecting_dispatcher(&w, Duration::from_secs(60));
-    let started = d
-        .start(request(&w, "http:viewer", "http:ops", "hello"))
-        .await
-        .unwrap();
-    started.finished().await.unwrap();
+    finished_run(&w, &d).await;
     let t0 = tokio::time::Instant::now();
     d.shutdown(Duration::from_secs(2), Duration::from_secs(1))
         .await;
@@ -976,11 +977,7 @@ async fn reflection_runs_after_the_reply_and_shutdown_finishes_it_within_the_gra
 async fn a_reflection_past_its_bound_is_friction() {
     let w = memory_world().await;
     let d = reflecting_dispatcher(&w, Duration::from_secs(1));
-    let started = d
-        .start(request(&w, "http:viewer", "http:ops", "hello"))
-        .await
-        .unwrap();
-    let run = started.finished().await.unwrap();
+    let run = finished_run(&w, &d).await;
     assert!(d.settle_reflections(Duration::from_secs(10)).await);
     assert!(org_facts(&w).await.is_empty());
     let friction = w.store.friction(&run.id).await.unwrap();

@@ -338,20 +338,7 @@ pub fn parse(source: Source, text: &str) -> Result<LoadedConfig, LoadError> {
     let agents: BTreeSet<AgentName> = agents_section.tables.keys().cloned().collect();
     let default_agent = match &agents_section.default {
         None => None,
-        Some(name) => Some(
-            AgentName::parse(name.get_ref())
-                .ok()
-                .filter(|n| agents.contains(n))
-                .ok_or_else(|| {
-                    t.at(
-                        name.span().start,
-                        format!(
-                            "`{0}` is not a declared agent; declare [agents.{0}] or name one that is",
-                            name.get_ref()
-                        ),
-                    )
-                })?,
-        ),
+        Some(name) => Some(declared_agent(&t, name, &agents)?),
     };
     // authz-core names the key itself (`restrict.agents[0]`); the position is located here.
     let mut table = GrantsTable::from_config(&doc, agents.clone())
@@ -406,6 +393,26 @@ fn mcp_config(section: &sections::McpSection) -> McpConfig {
     }
 }
 
+/// A config value naming an agent: it must be one `[agents.<name>]` declares.
+fn declared_agent(
+    t: &Text<'_>,
+    name: &toml::Spanned<String>,
+    agents: &BTreeSet<AgentName>,
+) -> Result<AgentName, LoadError> {
+    AgentName::parse(name.get_ref())
+        .ok()
+        .filter(|n| agents.contains(n))
+        .ok_or_else(|| {
+            t.at(
+                name.span().start,
+                format!(
+                    "`{0}` is not a declared agent; declare [agents.{0}] or name one that is",
+                    name.get_ref()
+                ),
+            )
+        })
+}
+
 /// The most records a context block may hold: the store's page bound.
 const MAX_CONTEXT_RECORDS: u64 = 1_000;
 
@@ -433,20 +440,7 @@ fn memory_config(
                 "is read only by the model extractor; set extractor = \"model\" or remove it",
             ));
         }
-        (Some(name), true) => Some(
-            AgentName::parse(name.get_ref())
-                .ok()
-                .filter(|n| agents.contains(n))
-                .ok_or_else(|| {
-                    t.at(
-                        name.span().start,
-                        format!(
-                            "`{0}` is not a declared agent; declare [agents.{0}] or name one that is",
-                            name.get_ref()
-                        ),
-                    )
-                })?,
-        ),
+        (Some(name), true) => Some(declared_agent(t, name, agents)?),
     };
     if let Some(n) = &section.context_max_records {
         if n.get_ref().0 > MAX_CONTEXT_RECORDS {
