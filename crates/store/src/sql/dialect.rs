@@ -114,6 +114,11 @@ pub trait Dialect: Send + Sync + Sized + 'static {
     fn page_index() -> &'static str;
     /// The partial index of live runs, in page order.
     fn live_index() -> &'static str;
+    /// Whether each scope's arm of a memory read carries its own `ORDER BY … LIMIT`. Postgres
+    /// needs it, or it reads every row of each scope before the outer limit; SQLite merges
+    /// plain arms in index order and stops at the outer limit, which a per-arm limit would
+    /// defeat (each arm would be read to its limit and sorted).
+    const MEMORY_ARM_LIMIT: bool;
     /// The column that finds a row of `runs` from an index entry fastest, within one statement
     /// (`rowid` on SQLite, `ctid` on Postgres).
     fn row_key() -> &'static str;

@@ -516,30 +516,37 @@ impl<D: Dialect> MemoryStore for SqlStore<D> {
         self.one(st).await?.as_ref().map(rows::memory).transpose()
     }
 
-    /// Each scope's newest live rows (at most `limit`, read from its index in order), merged:
-    /// the cost follows the scopes asked for and the limit, not how many records exist. The
-    /// `OFFSET 0` keeps Postgres from pulling the superseded check up into an anti-join over
-    /// every superseding record (it will not flatten a sublink with an offset): it stays a
-    /// probe of `memory_supersedes` per row read, and the scope's index scan stops once the
-    /// page is full.
+    /// Each scope's newest live rows read from its index in order (`memory_live_scope`) and
+    /// merged: the cost follows the scopes asked for and the limit, not how many records
+    /// exist. The superseded check carries `OFFSET 0` so Postgres keeps it a probe of
+    /// `memory_supersedes` per row read (it will not flatten a sublink with an offset into
+    /// an anti-join over every superseding record). How the arms are limited is the
+    /// dialect's (`Dialect::MEMORY_ARM_LIMIT`).
     async fn memory_in_scopes(&self, scopes: &[ScopeKey], limit: u32) -> Result<Vec<MemoryRecord>> {
         let limit = check_limit(limit)?;
         if scopes.is_empty() {
             return Ok(vec![]);
         }
-        let one_scope = format!(
-            "SELECT * FROM (SELECT {} FROM memory_records m WHERE m.scope_key = ? AND m.forgotten_at IS NULL \
-             AND NOT EXISTS (SELECT 1 FROM memory_records n WHERE n.supersedes = m.id AND n.forgotten_at IS NULL LIMIT 1) \
-             ORDER BY m.created_at DESC, m.id DESC LIMIT ?) AS s",
+        let arm = format!(
+            "SELECT {} FROM memory_records m WHERE m.scope_key = ? AND m.forgotten_at IS NULL \
+             AND NOT EXISTS (SELECT 1 FROM memory_records n WHERE n.supersedes = m.id AND n.forgotten_at IS NULL LIMIT 1 OFFSET 0)",
             statements::qualified(rows::MEMORY_COLUMNS, "m"),
         );
-        let union = (0..scopes.len())
-            .map(|i| format!("{one_scope}{i}"))
+        let arms = (0..scopes.len())
+            .map(|i| match D::MEMORY_ARM_LIMIT {
+                true => format!(
+                    "SELECT * FROM ({arm} ORDER BY m.created_at DESC, m.id DESC LIMIT ?) AS s{i}"
+                ),
+                false => arm.clone(),
+            })
             .collect::<Vec<_>>()
             .join(" UNION ALL ");
-        let mut st = Statement::new(format!("{union} ORDER BY created_at DESC, id DESC LIMIT ?"));
+        let mut st = Statement::new(format!("{arms} ORDER BY created_at DESC, id DESC LIMIT ?"));
         for scope in scopes {
-            st = st.text(scope_parts(scope).1).int(limit as i64);
+            st = st.text(scope_parts(scope).1);
+            if D::MEMORY_ARM_LIMIT {
+                st = st.int(limit as i64);
+            }
         }
         self.all(st.int(limit as i64))
             .await?

@@ -69,6 +69,7 @@ impl Dialect for Postgres {
     type Db = sqlx::Postgres;
     type Row = PgRow;
     const BACKEND: &'static str = "postgres";
+    const MEMORY_ARM_LIMIT: bool = true;
 
     fn placeholders(sql: String) -> String {
         numbered(&sql)

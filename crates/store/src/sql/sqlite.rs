@@ -78,6 +78,7 @@ impl Dialect for Sqlite {
     type Db = sqlx::Sqlite;
     type Row = SqliteRow;
     const BACKEND: &'static str = "sqlite";
+    const MEMORY_ARM_LIMIT: bool = false;
 
     fn placeholders(sql: String) -> String {
         sql
