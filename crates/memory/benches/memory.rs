@@ -2,6 +2,9 @@
 //! SQLite and Postgres, and one reflection of a run with 10 candidates (the rules extractor:
 //! no model). Sizes can be given: `cargo bench -p memory --bench memory -- 10000 100000`.
 //!
+//! The block is measured in rounds: every (store, size) takes its turn in each round, so the
+//! sizes are compared under the same conditions.
+//!
 //! Run with `scripts/bench.sh memory` (or `cargo bench -p memory --bench memory`). Fixtures are
 //! built once with batched inserts and kept in `target/bench/memory-<n>.db` (SQLite) and in
 //! schemas `sb_bench_mem_<n>` (Postgres, `$SWITCHBOARD_BENCH_POSTGRES_URL`, default the local
@@ -183,28 +186,23 @@ fn ms(d: Duration) -> String {
     format!("{:.3}", d.as_secs_f64() * 1000.0)
 }
 
-/// The block's median and p99 over requests that rotate through 333 scope sets.
-async fn block(store: Arc<dyn Store>) -> (Duration, Duration, usize) {
-    let s: Arc<dyn MemoryStore> = store;
-    let memory = Memory::new(s, MemorySettings::default());
-    for k in 0..50 {
-        memory.context_block(&request_scopes(k)).await.unwrap();
-    }
-    let mut times = Vec::with_capacity(ITERATIONS);
-    let mut records = 0;
-    for k in 0..ITERATIONS {
+/// Rounds in which every (store, size) takes its turn, so the sizes are compared side by side
+/// under the same load rather than one after the other.
+const ROUNDS: usize = 10;
+
+/// One round of `ITERATIONS / ROUNDS` blocks, over requests rotating through 333 scope sets
+/// (starting where the last round of this memory stopped); the records shown, summed.
+async fn block_round(memory: &Memory, round: usize, times: &mut Vec<Duration>) -> usize {
+    let per_round = ITERATIONS / ROUNDS;
+    let mut shown = 0;
+    for k in round * per_round..(round + 1) * per_round {
         let scopes = request_scopes(k * 7);
         let t = Instant::now();
         let b = memory.context_block(&scopes).await.unwrap();
         times.push(t.elapsed());
-        records += b.records().len();
+        shown += b.records().len();
     }
-    times.sort();
-    (
-        percentile(&times, 0.5),
-        percentile(&times, 0.99),
-        records / ITERATIONS,
-    )
+    shown
 }
 
 /// One reflection of a run with 10 candidates from a DM (so org facts narrow), rules
@@ -266,21 +264,41 @@ async fn main() {
     if sizes.is_empty() {
         sizes = vec![10_000, 100_000, 1_000_000];
     }
-    let mut p50s = Vec::new();
+    // Every fixture first, then the rounds: each (store, size) measured in turn, warm.
+    let mut subjects: Vec<(&str, usize, Memory)> = Vec::new();
     for &n in &sizes {
         let stores: [(&str, Arc<dyn Store>); 2] = [
             ("sqlite", Arc::new(sqlite(n).await)),
             ("postgres", Arc::new(postgres(&pg, n).await)),
         ];
         for (name, store) in stores {
-            let (p50, p99, shown) = block(store).await;
-            println!(
-                "{name:<9} {n:>8} {:>10} {:>10} {shown:>8}",
-                ms(p50),
-                ms(p99)
-            );
-            p50s.push((name, n, p50));
+            let s: Arc<dyn MemoryStore> = store;
+            let memory = Memory::new(s, MemorySettings::default());
+            for k in 0..50 {
+                memory.context_block(&request_scopes(k)).await.unwrap();
+            }
+            subjects.push((name, n, memory));
         }
+    }
+    let mut times: Vec<Vec<Duration>> = vec![Vec::with_capacity(ITERATIONS); subjects.len()];
+    let mut shown = vec![0usize; subjects.len()];
+    for round in 0..ROUNDS {
+        for (i, (_, _, memory)) in subjects.iter().enumerate() {
+            shown[i] += block_round(memory, round, &mut times[i]).await;
+        }
+    }
+    let mut p50s = Vec::new();
+    for (i, (name, n, _)) in subjects.iter().enumerate() {
+        let t = &mut times[i];
+        t.sort();
+        let (p50, p99) = (percentile(t, 0.5), percentile(t, 0.99));
+        println!(
+            "{name:<9} {n:>8} {:>10} {:>10} {:>8}",
+            ms(p50),
+            ms(p99),
+            shown[i] / ITERATIONS
+        );
+        p50s.push((*name, *n, p50));
     }
     for name in ["sqlite", "postgres"] {
         let at = |n| {
