@@ -75,8 +75,7 @@ pub fn scopes_of(run: &RunRecord) -> RunScopes {
     )
 }
 
-/// The principal a run reflects for, when it reflects at all: a completed run a person or a
-/// machine started. A child run's request is an agent's words, not its principal's, and its
+/// Whether a finished run is reflected: a completed run a person or a machine started. A child run's request is an agent's words, not its principal's, and its
 /// parent's reflection covers the conversation; a stopped, failed or interrupted run did not
 /// do what was asked.
 pub fn reflects(run: &RunRecord, requester: &Actor) -> bool {

@@ -22,11 +22,9 @@ pub type Decide = dyn Fn(&Actor, &Action, &Resource) -> Verdict + Send + Sync;
 /// Where one candidate goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Route {
-    /// Written to `scope`; `narrowed` when the extractor meant a wider one.
-    Write {
-        scope: ScopeKey,
-        narrowed: Option<MemoryKind>,
-    },
+    /// Written to `scope`; `narrowed` when the extractor meant org (the only audience the
+    /// gate narrows).
+    Write { scope: ScopeKey, narrowed: bool },
     /// Not written, with the reason token for the log line.
     Drop(&'static str),
 }
@@ -82,7 +80,7 @@ pub fn route(
     match ask(decide, actor, &scope, origin) {
         Verdict::Allow => Route::Write {
             scope,
-            narrowed: None,
+            narrowed: false,
         },
         Verdict::Deny(Reason::OriginVisibility { .. }) if scope == ScopeKey::Org => {
             let Some(target) = narrowing_target(origin, run) else {
@@ -91,7 +89,7 @@ pub fn route(
             match ask(decide, actor, &target, origin) {
                 Verdict::Allow => Route::Write {
                     scope: target,
-                    narrowed: Some(MemoryKind::Org),
+                    narrowed: true,
                 },
                 Verdict::Deny(reason) => Route::Drop(reason.token()),
             }
@@ -126,8 +124,9 @@ pub struct Report {
 }
 
 impl Report {
-    pub fn narrow(&mut self, from: MemoryKind, to: MemoryKind) {
-        let key = format!("{} → {} (origin-visibility)", from.as_str(), to.as_str());
+    /// An org candidate written to the narrower `to`.
+    pub fn narrow(&mut self, to: MemoryKind) {
+        let key = format!("org → {} (origin-visibility)", to.as_str());
         *self.narrowed.entry(key).or_default() += 1;
     }
 
@@ -192,10 +191,7 @@ mod tests {
     }
 
     fn to(scope: ScopeKey, narrowed: bool) -> Route {
-        Route::Write {
-            scope,
-            narrowed: narrowed.then_some(MemoryKind::Org),
-        }
+        Route::Write { scope, narrowed }
     }
 
     #[test]
@@ -285,8 +281,8 @@ mod tests {
     #[test]
     fn the_report_line_holds_counts_and_tokens() {
         let mut report = Report::default();
-        report.narrow(MemoryKind::Org, MemoryKind::User);
-        report.narrow(MemoryKind::Org, MemoryKind::User);
+        report.narrow(MemoryKind::User);
+        report.narrow(MemoryKind::User);
         report.drop("dropped", "not-member");
         assert!(report.is_notable());
         assert_eq!(

@@ -169,12 +169,20 @@ impl Memory {
             return Ok(out);
         }
         let actor = reflection_actor(input.principal, input.scopes);
-        for candidate in extraction.facts.iter().chain(&extraction.summary) {
+        for candidate in extraction.candidates() {
             self.write(input, &actor, candidate, &mut out.report)
                 .await?;
         }
-        for text in &extraction.forget {
-            self.forget(input, &actor, text, &mut out.report).await?;
+        if !extraction.forget.is_empty() {
+            // One read of the run's records serves every `forget that …` of the reflection.
+            let records = self
+                .store
+                .memory_in_scopes(&input.scopes.keys(), FORGET_SEARCH)
+                .await?;
+            for text in &extraction.forget {
+                self.forget(input, &actor, &records, text, &mut out.report)
+                    .await?;
+            }
         }
         if out.report.is_notable() {
             tracing::info!(target: "memory", run = %input.run_id, "[memory] {}", out.report);
@@ -243,13 +251,13 @@ impl Memory {
             }
             Route::Write { scope, narrowed } => (scope, narrowed),
         };
-        let supersedes = match (&candidate.supersedes, narrowed) {
-            (_, Some(from)) => {
-                report.narrow(from, scope.kind());
+        let supersedes = match &candidate.supersedes {
+            _ if narrowed => {
+                report.narrow(scope.kind());
                 None
             }
-            (None, None) => None,
-            (Some(target), None) => self.kept_supersedes(target, &scope, report).await?,
+            None => None,
+            Some(target) => self.kept_supersedes(target, &scope, report).await?,
         };
         self.store
             .add_memory(NewMemory {
@@ -284,21 +292,18 @@ impl Memory {
         }
     }
 
-    /// `forget that …`: the live records of the run's scopes whose text is the one named
-    /// (ignoring case, surrounding space and a final full stop), each forgotten when the
-    /// reflection actor may write its scope.
+    /// `forget that …`: the run's live `records` whose text is the one named (ignoring case,
+    /// surrounding space and a final full stop), each forgotten when the reflection actor may
+    /// write its scope.
     async fn forget(
         &self,
         input: &ReflectionInput<'_>,
         actor: &Actor,
+        records: &[MemoryRecord],
         text: &str,
         report: &mut Report,
     ) -> Result<(), MemoryError> {
         let wanted = normalized(text);
-        let records = self
-            .store
-            .memory_in_scopes(&input.scopes.keys(), FORGET_SEARCH)
-            .await?;
         let matching: Vec<&MemoryRecord> = records
             .iter()
             .filter(|r| normalized(&r.text) == wanted)

@@ -105,9 +105,8 @@ proptest! {
                     prop_assert!(org_origin, "org written from a {origin} origin");
                 }
                 match narrowed {
-                    None => prop_assert_eq!(Some(scope), resolved(audience, &run), "rerouted"),
-                    Some(from) => {
-                        prop_assert_eq!(from, MemoryKind::Org);
+                    false => prop_assert_eq!(Some(scope), resolved(audience, &run), "rerouted"),
+                    true => {
                         prop_assert_eq!(audience, Audience::Org);
                         prop_assert!(!org_origin);
                         prop_assert!(matches!(scope.kind(), MemoryKind::User | MemoryKind::Channel),
@@ -125,7 +124,7 @@ proptest! {
         // An org fact from a public or machine origin is written to org: the gate narrows
         // only what the origin may not write.
         if audience == Audience::Org && org_origin {
-            let to_org = Route::Write { scope: ScopeKey::Org, narrowed: None };
+            let to_org = Route::Write { scope: ScopeKey::Org, narrowed: false };
             prop_assert_eq!(
                 route(&Candidate::new("f", audience), &run, origin, &actor, &authorize),
                 to_org

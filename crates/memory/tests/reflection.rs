@@ -114,6 +114,20 @@ async fn written(store: &Arc<dyn Store>) -> Vec<(String, String)> {
         .collect()
 }
 
+/// A record already remembered before the reflection under test.
+async fn remembered(store: &Arc<dyn Store>, scope: ScopeKey, text: &str) -> store::MemoryRecord {
+    store
+        .add_memory(NewMemory {
+            scope,
+            text: text.into(),
+            supersedes: None,
+            source_run: None,
+            created_at: Timestamp::from_micros(1),
+        })
+        .await
+        .unwrap()
+}
+
 fn pair(scope: &str, text: &str) -> (String, String) {
     (scope.to_owned(), text.to_owned())
 }
@@ -223,17 +237,7 @@ async fn user_channel_and_repo_facts_are_never_widened() {
 #[tokio::test]
 async fn a_correction_of_an_org_record_from_a_dm_cannot_follow_it_into_org() {
     let f = sqlite().await;
-    let org = f
-        .store
-        .add_memory(NewMemory {
-            scope: ScopeKey::Org,
-            text: "deploys freeze on Fridays".into(),
-            supersedes: None,
-            source_run: None,
-            created_at: Timestamp::from_micros(1),
-        })
-        .await
-        .unwrap();
+    let org = remembered(&f.store, ScopeKey::Org, "deploys freeze on Fridays").await;
     let answer = format!(
         r#"{{"facts": [{{"text": "deploys freeze on Thursdays", "audience": "org", "supersedes": "{}"}}], "summary": null}}"#,
         org.id
@@ -258,29 +262,10 @@ async fn a_correction_of_an_org_record_from_a_dm_cannot_follow_it_into_org() {
 #[tokio::test]
 async fn a_supersedes_is_kept_only_for_a_live_record_of_the_same_scope() {
     let f = sqlite().await;
-    let add = |scope: ScopeKey, text: &str| NewMemory {
-        scope,
-        text: text.into(),
-        supersedes: None,
-        source_run: None,
-        created_at: Timestamp::from_micros(1),
-    };
     let channel = ScopeKey::Channel(ChannelId::parse("slack:G1").unwrap());
-    let same = f
-        .store
-        .add_memory(add(channel.clone(), "standup at 10"))
-        .await
-        .unwrap();
-    let other = f
-        .store
-        .add_memory(add(ScopeKey::User(u1()), "mine"))
-        .await
-        .unwrap();
-    let gone = f
-        .store
-        .add_memory(add(channel.clone(), "old"))
-        .await
-        .unwrap();
+    let same = remembered(&f.store, channel.clone(), "standup at 10").await;
+    let other = remembered(&f.store, ScopeKey::User(u1()), "mine").await;
+    let gone = remembered(&f.store, channel, "old").await;
     f.store
         .forget_memory(&gone.id, Timestamp::from_micros(2))
         .await

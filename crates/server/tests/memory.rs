@@ -10,6 +10,8 @@
     clippy::indexing_slicing
 )]
 
+mod common;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,13 +46,11 @@ channels = ["http:ops"]
 }
 
 struct Running {
-    addr: std::net::SocketAddr,
+    serving: common::Serving,
     store: Arc<dyn store::Store>,
     registry: Arc<Registry>,
     services: Arc<Services>,
     dispatcher: dispatch::Dispatcher,
-    stop: tokio::sync::oneshot::Sender<()>,
-    handle: tokio::task::JoinHandle<anyhow::Result<()>>,
 }
 
 async fn start(dir: &std::path::Path, store: &str) -> Running {
@@ -66,26 +66,18 @@ async fn start(dir: &std::path::Path, store: &str) -> Running {
         app.services.clone(),
         app.dispatcher.clone(),
     );
-    let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
-    let handle = tokio::spawn(server::serve(
-        app,
-        Some("127.0.0.1:0".parse().unwrap()),
-        async move {
-            let _ = stop_rx.await;
-        },
-        move |addr, _| {
-            let _ = addr_tx.send(addr);
-        },
-    ));
+    let serving = common::serve(app).await;
+    assert!(
+        serving.summary.contains("memory  rules extractor"),
+        "{}",
+        serving.summary
+    );
     Running {
-        addr: addr_rx.await.unwrap(),
+        serving,
         store,
         registry,
         services,
         dispatcher,
-        stop,
-        handle,
     }
 }
 
@@ -93,7 +85,7 @@ impl Running {
     /// A run over the ingress as the `ops` token, waited for; its reflection settled.
     async fn ingress(&self, text: &str) -> serde_json::Value {
         let r = reqwest::Client::new()
-            .post(format!("http://{}/ingress?wait=30", self.addr))
+            .post(format!("http://{}/ingress?wait=30", self.serving.addr))
             .bearer_auth("ops-token-0123456789")
             .header("accept", "application/json")
             .body(text.to_owned())
@@ -141,8 +133,8 @@ impl Running {
     }
 
     async fn stop(self) {
-        self.stop.send(()).unwrap();
-        self.handle.await.unwrap().unwrap();
+        self.serving.stop.send(()).unwrap();
+        self.serving.handle.await.unwrap().unwrap();
     }
 }
 

@@ -12,6 +12,8 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+mod common;
+
 use server::config::{Source, parse};
 use server::{App, Secrets};
 use store::RunStatus;
@@ -182,20 +184,8 @@ async fn start(
     let app = App::build(c, secrets, store::ReplicaId::parse("test-replica").unwrap())
         .await
         .unwrap();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
-    let handle = tokio::spawn(server::serve(
-        app,
-        Some("127.0.0.1:0".parse().unwrap()),
-        async move {
-            let _ = stop_rx.await;
-        },
-        move |addr, app| {
-            let _ = addr_tx.send((addr, server::summary(app, addr).to_string()));
-        },
-    ));
-    let (addr, summary) = addr_rx.await.unwrap();
-    (addr, stop_tx, handle, summary)
+    let s = common::serve(app).await;
+    (s.addr, s.stop, s.handle, s.summary)
 }
 
 #[tokio::test]
