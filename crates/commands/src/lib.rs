@@ -34,6 +34,7 @@ pub mod ports;
 pub mod records;
 pub mod replies;
 mod reply;
+pub mod schedules;
 pub mod tokens;
 
 use std::collections::BTreeSet;
@@ -52,8 +53,9 @@ pub use ports::{
     LiveUpdate, RepoTask, RunLauncher, RunOutcome, RunRequest, StartedRun,
 };
 pub use reply::{Reply, ReplyKind};
+pub use schedules::{FireError, ManualFiring, NoSchedules, ScheduleDesk, ScheduleView};
 /// Value types of runs that surfaces show.
-pub use store::{Firing, RunStatus, Timestamp};
+pub use store::{Firing, FiringSlot, RunStatus, Timestamp};
 pub use tokens::{TokenEntry, TokenMap, TokenMapError};
 
 use deny::{Denial, deny};
@@ -139,14 +141,6 @@ impl Command {
     }
 }
 
-/// A schedule as the registry declares it (listed by `schedule list`).
-#[derive(Debug, Clone)]
-pub struct ScheduleInfo {
-    pub name: authz_core::ScheduleName,
-    pub cron: String,
-    pub runs: String,
-}
-
 /// When the process started, and the clock (tests pass a fixed one).
 #[derive(Debug, Clone, Copy)]
 pub struct Clock {
@@ -175,7 +169,8 @@ pub struct Services {
     pub audit: Arc<dyn Audit>,
     pub clock: Clock,
     pub version: &'static str,
-    pub schedules: Vec<ScheduleInfo>,
+    /// The scheduler: the declared schedules and `schedule fire`.
+    pub schedules: Arc<dyn ScheduleDesk>,
     pub runs: Arc<dyn RunLauncher>,
     pub live: Arc<dyn LiveFeed>,
     pub agent_tokens: Arc<dyn AgentTokenCheck>,

@@ -3,7 +3,7 @@
 //! across replicas), and a command's answer recorded as a run (a schedule's firing).
 
 use authz_core::{RunId, ScheduleName};
-use store::{Firing, Timestamp};
+use store::{Firing, FiringSlot, Timestamp};
 
 use crate::agent_run::run_request;
 use crate::ports::{CommandRun, LaunchError};
@@ -32,7 +32,7 @@ impl Services {
     pub async fn claim_firing(
         &self,
         name: &ScheduleName,
-        slot: Timestamp,
+        slot: &FiringSlot,
     ) -> Result<bool, RecordError> {
         self.store
             .claim_firing(name, slot, self.clock.now())
@@ -44,7 +44,7 @@ impl Services {
     pub async fn record_firing(
         &self,
         name: &ScheduleName,
-        slot: Timestamp,
+        slot: &FiringSlot,
         status: &str,
         run: Option<&RunId>,
         detail: Option<&str>,
@@ -55,7 +55,15 @@ impl Services {
             .map_err(fault)
     }
 
-    /// A schedule's latest firings, newest first.
+    /// The latest timer slot any replica claimed for `name` (where catching up starts).
+    pub async fn last_timer_slot(
+        &self,
+        name: &ScheduleName,
+    ) -> Result<Option<Timestamp>, RecordError> {
+        self.store.last_timer_slot(name).await.map_err(fault)
+    }
+
+    /// A schedule's latest firings, the most recently fired first.
     pub async fn recent_firings(
         &self,
         name: &ScheduleName,

@@ -63,12 +63,6 @@ pub fn already_finished(status: &str) -> String {
     format!("that run already finished ({status})")
 }
 
-/// `schedule fire` before the scheduler exists.
-pub fn needs_scheduler() -> String {
-    "`schedule fire` needs the scheduler, which is not part of this build yet; nothing was fired"
-        .to_owned()
-}
-
 /// A stop of a run live in this process.
 pub fn stopping(id: &str) -> String {
     format!("stopping run {id}")

@@ -32,7 +32,8 @@ use agents::{
 };
 use anyhow::Context;
 use authz_core::{AgentName, ChannelDirectory, StaticChannelDirectory};
-use commands::{Audit, Clock, Registry, ScheduleInfo, Services, TracingAudit};
+use commands::{Audit, Clock, Registry, Services, TracingAudit};
+use schedule::Scheduler;
 use dispatch::{AgentEntry, AgentTokens, DispatchSettings, Dispatcher, DispatcherParts};
 use store::{ReplicaId, Store, Timestamp};
 
@@ -50,6 +51,8 @@ pub struct App {
     pub dispatcher: Dispatcher,
     pub secrets: Secrets,
     pub replica: ReplicaId,
+    /// The built-in and configured schedules, and their timer.
+    pub scheduler: Arc<Scheduler>,
 }
 
 /// What a test may replace when it builds an [`App`]: the clock, the audit stream, the
@@ -73,18 +76,6 @@ impl Default for Overrides {
 /// How often a process checks the store for stop requests of its runs (`runs stop` from
 /// another process is honoured within this, well inside 2 s).
 pub const STOP_WATCH: std::time::Duration = std::time::Duration::from_millis(500);
-
-/// The schedules the registry declares built in (what `schedule list` shows).
-pub fn builtin_schedule_info() -> Vec<ScheduleInfo> {
-    config::builtin_schedules()
-        .into_iter()
-        .map(|(name, _)| ScheduleInfo {
-            name,
-            cron: "0 9 * * MON (UTC)".into(),
-            runs: "friction report --days 7".into(),
-        })
-        .collect()
-}
 
 /// This machine's name as a replica id: the host name, else `local`.
 pub fn host_replica_id() -> ReplicaId {
@@ -187,12 +178,22 @@ impl App {
             dispatcher.set_mcp_url(url);
         }
         let table = Arc::new(config.table.clone());
+        let registry = Arc::new(Registry::catalogue());
+        let scheduler = Arc::new(Scheduler::new(
+            schedule::builtin()
+                .into_iter()
+                .map(|(decl, _)| decl)
+                .chain(config.schedules.iter().cloned())
+                .collect(),
+            &table,
+            &registry,
+        ));
         let services = Arc::new(Services {
             store: store.clone(),
             table,
             audit: overrides.audit,
             clock: overrides.clock,
-            schedules: builtin_schedule_info(),
+            schedules: scheduler.clone(),
             version: env!("CARGO_PKG_VERSION"),
             runs: Arc::new(dispatcher.clone()),
             live: Arc::new(dispatcher.clone()),
@@ -202,11 +203,12 @@ impl App {
         Ok(App {
             config,
             store,
-            registry: Arc::new(Registry::catalogue()),
+            registry,
             services,
             dispatcher,
             secrets,
             replica,
+            scheduler,
         })
     }
 
@@ -224,14 +226,17 @@ impl App {
     }
 
     /// This process's background work until `stop`: the heartbeat (which also tombstones dead
-    /// replicas' runs) and the watch for stop requests of its own runs.
+    /// replicas' runs), the watch for stop requests of its own runs, and the schedule timer.
     pub fn spawn_background(
         &self,
         stop: tokio_util::sync::CancellationToken,
     ) -> Vec<tokio::task::JoinHandle<()>> {
         vec![
             self.spawn_heartbeat(stop.clone()),
-            self.dispatcher.watch_stop_requests(STOP_WATCH, stop),
+            self.dispatcher.watch_stop_requests(STOP_WATCH, stop.clone()),
+            self.scheduler
+                .clone()
+                .spawn(self.registry.clone(), self.services.clone(), stop),
         ]
     }
 

@@ -4,6 +4,8 @@ use std::net::SocketAddr;
 
 use serde::Serialize;
 
+use commands::ScheduleDesk;
+
 use crate::App;
 use crate::secrets::TokensFrom;
 
@@ -82,10 +84,7 @@ pub fn summary(app: &App, addr: SocketAddr) -> Summary {
         off("slack", "not part of this build"),
         mcp_line(app),
         off("/api /runs", "not part of this build"),
-        off(
-            "schedules",
-            "not part of this build (`schedule fire` says so)",
-        ),
+        schedules_line(app),
     ];
     Summary {
         version: env!("CARGO_PKG_VERSION"),
@@ -112,6 +111,35 @@ fn memory_line(m: &crate::config::MemoryConfig) -> String {
         s.context_max_chars,
         s.reflection_timeout.as_secs()
     )
+}
+
+/// `2 schedules (nightly, self-improvement), timer in process; 1 misconfigured: …`.
+fn schedules_line(app: &App) -> SurfaceLine {
+    let views = app.scheduler.schedules(commands::Timestamp::now());
+    let names: Vec<&str> = views.iter().map(|v| v.name.as_str()).collect();
+    let mut note = format!(
+        "{} ({}); fired in process, one firing per slot across replicas; `schedule fire <name>` fires one now",
+        plural(views.len(), "schedule"),
+        names.join(", ")
+    );
+    let bad = app.scheduler.misconfigured();
+    if !bad.is_empty() {
+        let what: Vec<String> = bad.iter().map(|(n, m)| format!("{n} ({m})")).collect();
+        note.push_str(&format!(
+            "; {} misconfigured, recording `misconfigured` and sending nothing: {}",
+            bad.len(),
+            what.join("; ")
+        ));
+    }
+    SurfaceLine {
+        surface: "schedules",
+        on: !views.is_empty(),
+        note,
+    }
+}
+
+fn plural(n: usize, what: &str) -> String {
+    if n == 1 { format!("1 {what}") } else { format!("{n} {what}s") }
 }
 
 fn mcp_line(app: &App) -> SurfaceLine {

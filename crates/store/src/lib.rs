@@ -123,21 +123,22 @@ pub trait ConfigStore: Send + Sync {
 #[async_trait]
 pub trait ScheduleStore: Send + Sync {
     /// True for the one caller that claims the slot; false for everyone after.
-    async fn claim_firing(
-        &self,
-        name: &ScheduleName,
-        slot: Timestamp,
-        at: Timestamp,
-    ) -> Result<bool>;
+    async fn claim_firing(&self, name: &ScheduleName, slot: &FiringSlot, at: Timestamp)
+    -> Result<bool>;
+    /// How a claimed firing ended; an error for a slot nobody claimed.
     async fn record_firing(
         &self,
         name: &ScheduleName,
-        slot: Timestamp,
+        slot: &FiringSlot,
         status: &str,
         run_id: Option<&RunId>,
         detail: Option<&str>,
     ) -> Result<()>;
+    /// A schedule's latest firings (timer and manual), the most recently fired first.
     async fn recent_firings(&self, name: &ScheduleName, limit: u32) -> Result<Vec<Firing>>;
+    /// The latest timer slot any replica claimed for this schedule (manual firings never
+    /// count): where the missed-slot check starts after downtime.
+    async fn last_timer_slot(&self, name: &ScheduleName) -> Result<Option<Timestamp>>;
 }
 
 /// Slack retries deduplicated by event id, across replicas.

@@ -20,7 +20,7 @@ struct State {
     friction: Vec<Friction>,
     memory: BTreeMap<RunId, MemoryRecord>,
     config: BTreeMap<(&'static str, String, String), ConfigValue>,
-    firings: BTreeMap<(String, i64), Firing>,
+    firings: BTreeMap<(String, String), Firing>,
     slack_events: BTreeMap<String, Timestamp>,
     replicas: BTreeMap<String, Timestamp>,
 }
@@ -396,11 +396,11 @@ impl ScheduleStore for MemoryStore {
     async fn claim_firing(
         &self,
         name: &ScheduleName,
-        slot: Timestamp,
+        slot: &FiringSlot,
         at: Timestamp,
     ) -> Result<bool> {
         Ok(self.with(|s| {
-            let key = (name.to_string(), slot.micros());
+            let key = (name.to_string(), slot.key());
             if s.firings.contains_key(&key) {
                 return false;
             }
@@ -408,7 +408,7 @@ impl ScheduleStore for MemoryStore {
                 key,
                 Firing {
                     name: name.clone(),
-                    slot,
+                    slot: slot.clone(),
                     fired_at: at,
                     status: "claimed".into(),
                     run_id: None,
@@ -422,13 +422,13 @@ impl ScheduleStore for MemoryStore {
     async fn record_firing(
         &self,
         name: &ScheduleName,
-        slot: Timestamp,
+        slot: &FiringSlot,
         status: &str,
         run_id: Option<&RunId>,
         detail: Option<&str>,
     ) -> Result<()> {
         self.with(
-            |s| match s.firings.get_mut(&(name.to_string(), slot.micros())) {
+            |s| match s.firings.get_mut(&(name.to_string(), slot.key())) {
                 Some(f) => {
                     f.status = status.to_owned();
                     f.run_id = run_id.cloned();
@@ -437,7 +437,7 @@ impl ScheduleStore for MemoryStore {
                 }
                 None => Err(StoreError::Invalid(format!(
                     "no claimed firing of {name} at {}",
-                    slot.micros()
+                    slot.key()
                 ))),
             },
         )
@@ -452,9 +452,19 @@ impl ScheduleStore for MemoryStore {
                 .filter(|f| &f.name == name)
                 .cloned()
                 .collect();
-            v.sort_by_key(|f| std::cmp::Reverse(f.slot));
+            v.sort_by(|a, b| (b.fired_at, b.slot.key()).cmp(&(a.fired_at, a.slot.key())));
             v.truncate(limit);
             v
+        }))
+    }
+
+    async fn last_timer_slot(&self, name: &ScheduleName) -> Result<Option<Timestamp>> {
+        Ok(self.with(|s| {
+            s.firings
+                .values()
+                .filter(|f| &f.name == name && !f.slot.is_manual())
+                .map(|f| f.slot.at())
+                .max()
         }))
     }
 }

@@ -382,10 +382,54 @@ pub struct ConfigValue {
     pub updated_at: Timestamp,
 }
 
+/// Which firing of a schedule: a cron slot, or one asked for by `schedule fire`. Stored as a
+/// key (`timer:<micros>`, `manual:<id>`), unique per schedule, so a manual firing never
+/// collides with a timer slot and never counts as one.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FiringSlot {
+    Timer(Timestamp),
+    /// `id` is unique per firing (the firing's own nonce); `at` is when it was asked for.
+    Manual { id: String, at: Timestamp },
+}
+
+impl FiringSlot {
+    /// The key the store keeps unique per schedule.
+    pub fn key(&self) -> String {
+        match self {
+            FiringSlot::Timer(at) => format!("timer:{}", at.micros()),
+            FiringSlot::Manual { id, .. } => format!("manual:{id}"),
+        }
+    }
+
+    /// The slot's instant: the cron slot, or when a manual firing was asked for.
+    pub fn at(&self) -> Timestamp {
+        match self {
+            FiringSlot::Timer(at) | FiringSlot::Manual { at, .. } => *at,
+        }
+    }
+
+    /// The slot from its stored key and instant; `None` for a key of neither form.
+    pub fn from_key(key: &str, at: Timestamp) -> Option<FiringSlot> {
+        if let Some(micros) = key.strip_prefix("timer:") {
+            let micros: i64 = micros.parse().ok()?;
+            return (micros == at.micros()).then_some(FiringSlot::Timer(at));
+        }
+        let id = key.strip_prefix("manual:")?;
+        (!id.is_empty()).then(|| FiringSlot::Manual {
+            id: id.to_owned(),
+            at,
+        })
+    }
+
+    pub fn is_manual(&self) -> bool {
+        matches!(self, FiringSlot::Manual { .. })
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Firing {
     pub name: ScheduleName,
-    pub slot: Timestamp,
+    pub slot: FiringSlot,
     pub fired_at: Timestamp,
     pub status: String,
     pub run_id: Option<RunId>,

@@ -6,7 +6,9 @@ use store::{ListRuns, StatusFilter};
 
 use super::runs::table;
 use super::{ago, ok, store_failed};
-use crate::{Args, Ctx, RawInput, Reply, ReplyKind, replies};
+use crate::{
+    Args, Ctx, FireError, Firing, ManualFiring, RawInput, Reply, ReplyKind, ScheduleView, Timestamp,
+};
 
 pub fn help<'a>(ctx: &'a Ctx<'a>, _args: Args) -> BoxFuture<'a, Reply> {
     Box::pin(async move {
@@ -84,63 +86,102 @@ pub fn schedule_list<'a>(ctx: &'a Ctx<'a>, _args: Args) -> BoxFuture<'a, Reply> 
         let now = ctx.services.clock.now();
         let mut rows = Vec::new();
         let mut data = Vec::new();
-        for s in &ctx.services.schedules {
+        for s in ctx.services.schedules.schedules(now) {
             let last = match ctx.services.store.recent_firings(&s.name, 1).await {
                 Ok(f) => f.into_iter().next(),
                 Err(e) => return store_failed(e),
             };
-            let last_text = last
-                .as_ref()
-                .map(|f| format!("{} {}", f.status, ago(now, f.fired_at)))
-                .unwrap_or_else(|| "never".into());
             rows.push([
                 s.name.to_string(),
-                s.cron.clone(),
+                format!("{} ({})", s.cron, s.time_zone),
+                next_text(&s),
                 s.runs.clone(),
-                last_text,
+                last_text(last.as_ref(), now),
             ]);
             data.push(json!({
                 "name": s.name.as_str(),
                 "cron": s.cron,
+                "time_zone": s.time_zone,
                 "runs": s.runs,
-                "last": last.map(|f| json!({"status": f.status, "fired_at": f.fired_at.micros(), "run": f.run_id.map(|r| r.to_string())})),
+                "next": s.next.as_ref().map(|(at, local)| json!({"at": at.micros(), "local": local})),
+                "misconfigured": s.misconfigured,
+                "last": last.map(|f| json!({
+                    "status": f.status,
+                    "fired_at": f.fired_at.micros(),
+                    "manual": f.slot.is_manual(),
+                    "run_id": f.run_id.map(|r| r.to_string()),
+                })),
             }));
         }
         let text = if rows.is_empty() {
             "no schedules".to_owned()
         } else {
-            format!(
-                "{}\n(next firings are computed by the scheduler, which is not part of this build yet)",
-                table(&["NAME", "CRON", "RUNS", "LAST"], &rows)
-            )
+            table(&["NAME", "CRON", "NEXT", "RUNS", "LAST"], &rows)
         };
         ok(text, json!({"schedules": data}))
     })
 }
 
+fn next_text(s: &ScheduleView) -> String {
+    match (&s.misconfigured, &s.next) {
+        (Some(reason), _) => format!("misconfigured: {reason}"),
+        (None, Some((_, local))) => local.clone(),
+        (None, None) => "never".to_owned(),
+    }
+}
+
+fn last_text(last: Option<&Firing>, now: Timestamp) -> String {
+    let Some(f) = last else {
+        return "never".to_owned();
+    };
+    let how = if f.slot.is_manual() { ", manual" } else { "" };
+    match &f.run_id {
+        Some(run) => format!("{} {}{how} (run {run})", f.status, ago(now, f.fired_at)),
+        None => format!("{} {}{how}", f.status, ago(now, f.fired_at)),
+    }
+}
+
+/// Fires a schedule now as `schedule:<name>`. The reply is the run id and status only: the
+/// firing's output is read through `runs get`, under the caller's own grants.
 pub fn schedule_fire<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
     Box::pin(async move {
         let name = args.text("name").unwrap_or_default();
-        if !ctx
+        let fired = ctx
             .services
             .schedules
-            .iter()
-            .any(|s| s.name.as_str() == name)
-        {
-            let known: Vec<&str> = ctx
-                .services
-                .schedules
-                .iter()
-                .map(|s| s.name.as_str())
-                .collect();
-            return Reply::of(
-                ReplyKind::Usage,
-                format!(
-                    "no schedule `{name}`; the schedules are {}",
-                    known.join(", ")
-                ),
-            );
+            .fire_now(&name, ctx.registry, ctx.services)
+            .await;
+        match fired {
+            Ok(f) => fired_reply(&f),
+            Err(e @ FireError::Unknown { .. }) => Reply::of(ReplyKind::Usage, e.to_string()),
+            Err(e @ FireError::Store(_)) => Reply::of(ReplyKind::Unavailable, e.to_string()),
         }
-        Reply::of(ReplyKind::Unavailable, replies::needs_scheduler())
     })
+}
+
+fn fired_reply(f: &ManualFiring) -> Reply {
+    let data = json!({
+        "schedule": f.schedule.as_str(),
+        "run_id": f.run.as_ref().map(|r| r.to_string()),
+        "status": f.status,
+        "reason": f.reason,
+    });
+    match (&f.run, &f.reason) {
+        (Some(run), _) => ok(
+            format!(
+                "fired `{}` as schedule:{}: run {run} {} (read it with `runs get {run}`)",
+                f.schedule, f.schedule, f.status
+            ),
+            data,
+        ),
+        (None, reason) => Reply {
+            kind: ReplyKind::Failed,
+            text: format!(
+                "`{}` is misconfigured and sent nothing: {}",
+                f.schedule,
+                reason.as_deref().unwrap_or("no reason recorded")
+            ),
+            data,
+        },
+    }
 }

@@ -3,7 +3,7 @@
 
 use authz_core::ChannelVisibility as V;
 use commands::ReplyKind;
-use store::{Finish, Friction, NewMemory, RunStatus, Timestamp};
+use store::{FiringSlot, Finish, Friction, NewMemory, RunStatus, Timestamp};
 
 use crate::harness::*;
 
@@ -680,24 +680,25 @@ async fn schedules(w: World) {
     let listed = w.say(&w.caller("slack:UPLAIN"), "schedule list").await;
     assert!(
         listed.text.contains("self-improvement")
-            && listed.text.contains("0 9 * * MON")
+            && listed.text.contains("0 9 * * MON (UTC)")
             && listed.text.contains("never"),
         "{}",
         listed.text
     );
+    // The next slot is computed in the schedule's zone: the Monday 09:00 after now.
+    let next = &listed.data["schedules"][0]["next"];
+    assert!(next["local"].as_str().unwrap().ends_with("09:00 UTC"), "{next}");
+    assert!(next["at"].as_i64().unwrap() > NOW);
     let name = "self-improvement".parse().unwrap();
+    let slot = FiringSlot::Timer(Timestamp::from_micros(1));
     w.services
         .store
-        .claim_firing(
-            &name,
-            Timestamp::from_micros(1),
-            Timestamp::from_micros(NOW - 120_000_000),
-        )
+        .claim_firing(&name, &slot, Timestamp::from_micros(NOW - 120_000_000))
         .await
         .unwrap();
     w.services
         .store
-        .record_firing(&name, Timestamp::from_micros(1), "completed", None, None)
+        .record_firing(&name, &slot, "completed", None, None)
         .await
         .unwrap();
     assert!(
@@ -712,11 +713,22 @@ async fn schedules(w: World) {
         "schedule fire self-improvement",
     )
     .await;
-    assert_eq!(
-        w.say(&w.caller("slack:UADMIN"), "schedule fire self-improvement")
-            .await
-            .kind,
-        ReplyKind::Unavailable
+    let fired = w
+        .say(&w.caller("slack:UADMIN"), "schedule fire self-improvement")
+        .await;
+    assert_eq!(fired.kind, ReplyKind::Ok, "{}", fired.text);
+    let run = fired.data["run_id"].as_str().unwrap().to_owned();
+    assert_eq!(fired.data["status"], "completed");
+    assert!(
+        !fired.text.contains("runs analysed"),
+        "the reply is the run id and status, never the firing's output: {}",
+        fired.text
+    );
+    let listed = w.say(&w.caller("slack:UADMIN"), "schedule list").await;
+    assert!(
+        listed.text.contains(&format!("completed 0s ago, manual (run {run})")),
+        "{}",
+        listed.text
     );
     assert_eq!(
         w.say(&w.caller("slack:UADMIN"), "schedule fire nightly")

@@ -5,7 +5,7 @@
 use authz_core::{Action, ActorKind, Origin, Resource, Surface, authorize};
 use commands::identity::{AgentTokenRefused, Capability, agent_caller, bearer_caller};
 use commands::{Caller, LiveUpdate, ReplyKind, RunStatus};
-use store::{Timestamp, TokenHash};
+use store::{FiringSlot, Timestamp, TokenHash};
 
 use crate::harness::*;
 
@@ -273,18 +273,19 @@ async fn a_slack_event_id_is_seen_once_and_a_malformed_one_spends_nothing() {
 async fn a_firing_slot_is_claimed_once_and_its_end_recorded() {
     let w = world().await;
     let name: authz_core::ScheduleName = "self-improvement".parse().unwrap();
-    let slot = Timestamp::from_micros(NOW);
-    assert!(w.services.claim_firing(&name, slot).await.unwrap());
-    assert!(!w.services.claim_firing(&name, slot).await.unwrap());
+    let slot = FiringSlot::Timer(Timestamp::from_micros(NOW));
+    assert!(w.services.claim_firing(&name, &slot).await.unwrap());
+    assert!(!w.services.claim_firing(&name, &slot).await.unwrap());
+    assert_eq!(w.services.last_timer_slot(&name).await.unwrap(), Some(slot.at()));
     assert!(
         w.services
-            .record_firing(&name, Timestamp::from_micros(1), "completed", None, None)
+            .record_firing(&name, &FiringSlot::Timer(Timestamp::from_micros(1)), "completed", None, None)
             .await
             .is_err(),
         "no claimed slot there"
     );
     w.services
-        .record_firing(&name, slot, "misconfigured", None, Some("no grants"))
+        .record_firing(&name, &slot, "misconfigured", None, Some("no grants"))
         .await
         .unwrap();
     let recent = w.services.recent_firings(&name, 5).await.unwrap();

@@ -227,7 +227,6 @@ fn reply_texts_match_their_goldens() {
             "already_finished.txt",
             replies::already_finished("completed"),
         ),
-        ("needs_scheduler.txt", replies::needs_scheduler()),
         (
             "stop_requested.txt",
             replies::stop_requested("01JABCDEFGHJKMNPQRSTVWXYZ0", "replica-web-1"),

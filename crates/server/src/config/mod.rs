@@ -4,7 +4,7 @@
 //! the line and column (from the parser's spans), the key, and the fix.
 //!
 //! Sections whose surfaces are not part of this build (`[slack]`, `[access]`,
-//! `[[schedules]]`, `[agent_policy]`, `[[agent_grants]]`) may be present but
+//! `[agent_policy]`, `[[agent_grants]]`) may be present but
 //! empty: a key in one fails the load, so nobody believes a surface is on when it is not.
 //!
 //! Secrets never come from this file: the server reads them from the environment or from
@@ -21,12 +21,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ::agents::{EchoBehaviour, OutputCaps, RequestVia};
-use authz_core::{AgentName, GrantSet, Grants, GrantsTable, ScheduleName};
+use authz_core::{AgentName, GrantsTable, NO_GRANTS, ScheduleName};
+use schedule::{CronSpec, Fires, ScheduleDecl};
 use store::{ReplicaId, StoreSpec, StoreUrl};
 
 use agents::{AgentTable, BackendKind};
 use position::{dotted, key_segments, line_col, locate, path_at};
-use sections::{FileSections, LogFormat, Unbuilt};
+use sections::{FileSections, LogFormat, ScheduleSection, Unbuilt};
 
 /// The embedded default: what `switchboard` uses with no file at all.
 pub const EMBEDDED_DEFAULT: &str = include_str!("../../../../config/switchboard.default.toml");
@@ -89,6 +90,8 @@ pub struct LoadedConfig {
     /// Each declared agent's back end and limits.
     pub agent_specs: BTreeMap<AgentName, AgentSpec>,
     pub telemetry: TelemetryConfig,
+    /// The configured `[[schedules]]` (the built-in ones come from the schedule crate).
+    pub schedules: Vec<ScheduleDecl>,
 }
 
 /// `[server]`.
@@ -256,24 +259,6 @@ pub fn load(source: Source) -> Result<LoadedConfig, LoadError> {
     parse(source, &text)
 }
 
-/// The schedules the schedule registry declares built in, with their grants. (They move to the
-/// schedule crate when it exists; the grants are the registry's, replaced whole by a grants
-/// entry for `schedule:<name>`.)
-pub fn builtin_schedules() -> Vec<(ScheduleName, Grants)> {
-    let self_improvement = Grants {
-        actions: GrantSet::only(
-            ["friction:read", "friction:write"]
-                .into_iter()
-                .filter_map(|a| a.parse().ok()),
-        ),
-        channels: GrantSet::All,
-        repos: GrantSet::none(),
-    };
-    ScheduleName::parse("self-improvement")
-        .map(|n| vec![(n, self_improvement)])
-        .unwrap_or_default()
-}
-
 /// Top-level keys that look like authorization but are not: refused by name.
 const FORBIDDEN: [&str; 3] = ["permissions", "admins", "scopes"];
 
@@ -343,8 +328,13 @@ pub fn parse(source: Source, text: &str) -> Result<LoadedConfig, LoadError> {
     // authz-core names the key itself (`restrict.agents[0]`); the position is located here.
     let mut table = GrantsTable::from_config(&doc, agents.clone())
         .map_err(|e| LoadError::new(&source, locate(text, &key_segments(&e.key)), e.to_string()))?;
-    for (name, grants) in builtin_schedules() {
-        table.declare_schedule(name, grants);
+    let schedules = schedules(&t, &sections.schedules, &agents)?;
+    for (decl, grants) in schedule::builtin() {
+        table.declare_schedule(decl.name, grants);
+    }
+    for decl in &schedules {
+        // A configured schedule declares nothing: its grants are its `[grants]` entry.
+        table.declare_schedule(decl.name.clone(), NO_GRANTS);
     }
     let agent_specs = agents_section
         .tables
@@ -372,7 +362,54 @@ pub fn parse(source: Source, text: &str) -> Result<LoadedConfig, LoadError> {
         default_agent,
         table,
         agent_specs,
+        schedules,
     })
+}
+
+/// `[[schedules]]`: each a unique name (not a built-in one), a cron and zone that parse, and
+/// what it runs: a command, or a prompt for a declared agent.
+fn schedules(
+    t: &Text<'_>,
+    entries: &[toml::Spanned<ScheduleSection>],
+    agents: &BTreeSet<AgentName>,
+) -> Result<Vec<ScheduleDecl>, LoadError> {
+    let builtin: Vec<ScheduleName> = schedule::builtin().into_iter().map(|(d, _)| d.name).collect();
+    let mut out: Vec<ScheduleDecl> = Vec::new();
+    for entry in entries {
+        let e = entry.get_ref();
+        let name = ScheduleName::parse(e.name.get_ref())
+            .map_err(|err| t.at(e.name.span().start, err))?;
+        if builtin.contains(&name) || out.iter().any(|d| d.name == name) {
+            return Err(t.at(
+                e.name.span().start,
+                format!("`{name}` is already a schedule; give each [[schedules]] entry its own name"),
+            ));
+        }
+        let zone = e.time_zone.as_ref();
+        let cron = CronSpec::parse(e.cron.get_ref(), zone.map_or("UTC", |z| z.get_ref()))
+            .map_err(|err| {
+                let at = match (&err, zone) {
+                    (schedule::CronSpecError::Zone(_), Some(z)) => z.span().start,
+                    _ => e.cron.span().start,
+                };
+                t.at(at, format!("schedule `{name}`: {err}"))
+            })?;
+        let fires = match (&e.command, &e.agent, &e.prompt) {
+            (Some(command), None, None) => Fires::Command(command.get_ref().trim().to_owned()),
+            (None, Some(agent), Some(prompt)) => Fires::Prompt {
+                agent: declared_agent(t, agent, agents)?,
+                prompt: prompt.get_ref().clone(),
+            },
+            _ => {
+                return Err(t.at(
+                    entry.span().start,
+                    format!("schedule `{name}` runs either `command = \"…\"` or `agent = \"…\"` with `prompt = \"…\"`, exactly one of them"),
+                ));
+            }
+        };
+        out.push(ScheduleDecl { name, cron, fires });
+    }
+    Ok(out)
 }
 
 fn mcp_config(section: &sections::McpSection) -> McpConfig {
@@ -465,10 +502,9 @@ fn memory_config(
 
 fn check_unbuilt(t: &Text<'_>, doc: &toml::Table, s: &FileSections) -> Result<(), LoadError> {
     // Each section of a surface this build does not have, and what brings it.
-    let unbuilt: [(&Option<Unbuilt>, &str, &str); 5] = [
+    let unbuilt: [(&Option<Unbuilt>, &str, &str); 4] = [
         (&s.slack, "slack", "the Slack surface"),
         (&s.access, "access", "the Access /api surface"),
-        (&s.schedules, "schedules", "the scheduler"),
         (&s.agent_policy, "agent_policy", "the tool broker"),
         (&s.agent_grants, "agent_grants", "the tool broker"),
     ];

@@ -51,8 +51,24 @@ fn walk(
         if holds && best.as_ref().is_none_or(|b| b.len() < path.len()) {
             *best = Some(path.clone());
         }
-        if let DeValue::Table(t) = value.get_ref() {
-            walk(t, path, offset, best);
+        match value.get_ref() {
+            DeValue::Table(t) => walk(t, path, offset, best),
+            // An array of tables (`[[schedules]]`): `schedules[1].cron`.
+            DeValue::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    if let DeValue::Table(t) = item.get_ref() {
+                        path.push(format!("[{i}]"));
+                        if item.span().contains(&offset)
+                            && best.as_ref().is_none_or(|b| b.len() < path.len())
+                        {
+                            *best = Some(path.clone());
+                        }
+                        walk(t, path, offset, best);
+                        path.pop();
+                    }
+                }
+            }
+            _ => {}
         }
         path.pop();
     }
@@ -60,18 +76,19 @@ fn walk(
 
 /// `["grants", "slack:U1", "actions"]` → `grants."slack:U1".actions`.
 pub fn dotted(path: &[String]) -> String {
-    path.iter()
-        .map(|s| {
-            if s.chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-            {
-                s.clone()
-            } else {
-                format!("{s:?}")
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(".")
+    let mut out = String::new();
+    for s in path {
+        let index = s.starts_with('[') && s.ends_with(']');
+        if !out.is_empty() && !index {
+            out.push('.');
+        }
+        if index || s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+            out.push_str(s);
+        } else {
+            out.push_str(&format!("{s:?}"));
+        }
+    }
+    out
 }
 
 /// `grants."slack:U1".channels[0]` → `["grants", "slack:U1", "channels"]`.

@@ -203,6 +203,19 @@ pub struct TelemetrySection {
     pub log_format: Option<LogFormat>,
 }
 
+/// One `[[schedules]]` entry: a name, a cron in a zone, and either a command or an agent
+/// prompt. Checked in `config::schedules`, each fault at its value's position.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleSection {
+    pub name: Spanned<String>,
+    pub cron: Spanned<String>,
+    pub time_zone: Option<Spanned<String>>,
+    pub command: Option<Spanned<String>>,
+    pub agent: Option<Spanned<String>>,
+    pub prompt: Option<Spanned<String>>,
+}
+
 /// The sections of surfaces this build does not have: present only empty.
 #[derive(Debug, Default)]
 pub struct Unbuilt {
@@ -244,7 +257,8 @@ pub struct FileSections {
     #[serde(default)]
     pub mcp: McpSection,
     pub access: Option<Unbuilt>,
-    pub schedules: Option<Unbuilt>,
+    #[serde(default)]
+    pub schedules: Vec<Spanned<ScheduleSection>>,
     #[serde(default)]
     pub memory: MemorySection,
     pub agent_policy: Option<Unbuilt>,

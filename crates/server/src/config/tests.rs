@@ -169,6 +169,51 @@ fn every_fault_names_file_line_column_key_and_fix() {
             "[agents.a]\ndelay_ms = -5",
             "t.toml:2:12: agents.a.delay_ms: must be a whole number, 0 or more",
         ),
+        // [[schedules]]
+        (
+            "[[schedules]]\nname = \"n\"\ncron = \"61 * * * *\"\ncommand = \"help\"",
+            "t.toml:3:8: schedules[0].cron: schedule `n`: `61 * * * *` is not a cron expression: ",
+        ),
+        (
+            "[[schedules]]\nname = \"n\"\ncron = \"0 9 * * * *\"\ncommand = \"help\"",
+            "t.toml:3:8: schedules[0].cron: schedule `n`: `0 9 * * * *` is not a cron expression: ",
+        ),
+        (
+            "[[schedules]]\nname = \"n\"\ncron = \"0 9 * * *\"\ntime_zone = \"Mars/Olympus\"\ncommand = \"help\"",
+            "t.toml:4:13: schedules[0].time_zone: schedule `n`: `Mars/Olympus` is not an IANA time zone",
+        ),
+        (
+            "[[schedules]]\nname = \"n\"\ncron = \"0 9 * * *\"\nagent = \"ghost\"\nprompt = \"p\"",
+            "t.toml:4:9: schedules[0].agent: `ghost` is not a declared agent; declare [agents.ghost] or name one that is",
+        ),
+        (
+            "[[schedules]]\nname = \"n\"\ncron = \"0 9 * * *\"\nagent = \"echo\"\n[agents.echo]",
+            "t.toml:1:1: schedules[0]: schedule `n` runs either `command = \"…\"` or `agent = \"…\"` with `prompt = \"…\"`, exactly one of them",
+        ),
+        (
+            "[[schedules]]\nname = \"n\"\ncron = \"0 9 * * *\"\ncommand = \"help\"\nprompt = \"p\"",
+            "t.toml:1:1: schedules[0]: schedule `n` runs either",
+        ),
+        (
+            "[[schedules]]\nname = \"self-improvement\"\ncron = \"0 9 * * *\"\ncommand = \"help\"",
+            "t.toml:2:8: schedules[0].name: `self-improvement` is already a schedule",
+        ),
+        (
+            "[[schedules]]\nname = \"a\"\ncron = \"0 9 * * *\"\ncommand = \"help\"\n[[schedules]]\nname = \"a\"\ncron = \"0 9 * * *\"\ncommand = \"help\"",
+            "t.toml:6:8: schedules[1].name: `a` is already a schedule",
+        ),
+        (
+            "[[schedules]]\nname = \"Bad Name\"\ncron = \"0 9 * * *\"\ncommand = \"help\"",
+            "t.toml:2:8: schedules[0].name: \"Bad Name\" is not a valid schedule name",
+        ),
+        (
+            "[[schedules]]\nname = \"n\"\ncommand = \"help\"",
+            "t.toml:1:1: schedules[0]: missing field `cron`",
+        ),
+        (
+            "[[schedules]]\nname = \"n\"\ncron = \"0 9 * * *\"\ncommand = \"help\"\nevery = \"day\"",
+            "t.toml:5:1: schedules[0].every: unknown field `every`, expected one of `name`, `cron`, `time_zone`, `command`, `agent`, `prompt`",
+        ),
         // [telemetry]
         (
             "[telemetry]\notlp_endpoint = \"http://x\"",

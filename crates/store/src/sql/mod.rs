@@ -635,16 +635,17 @@ impl<D: Dialect> ScheduleStore for SqlStore<D> {
     async fn claim_firing(
         &self,
         name: &ScheduleName,
-        slot: Timestamp,
+        slot: &FiringSlot,
         at: Timestamp,
     ) -> Result<bool> {
         let done = self
             .exec(
                 Statement::new(
-                    "INSERT INTO schedule_firings (name, slot, fired_at, status) VALUES (?, ?, ?, 'claimed') ON CONFLICT (name, slot) DO NOTHING",
+                    "INSERT INTO schedule_firings (name, slot, slot_at, fired_at, status) VALUES (?, ?, ?, ?, 'claimed') ON CONFLICT (name, slot) DO NOTHING",
                 )
                 .text(name.as_str())
-                .int(slot.micros())
+                .text(slot.key())
+                .int(slot.at().micros())
                 .int(at.micros()),
             )
             .await?;
@@ -654,7 +655,7 @@ impl<D: Dialect> ScheduleStore for SqlStore<D> {
     async fn record_firing(
         &self,
         name: &ScheduleName,
-        slot: Timestamp,
+        slot: &FiringSlot,
         status: &str,
         run_id: Option<&RunId>,
         detail: Option<&str>,
@@ -668,7 +669,7 @@ impl<D: Dialect> ScheduleStore for SqlStore<D> {
                 .opt_text(run_id.map(|r| r.as_str()))
                 .opt_text(detail)
                 .text(name.as_str())
-                .int(slot.micros()),
+                .text(slot.key()),
             )
             .await?;
         if done == 1 {
@@ -676,7 +677,7 @@ impl<D: Dialect> ScheduleStore for SqlStore<D> {
         } else {
             Err(StoreError::Invalid(format!(
                 "no claimed firing of {name} at {}",
-                slot.micros()
+                slot.key()
             )))
         }
     }
@@ -684,7 +685,7 @@ impl<D: Dialect> ScheduleStore for SqlStore<D> {
     async fn recent_firings(&self, name: &ScheduleName, limit: u32) -> Result<Vec<Firing>> {
         let limit = check_limit(limit)?;
         let st = Statement::new(
-            "SELECT slot, fired_at, status, run_id, detail FROM schedule_firings WHERE name = ? ORDER BY slot DESC LIMIT ?",
+            "SELECT slot, slot_at, fired_at, status, run_id, detail FROM schedule_firings WHERE name = ? ORDER BY fired_at DESC, slot DESC LIMIT ?",
         )
         .text(name.as_str())
         .int(limit as i64);
@@ -693,6 +694,17 @@ impl<D: Dialect> ScheduleStore for SqlStore<D> {
             .iter()
             .map(|r| rows::firing(name, r))
             .collect()
+    }
+
+    async fn last_timer_slot(&self, name: &ScheduleName) -> Result<Option<Timestamp>> {
+        let st = Statement::new(
+            "SELECT slot_at FROM schedule_firings WHERE name = ? AND slot LIKE 'timer:%' ORDER BY slot_at DESC LIMIT 1",
+        )
+        .text(name.as_str());
+        match self.all(st).await?.first() {
+            Some(r) => Ok(Some(Timestamp::from_micros(r.int(0)?))),
+            None => Ok(None),
+        }
     }
 }
 

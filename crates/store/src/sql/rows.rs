@@ -7,7 +7,7 @@ use serde::Deserialize;
 use super::dialect::RowAccess;
 use crate::error::{Result, StoreError};
 use crate::types::{
-    ConfigValue, Firing, Friction, FrictionOfRun, MemoryRecord, RunEvent, RunRecord, RunStatus,
+    ConfigValue, Firing, FiringSlot, Friction, FrictionOfRun, MemoryRecord, RunEvent, RunRecord, RunStatus,
     Timestamp, TokenHash, scope_from_parts, tier_from_parts,
 };
 
@@ -197,15 +197,16 @@ pub fn config(r: &impl RowAccess) -> Result<ConfigValue> {
     })
 }
 
-/// `slot, fired_at, status, run_id, detail`.
+/// `slot, slot_at, fired_at, status, run_id, detail`.
 pub fn firing(name: &ScheduleName, r: &impl RowAccess) -> Result<Firing> {
+    let at = micros(r.int(1)?);
     Ok(Firing {
         name: name.clone(),
-        slot: micros(r.int(0)?),
-        fired_at: micros(r.int(1)?),
-        status: r.text(2)?,
-        run_id: opt_run_id("run id", r.opt_text(3)?)?,
-        detail: r.opt_text(4)?,
+        slot: parsed("firing slot", r.text(0)?, |k| FiringSlot::from_key(k, at))?,
+        fired_at: micros(r.int(2)?),
+        status: r.text(3)?,
+        run_id: opt_run_id("run id", r.opt_text(4)?)?,
+        detail: r.opt_text(5)?,
     })
 }
 

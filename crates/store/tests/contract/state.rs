@@ -1,7 +1,7 @@
 //! Memory records, config values, schedule firings and Slack event ids, on every back end.
 
 use authz_core::{ConfigTier, ScheduleName, ScopeKey};
-use store::{ConfigValue, NewMemory, Timestamp};
+use store::{ConfigValue, FiringSlot, NewMemory, Timestamp};
 
 use crate::contract;
 use crate::support::*;
@@ -11,6 +11,7 @@ contract!(
     memory_in_scopes_is_the_newest_across_scopes,
     config_values_on_three_tiers,
     a_schedule_slot_fires_once_under_concurrent_claims,
+    a_manual_firing_never_collides_with_or_counts_as_a_timer_slot,
     a_slack_retry_is_seen_once,
 );
 
@@ -180,12 +181,12 @@ async fn config_values_on_three_tiers(b: Backend) {
 async fn a_schedule_slot_fires_once_under_concurrent_claims(b: Backend) {
     let u = open(b).await;
     let name = ScheduleName::parse("self-improvement").unwrap();
-    let slot = Timestamp::from_micros(604_800_000_000);
+    let slot = FiringSlot::Timer(Timestamp::from_micros(604_800_000_000));
     let mut tasks = Vec::new();
     for i in 0..16 {
-        let (st, n) = (u.store.clone(), name.clone());
+        let (st, n, slot) = (u.store.clone(), name.clone(), slot.clone());
         tasks.push(tokio::spawn(async move {
-            st.claim_firing(&n, slot, Timestamp::from_micros(i))
+            st.claim_firing(&n, &slot, Timestamp::from_micros(i))
                 .await
                 .unwrap()
         }));
@@ -195,27 +196,59 @@ async fn a_schedule_slot_fires_once_under_concurrent_claims(b: Backend) {
         wins += usize::from(t.await.unwrap());
     }
     assert_eq!(wins, 1, "exactly one claimant fires the slot");
-    let next_slot = Timestamp::from_micros(2 * 604_800_000_000);
+    let next_slot = FiringSlot::Timer(Timestamp::from_micros(2 * 604_800_000_000));
     assert!(
         u.store
-            .claim_firing(&name, next_slot, Timestamp::from_micros(1))
+            .claim_firing(&name, &next_slot, Timestamp::from_micros(20))
             .await
             .unwrap()
     );
     u.store
-        .record_firing(&name, slot, "completed", None, Some("12 runs analysed"))
+        .record_firing(&name, &slot, "completed", None, Some("12 runs analysed"))
         .await
         .unwrap();
     let firings = u.store.recent_firings(&name, 10).await.unwrap();
     assert_eq!(firings.len(), 2);
+    assert_eq!(firings[0].slot, next_slot, "the most recently fired first");
     assert_eq!(firings[1].status, "completed");
+    assert_eq!(firings[1].slot, slot, "the slot reads back as it was claimed");
+    let unclaimed = FiringSlot::Timer(Timestamp::from_micros(5));
     assert!(
         u.store
-            .record_firing(&name, Timestamp::from_micros(5), "completed", None, None)
+            .record_firing(&name, &unclaimed, "completed", None, None)
             .await
             .is_err(),
         "an unclaimed slot"
     );
+    u.cleanup().await;
+}
+
+async fn a_manual_firing_never_collides_with_or_counts_as_a_timer_slot(b: Backend) {
+    let u = open(b).await;
+    let name = ScheduleName::parse("nightly").unwrap();
+    assert_eq!(u.store.last_timer_slot(&name).await.unwrap(), None);
+    let timer = FiringSlot::Timer(Timestamp::from_micros(1_000));
+    assert!(u.store.claim_firing(&name, &timer, Timestamp::from_micros(1_000)).await.unwrap());
+    // A manual firing at the very instant of a timer slot is its own firing.
+    let manual = FiringSlot::Manual {
+        id: "a1b2".into(),
+        at: Timestamp::from_micros(1_000),
+    };
+    assert!(u.store.claim_firing(&name, &manual, Timestamp::from_micros(1_000)).await.unwrap());
+    let later_manual = FiringSlot::Manual {
+        id: "c3d4".into(),
+        at: Timestamp::from_micros(9_000),
+    };
+    assert!(u.store.claim_firing(&name, &later_manual, Timestamp::from_micros(9_000)).await.unwrap());
+    assert!(!u.store.claim_firing(&name, &later_manual, Timestamp::from_micros(9_001)).await.unwrap());
+    assert_eq!(
+        u.store.last_timer_slot(&name).await.unwrap(),
+        Some(Timestamp::from_micros(1_000)),
+        "manual firings never count as timer slots"
+    );
+    let recent = u.store.recent_firings(&name, 10).await.unwrap();
+    assert_eq!(recent.first().map(|f| &f.slot), Some(&later_manual));
+    assert_eq!(recent.len(), 3);
     u.cleanup().await;
 }
 
