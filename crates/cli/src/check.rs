@@ -34,6 +34,37 @@ pub struct Report {
     pub policy_rows: usize,
     pub admins: Vec<String>,
     pub actors: Vec<ActorRow>,
+    pub schedules: Vec<ScheduleRow>,
+}
+
+/// One declared schedule: when it fires and what it runs, as `schedule:<name>`.
+#[derive(Debug, Serialize)]
+pub struct ScheduleRow {
+    pub name: String,
+    pub cron: String,
+    pub time_zone: String,
+    pub runs: String,
+}
+
+/// The declared schedules, or the first one that could not fire, as a fault naming the
+/// schedule and the key to fix.
+pub fn schedules(config: &LoadedConfig) -> Result<Vec<ScheduleRow>, String> {
+    let mut rows = Vec::new();
+    for (decl, fault) in server::schedule_plans(config) {
+        if let Some(fault) = fault {
+            return Err(format!(
+                "{}: schedule `{}` cannot fire: {fault}",
+                config.source, decl.name
+            ));
+        }
+        rows.push(ScheduleRow {
+            name: decl.name.to_string(),
+            cron: decl.cron.expr().to_owned(),
+            time_zone: decl.cron.zone().to_owned(),
+            runs: decl.fires.describe(),
+        });
+    }
+    Ok(rows)
 }
 
 /// Validates the policy table against the catalogue's declared actions.
@@ -47,7 +78,7 @@ pub fn validate_table() -> Result<usize, String> {
         })
 }
 
-pub fn report(config: &LoadedConfig, policy_rows: usize) -> Report {
+pub fn report(config: &LoadedConfig, policy_rows: usize, schedules: Vec<ScheduleRow>) -> Report {
     let t = &config.table;
     let names = |v: &mut dyn Iterator<Item = String>| v.collect::<Vec<_>>();
     Report {
@@ -60,6 +91,7 @@ pub fn report(config: &LoadedConfig, policy_rows: usize) -> Report {
         policy_rows,
         admins: names(&mut t.admins_hint().iter().map(ToString::to_string)),
         actors: actor_rows(t),
+        schedules,
     }
 }
 
@@ -180,5 +212,12 @@ pub fn render_human(r: &Report, colour: bool) -> String {
         &["ACTOR", "KIND", "FROM", "CHANNELS", "REPOS", "ACTIONS"],
         &rows,
     ));
+    let schedules: Vec<Vec<String>> = r
+        .schedules
+        .iter()
+        .map(|s| vec![s.name.clone(), format!("{} ({})", s.cron, s.time_zone), s.runs.clone()])
+        .collect();
+    out.push('\n');
+    out.push_str(&render::table(&["SCHEDULE", "CRON", "RUNS"], &schedules));
     out
 }

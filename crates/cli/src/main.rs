@@ -291,7 +291,8 @@ fn load(config: Option<PathBuf>) -> anyhow::Result<config_file::LoadedConfig> {
 fn config_check(config: Option<PathBuf>, json: bool) -> anyhow::Result<u8> {
     let config = load(config)?;
     let rows = check::validate_table().map_err(anyhow::Error::msg)?;
-    let report = check::report(&config, rows);
+    let schedules = check::schedules(&config).map_err(anyhow::Error::msg)?;
+    let report = check::report(&config, rows, schedules);
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

@@ -48,6 +48,7 @@ fn config_check_reports_every_actor_and_exits_zero() {
         "slack:*",
         "schedule:self-improvement",
         "restricted agents coding",
+        "weekly-digest     30 7 * * FRI (Europe/Berlin)  agent reviewer:",
     ] {
         assert!(stdout.contains(needle), "missing {needle:?} in\n{stdout}");
     }
@@ -98,6 +99,22 @@ fn config_check_names_the_file_line_key_and_fix_and_exits_two() {
             "restrict.agents[0]: `coding` is not a declared agent",
         ),
         ("[grants.\"slack:U1\"\n", "bad.toml:1:"),
+        (
+            "[[schedules]]\nname = \"nightly\"\ncron = \"0 2 * * *\"\ncommand = \"runs list\"\n",
+            "bad.toml: schedule `nightly` cannot fire: grants.\"schedule:nightly\".actions: schedule:nightly holds no actions; declare them with [grants.\"schedule:nightly\"]",
+        ),
+        (
+            "[[schedules]]\nname = \"nightly\"\ncron = \"0 2 * * *\"\ncommand = \"runs list\"\n[grants.\"schedule:nightly\"]\nactions = [\"help:read\"]\n",
+            "schedule:nightly may not run `runs list`; its grants need \"runs:read\"",
+        ),
+        (
+            "[agents.echo]\n[[schedules]]\nname = \"nightly\"\ncron = \"0 2 * * *\"\nagent = \"echo\"\nprompt = \"p\"\n[grants.\"schedule:nightly\"]\nactions = [\"help:read\"]\n",
+            "schedule:nightly may not run agent `echo`; its grants need \"agent:run:echo\"",
+        ),
+        (
+            "[[schedules]]\nname = \"nightly\"\ncron = \"0 25 * * *\"\ncommand = \"help\"\n",
+            "bad.toml:3:8: schedules[0].cron: schedule `nightly`: `0 25 * * *` is not a cron expression",
+        ),
     ];
     for (body, want) in cases {
         let path = dir.path().join("bad.toml");

@@ -77,7 +77,7 @@ impl Served {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
                 summary.push_str(&line);
                 summary.push('\n');
-                if line.contains("off schedules") {
+                if line.split_whitespace().nth(1) == Some("schedules") {
                     let _ = tx.send(summary.clone());
                 }
             }

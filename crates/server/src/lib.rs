@@ -77,6 +77,23 @@ impl Default for Overrides {
 /// another process is honoured within this, well inside 2 s).
 pub const STOP_WATCH: std::time::Duration = std::time::Duration::from_millis(500);
 
+/// Every schedule this config declares (built in, then configured), each with the reason it
+/// would record `misconfigured` instead of firing. `config check` fails on the first.
+pub fn schedule_plans(
+    config: &LoadedConfig,
+) -> Vec<(schedule::ScheduleDecl, Option<schedule::Misconfigured>)> {
+    let registry = Registry::catalogue();
+    schedule::builtin()
+        .into_iter()
+        .map(|(decl, _)| decl)
+        .chain(config.schedules.iter().cloned())
+        .map(|decl| {
+            let fault = schedule::plan(&decl, &config.table, &registry).err();
+            (decl, fault)
+        })
+        .collect()
+}
+
 /// This machine's name as a replica id: the host name, else `local`.
 pub fn host_replica_id() -> ReplicaId {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -180,14 +197,13 @@ impl App {
         let table = Arc::new(config.table.clone());
         let registry = Arc::new(Registry::catalogue());
         let scheduler = Arc::new(Scheduler::new(
-            schedule::builtin()
-                .into_iter()
-                .map(|(decl, _)| decl)
-                .chain(config.schedules.iter().cloned())
-                .collect(),
+            schedule_plans(&config).into_iter().map(|(decl, _)| decl).collect(),
             &table,
             &registry,
         ));
+        for (name, fault) in scheduler.misconfigured() {
+            tracing::warn!(schedule = %name, "[schedule] misconfigured, its firings will send nothing: {fault}");
+        }
         let services = Arc::new(Services {
             store: store.clone(),
             table,

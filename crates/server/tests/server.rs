@@ -207,6 +207,10 @@ async fn the_summary_says_what_is_off_and_what_it_needs() {
     );
     assert!(summary.contains("off slack"));
     assert!(
+        summary.contains("on  schedules          1 schedule (self-improvement); fired in process"),
+        "{summary}"
+    );
+    assert!(
         summary
             .contains("memory  rules extractor; block ≤ 20 records, 4000 chars; reflection ≤ 30s"),
         "{summary}"
@@ -396,4 +400,69 @@ fn mcp_on_postgres_needs_a_shared_agent_token_secret() {
     let sqlite_secrets =
         Secrets::from_lookup(&sqlite, env(&[("SWITCHBOARD_INGRESS_TOKENS", TOKENS)])).unwrap();
     assert!(server::preflight(&sqlite, &sqlite_secrets).is_ok());
+}
+
+/// `schedule fire` over the ingress, by a token holding `schedule:exec`: the firing runs as
+/// `schedule:<name>` in its own channel, never as the token; the reply is the run id and
+/// status, never the firing's output, which the token reads (or not) under its own grants.
+#[tokio::test]
+async fn schedule_fire_over_the_ingress_runs_as_the_schedule_never_as_the_caller() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = r#"{"cron-token-0123456789": {"subject": "cron"}, "ops-token-0123456789": {"subject": "ops", "channel": "http:ops"}}"#;
+    let extra = "[grants.\"http:cron\"]\nactions = [\"schedule:exec\"]\n";
+    let c = config(dir.path(), extra);
+    let secrets = Secrets::from_lookup(&c, env(&[("SWITCHBOARD_INGRESS_TOKENS", tokens)])).unwrap();
+    let (addr, stop, handle, _) = start(c, secrets).await;
+    let client = reqwest::Client::new();
+    let say = |token: &'static str, text: &'static str| {
+        client
+            .post(format!("http://{addr}/ingress"))
+            .bearer_auth(token)
+            .header("accept", "application/json")
+            .body(text)
+            .send()
+    };
+    let fired = say("cron-token-0123456789", "schedule fire self-improvement")
+        .await
+        .unwrap();
+    assert_eq!(fired.status().as_u16(), 200);
+    let body: serde_json::Value = serde_json::from_str(&fired.text().await.unwrap()).unwrap();
+    assert_eq!(body["status"], "completed", "{body}");
+    assert!(
+        !body.to_string().contains("runs analysed"),
+        "never the firing's output: {body}"
+    );
+    let id = body["run_id"].as_str().unwrap().to_owned();
+    // The token without schedule:exec is refused by the same row.
+    let refused = say("ops-token-0123456789", "schedule fire self-improvement")
+        .await
+        .unwrap();
+    assert_eq!(refused.status().as_u16(), 403);
+    // The cron token holds no runs:read: the firing's run is not_found to it.
+    let get = client
+        .post(format!("http://{addr}/ingress"))
+        .bearer_auth("cron-token-0123456789")
+        .body(format!("runs get {id}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(get.status().as_u16(), 404);
+    stop.send(()).unwrap();
+    handle.await.unwrap().unwrap();
+    let store = store::open(&format!("sqlite://{}", dir.path().join("sb.db").display()))
+        .await
+        .unwrap();
+    let run = store.get_run(&id.parse().unwrap()).await.unwrap().unwrap();
+    assert_eq!(run.user_id.as_str(), "schedule:self-improvement");
+    assert_eq!(run.channel_id.as_str(), "schedule:self-improvement");
+    assert_eq!(run.surface, authz_core::Surface::Schedule);
+    assert_eq!(run.request, "friction report --days 7");
+    assert!(run.answer.unwrap().starts_with("🔍 "));
+    let firings = store
+        .recent_firings(&"self-improvement".parse().unwrap(), 5)
+        .await
+        .unwrap();
+    assert_eq!(firings.len(), 1);
+    assert!(firings[0].slot.is_manual());
+    assert_eq!(firings[0].run_id.as_ref(), Some(&run.id));
 }
