@@ -16,6 +16,7 @@ use authz_core::{ActorId, AgentName, ChannelId, Origin, resolve_actor};
 use commands::{
     CLI_CHANNEL, Caller, LiveFeed, LiveStream, LiveUpdate, RunOutcome, RunStatus, Surface,
 };
+use tracing::Instrument;
 
 use crate::{check, forward, render};
 
@@ -39,14 +40,20 @@ where
 {
     let config = crate::load(config)?;
     check::validate_table().map_err(anyhow::Error::msg)?;
-    crate::init_logs(config.telemetry.json_logs, log_level);
+    let telemetry = crate::init_logs(&config.telemetry, log_level)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
     rt.block_on(async move {
         let secrets = server::Secrets::from_env(&config)?;
-        let app = std::sync::Arc::new(server::App::build(config, secrets, replica()?).await?);
+        let overrides = server::Overrides {
+            span_log: Some(telemetry.span_log()),
+            ..server::Overrides::default()
+        };
+        let app = std::sync::Arc::new(
+            server::App::build_with(config, secrets, replica()?, overrides).await?,
+        );
         // The lease exists before any run does, so no sweep can take the run for a ghost.
         app.store
             .heartbeat(&app.replica, store::Timestamp::now())
@@ -72,7 +79,9 @@ pub fn run(
         .map(|a| AgentName::parse(&a).with_context(|| format!("--agent {a:?}")))
         .transpose()?;
     with_app(config, "warn", |app| async move {
-        ask(&app, json, &request, agent).await
+        let span = commands::trace::request_span("cli", "ask");
+        span.record("actor", ActorId::cli_local().as_str());
+        ask(&app, json, &request, agent).instrument(span).await
     })
 }
 

@@ -215,7 +215,13 @@ pub fn render_human(r: &Report, colour: bool) -> String {
     let schedules: Vec<Vec<String>> = r
         .schedules
         .iter()
-        .map(|s| vec![s.name.clone(), format!("{} ({})", s.cron, s.time_zone), s.runs.clone()])
+        .map(|s| {
+            vec![
+                s.name.clone(),
+                format!("{} ({})", s.cron, s.time_zone),
+                s.runs.clone(),
+            ]
+        })
         .collect();
     out.push('\n');
     out.push_str(&render::table(&["SCHEDULE", "CRON", "RUNS"], &schedules));

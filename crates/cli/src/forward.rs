@@ -11,6 +11,7 @@ use std::path::PathBuf;
 
 use authz_core::{ActorId, resolve_actor};
 use commands::{Caller, RawInput, Registry, ReplyKind, Surface};
+use tracing::Instrument;
 
 /// Takes `--json` and `--config FILE` (or `--config=FILE`) out of a registry command's words.
 pub fn split_globals(words: Vec<String>) -> (Vec<String>, bool, Option<PathBuf>) {
@@ -65,10 +66,18 @@ pub fn run(config: Option<PathBuf>, json: bool, words: Vec<String>) -> anyhow::R
             Surface::Cli,
         );
         let feed = crate::ask::feed_of_this_process(&app);
+        let route = app
+            .registry
+            .by_words(&words)
+            .map_or_else(|| "unknown".to_owned(), |(c, _)| c.id.as_str().to_owned());
+        let span = commands::trace::request_span("cli", &route);
         let reply = app
             .registry
             .invoke(&caller, RawInput::Words(words), &app.services)
+            .instrument(span.clone())
             .await;
+        span.record("outcome", commands::trace::outcome_of(reply.kind));
+        drop(span);
         if json {
             println!("{}", serde_json::to_string_pretty(&reply.data)?);
         } else if reply.kind == ReplyKind::Ok {

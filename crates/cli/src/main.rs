@@ -219,28 +219,14 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
     }
 }
 
-/// Dependencies whose info lines say nothing an operator needs: rmcp writes three per MCP
-/// call (its per-request service starting and stopping). `RUST_LOG` still overrides this.
-const QUIET_DEPENDENCIES: &str = "rmcp=warn";
-
-/// Logs to stderr: human lines by default, JSON with `[telemetry] log_format = "json"`;
-/// `RUST_LOG` overrides the level. A log line that cannot be written (stderr closed) is
-/// dropped: the subscriber must never report it with `eprintln!`, which panics on a closed
-/// stderr and would kill the task that logged — the shutdown path among them.
-fn init_logs(json: bool, default_level: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new(format!("{default_level},{QUIET_DEPENDENCIES}"))
-    });
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .log_internal_errors(false)
-        .with_ansi(render::colour_on());
-    if json {
-        builder.json().init();
-    } else {
-        builder.init();
-    }
+/// Logs, the audit stream, the span log and (with `[telemetry] otlp_endpoint`) the span
+/// export, as `[telemetry]` says; `RUST_LOG` overrides the level. Keep the guard: dropping it
+/// flushes the export.
+fn init_logs(
+    telemetry: &server::config::TelemetryConfig,
+    default_level: &str,
+) -> anyhow::Result<server::telemetry::Telemetry> {
+    Ok(server::telemetry::init(telemetry, default_level)?)
 }
 
 fn serve(
@@ -250,7 +236,7 @@ fn serve(
 ) -> anyhow::Result<u8> {
     let config = load(config)?;
     check::validate_table().map_err(anyhow::Error::msg)?;
-    init_logs(config.telemetry.json_logs, "info");
+    let telemetry = init_logs(&config.telemetry, "info")?;
     let replica = config
         .server
         .replica_id
@@ -262,7 +248,11 @@ fn serve(
     rt.block_on(async move {
         let secrets = server::Secrets::from_env(&config)?;
         server::preflight(&config, &secrets)?;
-        let app = server::App::build(config, secrets, replica).await?;
+        let overrides = server::Overrides {
+            span_log: Some(telemetry.span_log()),
+            ..server::Overrides::default()
+        };
+        let app = server::App::build_with(config, secrets, replica, overrides).await?;
         server::serve(app, listen, server::shutdown_signal(), |addr, app| {
             let summary = server::summary(app, addr);
             // The summary is for whoever watches; a closed stdout must not stop the server.

@@ -47,6 +47,7 @@ pub(crate) fn deny(
     denial: Denial<'_>,
 ) -> Reply {
     services.audit.deny(AuditLine::new(caller, refusal));
+    crate::trace::mark_denied();
     let admins = services.table.admins_hint();
     match denial {
         Denial::Command {

@@ -36,6 +36,7 @@ pub mod replies;
 mod reply;
 pub mod schedules;
 pub mod tokens;
+pub mod trace;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -57,6 +58,7 @@ pub use schedules::{FireError, ManualFiring, NoSchedules, ScheduleDesk, Schedule
 /// Value types of runs that surfaces show.
 pub use store::{Firing, FiringSlot, RunStatus, Timestamp};
 pub use tokens::{TokenEntry, TokenMap, TokenMapError};
+pub use trace::DENIED_TARGET;
 
 use deny::{Denial, deny};
 
@@ -362,6 +364,7 @@ impl Registry {
         services: &Services,
         wants: Wants,
     ) -> Reply {
+        trace::record_actor(caller);
         let (command, rest) = match self.find(&raw) {
             Ok(found) => found,
             Err(reply) => return reply,
@@ -449,6 +452,7 @@ impl Registry {
         services: &Services,
         wants: Wants,
     ) -> Handled {
+        trace::record_actor(caller);
         match self.route(text) {
             Route::Command(words) => Handled::reply(
                 self.invoke_for(caller, RawInput::Words(words), services, wants)

@@ -9,13 +9,14 @@ use crate::agent_run::run_request;
 use crate::ports::{CommandRun, LaunchError};
 use crate::{Caller, RawInput, Registry, Reply, ReplyKind, Services, replies};
 
-/// A store call that failed; the text is for the operator's log.
+/// A store call that failed, as the store's short token (for log lines: never the
+/// database's free text).
 #[derive(Debug, thiserror::Error)]
-#[error("the store could not answer: {0}")]
+#[error("the store could not answer ({0})")]
 pub struct RecordError(String);
 
 fn fault(e: store::StoreError) -> RecordError {
-    RecordError(e.to_string())
+    RecordError(e.token())
 }
 
 impl Services {

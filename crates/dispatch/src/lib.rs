@@ -50,6 +50,7 @@ use memory::{Memory, MemorySettings};
 use store::{Finish, Friction, NewRun, ReplicaId, RunRecord, RunStatus, Store, StoreError};
 use store::{Timestamp, TokenHash};
 use tokio::sync::watch;
+use tracing::Instrument;
 
 pub use limits::{Busy, Slots};
 pub use live::{LiveRuns, StopReason, Subscription};
@@ -328,7 +329,7 @@ impl Dispatcher {
                     Ok(n) => {
                         tracing::info!(count = n, "stopped runs asked to stop from another process")
                     }
-                    Err(e) => tracing::warn!(error = %e, "reading stop requests failed"),
+                    Err(e) => tracing::warn!(error = %e.token(), "reading stop requests failed"),
                 }
             }
         })
@@ -646,27 +647,42 @@ impl Inner {
         let this = self.clone();
         let record = run.clone();
         let requester = req.actor;
-        tokio::spawn(async move {
-            let finished = this.clone().drive(record, name, job, cancel).await;
-            drop(slot);
-            // Counted before the reply goes out, so whoever waits for the reply and then for
-            // reflections cannot miss this one.
-            let reflection = finished
-                .clone()
-                .filter(|r| reflect::reflects(r, &requester))
-                .map(|r| (r, this.reflections.enter()));
-            let _ = done_tx.send(finished);
-            if let Some((run, _in_flight)) = reflection {
-                reflect::reflect_run(
-                    &this.memory,
-                    this.store.as_ref(),
-                    &run,
-                    &requester,
-                    this.now,
-                )
-                .await;
+        // A run is a trace of its own (it outlives the request that started it), linked to
+        // the request: its back end and store writes are its children.
+        let span = tracing::info_span!(
+            parent: None,
+            "run",
+            run = %run.id,
+            agent = %run.agent,
+            channel = %run.channel_id,
+            surface = run.surface.as_str(),
+            status = tracing::field::Empty,
+        );
+        span.follows_from(tracing::Span::current());
+        tokio::spawn(
+            async move {
+                let finished = this.clone().drive(record, name, job, cancel).await;
+                drop(slot);
+                // Counted before the reply goes out, so whoever waits for the reply and then for
+                // reflections cannot miss this one.
+                let reflection = finished
+                    .clone()
+                    .filter(|r| reflect::reflects(r, &requester))
+                    .map(|r| (r, this.reflections.enter()));
+                let _ = done_tx.send(finished);
+                if let Some((run, _in_flight)) = reflection {
+                    reflect::reflect_run(
+                        &this.memory,
+                        this.store.as_ref(),
+                        &run,
+                        &requester,
+                        this.now,
+                    )
+                    .await;
+                }
             }
-        });
+            .instrument(span),
+        );
         Ok(Started {
             run,
             capability_token,
@@ -712,7 +728,7 @@ impl Inner {
             at: (self.now)(),
         };
         if let Err(e) = self.store.finish_run(&run.id, finish).await {
-            tracing::error!(run = %run.id, error = %e, "recording a run that could not start failed");
+            tracing::error!(run = %run.id, error = %e.token(), "recording a run that could not start failed");
         }
     }
 
@@ -726,8 +742,12 @@ impl Inner {
         cancel: CancellationToken,
     ) -> Option<RunRecord> {
         let entry = self.agents.get(&name)?;
-        if let Err(e) = self.store.start_run(&run.id).await {
-            tracing::error!(run = %run.id, error = %e, "marking the run running failed");
+        let started = self.store.start_run(&run.id);
+        if let Err(e) = started
+            .instrument(tracing::info_span!("store.start_run"))
+            .await
+        {
+            tracing::error!(run = %run.id, error = %e.token(), "marking the run running failed");
         }
         self.live.set_status(&run.id, RunStatus::Running);
         let mut job = job;
@@ -736,7 +756,7 @@ impl Inner {
             Ok(block) => job.memory = reflect::block_for_agents(&block),
             Err(e) => {
                 // Nothing remembered is safe; the run goes on without its block.
-                tracing::warn!(run = %run.id, error = %e, "reading the memory block failed");
+                tracing::warn!(run = %run.id, error = %e.token(), "reading the memory block failed");
                 frictions.push((
                     "memory_unavailable".to_owned(),
                     "the memory block could not be read; the run had none".to_owned(),
@@ -759,15 +779,20 @@ impl Inner {
                 detail,
             };
             if let Err(e) = self.store.add_friction(f).await {
-                tracing::error!(run = %run.id, error = %e, "recording friction failed");
+                tracing::error!(run = %run.id, error = %e.token(), "recording friction failed");
             }
         }
         let status = finish.status;
-        let record = match self.store.finish_run(&run.id, finish.clone()).await {
+        tracing::Span::current().record("status", status.as_str());
+        let finishing = self.store.finish_run(&run.id, finish.clone());
+        let record = match finishing
+            .instrument(tracing::info_span!("store.finish_run"))
+            .await
+        {
             Ok(r) => Some(r),
             Err(e) => {
                 // Left live: the store's recovery tombstones it; never reported as done.
-                tracing::error!(run = %run.id, error = %e, "recording the run's end failed");
+                tracing::error!(run = %run.id, error = %e.token(), "recording the run's end failed");
                 None
             }
         };
@@ -800,7 +825,10 @@ impl Inner {
         let (sink, mut items) = EventSink::channel(entry.caps, sanitizer);
         let backend = entry.backend.clone();
         let agent_cancel = cancel.clone();
-        let mut task = tokio::spawn(async move { backend.run(job, sink, agent_cancel).await });
+        let backend_span = tracing::info_span!("backend", kind = entry.backend.kind());
+        let mut task = tokio::spawn(
+            async move { backend.run(job, sink, agent_cancel).await }.instrument(backend_span),
+        );
         let timer = tokio::time::sleep(entry.timeout);
         tokio::pin!(timer);
         let mut frictions = Vec::new();
@@ -855,9 +883,9 @@ impl Inner {
     ) {
         match item {
             SinkItem::Event { kind, body } => {
-                match self
-                    .store
-                    .append_event(&run.id, (self.now)(), &kind, &body)
+                let appended = self.store.append_event(&run.id, (self.now)(), &kind, &body);
+                match appended
+                    .instrument(tracing::info_span!("store.append_event"))
                     .await
                 {
                     Ok(seq) => self.live.publish(LiveUpdate::Event {
@@ -867,7 +895,7 @@ impl Inner {
                         body,
                     }),
                     Err(e) => {
-                        tracing::error!(run = %run.id, error = %e, "recording an event failed")
+                        tracing::error!(run = %run.id, error = %e.token(), "recording an event failed")
                     }
                 }
             }

@@ -109,7 +109,7 @@ pub async fn reflect_run(
     let friction = match tokio::time::timeout(limit, memory.reflect(&input)).await {
         Ok(Ok(done)) => done.friction,
         Ok(Err(e)) => {
-            tracing::warn!(target: "memory", run = %run.id, error = %e, "[memory] reflection failed");
+            tracing::warn!(target: "memory", run = %run.id, error = %e.token(), "[memory] reflection failed");
             None
         }
         Err(_) => {
@@ -128,7 +128,7 @@ pub async fn reflect_run(
             detail,
         };
         if let Err(e) = store.add_friction(f).await {
-            tracing::error!(run = %run.id, error = %e, "recording reflection friction failed");
+            tracing::error!(run = %run.id, error = %e.token(), "recording reflection friction failed");
         }
     }
 }

@@ -80,6 +80,16 @@ pub enum MemoryError {
     NoModel,
 }
 
+impl MemoryError {
+    /// A short token for log lines (never the database's free text).
+    pub fn token(&self) -> String {
+        match self {
+            MemoryError::Store(e) => format!("store:{}", e.token()),
+            MemoryError::NoModel => "no-model".into(),
+        }
+    }
+}
+
 /// How many of a run's live records a `forget that …` looks through (the store's page bound).
 const FORGET_SEARCH: u32 = 1_000;
 

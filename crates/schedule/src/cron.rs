@@ -2,16 +2,20 @@
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
+use commands::Timestamp;
 use croner::Cron;
 use croner::parser::{CronParser, Seconds};
-use commands::Timestamp;
 
 /// Why a cron expression or a time zone was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CronSpecError {
-    #[error("`{expr}` is not a cron expression: {reason} (five fields: minute hour day-of-month month day-of-week, e.g. \"0 9 * * MON\")")]
+    #[error(
+        "`{expr}` is not a cron expression: {reason} (five fields: minute hour day-of-month month day-of-week, e.g. \"0 9 * * MON\")"
+    )]
     Cron { expr: String, reason: String },
-    #[error("`{0}` is not an IANA time zone (e.g. \"UTC\", \"Europe/Berlin\", \"America/New_York\")")]
+    #[error(
+        "`{0}` is not an IANA time zone (e.g. \"UTC\", \"Europe/Berlin\", \"America/New_York\")"
+    )]
     Zone(String),
 }
 
@@ -33,9 +37,7 @@ impl CronSpec {
             expr: expr.to_owned(),
             reason,
         };
-        let parser = CronParser::builder()
-            .seconds(Seconds::Disallowed)
-            .build();
+        let parser = CronParser::builder().seconds(Seconds::Disallowed).build();
         let cron = parser.parse(expr).map_err(|e| refused(e.to_string()))?;
         Ok(CronSpec {
             expr: expr.trim().to_owned(),

@@ -11,6 +11,7 @@ use commands::{
     Services, Timestamp, start_agent_run,
 };
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::decl::{Fires, ScheduleDecl};
 use crate::plan::{Misconfigured, plan};
@@ -109,7 +110,12 @@ impl Scheduler {
     /// timer slot from the store (none: it starts from `now`, so a new deployment fires no
     /// past slot). A due schedule claims its latest due slot; a missed run of slots fires
     /// once, and says how many it stands for. Returns what this replica fired.
-    pub async fn tick(&self, now: Timestamp, registry: &Registry, services: &Services) -> Vec<Fired> {
+    pub async fn tick(
+        &self,
+        now: Timestamp,
+        registry: &Registry,
+        services: &Services,
+    ) -> Vec<Fired> {
         let mut fired = Vec::new();
         for entry in &self.entries {
             let name = &entry.decl.name;
@@ -152,7 +158,10 @@ impl Scheduler {
                 }
             }
             self.set_cursor(&entry.decl, due);
-            let missed = entry.decl.cron.slots_between(cursor.last, due, MISSED_COUNT_CAP);
+            let missed = entry
+                .decl
+                .cron
+                .slots_between(cursor.last, due, MISSED_COUNT_CAP);
             let note = (missed > 0).then(|| {
                 let more = if missed >= MISSED_COUNT_CAP { "+" } else { "" };
                 format!(
@@ -202,10 +211,28 @@ fn micros_until(now: Timestamp, next: Timestamp) -> Duration {
     Duration::from_micros(u64::try_from(micros).unwrap_or(0))
 }
 
-/// Fires one claimed slot: a misconfigured schedule records why and sends nothing; a command
-/// is recorded as a run with the reply as its answer; a prompt starts an agent run, and the
-/// firing's status follows the run to its end.
+/// Fires one claimed slot as one request of the schedule surface: its own root span,
+/// carrying the schedule's actor and the firing's status.
 async fn fire(
+    entry: &Entry,
+    slot: FiringSlot,
+    note: Option<String>,
+    registry: &Registry,
+    services: &Services,
+) -> Fired {
+    let span = commands::trace::request_span("schedule", entry.decl.name.as_str());
+    span.record("actor", entry.decl.name.actor_id().as_str());
+    let fired = fire_slot(entry, slot, note, registry, services)
+        .instrument(span.clone())
+        .await;
+    span.record("outcome", fired.status.as_str());
+    fired
+}
+
+/// A misconfigured schedule records why and sends nothing; a command is recorded as a run
+/// with the reply as its answer; a prompt starts an agent run, and the firing's status
+/// follows the run to its end.
+async fn fire_slot(
     entry: &Entry,
     slot: FiringSlot,
     note: Option<String>,
@@ -221,7 +248,11 @@ async fn fire(
         Ok(caller) => match &entry.decl.fires {
             Fires::Command(text) => match registry.invoke_recorded(caller, text, services).await {
                 Ok((reply, run)) => {
-                    let status = if reply.kind == ReplyKind::Ok { "completed" } else { "failed" };
+                    let status = if reply.kind == ReplyKind::Ok {
+                        "completed"
+                    } else {
+                        "failed"
+                    };
                     (status.to_owned(), Some(run), note.clone())
                 }
                 Err(e) => ("failed".to_owned(), None, Some(e.to_string())),
@@ -234,7 +265,11 @@ async fn fire(
                         follow(started, name.clone(), slot.clone(), note.clone(), services);
                         ("started".to_owned(), Some(id), note.clone())
                     }
-                    None => ("failed".to_owned(), None, Some(reply_kind(handled.reply.kind))),
+                    None => (
+                        "failed".to_owned(),
+                        None,
+                        Some(reply_kind(handled.reply.kind)),
+                    ),
                 }
             }
         },
@@ -246,8 +281,12 @@ async fn fire(
         tracing::error!(schedule = %name, error = %e, "[schedule] the firing ran but its result was not recorded");
     }
     match &run {
-        Some(run) => tracing::info!(schedule = %name, run = %run, status = %status, "[schedule] fired"),
-        None => tracing::info!(schedule = %name, status = %status, "[schedule] fired without a run"),
+        Some(run) => {
+            tracing::info!(schedule = %name, run = %run, status = %status, "[schedule] fired")
+        }
+        None => {
+            tracing::info!(schedule = %name, status = %status, "[schedule] fired without a run")
+        }
     }
     Fired {
         name: name.clone(),
@@ -281,7 +320,7 @@ fn follow(
                 .record_firing(&name, &slot, &status, Some(&run), note.as_deref())
                 .await
             {
-                tracing::warn!(schedule = %name, error = %e, "[schedule] the run's end was not recorded on its firing");
+                tracing::warn!(schedule = %name, error = %e.token(), "[schedule] the run's end was not recorded on its firing");
             }
         }
     });
@@ -317,7 +356,11 @@ impl ScheduleDesk for Scheduler {
                 let known: Vec<&str> = self.entries.iter().map(|e| e.decl.name.as_str()).collect();
                 return Err(FireError::Unknown {
                     name: name.to_owned(),
-                    known: if known.is_empty() { "none".to_owned() } else { known.join(", ") },
+                    known: if known.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        known.join(", ")
+                    },
                 });
             };
             let slot = FiringSlot::Manual {
@@ -326,11 +369,15 @@ impl ScheduleDesk for Scheduler {
             };
             match services.claim_firing(&entry.decl.name, &slot).await {
                 Ok(true) => {}
-                Ok(false) => return Err(FireError::Store("a manual slot was already taken".into())),
+                Ok(false) => {
+                    return Err(FireError::Store("a manual slot was already taken".into()));
+                }
                 Err(e) => return Err(FireError::Store(e.to_string())),
             }
             let fired = fire(entry, slot, None, registry, services).await;
-            let reason = (fired.status == "misconfigured").then(|| fired.detail.clone()).flatten();
+            let reason = (fired.status == "misconfigured")
+                .then(|| fired.detail.clone())
+                .flatten();
             Ok(ManualFiring {
                 schedule: fired.name,
                 run: fired.run,

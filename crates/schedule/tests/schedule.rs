@@ -94,7 +94,10 @@ async fn a_slot_fires_once_as_the_schedule_in_its_own_channel() {
     // The next minute's slot has come: it fires once, however often the timer ticks.
     let fired = tick(&app, T0 + MINUTE + 1).await;
     assert_eq!(fired.len(), 1, "{fired:?}");
-    assert_eq!(fired[0].slot, FiringSlot::Timer(Timestamp::from_micros(T0 + MINUTE)));
+    assert_eq!(
+        fired[0].slot,
+        FiringSlot::Timer(Timestamp::from_micros(T0 + MINUTE))
+    );
     assert_eq!(fired[0].status, "completed");
     assert!(tick(&app, T0 + MINUTE + 2).await.is_empty());
     assert!(tick(&app, T0 + MINUTE + 59_000_000).await.is_empty());
@@ -107,8 +110,15 @@ async fn a_slot_fires_once_as_the_schedule_in_its_own_channel() {
     assert_eq!(run.channel_visibility, V::Machine);
     assert_eq!(run.request, "help");
     assert_eq!(run.status, RunStatus::Completed);
-    assert!(run.answer.as_deref().unwrap_or("").contains("help"), "the reply is the answer");
-    let firings = app.store.recent_firings(&name("minutely"), 10).await.unwrap();
+    assert!(
+        run.answer.as_deref().unwrap_or("").contains("help"),
+        "the reply is the answer"
+    );
+    let firings = app
+        .store
+        .recent_firings(&name("minutely"), 10)
+        .await
+        .unwrap();
     assert_eq!(firings.len(), 1);
     assert_eq!(firings[0].run_id.as_ref(), Some(&run.id));
 }
@@ -122,7 +132,10 @@ async fn after_downtime_a_missed_run_of_slots_fires_once_and_says_so() {
     let second = app_in(dir.path(), "sqlite", EVERY_MINUTE).await;
     let fired = tick(&second, T0 + 11 * MINUTE + 5).await;
     assert_eq!(fired.len(), 1, "one firing for the whole gap: {fired:?}");
-    assert_eq!(fired[0].slot, FiringSlot::Timer(Timestamp::from_micros(T0 + 11 * MINUTE)));
+    assert_eq!(
+        fired[0].slot,
+        FiringSlot::Timer(Timestamp::from_micros(T0 + 11 * MINUTE))
+    );
     assert_eq!(
         fired[0].detail.as_deref(),
         Some("caught up after downtime: 9 missed slot(s) since 2026-11-30 00:01 UTC fired once")
@@ -144,7 +157,11 @@ async fn a_manual_firing_takes_its_own_slot_and_never_stands_for_a_timer_slot() 
     assert!(manual.run.is_some());
     // The timer slot that follows still fires: the manual firing did not take it.
     assert_eq!(tick(&app, T0 + MINUTE).await.len(), 1);
-    let firings = app.store.recent_firings(&name("minutely"), 10).await.unwrap();
+    let firings = app
+        .store
+        .recent_firings(&name("minutely"), 10)
+        .await
+        .unwrap();
     assert_eq!(firings.iter().filter(|f| f.slot.is_manual()).count(), 1);
     assert_eq!(
         app.store.last_timer_slot(&name("minutely")).await.unwrap(),
@@ -187,8 +204,14 @@ command = "runs list"
         fired.iter().map(|f| (f.name.as_str(), f)).collect();
     assert_eq!(by_name.len(), 2);
     for (n, key) in [
-        ("digest", "grants.\"schedule:digest\".actions: schedule:digest may not run agent `echo`; its grants need \"agent:run:echo\""),
-        ("orphan", "grants.\"schedule:orphan\".actions: schedule:orphan holds no actions; declare them with [grants.\"schedule:orphan\"]"),
+        (
+            "digest",
+            "grants.\"schedule:digest\".actions: schedule:digest may not run agent `echo`; its grants need \"agent:run:echo\"",
+        ),
+        (
+            "orphan",
+            "grants.\"schedule:orphan\".actions: schedule:orphan holds no actions; declare them with [grants.\"schedule:orphan\"]",
+        ),
     ] {
         let f = by_name[n];
         assert_eq!(f.status, "misconfigured");
@@ -226,7 +249,9 @@ actions = ["agent:run:echo"]
     let run_id = fired[0].run.clone().unwrap();
     let mut status = String::new();
     for _ in 0..100 {
-        status = app.store.recent_firings(&name("digest"), 1).await.unwrap()[0].status.clone();
+        status = app.store.recent_firings(&name("digest"), 1).await.unwrap()[0]
+            .status
+            .clone();
         if status != "started" {
             break;
         }
@@ -249,8 +274,7 @@ actions = ["agent:run:echo"]
 /// Deliberate change (a): the self-improvement firing analyses every channel's runs; a plain
 /// Slack user's report counts only what it may read.
 #[tokio::test]
-async fn the_self_improvement_run_sees_every_channels_friction_and_a_plain_users_report_does_not()
-{
+async fn the_self_improvement_run_sees_every_channels_friction_and_a_plain_users_report_does_not() {
     let (app, _dir) = app("sqlite", "").await;
     let now = Timestamp::now().micros();
     for (channel, user, vis) in [
@@ -309,7 +333,11 @@ async fn the_self_improvement_run_sees_every_channels_friction_and_a_plain_users
             &app.services,
         )
         .await;
-    assert_eq!(report.data["runs_analysed"], 1, "the public run only: {}", report.text);
+    assert_eq!(
+        report.data["runs_analysed"], 1,
+        "the public run only: {}",
+        report.text
+    );
 }
 
 /// Two replicas on one Postgres, each its own app, pool and scheduler, tick the same 100
@@ -330,7 +358,11 @@ async fn two_replicas_on_one_postgres_fire_each_of_100_slots_exactly_once() {
         fired_by[0] += fa.len();
         fired_by[1] += fb.len();
     }
-    let firings = a.store.recent_firings(&name("minutely"), 500).await.unwrap();
+    let firings = a
+        .store
+        .recent_firings(&name("minutely"), 500)
+        .await
+        .unwrap();
     assert_eq!(firings.len(), 100);
     let slots: std::collections::BTreeSet<_> = firings.iter().map(|f| f.slot.clone()).collect();
     assert_eq!(slots.len(), 100, "one row per slot");

@@ -22,6 +22,7 @@ pub mod config;
 pub mod secrets;
 mod serve;
 mod summary;
+pub mod telemetry;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -33,8 +34,8 @@ use agents::{
 use anyhow::Context;
 use authz_core::{AgentName, ChannelDirectory, StaticChannelDirectory};
 use commands::{Audit, Clock, Registry, Services, TracingAudit};
-use schedule::Scheduler;
 use dispatch::{AgentEntry, AgentTokens, DispatchSettings, Dispatcher, DispatcherParts};
+use schedule::Scheduler;
 use store::{ReplicaId, Store, Timestamp};
 
 pub use config::{LoadedConfig, Source};
@@ -53,6 +54,8 @@ pub struct App {
     pub replica: ReplicaId,
     /// The built-in and configured schedules, and their timer.
     pub scheduler: Arc<Scheduler>,
+    /// The span log `GET /admin/trace/log` serves.
+    pub span_log: telemetry::SpanLog,
 }
 
 /// What a test may replace when it builds an [`App`]: the clock, the audit stream, the
@@ -61,6 +64,9 @@ pub struct Overrides {
     pub clock: Clock,
     pub audit: Arc<dyn Audit>,
     pub directory: Arc<dyn ChannelDirectory>,
+    /// The span log the process's subscriber feeds (`telemetry::init`); without one the
+    /// route serves a log nothing writes to.
+    pub span_log: Option<telemetry::SpanLog>,
 }
 
 impl Default for Overrides {
@@ -69,6 +75,7 @@ impl Default for Overrides {
             clock: Clock::system(),
             audit: Arc::new(TracingAudit),
             directory: Arc::new(StaticChannelDirectory),
+            span_log: None,
         }
     }
 }
@@ -195,9 +202,15 @@ impl App {
             dispatcher.set_mcp_url(url);
         }
         let table = Arc::new(config.table.clone());
+        let span_log = overrides
+            .span_log
+            .unwrap_or_else(|| telemetry::SpanLog::new(config.telemetry.span_log_capacity));
         let registry = Arc::new(Registry::catalogue());
         let scheduler = Arc::new(Scheduler::new(
-            schedule_plans(&config).into_iter().map(|(decl, _)| decl).collect(),
+            schedule_plans(&config)
+                .into_iter()
+                .map(|(decl, _)| decl)
+                .collect(),
             &table,
             &registry,
         ));
@@ -225,6 +238,7 @@ impl App {
             secrets,
             replica,
             scheduler,
+            span_log,
         })
     }
 
@@ -249,7 +263,8 @@ impl App {
     ) -> Vec<tokio::task::JoinHandle<()>> {
         vec![
             self.spawn_heartbeat(stop.clone()),
-            self.dispatcher.watch_stop_requests(STOP_WATCH, stop.clone()),
+            self.dispatcher
+                .watch_stop_requests(STOP_WATCH, stop.clone()),
             self.scheduler
                 .clone()
                 .spawn(self.registry.clone(), self.services.clone(), stop),
@@ -273,7 +288,7 @@ impl App {
                 }
                 let now = Timestamp::now();
                 if let Err(e) = store.heartbeat(&replica, now).await {
-                    tracing::error!(error = %e, "renewing this replica's lease failed");
+                    tracing::error!(error = %e.token(), "renewing this replica's lease failed");
                     continue;
                 }
                 match store.tombstone_orphans(&replica, now, lease, false).await {
@@ -284,7 +299,9 @@ impl App {
                         );
                     }
                     Ok(_) => {}
-                    Err(e) => tracing::error!(error = %e, "sweeping dead replicas' runs failed"),
+                    Err(e) => {
+                        tracing::error!(error = %e.token(), "sweeping dead replicas' runs failed")
+                    }
                 }
             }
         })

@@ -14,7 +14,7 @@ use http_ingress::Ingress;
 use store::Store;
 use tokio_util::sync::CancellationToken;
 
-use crate::{App, LoadedConfig, Secrets};
+use crate::{App, LoadedConfig, Secrets, telemetry};
 
 /// How long `/readyz` waits for the store.
 const READY_TIMEOUT: Duration = Duration::from_secs(2);
@@ -175,19 +175,23 @@ pub fn router(app: &App, shutdown: CancellationToken) -> Router {
         services: app.services.clone(),
         max_body_bytes: app.config.ingress.max_body_bytes,
     });
-    let router = Router::new()
+    let mut router = Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .with_state(app.store.clone())
-        .merge(http_ingress::router(ingress));
-    if !app.config.mcp.enabled {
-        return router;
+        .merge(http_ingress::router(ingress))
+        .merge(telemetry::trace_log_route(
+            app.services.clone(),
+            app.span_log.clone(),
+        ));
+    if app.config.mcp.enabled {
+        // Enabled without a token map, the route answers 503 saying what it needs.
+        let mcp = Arc::new(mcp::Mcp::new(
+            app.registry.clone(),
+            app.services.clone(),
+            app.config.mcp.settings.clone(),
+        ));
+        router = router.merge(mcp::router(mcp, shutdown));
     }
-    // Enabled without a token map, the route answers 503 saying what it needs.
-    let mcp = Arc::new(mcp::Mcp::new(
-        app.registry.clone(),
-        app.services.clone(),
-        app.config.mcp.settings.clone(),
-    ));
-    router.merge(mcp::router(mcp, shutdown))
+    router.layer(axum::middleware::from_fn(telemetry::request_span))
 }

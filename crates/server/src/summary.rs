@@ -139,7 +139,11 @@ fn schedules_line(app: &App) -> SurfaceLine {
 }
 
 fn plural(n: usize, what: &str) -> String {
-    if n == 1 { format!("1 {what}") } else { format!("{n} {what}s") }
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
 }
 
 fn mcp_line(app: &App) -> SurfaceLine {

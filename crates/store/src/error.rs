@@ -32,6 +32,35 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// What went wrong as a short token for log and span lines, which never carry free text
+    /// from the database server: `database:<SQLSTATE>`, `pool-timeout`, `corrupt:<what>`, ….
+    pub fn token(&self) -> String {
+        match self {
+            StoreError::BadUrl(_) => "bad-url".into(),
+            StoreError::NotSqlite { .. } => "not-sqlite".into(),
+            StoreError::Migrate(_) => "migrate".into(),
+            StoreError::Database(e) => match e {
+                sqlx::Error::Database(db) => match db.code() {
+                    Some(code) => format!("database:{code}"),
+                    None => "database".into(),
+                },
+                sqlx::Error::PoolTimedOut => "pool-timeout".into(),
+                sqlx::Error::PoolClosed => "pool-closed".into(),
+                sqlx::Error::Io(_) => "io".into(),
+                sqlx::Error::Tls(_) => "tls".into(),
+                sqlx::Error::Protocol(_) => "protocol".into(),
+                sqlx::Error::RowNotFound => "row-not-found".into(),
+                _ => "database".into(),
+            },
+            StoreError::BadCursor => "bad-cursor".into(),
+            StoreError::MalformedPredicate(_) => "malformed-predicate".into(),
+            StoreError::Corrupt { what, .. } => format!("corrupt:{}", what.replace(' ', "-")),
+            StoreError::NoSuchRun(_) => "no-such-run".into(),
+            StoreError::AlreadyFinished { .. } => "already-finished".into(),
+            StoreError::Invalid(_) => "invalid".into(),
+        }
+    }
+
     /// A stored value that does not parse back into its type; the value is cut short.
     pub(crate) fn corrupt(what: &'static str, value: &str) -> Self {
         let value: String = value.chars().take(80).collect();

@@ -123,8 +123,12 @@ pub trait ConfigStore: Send + Sync {
 #[async_trait]
 pub trait ScheduleStore: Send + Sync {
     /// True for the one caller that claims the slot; false for everyone after.
-    async fn claim_firing(&self, name: &ScheduleName, slot: &FiringSlot, at: Timestamp)
-    -> Result<bool>;
+    async fn claim_firing(
+        &self,
+        name: &ScheduleName,
+        slot: &FiringSlot,
+        at: Timestamp,
+    ) -> Result<bool>;
     /// How a claimed firing ended; an error for a slot nobody claimed.
     async fn record_firing(
         &self,

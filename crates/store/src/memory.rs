@@ -452,7 +452,7 @@ impl ScheduleStore for MemoryStore {
                 .filter(|f| &f.name == name)
                 .cloned()
                 .collect();
-            v.sort_by(|a, b| (b.fired_at, b.slot.key()).cmp(&(a.fired_at, a.slot.key())));
+            v.sort_by_key(|f| std::cmp::Reverse((f.fired_at, f.slot.key())));
             v.truncate(limit);
             v
         }))

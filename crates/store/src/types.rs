@@ -389,7 +389,10 @@ pub struct ConfigValue {
 pub enum FiringSlot {
     Timer(Timestamp),
     /// `id` is unique per firing (the firing's own nonce); `at` is when it was asked for.
-    Manual { id: String, at: Timestamp },
+    Manual {
+        id: String,
+        at: Timestamp,
+    },
 }
 
 impl FiringSlot {

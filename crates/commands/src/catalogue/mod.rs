@@ -58,7 +58,7 @@ fn coding_agent(_: &RawInput, _: &Caller) -> Resource {
 }
 
 pub(crate) fn store_failed(e: StoreError) -> Reply {
-    tracing::warn!(target: "store", error = %e, "a command's store call failed");
+    tracing::warn!(target: "store", error = %e.token(), "a command's store call failed");
     Reply::of(ReplyKind::Failed, replies::store_failed())
 }
 

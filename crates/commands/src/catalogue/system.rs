@@ -57,7 +57,7 @@ pub fn status<'a>(ctx: &'a Ctx<'a>, _args: Args) -> BoxFuture<'a, Reply> {
             {
                 Ok(page) => Some(page.runs.len()),
                 Err(e) => {
-                    tracing::warn!(target: "store", error = %e, "status: store unreachable");
+                    tracing::warn!(target: "store", error = %e.token(), "status: store unreachable");
                     None
                 }
             }
@@ -149,7 +149,7 @@ pub fn schedule_fire<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
         let fired = ctx
             .services
             .schedules
-            .fire_now(&name, ctx.registry, ctx.services)
+            .fire_now(name, ctx.registry, ctx.services)
             .await;
         match fired {
             Ok(f) => fired_reply(&f),

@@ -3,7 +3,7 @@
 
 use authz_core::ChannelVisibility as V;
 use commands::ReplyKind;
-use store::{FiringSlot, Finish, Friction, NewMemory, RunStatus, Timestamp};
+use store::{Finish, FiringSlot, Friction, NewMemory, RunStatus, Timestamp};
 
 use crate::harness::*;
 
@@ -687,7 +687,10 @@ async fn schedules(w: World) {
     );
     // The next slot is computed in the schedule's zone: the Monday 09:00 after now.
     let next = &listed.data["schedules"][0]["next"];
-    assert!(next["local"].as_str().unwrap().ends_with("09:00 UTC"), "{next}");
+    assert!(
+        next["local"].as_str().unwrap().ends_with("09:00 UTC"),
+        "{next}"
+    );
     assert!(next["at"].as_i64().unwrap() > NOW);
     let name = "self-improvement".parse().unwrap();
     let slot = FiringSlot::Timer(Timestamp::from_micros(1));
@@ -726,7 +729,9 @@ async fn schedules(w: World) {
     );
     let listed = w.say(&w.caller("slack:UADMIN"), "schedule list").await;
     assert!(
-        listed.text.contains(&format!("completed 0s ago, manual (run {run})")),
+        listed
+            .text
+            .contains(&format!("completed 0s ago, manual (run {run})")),
         "{}",
         listed.text
     );

@@ -276,10 +276,19 @@ async fn a_firing_slot_is_claimed_once_and_its_end_recorded() {
     let slot = FiringSlot::Timer(Timestamp::from_micros(NOW));
     assert!(w.services.claim_firing(&name, &slot).await.unwrap());
     assert!(!w.services.claim_firing(&name, &slot).await.unwrap());
-    assert_eq!(w.services.last_timer_slot(&name).await.unwrap(), Some(slot.at()));
+    assert_eq!(
+        w.services.last_timer_slot(&name).await.unwrap(),
+        Some(slot.at())
+    );
     assert!(
         w.services
-            .record_firing(&name, &FiringSlot::Timer(Timestamp::from_micros(1)), "completed", None, None)
+            .record_firing(
+                &name,
+                &FiringSlot::Timer(Timestamp::from_micros(1)),
+                "completed",
+                None,
+                None
+            )
             .await
             .is_err(),
         "no claimed slot there"

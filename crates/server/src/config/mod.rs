@@ -223,10 +223,31 @@ pub struct AgentSpec {
 }
 
 /// `[telemetry]`.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct TelemetryConfig {
     /// `human` (default) or `json` log lines.
     pub json_logs: bool,
+    /// The OTLP/HTTP collector's base URL (`…/v1/traces` is appended); `None`: no export,
+    /// and no network.
+    pub otlp_endpoint: Option<String>,
+    /// How many span lines `GET /admin/trace/log` keeps.
+    pub span_log_capacity: usize,
+    /// Audit lines go here (appended) instead of stderr.
+    pub audit_file: Option<PathBuf>,
+    /// `service.name` on exported spans.
+    pub service_name: String,
+}
+
+impl Default for TelemetryConfig {
+    fn default() -> Self {
+        TelemetryConfig {
+            json_logs: false,
+            otlp_endpoint: None,
+            span_log_capacity: 1000,
+            audit_file: None,
+            service_name: "switchboard".to_owned(),
+        }
+    }
 }
 
 /// Picks the file: `--config`, else `SWITCHBOARD_CONFIG`, else `./switchboard.toml` if it
@@ -354,9 +375,7 @@ pub fn parse(source: Source, text: &str) -> Result<LoadedConfig, LoadError> {
         mcp: mcp_config(&sections.mcp),
         memory: memory_config(&t, &sections.memory, &agents)?,
         limits: limits(agents_section),
-        telemetry: TelemetryConfig {
-            json_logs: sections.telemetry.log_format == Some(LogFormat::Json),
-        },
+        telemetry: telemetry_config(&t, &sections.telemetry)?,
         source,
         agents,
         default_agent,
@@ -373,27 +392,33 @@ fn schedules(
     entries: &[toml::Spanned<ScheduleSection>],
     agents: &BTreeSet<AgentName>,
 ) -> Result<Vec<ScheduleDecl>, LoadError> {
-    let builtin: Vec<ScheduleName> = schedule::builtin().into_iter().map(|(d, _)| d.name).collect();
+    let builtin: Vec<ScheduleName> = schedule::builtin()
+        .into_iter()
+        .map(|(d, _)| d.name)
+        .collect();
     let mut out: Vec<ScheduleDecl> = Vec::new();
     for entry in entries {
         let e = entry.get_ref();
-        let name = ScheduleName::parse(e.name.get_ref())
-            .map_err(|err| t.at(e.name.span().start, err))?;
+        let name =
+            ScheduleName::parse(e.name.get_ref()).map_err(|err| t.at(e.name.span().start, err))?;
         if builtin.contains(&name) || out.iter().any(|d| d.name == name) {
             return Err(t.at(
                 e.name.span().start,
-                format!("`{name}` is already a schedule; give each [[schedules]] entry its own name"),
+                format!(
+                    "`{name}` is already a schedule; give each [[schedules]] entry its own name"
+                ),
             ));
         }
         let zone = e.time_zone.as_ref();
-        let cron = CronSpec::parse(e.cron.get_ref(), zone.map_or("UTC", |z| z.get_ref()))
-            .map_err(|err| {
+        let cron = CronSpec::parse(e.cron.get_ref(), zone.map_or("UTC", |z| z.get_ref())).map_err(
+            |err| {
                 let at = match (&err, zone) {
                     (schedule::CronSpecError::Zone(_), Some(z)) => z.span().start,
                     _ => e.cron.span().start,
                 };
                 t.at(at, format!("schedule `{name}`: {err}"))
-            })?;
+            },
+        )?;
         let fires = match (&e.command, &e.agent, &e.prompt) {
             (Some(command), None, None) => Fires::Command(command.get_ref().trim().to_owned()),
             (None, Some(agent), Some(prompt)) => Fires::Prompt {
@@ -410,6 +435,41 @@ fn schedules(
         out.push(ScheduleDecl { name, cron, fires });
     }
     Ok(out)
+}
+
+/// `[telemetry]`: the endpoint must be an http(s) URL with a host; a capacity above 0.
+fn telemetry_config(
+    t: &Text<'_>,
+    section: &sections::TelemetrySection,
+) -> Result<TelemetryConfig, LoadError> {
+    let mut c = TelemetryConfig {
+        json_logs: section.log_format == Some(LogFormat::Json),
+        audit_file: section.audit_file.clone(),
+        ..TelemetryConfig::default()
+    };
+    if let Some(endpoint) = &section.otlp_endpoint {
+        let url = endpoint.get_ref().trim_end_matches('/');
+        let rest = url
+            .strip_prefix("http://")
+            .or_else(|| url.strip_prefix("https://"));
+        if rest.is_none_or(|r| r.is_empty() || r.starts_with('/') || r.contains(['?', '#', ' '])) {
+            return Err(t.at(
+                endpoint.span().start,
+                "must be the collector's http(s) base URL, like \"http://127.0.0.1:4318\" (/v1/traces is appended)",
+            ));
+        }
+        c.otlp_endpoint = Some(url.to_owned());
+    }
+    if let Some(n) = section.span_log_capacity {
+        c.span_log_capacity = n.usize();
+    }
+    if let Some(name) = &section.service_name {
+        if name.get_ref().trim().is_empty() {
+            return Err(t.at(name.span().start, "must not be empty"));
+        }
+        c.service_name = name.get_ref().clone();
+    }
+    Ok(c)
 }
 
 fn mcp_config(section: &sections::McpSection) -> McpConfig {

@@ -82,7 +82,10 @@ pub fn dotted(path: &[String]) -> String {
         if !out.is_empty() && !index {
             out.push('.');
         }
-        if index || s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+        if index
+            || s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
             out.push_str(s);
         } else {
             out.push_str(&format!("{s:?}"));

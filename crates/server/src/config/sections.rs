@@ -201,6 +201,10 @@ pub enum LogFormat {
 #[serde(deny_unknown_fields)]
 pub struct TelemetrySection {
     pub log_format: Option<LogFormat>,
+    pub otlp_endpoint: Option<Spanned<String>>,
+    pub span_log_capacity: Option<Positive>,
+    pub audit_file: Option<PathBuf>,
+    pub service_name: Option<Spanned<String>>,
 }
 
 /// One `[[schedules]]` entry: a name, a cron in a zone, and either a command or an agent

@@ -216,8 +216,28 @@ fn every_fault_names_file_line_column_key_and_fix() {
         ),
         // [telemetry]
         (
-            "[telemetry]\notlp_endpoint = \"http://x\"",
-            "t.toml:2:1: telemetry.otlp_endpoint: unknown field `otlp_endpoint`, expected `log_format`",
+            "[telemetry]\notlp_endpoint = \"grpc://x:4317\"",
+            "t.toml:2:17: telemetry.otlp_endpoint: must be the collector's http(s) base URL, like \"http://127.0.0.1:4318\"",
+        ),
+        (
+            "[telemetry]\notlp_endpoint = \"http://\"",
+            "t.toml:2:17: telemetry.otlp_endpoint: must be the collector's http(s) base URL",
+        ),
+        (
+            "[telemetry]\notlp_endpoint = \"http://c:4318/?token=x\"",
+            "t.toml:2:17: telemetry.otlp_endpoint: must be the collector's http(s) base URL",
+        ),
+        (
+            "[telemetry]\nspan_log_capacity = 0",
+            "t.toml:2:21: telemetry.span_log_capacity: must be a whole number above 0",
+        ),
+        (
+            "[telemetry]\nservice_name = \" \"",
+            "t.toml:2:16: telemetry.service_name: must not be empty",
+        ),
+        (
+            "[telemetry]\nlog_level = \"debug\"",
+            "t.toml:2:1: telemetry.log_level: unknown field `log_level`, expected one of `log_format`, `otlp_endpoint`, `span_log_capacity`, `audit_file`, `service_name`",
         ),
         (
             "[telemetry]\nlog_format = \"xml\"",

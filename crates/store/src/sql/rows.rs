@@ -7,8 +7,8 @@ use serde::Deserialize;
 use super::dialect::RowAccess;
 use crate::error::{Result, StoreError};
 use crate::types::{
-    ConfigValue, Firing, FiringSlot, Friction, FrictionOfRun, MemoryRecord, RunEvent, RunRecord, RunStatus,
-    Timestamp, TokenHash, scope_from_parts, tier_from_parts,
+    ConfigValue, Firing, FiringSlot, Friction, FrictionOfRun, MemoryRecord, RunEvent, RunRecord,
+    RunStatus, Timestamp, TokenHash, scope_from_parts, tier_from_parts,
 };
 
 fn parsed<T>(what: &'static str, raw: String, parse: impl FnOnce(&str) -> Option<T>) -> Result<T> {

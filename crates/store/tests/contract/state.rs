@@ -211,7 +211,10 @@ async fn a_schedule_slot_fires_once_under_concurrent_claims(b: Backend) {
     assert_eq!(firings.len(), 2);
     assert_eq!(firings[0].slot, next_slot, "the most recently fired first");
     assert_eq!(firings[1].status, "completed");
-    assert_eq!(firings[1].slot, slot, "the slot reads back as it was claimed");
+    assert_eq!(
+        firings[1].slot, slot,
+        "the slot reads back as it was claimed"
+    );
     let unclaimed = FiringSlot::Timer(Timestamp::from_micros(5));
     assert!(
         u.store
@@ -228,19 +231,39 @@ async fn a_manual_firing_never_collides_with_or_counts_as_a_timer_slot(b: Backen
     let name = ScheduleName::parse("nightly").unwrap();
     assert_eq!(u.store.last_timer_slot(&name).await.unwrap(), None);
     let timer = FiringSlot::Timer(Timestamp::from_micros(1_000));
-    assert!(u.store.claim_firing(&name, &timer, Timestamp::from_micros(1_000)).await.unwrap());
+    assert!(
+        u.store
+            .claim_firing(&name, &timer, Timestamp::from_micros(1_000))
+            .await
+            .unwrap()
+    );
     // A manual firing at the very instant of a timer slot is its own firing.
     let manual = FiringSlot::Manual {
         id: "a1b2".into(),
         at: Timestamp::from_micros(1_000),
     };
-    assert!(u.store.claim_firing(&name, &manual, Timestamp::from_micros(1_000)).await.unwrap());
+    assert!(
+        u.store
+            .claim_firing(&name, &manual, Timestamp::from_micros(1_000))
+            .await
+            .unwrap()
+    );
     let later_manual = FiringSlot::Manual {
         id: "c3d4".into(),
         at: Timestamp::from_micros(9_000),
     };
-    assert!(u.store.claim_firing(&name, &later_manual, Timestamp::from_micros(9_000)).await.unwrap());
-    assert!(!u.store.claim_firing(&name, &later_manual, Timestamp::from_micros(9_001)).await.unwrap());
+    assert!(
+        u.store
+            .claim_firing(&name, &later_manual, Timestamp::from_micros(9_000))
+            .await
+            .unwrap()
+    );
+    assert!(
+        !u.store
+            .claim_firing(&name, &later_manual, Timestamp::from_micros(9_001))
+            .await
+            .unwrap()
+    );
     assert_eq!(
         u.store.last_timer_slot(&name).await.unwrap(),
         Some(Timestamp::from_micros(1_000)),

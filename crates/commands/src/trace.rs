@@ -1,0 +1,54 @@
+//! What every surface's tracing shares: the root span of one request, and the denied marker
+//! every refusal emits. A trace holding the marker is dropped whole by the span sinks (the
+//! span log, the exporter), so a denied request leaves only its audit line.
+//!
+//! A root span carries the surface, the route (a command or a path, never a query), the
+//! actor id (never a token) and the outcome. Nothing here records a body.
+
+use tracing::Span;
+use tracing::field::Empty;
+
+use crate::{Caller, ReplyKind};
+
+/// The target of the denied marker. Log output leaves it out; span sinks read it.
+pub const DENIED_TARGET: &str = "switchboard::denied";
+
+/// A new root span for one request on `surface` (`cli`, `schedule`, `http`, `mcp`, …).
+pub fn request_span(surface: &str, route: &str) -> Span {
+    tracing::info_span!(
+        parent: None,
+        "request",
+        surface,
+        route,
+        actor = Empty,
+        status = Empty,
+        outcome = Empty,
+        denied = Empty,
+    )
+}
+
+/// Marks the current trace denied: a refusal, whatever status it is answered with.
+pub fn mark_denied() {
+    tracing::warn!(target: DENIED_TARGET, denied = true, "refused");
+}
+
+/// Names the caller on the current span (the request's root span when called from a
+/// surface's handler; a no-op on a span without an `actor` field).
+pub fn record_actor(caller: &Caller) {
+    Span::current().record("actor", caller.actor.id.as_str());
+}
+
+/// A reply kind as a root span's outcome.
+pub fn outcome_of(kind: ReplyKind) -> &'static str {
+    match kind {
+        ReplyKind::Ok => "ok",
+        ReplyKind::NotFound => "not_found",
+        ReplyKind::Unauthorized => "unauthorized",
+        ReplyKind::Conflict => "conflict",
+        ReplyKind::Usage => "usage",
+        ReplyKind::UnknownCommand => "unknown_command",
+        ReplyKind::Unavailable => "unavailable",
+        ReplyKind::Busy => "busy",
+        ReplyKind::Failed => "failed",
+    }
+}

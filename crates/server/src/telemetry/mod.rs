@@ -1,0 +1,234 @@
+//! Logs and traces: human or JSON log lines on stderr (`RUST_LOG` sets the filter), audit
+//! lines (`target: "audit"`) as their own stream (stderr, or `[telemetry] audit_file`), the
+//! span log behind `GET /admin/trace/log`, and, with `[telemetry] otlp_endpoint`, spans
+//! exported over OTLP/HTTP. Without an endpoint nothing leaves the process.
+//!
+//! A denied trace (a request that ended 401 or 403, or any request a refusal answered) is
+//! never written to the span log and never exported: both sinks hold a trace until its root
+//! closes and drop a denied one whole. What a line never holds (a token, a query string, a
+//! body, a free-text remote error) is kept out where spans and events are made: root spans
+//! carry the surface, the route (a path, never a query), the actor id and the outcome.
+
+mod otel;
+mod request;
+mod route;
+mod span_log;
+
+use std::fs::OpenOptions;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::trace::{
+    BatchConfigBuilder, BatchSpanProcessor, SdkTracerProvider, SpanExporter,
+};
+use tracing::{Metadata, Subscriber};
+use tracing_subscriber::filter::{EnvFilter, FilterFn};
+use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::{Layer, Registry};
+
+pub use otel::DeniedTraceFilter;
+pub use request::request_span;
+pub use route::trace_log_route;
+pub use span_log::{DENIED_FIELD, SpanLine, SpanLog, SpanLogLayer};
+
+use crate::config::TelemetryConfig;
+
+/// Dependencies whose info lines say nothing an operator needs: rmcp writes three per MCP
+/// call (its per-request service starting and stopping). `RUST_LOG` still overrides this.
+const QUIET_DEPENDENCIES: &str = "rmcp=warn";
+
+/// The audit stream's target.
+pub const AUDIT_TARGET: &str = "audit";
+
+/// Why telemetry could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum TelemetryError {
+    #[error(
+        "[telemetry] audit_file {path}: cannot open it for appending: {reason} (create its directory, or fix the permissions)"
+    )]
+    AuditFile { path: String, reason: String },
+    #[error("[telemetry] otlp_endpoint: the OTLP exporter could not be built: {0}")]
+    Exporter(String),
+    #[error("a tracing subscriber is already installed in this process")]
+    AlreadySet,
+}
+
+/// What `init` set up: the span log to serve, and the exporter to flush at exit.
+pub struct Telemetry {
+    span_log: SpanLog,
+    provider: Option<SdkTracerProvider>,
+}
+
+impl Telemetry {
+    pub fn span_log(&self) -> SpanLog {
+        self.span_log.clone()
+    }
+
+    /// Exports what is pending and stops the exporter (bounded by its timeout).
+    pub fn shutdown(&self) {
+        // The exporter's error text may quote the collector; the line says only that it failed.
+        if let Some(p) = &self.provider
+            && p.shutdown().is_err()
+        {
+            tracing::warn!(
+                "the span exporter did not shut down cleanly; pending spans may be lost"
+            );
+        }
+    }
+}
+
+impl Drop for Telemetry {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// The log filter: `RUST_LOG`, else `default_level` with the quiet dependencies; the denied
+/// marker always passes, so no filter can let a denied trace through unmarked.
+pub fn env_filter(default_level: &str) -> EnvFilter {
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new(format!("{default_level},{QUIET_DEPENDENCIES}")));
+    match format!("{}=warn", commands::DENIED_TARGET).parse() {
+        Ok(d) => filter.add_directive(d),
+        Err(_) => filter,
+    }
+}
+
+/// The exporter pipeline for `endpoint` (`…/v1/traces` appended): OTLP/HTTP protobuf, in
+/// batches from a thread of its own, denied traces dropped before they reach it.
+pub fn otlp_provider(
+    endpoint: &str,
+    service_name: &str,
+) -> Result<SdkTracerProvider, TelemetryError> {
+    use opentelemetry_otlp::{Protocol, WithExportConfig};
+    let exporter = opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .with_protocol(Protocol::HttpBinary)
+        .with_endpoint(format!("{endpoint}/v1/traces"))
+        .with_timeout(Duration::from_secs(5))
+        .build()
+        .map_err(|e| TelemetryError::Exporter(e.to_string()))?;
+    Ok(provider_with(
+        exporter,
+        service_name,
+        Duration::from_secs(2),
+    ))
+}
+
+/// A provider exporting through `exporter` in batches every `delay` (tests pass an
+/// in-memory exporter).
+pub fn provider_with<E: SpanExporter + 'static>(
+    exporter: E,
+    service_name: &str,
+    delay: Duration,
+) -> SdkTracerProvider {
+    let batch = BatchSpanProcessor::builder(exporter)
+        .with_batch_config(
+            BatchConfigBuilder::default()
+                .with_scheduled_delay(delay)
+                .build(),
+        )
+        .build();
+    SdkTracerProvider::builder()
+        .with_span_processor(DeniedTraceFilter::new(batch))
+        .with_resource(
+            Resource::builder()
+                .with_service_name(service_name.to_owned())
+                .build(),
+        )
+        .build()
+}
+
+fn is_audit(m: &Metadata<'_>) -> bool {
+    m.target() == AUDIT_TARGET
+}
+
+/// The subscriber: filter, log lines to `log_writer`, audit lines to `audit` (else with the
+/// log lines), the span log, and the exporter when there is one.
+pub fn subscriber<W>(
+    config: &TelemetryConfig,
+    filter: EnvFilter,
+    log_writer: W,
+    audit: Option<std::fs::File>,
+    span_log: &SpanLog,
+    provider: Option<&SdkTracerProvider>,
+) -> impl Subscriber + Send + Sync
+where
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
+    let separate_audit = audit.is_some();
+    let log_lines = FilterFn::new(move |m: &Metadata<'_>| {
+        m.target() != commands::DENIED_TARGET && !(separate_audit && is_audit(m))
+    });
+    let logs: Box<dyn Layer<Registry> + Send + Sync> = if config.json_logs {
+        tracing_subscriber::fmt::layer()
+            .json()
+            .with_current_span(false)
+            .with_span_list(false)
+            .with_writer(log_writer)
+            .log_internal_errors(false)
+            .with_filter(log_lines)
+            .boxed()
+    } else {
+        tracing_subscriber::fmt::layer()
+            .with_writer(log_writer)
+            .with_ansi(false)
+            .log_internal_errors(false)
+            .with_filter(log_lines)
+            .boxed()
+    };
+    let audit_lines = audit.map(|file| {
+        tracing_subscriber::fmt::layer()
+            .with_writer(Mutex::new(file))
+            .with_ansi(false)
+            .log_internal_errors(false)
+            .with_filter(FilterFn::new(is_audit))
+    });
+    let otel = provider.map(|p| {
+        tracing_opentelemetry::layer()
+            .with_tracer(p.tracer("switchboard"))
+            .with_location(false)
+    });
+    tracing_subscriber::registry()
+        .with(logs)
+        .with(audit_lines)
+        .with(span_log.layer())
+        .with(otel)
+        .with(filter)
+}
+
+/// Installs the process's subscriber from `[telemetry]`: logs to stderr, `default_level`
+/// unless `RUST_LOG` is set.
+pub fn init(config: &TelemetryConfig, default_level: &str) -> Result<Telemetry, TelemetryError> {
+    let audit = match &config.audit_file {
+        Some(path) => Some(
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|e| TelemetryError::AuditFile {
+                    path: path.display().to_string(),
+                    reason: e.to_string(),
+                })?,
+        ),
+        None => None,
+    };
+    let provider = match &config.otlp_endpoint {
+        Some(endpoint) => Some(otlp_provider(endpoint, &config.service_name)?),
+        None => None,
+    };
+    let span_log = SpanLog::new(config.span_log_capacity);
+    let sub = subscriber(
+        config,
+        env_filter(default_level),
+        std::io::stderr,
+        audit,
+        &span_log,
+        provider.as_ref(),
+    );
+    tracing::subscriber::set_global_default(sub).map_err(|_| TelemetryError::AlreadySet)?;
+    Ok(Telemetry { span_log, provider })
+}
