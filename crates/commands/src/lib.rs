@@ -452,14 +452,19 @@ impl Registry {
         services: &Services,
         wants: Wants,
     ) -> Handled {
-        trace::record_actor(caller);
         match self.route(text) {
             Route::Command(words) => Handled::reply(
                 self.invoke_for(caller, RawInput::Words(words), services, wants)
                     .await,
             ),
-            Route::Answered(reply) => Handled::reply(reply),
-            Route::Agent => start_agent_run(caller, text, None, services).await,
+            Route::Answered(reply) => {
+                trace::record_actor(caller);
+                Handled::reply(reply)
+            }
+            Route::Agent => {
+                trace::record_actor(caller);
+                start_agent_run(caller, text, None, services).await
+            }
         }
     }
 

@@ -164,6 +164,9 @@ pub(crate) async fn gate(
         return plain(StatusCode::NOT_FOUND, "Not Found: Session not found");
     }
     let identity_key = caller_key(&caller);
+    // The request's root span names the caller here: rmcp's own spans sit between it and
+    // the tool handler.
+    commands::trace::record_actor(&caller);
     request.extensions_mut().insert(caller);
     if request.method() != Method::POST {
         return next.run(request).await;

@@ -27,6 +27,8 @@ pub struct Summary {
     pub agents: Vec<String>,
     /// The extractor and the context block's bounds.
     pub memory: String,
+    /// Log format, the span log, and where spans are exported (if anywhere).
+    pub telemetry: String,
     pub surfaces: Vec<SurfaceLine>,
 }
 
@@ -94,8 +96,26 @@ pub fn summary(app: &App, addr: SocketAddr) -> Summary {
         store: format!("{} ({})", c.store.url.redacted(), app.store.backend()),
         agents,
         memory: memory_line(&c.memory),
+        telemetry: telemetry_line(&c.telemetry),
         surfaces,
     }
+}
+
+/// `human logs; span log of 1000 lines at /admin/trace/log (trace:read); no export`.
+fn telemetry_line(t: &crate::config::TelemetryConfig) -> String {
+    let format = if t.json_logs { "json" } else { "human" };
+    let audit = match &t.audit_file {
+        Some(path) => format!("audit lines to {}", path.display()),
+        None => "audit lines with the log".to_owned(),
+    };
+    let export = match &t.otlp_endpoint {
+        Some(endpoint) => format!("spans exported to {endpoint}/v1/traces (OTLP/HTTP)"),
+        None => "no span export ([telemetry] otlp_endpoint)".to_owned(),
+    };
+    format!(
+        "{format} logs; {audit}; span log of {} lines at /admin/trace/log (trace:read); {export}",
+        t.span_log_capacity
+    )
 }
 
 /// `rules extractor; block ≤ 20 records, 4000 chars; reflection ≤ 30s`.
@@ -200,6 +220,7 @@ impl std::fmt::Display for Summary {
         };
         writeln!(f, "  agents  {agents}")?;
         writeln!(f, "  memory  {}", self.memory)?;
+        writeln!(f, "  traces  {}", self.telemetry)?;
         for s in &self.surfaces {
             let state = if s.on { "on " } else { "off" };
             writeln!(f, "  {state} {:<18} {}", s.surface, s.note)?;

@@ -86,11 +86,17 @@ impl Drop for Telemetry {
     }
 }
 
-/// The log filter: `RUST_LOG`, else `default_level` with the quiet dependencies; the denied
-/// marker always passes, so no filter can let a denied trace through unmarked.
+/// The log filter: `RUST_LOG`, else `default_level` with the quiet dependencies.
 pub fn env_filter(default_level: &str) -> EnvFilter {
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new(format!("{default_level},{QUIET_DEPENDENCIES}")));
+    let directives = std::env::var("RUST_LOG")
+        .unwrap_or_else(|_| format!("{default_level},{QUIET_DEPENDENCIES}"));
+    filter_of(&directives)
+}
+
+/// A filter of `directives` (`RUST_LOG` syntax; a malformed one is skipped) in which the
+/// denied marker always passes, so no filter lets a denied trace through unmarked.
+pub fn filter_of(directives: &str) -> EnvFilter {
+    let filter = EnvFilter::builder().parse_lossy(directives);
     match format!("{}=warn", commands::DENIED_TARGET).parse() {
         Ok(d) => filter.add_directive(d),
         Err(_) => filter,
