@@ -397,3 +397,126 @@ fn serve_with_closed_stdout_and_stderr_still_shuts_down() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// A minimal OTLP/HTTP collector: it decodes each protobuf export and keeps its spans as
+/// (name, attributes) pairs.
+type Received = std::sync::Arc<std::sync::Mutex<Vec<(String, Vec<(String, String)>)>>>;
+
+async fn collector() -> (std::net::SocketAddr, Received) {
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+    use opentelemetry_proto::tonic::common::v1::any_value::Value;
+    use prost::Message;
+    let received: Received = Default::default();
+    let keep = received.clone();
+    let app = axum::Router::new().route(
+        "/v1/traces",
+        axum::routing::post(move |body: axum::body::Bytes| async move {
+            let Ok(export) = ExportTraceServiceRequest::decode(body) else {
+                return axum::http::StatusCode::BAD_REQUEST;
+            };
+            let spans = export
+                .resource_spans
+                .into_iter()
+                .flat_map(|r| r.scope_spans)
+                .flat_map(|s| s.spans);
+            for span in spans {
+                let attrs = span
+                    .attributes
+                    .into_iter()
+                    .map(|kv| {
+                        let v = match kv.value.and_then(|v| v.value) {
+                            Some(Value::StringValue(s)) => s,
+                            Some(Value::BoolValue(b)) => b.to_string(),
+                            Some(Value::IntValue(i)) => i.to_string(),
+                            other => format!("{other:?}"),
+                        };
+                        (kv.key, v)
+                    })
+                    .collect();
+                keep.lock().unwrap().push((span.name, attrs));
+            }
+            axum::http::StatusCode::OK
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (addr, received)
+}
+
+/// `serve` exports its spans over OTLP/HTTP to a real receiver: an allowed request's trace
+/// arrives (its root naming the surface, route, actor and outcome, its run's back end and
+/// store writes as spans of their own), and a denied request's trace never does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spans_reach_an_otlp_collector_and_a_denied_trace_never_does() {
+    let (addr, received) = collector().await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("switchboard.toml"),
+        format!(
+            "{}\n[telemetry]\notlp_endpoint = \"http://{addr}\"\nservice_name = \"sb-test\"\n",
+            STALL_CONFIG.replace("default = \"staller\"", "default = \"echo\"")
+        ),
+    )
+    .unwrap();
+    let mut s = Served::start(dir.path(), true);
+    assert!(
+        s.summary.contains(&format!(
+            "spans exported to http://{addr}/v1/traces (OTLP/HTTP)"
+        )),
+        "{}",
+        s.summary
+    );
+    let client = reqwest::Client::new();
+    let post = |token: Option<&'static str>, body: &'static str| {
+        let mut r = client.post(s.url("/ingress?wait=5")).body(body);
+        if let Some(t) = token {
+            r = r.bearer_auth(t);
+        }
+        r.send()
+    };
+    let allowed = post(Some("ops-token-0123456789"), "hello collector")
+        .await
+        .unwrap();
+    assert_eq!(allowed.status().as_u16(), 200);
+    let refused = post(
+        Some("ops-token-0123456789"),
+        "schedule fire self-improvement",
+    )
+    .await
+    .unwrap();
+    assert_eq!(refused.status().as_u16(), 403);
+    let anonymous = post(None, "runs list").await.unwrap();
+    assert_eq!(anonymous.status().as_u16(), 401);
+    // SIGTERM: the exporter is flushed on the way out.
+    s.signal(Signal::SIGTERM);
+    assert_eq!(s.wait_exit(Duration::from_secs(20)), Some(0));
+    let spans = received.lock().unwrap().clone();
+    let attr = |attrs: &[(String, String)], key: &str| {
+        attrs.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone())
+    };
+    let roots: Vec<(Option<String>, Option<String>, Option<String>)> = spans
+        .iter()
+        .filter(|(name, _)| name == "request")
+        .map(|(_, a)| (attr(a, "route"), attr(a, "actor"), attr(a, "outcome")))
+        .collect();
+    assert_eq!(
+        roots,
+        [(
+            Some("/ingress".to_owned()),
+            Some("http:ops".to_owned()),
+            Some("ok".to_owned())
+        )],
+        "the allowed request only: {spans:?}"
+    );
+    let names: std::collections::BTreeSet<&str> = spans.iter().map(|(n, _)| n.as_str()).collect();
+    for want in ["run", "backend", "store.start_run", "store.finish_run"] {
+        assert!(names.contains(want), "{want} missing from {names:?}");
+    }
+    let all = format!("{spans:?}");
+    assert!(
+        !all.contains("denied") && !all.contains("schedule:exec"),
+        "{all}"
+    );
+    assert!(!all.contains("ops-token"), "{all}");
+}
