@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmarks (never tests). Usage: scripts/bench.sh [authz|store|ingress|mcp|memory]
+# Benchmarks (never tests). Usage: scripts/bench.sh [authz|store|ingress|mcp|memory|schedule|tracing]
 #
 #   authz   authorize and predicate_for, side by side with cedar-policy deciding an equivalent
 #           policy on the same requests in the same run (crates/authz-bench, excluded from the
@@ -25,6 +25,14 @@
 #           10 candidates (rules extractor, no model). Needs PostgreSQL as for `store`; fixtures
 #           in target/bench/memory-<n>.db and schemas sb_bench_mem_<n>. Extra arguments are
 #           sizes: scripts/bench.sh memory 10000 100000
+#
+#   schedule one timer tick with 1,001 declared schedules on SQLite: the steady tick (nothing
+#           due), a process's first tick (every last slot read), and a due tick (firings run and
+#           recorded).
+#
+#   tracing `POST /ingress` with wrk (64 connections) against two release `serve` processes on
+#           the ingress bench's store, side by side: JSON logs at info with the span log, and
+#           RUST_LOG=warn; alternating rounds, the ratio of requests/s (scripts/bench/tracing.py).
 #
 # Raw output goes to target/bench/<name>.txt; docs/benchmarks.md records the figures with the
 # machine and this command.
@@ -61,8 +69,17 @@ case "$what" in
     echo "== memory: the context block and reflection (builds fixtures on first run: a minute at 1M)"
     cargo bench --locked -p memory --bench memory -- "$@" | tee target/bench/memory.txt
     ;;
+  schedule)
+    cargo bench --locked -p schedule --bench tick | tee target/bench/schedule.txt
+    ;;
+  tracing)
+    command -v wrk >/dev/null || { apt-get install -y -q wrk >/dev/null || { apt-get update -q && apt-get install -y -q wrk; }; }
+    command -v sqlite3 >/dev/null || apt-get install -y -q sqlite3 >/dev/null
+    cargo build --locked --release -p cli
+    python3 scripts/bench/tracing.py | tee target/bench/tracing.txt
+    ;;
   *)
-    echo "unknown benchmark '$what'; known: authz, store, ingress, mcp, memory" >&2
+    echo "unknown benchmark '$what'; known: authz, store, ingress, mcp, memory, schedule, tracing" >&2
     exit 2
     ;;
 esac

@@ -105,11 +105,9 @@ async fn handle(State(ingress): State<Arc<Ingress>>, request: Request) -> Respon
         }
         (run, _) => (handled.reply, run.is_some()),
     };
+    // The request's root span (the server's) records the status and the outcome; a refused
+    // request's trace is dropped whole, leaving only its audit line (operations.md).
     let status = status_of(reply.kind, started);
-    if !matches!(status, StatusCode::FORBIDDEN | StatusCode::NOT_FOUND) {
-        // Denied requests leave only the audit line (operations.md).
-        tracing::info!(surface = "http", route = "/ingress", actor = %caller.actor.id, status = status.as_u16(), "request");
-    }
     render(status, &reply, wants_json)
 }
 

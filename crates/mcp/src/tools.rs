@@ -85,10 +85,8 @@ impl Handler {
                 &self.mcp.services,
             )
             .await;
-        if !matches!(reply.kind, ReplyKind::Unauthorized | ReplyKind::NotFound) {
-            // Denied requests leave only the audit line (operations.md).
-            tracing::info!(surface = "mcp", tool = name, actor = %caller.actor.id, kind = ?reply.kind, "tools/call");
-        }
+        // The request's root span names the caller and the outcome; a refused call's trace
+        // is dropped whole, leaving only its audit line (operations.md).
         tool_result(reply)
     }
 }

@@ -594,7 +594,10 @@ async fn audit_lines_go_to_their_own_file() {
             .await,
         403
     );
-    assert_eq!(c.ingress(Some(OPS), "/ingress", "runs list").await, 200);
+    assert_eq!(
+        c.ingress(Some(OPS), "/ingress?wait=5", "@echo hi").await,
+        200
+    );
     serving.stop.send(()).unwrap();
     serving.handle.await.unwrap().unwrap();
     let audit = std::fs::read_to_string(&audit_path).unwrap();
@@ -607,7 +610,7 @@ async fn audit_lines_go_to_their_own_file() {
     let log = sinks.log.text();
     assert!(!log.contains("[authz] deny"), "{log}");
     assert!(
-        log.contains("request"),
+        log.contains("run started"),
         "the rest of the log is there: {log}"
     );
 }

@@ -110,6 +110,7 @@ pub fn schedule_list<'a>(ctx: &'a Ctx<'a>, _args: Args) -> BoxFuture<'a, Reply> 
                     "fired_at": f.fired_at.micros(),
                     "manual": f.slot.is_manual(),
                     "run_id": f.run_id.map(|r| r.to_string()),
+                    "detail": f.detail,
                 })),
             }));
         }
