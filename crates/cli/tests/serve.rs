@@ -82,9 +82,12 @@ impl Served {
                 }
             }
         });
-        let summary = rx
-            .recv_timeout(Duration::from_secs(60))
-            .expect("serve printed its summary");
+        let Ok(summary) = rx.recv_timeout(Duration::from_secs(60)) else {
+            // Never leave a server behind a failed start.
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("serve printed no summary within 60 s");
+        };
         let addr = summary
             .split("serving on http://")
             .nth(1)
