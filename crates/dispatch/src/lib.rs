@@ -433,7 +433,11 @@ fn admit(actor: &Actor, action: Action, name: AgentName) -> Result<(), DispatchE
 
 impl RunLauncher for Dispatcher {
     fn start(&self, req: RunRequest) -> BoxFuture<'_, Result<StartedRun, LaunchError>> {
-        Box::pin(async move { Ok(Dispatcher::start(self, req).await?.into_port()) })
+        // The admission, the stamp and the record, as a span of the request that asked.
+        let span = tracing::info_span!("dispatch");
+        Box::pin(
+            async move { Ok(Dispatcher::start(self, req).await?.into_port()) }.instrument(span),
+        )
     }
 
     fn start_repo(
@@ -442,11 +446,15 @@ impl RunLauncher for Dispatcher {
         repo: RepoSlug,
         task: RepoTask,
     ) -> BoxFuture<'_, Result<StartedRun, LaunchError>> {
-        Box::pin(async move {
-            Ok(Dispatcher::start_repo(self, req, repo, task)
-                .await?
-                .into_port())
-        })
+        let span = tracing::info_span!("dispatch", repo = %repo);
+        Box::pin(
+            async move {
+                Ok(Dispatcher::start_repo(self, req, repo, task)
+                    .await?
+                    .into_port())
+            }
+            .instrument(span),
+        )
     }
 
     fn stop_here(&self, id: &RunId) -> bool {
@@ -454,7 +462,8 @@ impl RunLauncher for Dispatcher {
     }
 
     fn record_command_run(&self, run: CommandRun) -> BoxFuture<'_, Result<RunRecord, LaunchError>> {
-        Box::pin(async move { Ok(self.inner.record_command_run(run).await?) })
+        let span = tracing::info_span!("dispatch.record_command_run");
+        Box::pin(async move { Ok(self.inner.record_command_run(run).await?) }.instrument(span))
     }
 }
 

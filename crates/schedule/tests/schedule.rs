@@ -370,3 +370,91 @@ async fn two_replicas_on_one_postgres_fire_each_of_100_slots_exactly_once() {
     assert_eq!(runs.len(), 100, "one run per slot");
     eprintln!("slots fired by each replica: {fired_by:?}");
 }
+
+/// The child side of the two-process test: a replica of its own (its own process, app, pool
+/// and scheduler) that ticks through the 100 slots once the shared start instant has come,
+/// printing `FIRED <k>` for each slot it won.
+async fn replica_child(store: String, go_at: i64) {
+    let dir = tempfile::tempdir().unwrap();
+    let app = app_in(dir.path(), &store, EVERY_MINUTE).await;
+    tick(&app, T0).await;
+    let wait = go_at - Timestamp::now().micros();
+    if wait > 0 {
+        tokio::time::sleep(std::time::Duration::from_micros(wait as u64)).await;
+    }
+    for k in 1..=100 {
+        for fired in tick(&app, T0 + k * MINUTE).await {
+            assert_eq!(fired.status, "completed");
+            println!("FIRED {k}");
+        }
+    }
+}
+
+/// Two `serve`-like processes on one Postgres: each re-runs this test binary as a child
+/// replica (`SB_SCHEDULE_REPLICA` set), both start ticking at the same instant through the
+/// same 100 slots, and every slot fires exactly once, on one of them.
+#[tokio::test]
+async fn two_processes_on_one_postgres_fire_each_of_100_slots_exactly_once() {
+    if let Ok(store) = std::env::var("SB_SCHEDULE_REPLICA") {
+        let go_at = std::env::var("SB_SCHEDULE_GO").unwrap().parse().unwrap();
+        return replica_child(store, go_at).await;
+    }
+    let store = postgres_store("procs");
+    // Migrate once, so the children race on slots and not on the schema.
+    let dir = tempfile::tempdir().unwrap();
+    let parent = app_in(dir.path(), &store, EVERY_MINUTE).await;
+    let go_at = Timestamp::now().micros() + 2_000_000;
+    let spawn = || {
+        std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "two_processes_on_one_postgres_fire_each_of_100_slots_exactly_once",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("SB_SCHEDULE_REPLICA", &store)
+            .env("SB_SCHEDULE_GO", go_at.to_string())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let children = [spawn(), spawn()];
+    let mut won: Vec<Vec<i64>> = Vec::new();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "a replica failed: {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        won.push(
+            stdout
+                .lines()
+                // libtest's `test … ` header has no newline before the first line printed.
+                .filter_map(|l| l.split_once("FIRED ").map(|(_, k)| k))
+                .map(|k| k.trim().parse().unwrap())
+                .collect(),
+        );
+    }
+    let mut all: Vec<i64> = won.concat();
+    all.sort_unstable();
+    assert_eq!(
+        all,
+        (1..=100).collect::<Vec<_>>(),
+        "each slot once: {won:?}"
+    );
+    let firings = parent
+        .store
+        .recent_firings(&name("minutely"), 500)
+        .await
+        .unwrap();
+    assert_eq!(firings.len(), 100);
+    assert_eq!(all_runs(&parent).await.len(), 100, "one run per slot");
+    eprintln!(
+        "slots fired by each process: {} and {}",
+        won[0].len(),
+        won[1].len()
+    );
+}
