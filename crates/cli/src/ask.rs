@@ -40,7 +40,7 @@ where
 {
     let config = crate::load(config)?;
     check::validate_table().map_err(anyhow::Error::msg)?;
-    let telemetry = crate::init_logs(&config.telemetry, log_level)?;
+    let telemetry = crate::init_logs(&config, log_level)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

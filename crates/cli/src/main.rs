@@ -223,10 +223,12 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
 /// export, as `[telemetry]` says; `RUST_LOG` overrides the level. Keep the guard: dropping it
 /// flushes the export.
 fn init_logs(
-    telemetry: &server::config::TelemetryConfig,
+    config: &config_file::LoadedConfig,
     default_level: &str,
 ) -> anyhow::Result<server::telemetry::Telemetry> {
-    Ok(server::telemetry::init(telemetry, default_level)?)
+    use anyhow::Context;
+    server::telemetry::init(&config.telemetry, default_level)
+        .with_context(|| config.source.to_string())
 }
 
 fn serve(
@@ -236,7 +238,7 @@ fn serve(
 ) -> anyhow::Result<u8> {
     let config = load(config)?;
     check::validate_table().map_err(anyhow::Error::msg)?;
-    let telemetry = init_logs(&config.telemetry, "info")?;
+    let telemetry = init_logs(&config, "info")?;
     let replica = config
         .server
         .replica_id

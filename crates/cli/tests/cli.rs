@@ -137,6 +137,35 @@ fn config_check_names_the_file_line_key_and_fix_and_exits_two() {
     );
 }
 
+/// Telemetry that cannot start stops the binary before anything else, naming the key, the
+/// file and the fix: an audit file whose directory does not exist.
+#[test]
+fn an_audit_file_that_cannot_be_opened_is_a_config_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("sb.toml");
+    let audit = dir.path().join("no-such-dir").join("audit.log");
+    std::fs::write(
+        &config,
+        format!(
+            "[store]\nurl = \"sqlite://{}\"\n[telemetry]\naudit_file = {:?}\n",
+            dir.path().join("sb.db").display(),
+            audit.display().to_string()
+        ),
+    )
+    .unwrap();
+    let out = switchboard(&["--config", config.to_str().unwrap(), "runs", "list"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "error: {}: [telemetry] audit_file {}: cannot open it for appending",
+            config.display(),
+            audit.display()
+        )) && stderr.contains("(create its directory, or fix the permissions)"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn config_check_without_a_file_uses_the_embedded_default() {
     let dir = tempfile::tempdir().unwrap();
