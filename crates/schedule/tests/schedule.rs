@@ -198,6 +198,12 @@ command = "runs list"
     let (app, _dir) = app("sqlite", extra).await;
     let bad = app.scheduler.misconfigured();
     assert_eq!(bad.len(), 2, "{bad:?}");
+    let summary = server::summary(&app, "127.0.0.1:8080".parse().unwrap()).to_string();
+    assert!(
+        summary.contains("on  schedules          3 schedules (digest, orphan, self-improvement); fired in process")
+            && summary.contains("; 2 misconfigured, recording `misconfigured` and sending nothing: digest (grants.\"schedule:digest\".actions: schedule:digest may not run agent `echo`"),
+        "{summary}"
+    );
     tick(&app, T0).await;
     let fired = tick(&app, T0 + MINUTE).await;
     let by_name: BTreeMap<&str, &schedule::Fired> =
