@@ -56,12 +56,9 @@ impl Services {
             .map_err(fault)
     }
 
-    /// The latest timer slot any replica claimed for `name` (where catching up starts).
-    pub async fn last_timer_slot(
-        &self,
-        name: &ScheduleName,
-    ) -> Result<Option<Timestamp>, RecordError> {
-        self.store.last_timer_slot(name).await.map_err(fault)
+    /// Each schedule's latest timer slot any replica claimed (where catching up starts).
+    pub async fn last_timer_slots(&self) -> Result<Vec<(ScheduleName, Timestamp)>, RecordError> {
+        self.store.last_timer_slots().await.map_err(fault)
     }
 
     /// A schedule's latest firings, the most recently fired first.

@@ -1,8 +1,8 @@
 //! One timer tick with 1,000 declared schedules, on the SQLite store a `serve` would use:
 //! - the steady tick (nothing due: every schedule's next slot is known, so a tick compares
 //!   instants and reads nothing);
-//! - the first tick of a process (each schedule's latest timer slot read from the store);
-//! - a tick at which one schedule is due (its slot claimed and its command run and recorded).
+//! - the first tick of a process (every schedule's latest timer slot, read in one query);
+//! - a due tick (about 7 schedules a minute: each slot claimed, its command run and recorded).
 //!
 //! Run with `scripts/bench.sh schedule` (or `cargo bench -p schedule --bench tick`).
 // A bench binary: a broken fixture stops it.
@@ -139,7 +139,10 @@ fn main() {
             SCHEDULES + 1
         );
         report("steady tick (nothing due)", steady);
-        report("first tick of a process (1,001 last-slot reads)", first);
+        report(
+            "first tick of a process (every last slot, one query)",
+            first,
+        );
         report(
             &format!("due tick (over 200 minutes: {firings} firings, each a recorded run)"),
             due,

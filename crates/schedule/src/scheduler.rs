@@ -2,6 +2,7 @@
 //! slot in the store (one replica wins it), and fires it as the schedule's actor.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -52,6 +53,8 @@ pub struct Fired {
 pub struct Scheduler {
     entries: Vec<Entry>,
     cursors: Mutex<HashMap<ScheduleName, Cursor>>,
+    /// Every schedule has a cursor (the store was read once).
+    cursors_ready: AtomicBool,
 }
 
 impl Scheduler {
@@ -70,6 +73,7 @@ impl Scheduler {
         Scheduler {
             entries,
             cursors: Mutex::new(HashMap::new()),
+            cursors_ready: AtomicBool::new(false),
         }
     }
 
@@ -93,6 +97,29 @@ impl Scheduler {
         self.cursors.lock().ok()?.get(name).copied()
     }
 
+    /// Makes sure every schedule has a cursor, reading the store once for those that do not;
+    /// false (nothing fires this tick) when the store cannot say where they stand.
+    async fn cursors_read(&self, now: Timestamp, services: &Services) -> bool {
+        if self.cursors_ready.load(Ordering::Acquire) {
+            return true;
+        }
+        let last: HashMap<ScheduleName, Timestamp> = match services.last_timer_slots().await {
+            Ok(slots) => slots.into_iter().collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, "[schedule] cannot read the last slots; not firing this tick");
+                return false;
+            }
+        };
+        for entry in &self.entries {
+            if self.cursor(&entry.decl.name).is_none() {
+                let at = last.get(&entry.decl.name).copied().unwrap_or(now);
+                self.set_cursor(&entry.decl, at);
+            }
+        }
+        self.cursors_ready.store(true, Ordering::Release);
+        true
+    }
+
     fn set_cursor(&self, decl: &ScheduleDecl, last: Timestamp) {
         let next = decl.cron.next_after(last);
         if let Ok(mut c) = self.cursors.lock() {
@@ -106,34 +133,24 @@ impl Scheduler {
         c.values().filter_map(|c| c.next).min()
     }
 
-    /// One pass of the timer at `now`. A schedule seen for the first time reads its latest
-    /// timer slot from the store (none: it starts from `now`, so a new deployment fires no
-    /// past slot). A due schedule claims its latest due slot; a missed run of slots fires
-    /// once, and says how many it stands for. Returns what this replica fired.
+    /// One pass of the timer at `now`. The first pass reads every schedule's latest timer
+    /// slot from the store in one query (a schedule with none starts from `now`, so a new
+    /// deployment fires no past slot). A due schedule claims its latest due slot; a missed run
+    /// of slots fires once, and says how many it stands for. Returns what this replica fired.
     pub async fn tick(
         &self,
         now: Timestamp,
         registry: &Registry,
         services: &Services,
     ) -> Vec<Fired> {
+        if !self.cursors_read(now, services).await {
+            return Vec::new();
+        }
         let mut fired = Vec::new();
         for entry in &self.entries {
             let name = &entry.decl.name;
-            let cursor = match self.cursor(name) {
-                Some(c) => c,
-                None => match services.last_timer_slot(name).await {
-                    Ok(last) => {
-                        self.set_cursor(&entry.decl, last.unwrap_or(now));
-                        match self.cursor(name) {
-                            Some(c) => c,
-                            None => continue,
-                        }
-                    }
-                    Err(e) => {
-                        tracing::warn!(schedule = %name, error = %e, "[schedule] cannot read the last slot; not firing this tick");
-                        continue;
-                    }
-                },
+            let Some(cursor) = self.cursor(name) else {
+                continue;
             };
             if cursor.next.is_none_or(|next| next > now) {
                 continue;

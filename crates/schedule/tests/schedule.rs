@@ -164,8 +164,8 @@ async fn a_manual_firing_takes_its_own_slot_and_never_stands_for_a_timer_slot() 
         .unwrap();
     assert_eq!(firings.iter().filter(|f| f.slot.is_manual()).count(), 1);
     assert_eq!(
-        app.store.last_timer_slot(&name("minutely")).await.unwrap(),
-        Some(Timestamp::from_micros(T0 + MINUTE))
+        app.store.last_timer_slots().await.unwrap(),
+        [(name("minutely"), Timestamp::from_micros(T0 + MINUTE))]
     );
     let unknown = app
         .scheduler

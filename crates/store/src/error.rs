@@ -69,3 +69,36 @@ impl StoreError {
 }
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A log token never carries the free text a database or a value put in the message.
+    #[test]
+    fn tokens_are_short_and_carry_no_free_text() {
+        let cases = [
+            (
+                StoreError::Database(sqlx::Error::Protocol("server said: secret-123".into())),
+                "protocol",
+            ),
+            (
+                StoreError::Database(sqlx::Error::PoolTimedOut),
+                "pool-timeout",
+            ),
+            (
+                StoreError::corrupt("run id", "secret-456"),
+                "corrupt:run-id",
+            ),
+            (
+                StoreError::Invalid("no claimed firing of secret-789".into()),
+                "invalid",
+            ),
+            (StoreError::BadUrl("postgres://u:pw@h/db".into()), "bad-url"),
+        ];
+        for (e, want) in cases {
+            assert_eq!(e.token(), want);
+            assert!(!e.token().contains("secret"), "{e}");
+        }
+    }
+}

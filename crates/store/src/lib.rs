@@ -140,9 +140,10 @@ pub trait ScheduleStore: Send + Sync {
     ) -> Result<()>;
     /// A schedule's latest firings (timer and manual), the most recently fired first.
     async fn recent_firings(&self, name: &ScheduleName, limit: u32) -> Result<Vec<Firing>>;
-    /// The latest timer slot any replica claimed for this schedule (manual firings never
-    /// count): where the missed-slot check starts after downtime.
-    async fn last_timer_slot(&self, name: &ScheduleName) -> Result<Option<Timestamp>>;
+    /// Each schedule's latest timer slot any replica claimed (manual firings never count),
+    /// in one read: where the missed-slot check starts after downtime. A schedule that
+    /// never fired is absent.
+    async fn last_timer_slots(&self) -> Result<Vec<(ScheduleName, Timestamp)>>;
 }
 
 /// Slack retries deduplicated by event id, across replicas.

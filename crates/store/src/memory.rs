@@ -458,13 +458,14 @@ impl ScheduleStore for MemoryStore {
         }))
     }
 
-    async fn last_timer_slot(&self, name: &ScheduleName) -> Result<Option<Timestamp>> {
+    async fn last_timer_slots(&self) -> Result<Vec<(ScheduleName, Timestamp)>> {
         Ok(self.with(|s| {
-            s.firings
-                .values()
-                .filter(|f| &f.name == name && !f.slot.is_manual())
-                .map(|f| f.slot.at())
-                .max()
+            let mut last: BTreeMap<ScheduleName, Timestamp> = BTreeMap::new();
+            for f in s.firings.values().filter(|f| !f.slot.is_manual()) {
+                let at = last.entry(f.name.clone()).or_insert(f.slot.at());
+                *at = (*at).max(f.slot.at());
+            }
+            last.into_iter().collect()
         }))
     }
 }

@@ -277,8 +277,8 @@ async fn a_firing_slot_is_claimed_once_and_its_end_recorded() {
     assert!(w.services.claim_firing(&name, &slot).await.unwrap());
     assert!(!w.services.claim_firing(&name, &slot).await.unwrap());
     assert_eq!(
-        w.services.last_timer_slot(&name).await.unwrap(),
-        Some(slot.at())
+        w.services.last_timer_slots().await.unwrap(),
+        [(name.clone(), slot.at())]
     );
     assert!(
         w.services

@@ -696,15 +696,11 @@ impl<D: Dialect> ScheduleStore for SqlStore<D> {
             .collect()
     }
 
-    async fn last_timer_slot(&self, name: &ScheduleName) -> Result<Option<Timestamp>> {
+    async fn last_timer_slots(&self) -> Result<Vec<(ScheduleName, Timestamp)>> {
         let st = Statement::new(
-            "SELECT slot_at FROM schedule_firings WHERE name = ? AND slot LIKE 'timer:%' ORDER BY slot_at DESC LIMIT 1",
-        )
-        .text(name.as_str());
-        match self.all(st).await?.first() {
-            Some(r) => Ok(Some(Timestamp::from_micros(r.int(0)?))),
-            None => Ok(None),
-        }
+            "SELECT name, MAX(slot_at) FROM schedule_firings WHERE slot LIKE 'timer:%' GROUP BY name ORDER BY name",
+        );
+        self.all(st).await?.iter().map(rows::last_slot).collect()
     }
 }
 

@@ -210,6 +210,12 @@ pub fn firing(name: &ScheduleName, r: &impl RowAccess) -> Result<Firing> {
     })
 }
 
+/// `name, MAX(slot_at)`: a schedule's latest timer slot.
+pub fn last_slot(r: &impl RowAccess) -> Result<(ScheduleName, Timestamp)> {
+    let name = parsed("schedule name", r.text(0)?, |s| ScheduleName::parse(s).ok())?;
+    Ok((name, micros(r.int(1)?)))
+}
+
 /// A run id alone (`RETURNING id`, `SELECT id`).
 pub fn run_id_of(r: &impl RowAccess) -> Result<RunId> {
     run_id(r.text(0)?)

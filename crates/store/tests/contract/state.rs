@@ -229,7 +229,7 @@ async fn a_schedule_slot_fires_once_under_concurrent_claims(b: Backend) {
 async fn a_manual_firing_never_collides_with_or_counts_as_a_timer_slot(b: Backend) {
     let u = open(b).await;
     let name = ScheduleName::parse("nightly").unwrap();
-    assert_eq!(u.store.last_timer_slot(&name).await.unwrap(), None);
+    assert_eq!(u.store.last_timer_slots().await.unwrap(), []);
     let timer = FiringSlot::Timer(Timestamp::from_micros(1_000));
     assert!(
         u.store
@@ -265,8 +265,8 @@ async fn a_manual_firing_never_collides_with_or_counts_as_a_timer_slot(b: Backen
             .unwrap()
     );
     assert_eq!(
-        u.store.last_timer_slot(&name).await.unwrap(),
-        Some(Timestamp::from_micros(1_000)),
+        u.store.last_timer_slots().await.unwrap(),
+        [(name.clone(), Timestamp::from_micros(1_000))],
         "manual firings never count as timer slots"
     );
     let recent = u.store.recent_firings(&name, 10).await.unwrap();
