@@ -249,3 +249,39 @@ fn a_run_a_cli_command_starts_is_followed_to_its_end() {
         err(&unknown)
     );
 }
+
+/// Only `serve` runs the schedule timer: a one-shot command over a store whose every-minute
+/// schedule is many slots behind fires nothing (a `serve` would catch the slot up).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cli_command_never_fires_a_due_schedule() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    std::fs::write(
+        dir.path().join("switchboard.toml"),
+        format!(
+            "[store]\nurl = \"sqlite://{}\"\n[[schedules]]\nname = \"minutely\"\ncron = \"* * * * *\"\ncommand = \"help\"\n[grants.\"schedule:minutely\"]\nactions = [\"help:read\"]\n",
+            db.display()
+        ),
+    )
+    .unwrap();
+    let e = Env { dir };
+    assert_eq!(e.run(&["db", "migrate"]).status.code(), Some(0));
+    let store = store::open(&format!("sqlite://{}", db.display()))
+        .await
+        .unwrap();
+    let name = "minutely".parse().unwrap();
+    let long_ago = store::FiringSlot::Timer(store::Timestamp::from_micros(
+        (store::Timestamp::now().micros() / 60_000_000 - 10) * 60_000_000,
+    ));
+    assert!(
+        store
+            .claim_firing(&name, &long_ago, long_ago.at())
+            .await
+            .unwrap()
+    );
+    let listed = e.run(&["runs", "list", "--status", "all"]);
+    assert_eq!(listed.status.code(), Some(0), "{}", err(&listed));
+    assert_eq!(out(&listed).trim(), "no runs");
+    let firings = store.recent_firings(&name, 10).await.unwrap();
+    assert_eq!(firings.len(), 1, "nothing fired: {firings:?}");
+}

@@ -256,19 +256,26 @@ impl App {
     }
 
     /// This process's background work until `stop`: the heartbeat (which also tombstones dead
-    /// replicas' runs), the watch for stop requests of its own runs, and the schedule timer.
+    /// replicas' runs) and the watch for stop requests of its own runs.
     pub fn spawn_background(
         &self,
         stop: tokio_util::sync::CancellationToken,
     ) -> Vec<tokio::task::JoinHandle<()>> {
         vec![
             self.spawn_heartbeat(stop.clone()),
-            self.dispatcher
-                .watch_stop_requests(STOP_WATCH, stop.clone()),
-            self.scheduler
-                .clone()
-                .spawn(self.registry.clone(), self.services.clone(), stop),
+            self.dispatcher.watch_stop_requests(STOP_WATCH, stop),
         ]
+    }
+
+    /// The schedule timer until `stop`. Only `serve` runs it: a one-shot CLI command never
+    /// fires a schedule it happens to find due.
+    pub fn spawn_schedule_timer(
+        &self,
+        stop: tokio_util::sync::CancellationToken,
+    ) -> tokio::task::JoinHandle<()> {
+        self.scheduler
+            .clone()
+            .spawn(self.registry.clone(), self.services.clone(), stop)
     }
 
     /// Renews the lease every `heartbeat` and tombstones dead replicas' runs, until `stop`.

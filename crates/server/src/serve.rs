@@ -108,7 +108,8 @@ pub async fn serve(
         app.dispatcher.set_mcp_url(url);
     }
     let stop = CancellationToken::new();
-    let background = app.spawn_background(stop.clone());
+    let mut background = app.spawn_background(stop.clone());
+    background.push(app.spawn_schedule_timer(stop.clone()));
     let router = router(&app, stop.clone());
     ready(bound, &app);
     let stopping = stop.clone();
