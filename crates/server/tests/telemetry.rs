@@ -614,3 +614,35 @@ async fn audit_lines_go_to_their_own_file() {
         "the rest of the log is there: {log}"
     );
 }
+
+/// Span lines name their trace by a number of its own: 1, 2, 3, … in this process.
+#[test]
+fn every_trace_has_a_number_of_its_own() {
+    let log = SpanLog::new(100);
+    let sub = telemetry::subscriber(
+        &TelemetryConfig::default(),
+        telemetry::filter_of("info"),
+        Captured::default(),
+        None,
+        &log,
+        None,
+    );
+    let _guard = tracing::subscriber::set_default(sub);
+    for i in 0..3 {
+        let root = commands::trace::request_span("cli", &format!("r{i}"));
+        root.in_scope(|| drop(tracing::info_span!("child").entered()));
+    }
+    let lines = log.since(0);
+    let traces: Vec<(u64, &str)> = lines.iter().map(|l| (l.trace, l.name)).collect();
+    assert_eq!(
+        traces,
+        [
+            (1, "child"),
+            (1, "request"),
+            (2, "child"),
+            (2, "request"),
+            (3, "child"),
+            (3, "request")
+        ]
+    );
+}

@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Debug;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -29,8 +30,10 @@ const MAX_PENDING_PER_TRACE: usize = 512;
 pub struct SpanLine {
     /// When the span closed, µs since the epoch.
     pub at: i64,
-    /// The root span's id: every span of one trace shares it.
+    /// The trace's number in this process (1, 2, …; never reused): every span of one trace
+    /// shares it.
     pub trace: u64,
+    /// The span's id in this process.
     pub span: u64,
     pub parent: Option<u64>,
     pub name: &'static str,
@@ -81,18 +84,25 @@ impl SpanLog {
 
     /// The layer that feeds this log.
     pub fn layer(&self) -> SpanLogLayer {
-        SpanLogLayer { log: self.clone() }
+        SpanLogLayer {
+            log: self.clone(),
+            traces: AtomicU64::new(0),
+        }
     }
 }
 
 /// Collects span lines per trace and hands allowed traces to the [`SpanLog`].
 pub struct SpanLogLayer {
     log: SpanLog,
+    /// The last trace number given to a root.
+    traces: AtomicU64,
 }
 
 /// What the layer keeps on each span.
 struct SpanState {
     started: Instant,
+    /// The trace's number (the root's, for a child).
+    trace: u64,
     fields: BTreeMap<&'static str, String>,
     /// Set on the root only: the trace was denied.
     denied: bool,
@@ -154,8 +164,17 @@ where
         let mut fields = Fields::default();
         attrs.record(&mut fields);
         if let Some(span) = ctx.span(id) {
+            let root_trace = span
+                .scope()
+                .from_root()
+                .next()
+                .filter(|root| root.id() != *id)
+                .and_then(|root| root.extensions().get::<SpanState>().map(|s| s.trace));
+            let trace =
+                root_trace.unwrap_or_else(|| self.traces.fetch_add(1, Ordering::Relaxed) + 1);
             span.extensions_mut().insert(SpanState {
                 started: Instant::now(),
+                trace,
                 fields: fields.values,
                 denied: false,
                 pending: Vec::new(),
@@ -197,10 +216,9 @@ where
             return;
         };
         let root = span.scope().from_root().next();
-        let root_id = root.as_ref().map_or(id.into_u64(), |r| r.id().into_u64());
         let line = SpanLine {
             at: now_micros(),
-            trace: root_id,
+            trace: state.trace,
             span: id.into_u64(),
             parent: span.parent().map(|p| p.id().into_u64()),
             name: span.name(),
