@@ -101,7 +101,7 @@ fn config_check_names_the_file_line_key_and_fix_and_exits_two() {
         ("[grants.\"slack:U1\"\n", "bad.toml:1:"),
         (
             "[[schedules]]\nname = \"nightly\"\ncron = \"0 2 * * *\"\ncommand = \"runs list\"\n",
-            "bad.toml: schedule `nightly` cannot fire: grants.\"schedule:nightly\".actions: schedule:nightly holds no actions; declare them with [grants.\"schedule:nightly\"]",
+            "bad.toml: schedule `nightly` cannot fire: grants.\"schedule:nightly\".actions: schedule:nightly may not run `runs list`; its grants need \"runs:read\"",
         ),
         (
             "[[schedules]]\nname = \"nightly\"\ncron = \"0 2 * * *\"\ncommand = \"runs list\"\n[grants.\"schedule:nightly\"]\nactions = [\"help:read\"]\n",

@@ -32,7 +32,8 @@ pub struct ManualFiring {
     pub run: Option<RunId>,
     /// `completed`, `failed`, `started` (an agent run still going) or `misconfigured`.
     pub status: String,
-    /// The misconfiguration's reason; nothing else is ever said here.
+    /// Why nothing was sent, when nothing was (the misconfiguration, a refused start); never
+    /// anything of a run's output.
     pub reason: Option<String>,
 }
 
@@ -41,8 +42,9 @@ pub struct ManualFiring {
 pub enum FireError {
     #[error("no schedule `{name}`; the schedules are {known}")]
     Unknown { name: String, known: String },
+    /// The manual slot could not be claimed (the operator log has the store's token).
     #[error("the store could not record the firing; nothing was fired")]
-    Store(String),
+    Store,
 }
 
 /// The schedules and their manual firing.

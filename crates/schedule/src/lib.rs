@@ -15,7 +15,7 @@
 //!   `schedule_firings` row succeeds fires it, every other sees the conflict and skips;
 //! - after downtime the latest missed slot fires once, its firing saying how many it stands
 //!   for; a deployment with no firing on record starts from now;
-//! - a manual firing has a slot of its own (`manual:<nonce>`), never a timer slot, and is
+//! - a manual firing has a slot of its own (`manual:<id>`), never a timer slot, and is
 //!   never counted by the missed-slot check;
 //! - every firing is a run in channel `schedule:<name>`, principal `schedule:<name>`; a
 //!   schedule whose actor cannot fire what it declares records `misconfigured` with the reason

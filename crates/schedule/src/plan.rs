@@ -33,21 +33,12 @@ pub fn plan(
         channel_id: channel,
         thread_key: None,
     });
-    if actor.grants.actions.is_empty() {
-        return Err(refuse(format!(
-            "{id} holds no actions; declare them with [grants.\"{id}\"]"
-        )));
-    }
+    // Every answer here is `authorize`'s (through the registry's admission or the table); the
+    // config load has already refused an undeclared agent.
     let caller = Caller::new(actor, Surface::Schedule);
     match &decl.fires {
         Fires::Command(text) => admit_command(&caller, text, registry).map_err(refuse)?,
         Fires::Prompt { agent, .. } => {
-            if !table.agents().contains(agent) {
-                return Err(Misconfigured {
-                    key: "agent".to_owned(),
-                    reason: format!("no agent `{agent}` is declared in [agents]"),
-                });
-            }
             if !table.can_run_agent(&caller.actor, agent) {
                 return Err(refuse(format!(
                     "{id} may not run agent `{agent}`; its grants need \"agent:run:{agent}\""

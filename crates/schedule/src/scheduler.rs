@@ -61,15 +61,17 @@ impl Scheduler {
     /// Declares `decls` (by name; a later duplicate is ignored, the config refuses them) and
     /// builds each actor from `table`.
     pub fn new(decls: Vec<ScheduleDecl>, table: &GrantsTable, registry: &Registry) -> Self {
-        let mut entries: Vec<Entry> = Vec::with_capacity(decls.len());
-        for decl in decls {
-            if entries.iter().any(|e| e.decl.name == decl.name) {
-                continue;
-            }
-            let caller = plan(&decl, table, registry);
-            entries.push(Entry { decl, caller });
-        }
-        entries.sort_by(|a, b| a.decl.name.cmp(&b.decl.name));
+        let mut decls = decls;
+        // A stable sort: of two declarations of one name, the first stays.
+        decls.sort_by(|a, b| a.name.cmp(&b.name));
+        decls.dedup_by(|later, first| later.name == first.name);
+        let entries = decls
+            .into_iter()
+            .map(|decl| Entry {
+                caller: plan(&decl, table, registry),
+                decl,
+            })
+            .collect();
         Scheduler {
             entries,
             cursors: Mutex::new(HashMap::new()),
@@ -83,6 +85,11 @@ impl Scheduler {
             .iter()
             .filter_map(|e| e.caller.as_ref().err().map(|m| (&e.decl.name, m)))
             .collect()
+    }
+
+    /// The declared schedules' names, in order.
+    pub fn names(&self) -> impl Iterator<Item = &ScheduleName> {
+        self.entries.iter().map(|e| &e.decl.name)
     }
 
     pub fn len(&self) -> usize {
@@ -285,7 +292,10 @@ async fn fire_slot(
                     None => (
                         "failed".to_owned(),
                         None,
-                        Some(reply_kind(handled.reply.kind)),
+                        Some(format!(
+                            "the run was not started ({})",
+                            commands::trace::outcome_of(handled.reply.kind)
+                        )),
                     ),
                 }
             }
@@ -312,11 +322,6 @@ async fn fire_slot(
         run,
         detail,
     }
-}
-
-/// Why a prompt firing started nothing, as a short token (the reply's text is the caller's).
-fn reply_kind(kind: ReplyKind) -> String {
-    format!("the run was not started ({kind:?})").to_lowercase()
 }
 
 /// Records an agent firing's final status when its run ends. Detached: the services are
@@ -370,7 +375,7 @@ impl ScheduleDesk for Scheduler {
     ) -> BoxFuture<'a, Result<ManualFiring, FireError>> {
         Box::pin(async move {
             let Some(entry) = self.find(name) else {
-                let known: Vec<&str> = self.entries.iter().map(|e| e.decl.name.as_str()).collect();
+                let known: Vec<&str> = self.names().map(|n| n.as_str()).collect();
                 return Err(FireError::Unknown {
                     name: name.to_owned(),
                     known: if known.is_empty() {
@@ -380,21 +385,21 @@ impl ScheduleDesk for Scheduler {
                     },
                 });
             };
-            let slot = FiringSlot::Manual {
-                id: nonce().map_err(FireError::Store)?,
-                at: services.clock.now(),
-            };
+            let slot = FiringSlot::manual(services.clock.now());
             match services.claim_firing(&entry.decl.name, &slot).await {
                 Ok(true) => {}
                 Ok(false) => {
-                    return Err(FireError::Store("a manual slot was already taken".into()));
+                    tracing::warn!(schedule = %name, "[schedule] a fresh manual slot was already taken; nothing fired");
+                    return Err(FireError::Store);
                 }
-                Err(e) => return Err(FireError::Store(e.to_string())),
+                Err(e) => {
+                    tracing::warn!(schedule = %name, error = %e, "[schedule] cannot claim a manual slot; nothing fired");
+                    return Err(FireError::Store);
+                }
             }
             let fired = fire(entry, slot, None, registry, services).await;
-            let reason = (fired.status == "misconfigured")
-                .then(|| fired.detail.clone())
-                .flatten();
+            // Why nothing was sent, when nothing was: the misconfiguration or the refused start.
+            let reason = fired.run.is_none().then_some(fired.detail).flatten();
             Ok(ManualFiring {
                 schedule: fired.name,
                 run: fired.run,
@@ -403,11 +408,4 @@ impl ScheduleDesk for Scheduler {
             })
         })
     }
-}
-
-/// A manual firing's own slot id: 16 random hex digits.
-fn nonce() -> Result<String, String> {
-    let mut bytes = [0u8; 8];
-    getrandom::fill(&mut bytes).map_err(|e| format!("no randomness for a manual slot: {e}"))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }

@@ -216,7 +216,7 @@ command = "runs list"
         ),
         (
             "orphan",
-            "grants.\"schedule:orphan\".actions: schedule:orphan holds no actions; declare them with [grants.\"schedule:orphan\"]",
+            "grants.\"schedule:orphan\".actions: schedule:orphan may not run `runs list`; its grants need \"runs:read\"",
         ),
     ] {
         let f = by_name[n];
@@ -463,4 +463,46 @@ async fn two_processes_on_one_postgres_fire_each_of_100_slots_exactly_once() {
         won[0].len(),
         won[1].len()
     );
+}
+
+/// A prompt firing whose run cannot start (here: the dispatcher is shutting down, which answers busy) sends
+/// nothing, and `schedule fire` says so with the reason — not as a misconfiguration.
+#[tokio::test]
+async fn a_firing_whose_run_cannot_start_says_why_it_sent_nothing() {
+    let extra = r#"
+[[schedules]]
+name = "digest"
+cron = "0 6 * * *"
+agent = "echo"
+prompt = "summarise the day"
+[grants."schedule:digest"]
+actions = ["agent:run:echo"]
+"#;
+    let (app, _dir) = app("sqlite", extra).await;
+    assert!(app.scheduler.misconfigured().is_empty());
+    app.dispatcher
+        .shutdown(std::time::Duration::ZERO, std::time::Duration::ZERO)
+        .await;
+    let cli = commands::Caller::new(
+        authz_core::resolve_actor(authz_core::ActorId::cli_local(), &app.services.table),
+        commands::Surface::Cli,
+    );
+    let reply = app
+        .registry
+        .invoke(
+            &cli,
+            commands::RawInput::Text("schedule fire digest".into()),
+            &app.services,
+        )
+        .await;
+    assert_eq!(reply.kind, commands::ReplyKind::Failed);
+    assert_eq!(
+        reply.text,
+        "`digest` sent nothing (failed): the run was not started (busy)"
+    );
+    assert!(reply.data["run_id"].is_null(), "{}", reply.data);
+    let recorded = app.store.recent_firings(&name("digest"), 1).await.unwrap();
+    assert_eq!(recorded[0].status, "failed");
+    assert!(recorded[0].slot.is_manual());
+    assert!(all_runs(&app).await.is_empty());
 }

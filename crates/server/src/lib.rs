@@ -84,16 +84,23 @@ impl Default for Overrides {
 /// another process is honoured within this, well inside 2 s).
 pub const STOP_WATCH: std::time::Duration = std::time::Duration::from_millis(500);
 
-/// Every schedule this config declares (built in, then configured), each with the reason it
-/// would record `misconfigured` instead of firing. `config check` fails on the first.
-pub fn schedule_plans(
-    config: &LoadedConfig,
-) -> Vec<(schedule::ScheduleDecl, Option<schedule::Misconfigured>)> {
-    let registry = Registry::catalogue();
+/// Every schedule this config declares: the built-in ones, then the configured ones.
+pub fn schedule_decls(config: &LoadedConfig) -> Vec<schedule::ScheduleDecl> {
     schedule::builtin()
         .into_iter()
         .map(|(decl, _)| decl)
         .chain(config.schedules.iter().cloned())
+        .collect()
+}
+
+/// Every schedule this config declares, each with the reason it would record `misconfigured`
+/// instead of firing. `config check` fails on the first.
+pub fn schedule_plans(
+    config: &LoadedConfig,
+) -> Vec<(schedule::ScheduleDecl, Option<schedule::Misconfigured>)> {
+    let registry = Registry::catalogue();
+    schedule_decls(config)
+        .into_iter()
         .map(|decl| {
             let fault = schedule::plan(&decl, &config.table, &registry).err();
             (decl, fault)
@@ -206,14 +213,7 @@ impl App {
             .span_log
             .unwrap_or_else(|| telemetry::SpanLog::new(config.telemetry.span_log_capacity));
         let registry = Arc::new(Registry::catalogue());
-        let scheduler = Arc::new(Scheduler::new(
-            schedule_plans(&config)
-                .into_iter()
-                .map(|(decl, _)| decl)
-                .collect(),
-            &table,
-            &registry,
-        ));
+        let scheduler = Arc::new(Scheduler::new(schedule_decls(&config), &table, &registry));
         for (name, fault) in scheduler.misconfigured() {
             tracing::warn!(schedule = %name, "[schedule] misconfigured, its firings will send nothing: {fault}");
         }

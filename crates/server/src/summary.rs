@@ -4,8 +4,6 @@ use std::net::SocketAddr;
 
 use serde::Serialize;
 
-use commands::ScheduleDesk;
-
 use crate::App;
 use crate::secrets::TokensFrom;
 
@@ -135,11 +133,10 @@ fn memory_line(m: &crate::config::MemoryConfig) -> String {
 
 /// `2 schedules (nightly, self-improvement), timer in process; 1 misconfigured: …`.
 fn schedules_line(app: &App) -> SurfaceLine {
-    let views = app.scheduler.schedules(commands::Timestamp::now());
-    let names: Vec<&str> = views.iter().map(|v| v.name.as_str()).collect();
+    let names: Vec<&str> = app.scheduler.names().map(|n| n.as_str()).collect();
     let mut note = format!(
         "{} ({}); fired in process, one firing per slot across replicas; `schedule fire <name>` fires one now",
-        plural(views.len(), "schedule"),
+        plural(names.len(), "schedule"),
         names.join(", ")
     );
     let bad = app.scheduler.misconfigured();
@@ -153,7 +150,7 @@ fn schedules_line(app: &App) -> SurfaceLine {
     }
     SurfaceLine {
         surface: "schedules",
-        on: !views.is_empty(),
+        on: !names.is_empty(),
         note,
     }
 }

@@ -107,6 +107,19 @@ impl Sinks {
     }
 }
 
+/// The process's layers feeding only `log` (no export; the log lines discarded).
+fn span_log_only(log: &SpanLog) -> tracing::subscriber::DefaultGuard {
+    let sub = telemetry::subscriber(
+        &TelemetryConfig::default(),
+        telemetry::filter_of("info"),
+        Captured::default(),
+        None,
+        log,
+        None,
+    );
+    tracing::subscriber::set_default(sub)
+}
+
 fn attr<'a>(span: &'a SpanData, key: &str) -> Option<&'a Value> {
     span.attributes
         .iter()
@@ -413,15 +426,7 @@ fn a_denied_trace_is_dropped_whole_children_included() {
 #[test]
 fn the_span_log_is_bounded_and_read_after_an_instant() {
     let log = SpanLog::new(3);
-    let sub = telemetry::subscriber(
-        &TelemetryConfig::default(),
-        telemetry::filter_of("info"),
-        Captured::default(),
-        None,
-        &log,
-        None,
-    );
-    let _guard = tracing::subscriber::set_default(sub);
+    let _guard = span_log_only(&log);
     for i in 0..5 {
         drop(commands::trace::request_span("cli", &format!("r{i}")).entered());
     }
@@ -619,15 +624,7 @@ async fn audit_lines_go_to_their_own_file() {
 #[test]
 fn every_trace_has_a_number_of_its_own() {
     let log = SpanLog::new(100);
-    let sub = telemetry::subscriber(
-        &TelemetryConfig::default(),
-        telemetry::filter_of("info"),
-        Captured::default(),
-        None,
-        &log,
-        None,
-    );
-    let _guard = tracing::subscriber::set_default(sub);
+    let _guard = span_log_only(&log);
     for i in 0..3 {
         let root = commands::trace::request_span("cli", &format!("r{i}"));
         root.in_scope(|| drop(tracing::info_span!("child").entered()));

@@ -388,7 +388,7 @@ pub struct ConfigValue {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum FiringSlot {
     Timer(Timestamp),
-    /// `id` is unique per firing (the firing's own nonce); `at` is when it was asked for.
+    /// `id` is unique per firing; `at` is when it was asked for.
     Manual {
         id: String,
         at: Timestamp,
@@ -396,6 +396,11 @@ pub enum FiringSlot {
 }
 
 impl FiringSlot {
+    /// A manual firing asked for at `at`, with a fresh id of its own ([`new_id`]).
+    pub fn manual(at: Timestamp) -> FiringSlot {
+        FiringSlot::Manual { id: new_id(at), at }
+    }
+
     /// The key the store keeps unique per schedule.
     pub fn key(&self) -> String {
         match self {

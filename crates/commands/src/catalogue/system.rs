@@ -155,7 +155,7 @@ pub fn schedule_fire<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
         match fired {
             Ok(f) => fired_reply(&f),
             Err(e @ FireError::Unknown { .. }) => Reply::of(ReplyKind::Usage, e.to_string()),
-            Err(e @ FireError::Store(_)) => Reply::of(ReplyKind::Unavailable, e.to_string()),
+            Err(e @ FireError::Store) => Reply::of(ReplyKind::Unavailable, e.to_string()),
         }
     })
 }
@@ -178,8 +178,9 @@ fn fired_reply(f: &ManualFiring) -> Reply {
         (None, reason) => Reply {
             kind: ReplyKind::Failed,
             text: format!(
-                "`{}` is misconfigured and sent nothing: {}",
+                "`{}` sent nothing ({}): {}",
                 f.schedule,
+                f.status,
                 reason.as_deref().unwrap_or("no reason recorded")
             ),
             data,

@@ -164,14 +164,12 @@ where
         let mut fields = Fields::default();
         attrs.record(&mut fields);
         if let Some(span) = ctx.span(id) {
-            let root_trace = span
-                .scope()
-                .from_root()
-                .next()
-                .filter(|root| root.id() != *id)
-                .and_then(|root| root.extensions().get::<SpanState>().map(|s| s.trace));
+            // A child takes its parent's number (the parent opened first); a root a new one.
+            let parent_trace = span
+                .parent()
+                .and_then(|p| p.extensions().get::<SpanState>().map(|s| s.trace));
             let trace =
-                root_trace.unwrap_or_else(|| self.traces.fetch_add(1, Ordering::Relaxed) + 1);
+                parent_trace.unwrap_or_else(|| self.traces.fetch_add(1, Ordering::Relaxed) + 1);
             span.extensions_mut().insert(SpanState {
                 started: Instant::now(),
                 trace,
