@@ -1,10 +1,11 @@
 //! Actors: who is asking, as a surface proved it.
 
 use std::borrow::Cow;
+use std::collections::BTreeSet;
 
 use serde::Serialize;
 
-use crate::grants::Grants;
+use crate::grants::{GrantSet, Grants};
 use crate::ids::{ActorId, ChannelId, Namespace};
 
 /// The closed set of actor kinds.
@@ -63,6 +64,12 @@ pub struct Actor {
     /// Agents only: the principal whose run it is.
     pub on_behalf_of: Option<Box<Actor>>,
     pub origin: Option<Origin>,
+    /// Channels the actor is a member of, as a surface's directory learned them for this
+    /// request (a Slack user's private channels shared with the bot). Facts about the actor,
+    /// never grants: `member_of` reads them beside the granted channels, and nothing else
+    /// does. Empty unless a surface supplied them ([`Actor::with_memberships`]).
+    #[serde(skip_serializing_if = "BTreeSet::is_empty")]
+    pub memberships: BTreeSet<ChannelId>,
 }
 
 impl Actor {
@@ -79,12 +86,32 @@ impl Actor {
         }
     }
 
-    /// Own grants, intersected axis by axis with the principal's when acting on behalf of one.
+    /// Own grants with the actor's memberships among its channels, intersected axis by axis
+    /// with the principal's when acting on behalf of one. A membership widens only the
+    /// channels `member_of` reads: it never makes the channel axis `all`.
     pub fn effective_grants(&self) -> Cow<'_, Grants> {
+        let own = if self.memberships.is_empty() {
+            Cow::Borrowed(&self.grants)
+        } else {
+            Cow::Owned(Grants {
+                channels: self
+                    .grants
+                    .channels
+                    .union(&GrantSet::only(self.memberships.iter().cloned())),
+                ..self.grants.clone()
+            })
+        };
         match &self.on_behalf_of {
-            None => Cow::Borrowed(&self.grants),
-            Some(p) => Cow::Owned(self.grants.intersect(&p.effective_grants())),
+            None => own,
+            Some(p) => Cow::Owned(own.intersect(&p.effective_grants())),
         }
+    }
+
+    /// This actor with membership facts a surface's directory supplied for one request
+    /// (pure: the directory did the lookup). Adds to any it already has; grants unchanged.
+    pub fn with_memberships(mut self, channels: impl IntoIterator<Item = ChannelId>) -> Self {
+        self.memberships.extend(channels);
+        self
     }
 
     /// The ids `is_self` accepts: the actor's own and its principal's.

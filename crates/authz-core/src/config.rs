@@ -478,6 +478,7 @@ pub fn resolve_actor(id: ActorId, table: &GrantsTable) -> Actor {
         grants: table.grants_for(&id),
         id,
         on_behalf_of: None,
+        memberships: Default::default(),
         origin: None,
     }
 }
@@ -497,6 +498,7 @@ pub fn resolve_agent(name: &AgentName, principal: Option<Actor>, table: &GrantsT
         id,
         grants,
         on_behalf_of: principal.map(Box::new),
+        memberships: Default::default(),
         origin: None,
     }
 }

@@ -1,6 +1,7 @@
 //! The channel directory seam: where a run's visibility stamp comes from. Consulted at
 //! dispatch, never at authorize time.
 
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
 
@@ -31,6 +32,13 @@ pub trait ChannelDirectory: Send + Sync {
         actor: &'a ActorId,
         channel: &'a ChannelId,
     ) -> BoxFuture<'a, Membership>;
+    /// The channels `actor` is a member of that only the directory can tell (a Slack user's
+    /// private channels shared with the bot), supplied as that request's memberships
+    /// ([`crate::Actor::with_memberships`]). A failed lookup is the empty set: it adds
+    /// nothing, so it denies. The default knows of none.
+    fn memberships<'a>(&'a self, _actor: &'a ActorId) -> BoxFuture<'a, BTreeSet<ChannelId>> {
+        Box::pin(std::future::ready(BTreeSet::new()))
+    }
 }
 
 /// What a channel id alone establishes: `http:*`/`mcp:*`, `cli:*`, `schedule:*` and

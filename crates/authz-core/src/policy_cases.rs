@@ -47,6 +47,7 @@ pub(crate) fn actor(id: &str, actions: &str, channels: &str, repos: &str) -> Act
         id,
         grants: grants(actions, channels, repos),
         on_behalf_of: None,
+        memberships: Default::default(),
         origin: None,
     }
 }

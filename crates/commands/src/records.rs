@@ -29,6 +29,24 @@ impl Services {
             .map_err(fault)
     }
 
+    /// Records a surface's fault delivering a run's outcome (a Slack reply that could not be
+    /// posted) as the run's friction, kind `reply`; the run keeps its outcome.
+    pub async fn record_reply_friction(
+        &self,
+        run: &RunId,
+        detail: &str,
+    ) -> Result<(), RecordError> {
+        self.store
+            .add_friction(store::Friction {
+                run_id: run.clone(),
+                at: self.clock.now(),
+                kind: "reply".to_owned(),
+                detail: detail.to_owned(),
+            })
+            .await
+            .map_err(fault)
+    }
+
     /// True for the one replica that claims `(name, slot)`; false for every other.
     pub async fn claim_firing(
         &self,

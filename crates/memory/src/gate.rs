@@ -167,6 +167,7 @@ mod tests {
             id: ActorId::parse("slack:U1").unwrap(),
             grants: Grants::actions([memory_write()]),
             on_behalf_of: None,
+            memberships: Default::default(),
             origin: None,
         }
     }

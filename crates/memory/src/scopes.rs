@@ -73,6 +73,7 @@ mod tests {
             id: ActorId::parse("slack:U1").unwrap(),
             grants: Grants::actions([Action::parse("runs:read").unwrap()]),
             on_behalf_of: None,
+            memberships: Default::default(),
             origin: None,
         }
     }

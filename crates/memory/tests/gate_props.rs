@@ -57,6 +57,7 @@ fn principal() -> impl Strategy<Value = Actor> {
                 id,
                 grants,
                 on_behalf_of: None,
+                memberships: Default::default(),
                 origin: None,
             }
         })

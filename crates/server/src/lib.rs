@@ -21,6 +21,7 @@
 pub mod config;
 pub mod secrets;
 mod serve;
+pub mod slack_surface;
 mod summary;
 pub mod telemetry;
 
@@ -56,6 +57,11 @@ pub struct App {
     pub scheduler: Arc<Scheduler>,
     /// The span log `GET /admin/trace/log` serves.
     pub span_log: telemetry::SpanLog,
+    /// The Slack surface: absent, off (and why), built, or on once `serve` connected it.
+    pub slack: slack_surface::SlackState,
+    /// The channel directory the dispatcher stamps with; the Slack surface asks it for a
+    /// request's memberships.
+    pub directory: Arc<dyn ChannelDirectory>,
 }
 
 /// What a test may replace when it builds an [`App`]: the clock, the audit stream, the
@@ -63,7 +69,9 @@ pub struct App {
 pub struct Overrides {
     pub clock: Clock,
     pub audit: Arc<dyn Audit>,
-    pub directory: Arc<dyn ChannelDirectory>,
+    /// The dispatcher's channel directory; default: the Slack one when `[slack]` is
+    /// configured, else the static one.
+    pub directory: Option<Arc<dyn ChannelDirectory>>,
     /// The span log the process's subscriber feeds (`telemetry::init`); without one the
     /// route serves a log nothing writes to.
     pub span_log: Option<telemetry::SpanLog>,
@@ -74,7 +82,7 @@ impl Default for Overrides {
         Overrides {
             clock: Clock::system(),
             audit: Arc::new(TracingAudit),
-            directory: Arc::new(StaticChannelDirectory),
+            directory: None,
             span_log: None,
         }
     }
@@ -189,9 +197,15 @@ impl App {
             memory_model: config.memory.model_agent.clone(),
             ..DispatchSettings::default()
         };
+        let slack = slack_surface::SlackState::build(&config, &secrets);
+        let directory: Arc<dyn ChannelDirectory> = match (overrides.directory, slack.directory()) {
+            (Some(d), _) => d,
+            (None, Some(d)) => d,
+            (None, None) => Arc::new(StaticChannelDirectory),
+        };
         let dispatcher = Dispatcher::new(DispatcherParts {
             store: store.clone(),
-            directory: overrides.directory,
+            directory: directory.clone(),
             agents,
             settings,
             replica: replica.clone(),
@@ -239,7 +253,23 @@ impl App {
             replica,
             scheduler,
             span_log,
+            slack,
+            directory,
         })
+    }
+
+    /// Connects the Slack surface (`auth.test`) when it is configured; `serve` does this
+    /// before it binds its routes, so a one-shot command never calls Slack.
+    pub async fn connect_slack(&mut self) {
+        let state = std::mem::replace(&mut self.slack, slack_surface::SlackState::Absent);
+        self.slack = state
+            .connect(
+                self.registry.clone(),
+                self.services.clone(),
+                self.directory.clone(),
+                self.config.server.public_url.clone(),
+            )
+            .await;
     }
 
     /// Tombstones this replica's own live runs left from before (a restart) and renews its

@@ -15,7 +15,28 @@ pub const INGRESS_TOKENS_ENV: &str = "SWITCHBOARD_INGRESS_TOKENS";
 /// The environment variable holding the agent-token secret.
 pub const AGENT_TOKEN_SECRET_ENV: &str = "SWITCHBOARD_AGENT_TOKEN_SECRET";
 /// Other secrets the process knows of, redacted from agent text when set.
-const OTHER_SECRET_ENVS: [&str; 3] = ["SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN"];
+pub const SLACK_BOT_TOKEN_ENV: &str = "SLACK_BOT_TOKEN";
+pub const SLACK_SIGNING_SECRET_ENV: &str = "SLACK_SIGNING_SECRET";
+pub const SLACK_APP_TOKEN_ENV: &str = "SLACK_APP_TOKEN";
+const OTHER_SECRET_ENVS: [&str; 3] = [
+    SLACK_BOT_TOKEN_ENV,
+    SLACK_SIGNING_SECRET_ENV,
+    SLACK_APP_TOKEN_ENV,
+];
+
+/// The Slack surface's secrets, each as set in the environment (an empty value is unset).
+#[derive(Clone, Default)]
+pub struct SlackSecrets {
+    pub bot_token: Option<String>,
+    pub signing_secret: Option<String>,
+    pub app_token: Option<String>,
+}
+
+impl std::fmt::Debug for SlackSecrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SlackSecrets(…)")
+    }
+}
 
 /// Where the ingress token map came from (for the start-up summary).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,6 +53,8 @@ pub struct Secrets {
     pub api_keys: BTreeMap<String, String>,
     /// The allow-listed environment `command` agents inherit.
     pub agent_env: Vec<(String, String)>,
+    /// `SLACK_BOT_TOKEN`, `SLACK_SIGNING_SECRET`, `SLACK_APP_TOKEN`.
+    pub slack: SlackSecrets,
     /// Every secret value, for redaction from agent text.
     redact: Vec<String>,
 }
@@ -115,11 +138,22 @@ impl Secrets {
             .iter()
             .filter_map(|k| env(k).map(|v| (k.clone(), v)))
             .collect();
+        let set = |k: &str| {
+            env(k)
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+        };
+        let slack = SlackSecrets {
+            bot_token: set(SLACK_BOT_TOKEN_ENV),
+            signing_secret: set(SLACK_SIGNING_SECRET_ENV),
+            app_token: set(SLACK_APP_TOKEN_ENV),
+        };
         Ok(Secrets {
             ingress_tokens,
             agent_token_secret,
             api_keys,
             agent_env,
+            slack,
             redact,
         })
     }

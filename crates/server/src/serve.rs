@@ -75,7 +75,7 @@ pub async fn shutdown_signal() {
 /// grace, interrupts the rest and tombstones what is left. `ready` receives the bound address
 /// once the server accepts connections.
 pub async fn serve(
-    app: App,
+    mut app: App,
     listen: Option<SocketAddr>,
     shutdown: impl Future<Output = ()> + Send + 'static,
     ready: impl FnOnce(SocketAddr, &App),
@@ -108,8 +108,15 @@ pub async fn serve(
         app.dispatcher.set_mcp_url(url);
     }
     let stop = CancellationToken::new();
+    app.connect_slack().await;
+    let (slack, socket) =
+        std::mem::replace(&mut app.slack, crate::slack_surface::SlackState::Absent)
+            .start_socket(stop.clone())
+            .await;
+    app.slack = slack;
     let mut background = app.spawn_background(stop.clone());
     background.push(app.spawn_schedule_timer(stop.clone()));
+    background.extend(socket);
     let router = router(&app, stop.clone());
     ready(bound, &app);
     let stopping = stop.clone();
@@ -185,6 +192,9 @@ pub fn router(app: &App, shutdown: CancellationToken) -> Router {
             app.services.clone(),
             app.span_log.clone(),
         ));
+    if let Some((surface, slack::SlackMode::Events)) = app.slack.surface() {
+        router = router.merge(slack::router(surface.clone()));
+    }
     if app.config.mcp.enabled {
         // Enabled without a token map, the route answers 503 saying what it needs.
         let mcp = Arc::new(mcp::Mcp::new(

@@ -81,7 +81,7 @@ pub fn summary(app: &App, addr: SocketAddr) -> Summary {
             "cli",
             "`switchboard <command>` and `switchboard ask`, as cli:local",
         ),
-        off("slack", "not part of this build"),
+        slack_line(app),
         mcp_line(app),
         off("/api /runs", "not part of this build"),
         schedules_line(app),
@@ -96,6 +96,57 @@ pub fn summary(app: &App, addr: SocketAddr) -> Summary {
         memory: memory_line(&c.memory),
         telemetry: telemetry_line(&c.telemetry),
         surfaces,
+    }
+}
+
+/// The Slack surface: on (how events arrive, as whom, missing scopes), or off and what it
+/// needs.
+fn slack_line(app: &App) -> SurfaceLine {
+    use crate::slack_surface::SlackState;
+    let line = |on, note: String| SurfaceLine {
+        surface: "slack",
+        on,
+        note,
+    };
+    match &app.slack {
+        SlackState::Absent => line(
+            false,
+            "needs a [slack] section and SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET (docs/slack.md)"
+                .to_owned(),
+        ),
+        SlackState::Missing(vars) => line(
+            false,
+            format!("[slack] is set but needs {}", vars.join(", ")),
+        ),
+        SlackState::Failed(why) => line(false, why.clone()),
+        SlackState::Built(_) => line(
+            false,
+            "configured; it connects when `serve` starts".to_owned(),
+        ),
+        SlackState::On {
+            surface,
+            mode,
+            missing_scopes,
+            ..
+        } => {
+            let how = match mode {
+                slack::SlackMode::Events => "events at POST /slack/events",
+                slack::SlackMode::Socket => "Socket Mode",
+            };
+            let ttl = app
+                .config
+                .slack
+                .as_ref()
+                .map_or(0, |c| c.directory_ttl.as_secs());
+            let mut note = format!(
+                "{how}, as bot user {}; directory TTL {ttl}s",
+                surface.bot_user
+            );
+            if !missing_scopes.is_empty() {
+                note.push_str(&format!("; MISSING SCOPES: {}", missing_scopes.join(", ")));
+            }
+            line(true, note)
+        }
     }
 }
 

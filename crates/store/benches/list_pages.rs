@@ -62,6 +62,7 @@ fn shapes() -> Vec<Shape> {
             repos: GrantSet::none(),
         },
         on_behalf_of: None,
+        memberships: Default::default(),
         origin: None,
     };
     // Granted channels are private ones (c % 5 == 1), so public runs do not cover them.

@@ -79,6 +79,15 @@ fn grants() -> impl Strategy<Value = Grants> {
     })
 }
 
+/// Membership facts a directory may supply: none most of the time, else a few channels.
+fn memberships() -> impl Strategy<Value = Vec<ChannelId>> {
+    prop_oneof![
+        2 => Just(Vec::new()),
+        1 => subsequence(CHANNELS.to_vec(), 1..=3)
+            .prop_map(|v| v.into_iter().map(|c| c.parse().unwrap()).collect()),
+    ]
+}
+
 fn plain(raw: &str, g: Grants) -> Actor {
     let i = id(raw);
     Actor {
@@ -86,6 +95,7 @@ fn plain(raw: &str, g: Grants) -> Actor {
         id: i,
         grants: g,
         on_behalf_of: None,
+        memberships: Default::default(),
         origin: None,
     }
 }
@@ -111,10 +121,11 @@ fn actors() -> impl Strategy<Value = Actor> {
                 repos: GrantSet::none(),
             }
         )),
-        // member / non-member: Slack users resolved through a real table
-        (channel_set(), any::<bool>()).prop_map(|(c, member)| {
+        // member / non-member: Slack users resolved through a real table, with membership
+        // facts a directory supplied for the request
+        (channel_set(), any::<bool>(), memberships()).prop_map(|(c, member, facts)| {
             let t = GrantsTable::default();
-            let mut a = resolve_actor(id("slack:U2"), &t);
+            let mut a = resolve_actor(id("slack:U2"), &t).with_memberships(facts);
             a.grants.actions = a.grants.actions.union(&GrantSet::only([act("runs:read")]));
             if member {
                 a.grants.channels = c;
@@ -139,8 +150,10 @@ fn actors() -> impl Strategy<Value = Actor> {
                 repos: GrantSet::none(),
             }
         )),
-        // an agent on behalf of a principal, with or without its own narrowing entry
-        (principal, proptest::option::of(grants())).prop_map(|(p, own)| {
+        // an agent on behalf of a principal (with membership facts or none), with or without
+        // its own narrowing entry
+        (principal, proptest::option::of(grants()), memberships()).prop_map(|(p, own, facts)| {
+            let p = p.with_memberships(facts);
             let mut a = resolve_agent(&agent_name("coding"), Some(p), &GrantsTable::default());
             if let Some(g) = own {
                 a.grants = g;
@@ -155,14 +168,15 @@ fn actors() -> impl Strategy<Value = Actor> {
         }),
         // NO_GRANTS
         any_user.clone().prop_map(|u| plain(u, NO_GRANTS)),
-        // anything, including inconsistent kinds
+        // anything, including inconsistent kinds, with or without membership facts
         (
             any_user,
             grants(),
-            proptest::sample::select(ActorKind::ALL.to_vec())
+            proptest::sample::select(ActorKind::ALL.to_vec()),
+            memberships(),
         )
-            .prop_map(|(u, g, k)| {
-                let mut a = plain(u, g);
+            .prop_map(|(u, g, k, facts)| {
+                let mut a = plain(u, g).with_memberships(facts);
                 a.kind = k;
                 a
             }),
@@ -237,6 +251,42 @@ proptest! {
         prop_assert_eq!(eff.channels.is_all(), own.channels.is_all() && principal.channels.is_all());
         prop_assert_eq!(eff.repos.is_all(), own.repos.is_all() && principal.repos.is_all());
     }
+}
+
+#[test]
+fn a_membership_fact_opens_a_private_channel_for_member_of_and_nothing_else() {
+    let t = table("", &[]);
+    let mut base = resolve_actor(id("slack:U2"), &t);
+    base.grants.actions = GrantSet::only([act("runs:read")]);
+    let private = RunFacts {
+        id: RunId::parse("r").unwrap(),
+        channel_id: "slack:G1".parse().unwrap(),
+        user_id: id("slack:U3"),
+        repo: None,
+        channel_visibility: ChannelVisibility::Private,
+    };
+    let read = act("runs:read");
+    let run = Resource::Run(private.clone());
+    assert!(!authorize(&base, &read, &run).is_allow());
+    let member = base.clone().with_memberships(["slack:G1".parse().unwrap()]);
+    assert!(authorize(&member, &read, &run).is_allow());
+    assert!(matches(
+        &predicate_for(&member, &read, ResourceType::Run),
+        &private
+    ));
+    assert!(!matches(
+        &predicate_for(&base, &read, ResourceType::Run),
+        &private
+    ));
+    // A fact is not a grant: the member still lacks runs:write and all-channels.
+    assert!(!authorize(&member, &act("runs:write"), &run).is_allow());
+    assert!(!member.effective_grants().channels.is_all());
+    assert!(member.grants.channels.items().is_some_and(|c| c.is_empty()));
+    // An agent acting for the member sees it only through the member.
+    let agent = resolve_agent(&agent_name("coding"), Some(member), &GrantsTable::default());
+    assert!(authorize(&agent, &read, &run).is_allow());
+    let agent = resolve_agent(&agent_name("coding"), Some(base), &GrantsTable::default());
+    assert!(!authorize(&agent, &read, &run).is_allow());
 }
 
 #[test]

@@ -44,6 +44,7 @@ pub fn actor(raw: &str, actions: &str, channels: &str, repos: &str) -> Actor {
         id,
         grants: grants(actions, channels, repos),
         on_behalf_of: None,
+        memberships: Default::default(),
         origin: None,
     }
 }

@@ -153,7 +153,7 @@ pub async fn start(tokens: Option<String>, mcp_extra: &str) -> Server {
     let directory = Arc::new(Directory::default());
     let overrides = server::Overrides {
         audit: audit.clone(),
-        directory: directory.clone(),
+        directory: Some(directory.clone()),
         ..server::Overrides::default()
     };
     let replica = store::ReplicaId::parse("mcp-test").unwrap();

@@ -92,6 +92,28 @@ pub struct LoadedConfig {
     pub telemetry: TelemetryConfig,
     /// The configured `[[schedules]]` (the built-in ones come from the schedule crate).
     pub schedules: Vec<ScheduleDecl>,
+    /// `[slack]`, when present (the surface also needs its secrets in the environment).
+    pub slack: Option<SlackConfig>,
+}
+
+/// `[slack]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlackConfig {
+    pub mode: slack::SlackMode,
+    /// The Web API's base URL; the method name is appended.
+    pub api_url: String,
+    /// How long the directory trusts a channel's visibility and a user's memberships.
+    pub directory_ttl: Duration,
+}
+
+impl Default for SlackConfig {
+    fn default() -> Self {
+        SlackConfig {
+            mode: slack::SlackMode::Events,
+            api_url: slack::DEFAULT_API_URL.to_owned(),
+            directory_ttl: Duration::from_secs(600),
+        }
+    }
 }
 
 /// `[server]`.
@@ -109,6 +131,9 @@ pub struct ServerConfig {
     pub lease: Duration,
     /// A file holding the agent-token secret (else `SWITCHBOARD_AGENT_TOKEN_SECRET`).
     pub agent_token_secret_file: Option<PathBuf>,
+    /// Where people reach this server (`https://switchboard.example.com`): the base of the
+    /// capability links handed to whoever starts a run. None: no links.
+    pub public_url: Option<String>,
 }
 
 impl Default for ServerConfig {
@@ -121,6 +146,7 @@ impl Default for ServerConfig {
             heartbeat: Duration::from_secs(10),
             lease: Duration::from_secs(30),
             agent_token_secret_file: None,
+            public_url: None,
         }
     }
 }
@@ -376,6 +402,11 @@ pub fn parse(source: Source, text: &str) -> Result<LoadedConfig, LoadError> {
         memory: memory_config(&t, &sections.memory, &agents)?,
         limits: limits(agents_section),
         telemetry: telemetry_config(&t, &sections.telemetry)?,
+        slack: sections
+            .slack
+            .as_ref()
+            .map(|s| slack_config(&t, s))
+            .transpose()?,
         source,
         agents,
         default_agent,
@@ -437,6 +468,37 @@ fn schedules(
     Ok(out)
 }
 
+/// An http(s) URL with a host and no query or fragment, as written (a trailing `/` kept).
+fn is_base_url(url: &str) -> bool {
+    url.strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .is_some_and(|r| !(r.is_empty() || r.starts_with('/') || r.contains(['?', '#', ' '])))
+}
+
+/// `[slack]`: the mode, an http(s) API base URL, a TTL above 0.
+fn slack_config(t: &Text<'_>, section: &sections::SlackSection) -> Result<SlackConfig, LoadError> {
+    let mut c = SlackConfig::default();
+    if let Some(mode) = section.mode {
+        c.mode = match mode {
+            sections::SlackModeKey::Events => slack::SlackMode::Events,
+            sections::SlackModeKey::Socket => slack::SlackMode::Socket,
+        };
+    }
+    if let Some(url) = &section.api_url {
+        if !is_base_url(url.get_ref()) {
+            return Err(t.at(
+                url.span().start,
+                "must be the Web API's http(s) base URL, like \"https://slack.com/api/\" (the method name is appended)",
+            ));
+        }
+        c.api_url = url.get_ref().clone();
+    }
+    if let Some(n) = section.directory_ttl_seconds {
+        c.directory_ttl = n.seconds();
+    }
+    Ok(c)
+}
+
 /// `[telemetry]`: the endpoint must be an http(s) URL with a host; a capacity above 0.
 fn telemetry_config(
     t: &Text<'_>,
@@ -449,10 +511,7 @@ fn telemetry_config(
     };
     if let Some(endpoint) = &section.otlp_endpoint {
         let url = endpoint.get_ref().trim_end_matches('/');
-        let rest = url
-            .strip_prefix("http://")
-            .or_else(|| url.strip_prefix("https://"));
-        if rest.is_none_or(|r| r.is_empty() || r.starts_with('/') || r.contains(['?', '#', ' '])) {
+        if !is_base_url(url) {
             return Err(t.at(
                 endpoint.span().start,
                 "must be the collector's http(s) base URL, like \"http://127.0.0.1:4318\" (/v1/traces is appended)",
@@ -562,8 +621,7 @@ fn memory_config(
 
 fn check_unbuilt(t: &Text<'_>, doc: &toml::Table, s: &FileSections) -> Result<(), LoadError> {
     // Each section of a surface this build does not have, and what brings it.
-    let unbuilt: [(&Option<Unbuilt>, &str, &str); 4] = [
-        (&s.slack, "slack", "the Slack surface"),
+    let unbuilt: [(&Option<Unbuilt>, &str, &str); 3] = [
         (&s.access, "access", "the Access /api surface"),
         (&s.agent_policy, "agent_policy", "the tool broker"),
         (&s.agent_grants, "agent_grants", "the tool broker"),
@@ -622,6 +680,18 @@ fn server(t: &Text<'_>, s: &sections::ServerSection) -> Result<ServerConfig, Loa
         heartbeat,
         lease,
         agent_token_secret_file: s.agent_token_secret_file.clone(),
+        public_url: match &s.public_url {
+            None => None,
+            Some(url) if is_base_url(url.get_ref()) => {
+                Some(url.get_ref().trim_end_matches('/').to_owned())
+            }
+            Some(url) => {
+                return Err(t.at(
+                    url.span().start,
+                    "must be where people reach this server, an http(s) URL like \"https://switchboard.example.com\"",
+                ));
+            }
+        },
     })
 }
 

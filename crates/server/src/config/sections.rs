@@ -103,6 +103,24 @@ pub struct ServerSection {
     pub heartbeat_seconds: Option<Positive>,
     pub lease_seconds: Option<Spanned<Positive>>,
     pub agent_token_secret_file: Option<PathBuf>,
+    pub public_url: Option<Spanned<String>>,
+}
+
+/// `[slack]`: present turns the surface on (with its secrets in the environment).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlackSection {
+    pub mode: Option<SlackModeKey>,
+    pub api_url: Option<Spanned<String>>,
+    pub directory_ttl_seconds: Option<Positive>,
+}
+
+/// `[slack] mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SlackModeKey {
+    Events,
+    Socket,
 }
 
 /// `[store]`.
@@ -257,7 +275,7 @@ pub struct FileSections {
     _grants: Option<de::IgnoredAny>,
     #[serde(rename = "restrict")]
     _restrict: Option<de::IgnoredAny>,
-    pub slack: Option<Unbuilt>,
+    pub slack: Option<SlackSection>,
     #[serde(default)]
     pub mcp: McpSection,
     pub access: Option<Unbuilt>,

@@ -277,11 +277,32 @@ fn every_fault_names_file_line_column_key_and_fix() {
             "[mcp]\nsessions = true",
             "t.toml:2:1: mcp.sessions: unknown field `sessions`, expected one of `enabled`",
         ),
-        // Sections of surfaces this build does not have.
+        // [slack] and the links' public URL.
         (
-            "[slack]\nmode = \"socket\"",
-            "t.toml:2:1: [slack] is read by the Slack surface, which is not part of this build",
+            "[slack]\nmode = \"webhook\"",
+            "t.toml:2:8: slack.mode: unknown variant `webhook`, expected `events` or `socket`",
         ),
+        (
+            "[slack]\napi_url = \"slack.com/api\"",
+            "t.toml:2:11: slack.api_url: must be the Web API's http(s) base URL",
+        ),
+        (
+            "[slack]\napi_url = \"https://slack.com/api/?x=1\"",
+            "t.toml:2:11: slack.api_url: must be the Web API's http(s) base URL",
+        ),
+        (
+            "[slack]\ndirectory_ttl_seconds = 0",
+            "t.toml:2:25: slack.directory_ttl_seconds: must be a whole number above 0",
+        ),
+        (
+            "[slack]\nbot_token = \"xoxb-1\"",
+            "t.toml:2:1: slack.bot_token: unknown field `bot_token`, expected one of `mode`, `api_url`, `directory_ttl_seconds`",
+        ),
+        (
+            "[server]\npublic_url = \"sb.example.com\"",
+            "t.toml:2:14: server.public_url: must be where people reach this server",
+        ),
+        // Sections of surfaces this build does not have.
         (
             "[[agent_grants]]\nid = \"x\"",
             "t.toml:1:3: [agent_grants] is read by the tool broker",

@@ -53,14 +53,20 @@ fn grants() -> impl Strategy<Value = Grants> {
     })
 }
 
+/// A plain actor, a third of the time with membership facts a directory supplied.
 fn plain() -> impl Strategy<Value = Actor> {
-    (select(USERS.to_vec()), grants()).prop_map(|(u, g)| {
+    let facts = prop_oneof![
+        2 => Just(Vec::new()),
+        1 => subsequence(CHANNELS.to_vec(), 1..=3),
+    ];
+    (select(USERS.to_vec()), grants(), facts).prop_map(|(u, g, facts)| {
         let id: authz_core::ActorId = u.parse().unwrap();
         Actor {
             kind: ActorKind::of_namespace(id.namespace()),
             id,
             grants: g,
             on_behalf_of: None,
+            memberships: facts.into_iter().map(|c| c.parse().unwrap()).collect(),
             origin: None,
         }
     })

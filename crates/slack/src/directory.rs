@@ -1,0 +1,155 @@
+//! `SlackChannelDirectory`: channel visibility and real membership from the Slack API,
+//! behind authz-core's [`ChannelDirectory`] seam.
+//!
+//! moka's own clock cannot be injected and its `try_get_with` does not cache an error, so
+//! each entry is a `(value, fetched_at)` pair (a failure cached as `unknown` or as no
+//! memberships), checked against the injected clock on every read; `get_with_if` makes
+//! concurrent first lookups (and concurrent refreshes) share one call.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use authz_core::{
+    ActorId, BoxFuture, ChannelDirectory, ChannelId, ChannelVisibility, Membership,
+    static_visibility,
+};
+
+use crate::api::SlackApi;
+
+/// The most channels (and, separately, users) the directory remembers.
+pub const CAPACITY: u64 = 1_000;
+
+/// A monotonic clock: time since some fixed instant. Tests pass one they advance.
+pub type Clock = Arc<dyn Fn() -> Duration + Send + Sync>;
+
+/// The process's monotonic clock.
+pub fn system_clock() -> Clock {
+    let start = Instant::now();
+    Arc::new(move || start.elapsed())
+}
+
+#[derive(Clone)]
+struct Looked<T> {
+    value: T,
+    at: Duration,
+}
+
+/// Visibility from `conversations.info`, memberships from `users.conversations`, each
+/// cached for the TTL.
+#[derive(Clone)]
+pub struct SlackChannelDirectory {
+    api: SlackApi,
+    ttl: Duration,
+    clock: Clock,
+    channels: moka::future::Cache<String, Looked<ChannelVisibility>>,
+    members: moka::future::Cache<String, Looked<Arc<BTreeSet<ChannelId>>>>,
+}
+
+impl SlackChannelDirectory {
+    pub fn new(api: SlackApi, ttl: Duration, clock: Clock) -> Self {
+        SlackChannelDirectory {
+            api,
+            ttl,
+            clock,
+            channels: moka::future::Cache::builder()
+                .max_capacity(CAPACITY)
+                .build(),
+            members: moka::future::Cache::builder()
+                .max_capacity(CAPACITY)
+                .build(),
+        }
+    }
+
+    fn stale(&self, at: Duration, now: Duration) -> bool {
+        now.saturating_sub(at) >= self.ttl
+    }
+
+    /// A `C…`/`G…` channel's visibility: cached, else one shared `conversations.info`.
+    async fn looked_up(&self, channel: &str) -> ChannelVisibility {
+        let now = (self.clock)();
+        let fetch = async {
+            let value = match self.api.visibility(channel).await {
+                Ok(v) => v,
+                Err(fault) => {
+                    // Once per channel per window: the failure is cached for the TTL.
+                    tracing::warn!(channel, error = %fault, "[slack] conversations.info failed; the channel is unknown until the next lookup");
+                    ChannelVisibility::Unknown
+                }
+            };
+            Looked { value, at: now }
+        };
+        self.channels
+            .entry(channel.to_owned())
+            .or_insert_with_if(fetch, |old| self.stale(old.at, now))
+            .await
+            .into_value()
+            .value
+    }
+
+    /// A user's private channels shared with the bot: cached, else one shared walk.
+    async fn walked(&self, user: &str) -> Arc<BTreeSet<ChannelId>> {
+        let now = (self.clock)();
+        let fetch = async {
+            let value = match self.api.private_channels_of(user).await {
+                Ok(ids) => ids
+                    .into_iter()
+                    .filter_map(|id| ChannelId::parse(&format!("slack:{id}")).ok())
+                    .collect(),
+                Err(fault) => {
+                    tracing::warn!(user, error = %fault, "[slack] users.conversations failed; no memberships until the next walk");
+                    BTreeSet::new()
+                }
+            };
+            Looked {
+                value: Arc::new(value),
+                at: now,
+            }
+        };
+        self.members
+            .entry(user.to_owned())
+            .or_insert_with_if(fetch, |old| self.stale(old.at, now))
+            .await
+            .into_value()
+            .value
+    }
+}
+
+/// The Slack user of an actor id, if it is one.
+fn slack_user(actor: &ActorId) -> Option<&str> {
+    actor.as_str().strip_prefix("slack:")
+}
+
+impl ChannelDirectory for SlackChannelDirectory {
+    fn info<'a>(&'a self, channel: &'a ChannelId) -> BoxFuture<'a, ChannelVisibility> {
+        Box::pin(async move {
+            match channel.as_str().strip_prefix("slack:") {
+                Some(id) if id.starts_with('C') || id.starts_with('G') => self.looked_up(id).await,
+                // `slack:D…` is a DM, anything else what its id alone says: no call.
+                _ => static_visibility(channel),
+            }
+        })
+    }
+
+    fn is_member<'a>(
+        &'a self,
+        actor: &'a ActorId,
+        channel: &'a ChannelId,
+    ) -> BoxFuture<'a, Membership> {
+        Box::pin(async move {
+            match slack_user(actor) {
+                Some(user) if self.walked(user).await.contains(channel) => Membership::Yes,
+                _ => Membership::Unknown,
+            }
+        })
+    }
+
+    fn memberships<'a>(&'a self, actor: &'a ActorId) -> BoxFuture<'a, BTreeSet<ChannelId>> {
+        Box::pin(async move {
+            match slack_user(actor) {
+                Some(user) => self.walked(user).await.as_ref().clone(),
+                None => BTreeSet::new(),
+            }
+        })
+    }
+}

@@ -1,0 +1,254 @@
+//! What an Events API body (or a Socket Mode envelope's payload) asks for, read after its
+//! signature held: a URL check, a request for Switchboard, or something to ignore (and why).
+
+use serde::Deserialize;
+
+use crate::text;
+
+/// An outer body, as much of it as this surface reads. Unknown fields are ignored; an
+/// unknown `type` is ignored as a whole.
+#[derive(Debug, Deserialize)]
+struct Envelope {
+    #[serde(rename = "type")]
+    kind: String,
+    challenge: Option<String>,
+    event_id: Option<String>,
+    event: Option<Event>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Event {
+    #[serde(rename = "type")]
+    kind: String,
+    subtype: Option<String>,
+    user: Option<String>,
+    bot_id: Option<String>,
+    text: Option<String>,
+    channel: Option<String>,
+    channel_type: Option<String>,
+    ts: Option<String>,
+    thread_ts: Option<String>,
+    edited: Option<serde_json::Value>,
+}
+
+/// A request for Switchboard from a person in Slack.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlackRequest {
+    pub event_id: String,
+    /// `U…` or `W…`.
+    pub user: String,
+    /// `C…`, `G…` or `D…`.
+    pub channel: String,
+    /// The thread the reply goes into: the message's `thread_ts`, else its `ts`.
+    pub thread_ts: String,
+    /// Whether the message was itself in a thread (a follow-up is only ever one).
+    pub in_thread: bool,
+    /// The text with the bot's mention stripped.
+    pub text: String,
+    /// How it arrived: a mention, a DM, or a message in a thread (a follow-up candidate).
+    pub via: Via,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    Mention,
+    DirectMessage,
+    /// A channel message in a thread; a request only if the bot answered that thread.
+    ThreadMessage,
+}
+
+/// What one body asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Inbound {
+    /// `url_verification`: answer with the challenge.
+    Challenge(String),
+    Request(SlackRequest),
+    /// Acknowledged and dropped; the reason is for the debug log.
+    Ignore(&'static str),
+}
+
+/// Why a body could not be read at all (400).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Malformed {
+    #[error("the body is not a JSON object with a \"type\": {0}")]
+    Json(String),
+    #[error("an event_callback needs an event_id and an event")]
+    Incomplete,
+}
+
+/// Reads a body whose signature already held. `bot_user` is the bot's own user id.
+pub fn read(body: &[u8], bot_user: &str) -> Result<Inbound, Malformed> {
+    let envelope: Envelope =
+        serde_json::from_slice(body).map_err(|e| Malformed::Json(format!("{e}")))?;
+    match envelope.kind.as_str() {
+        "url_verification" => Ok(envelope.challenge.map_or(
+            Inbound::Ignore("url_verification without a challenge"),
+            Inbound::Challenge,
+        )),
+        "event_callback" => {
+            let (Some(event_id), Some(event)) = (envelope.event_id, envelope.event) else {
+                return Err(Malformed::Incomplete);
+            };
+            Ok(classify(event_id, event, bot_user))
+        }
+        _ => Ok(Inbound::Ignore("not an event callback")),
+    }
+}
+
+fn classify(event_id: String, e: Event, bot_user: &str) -> Inbound {
+    let via = match (e.kind.as_str(), e.channel_type.as_deref()) {
+        ("app_mention", _) => Via::Mention,
+        ("message", Some("im")) => Via::DirectMessage,
+        ("message", Some("channel" | "group")) if e.thread_ts.is_some() => Via::ThreadMessage,
+        ("message", _) => return Inbound::Ignore("a channel message outside a thread"),
+        _ => return Inbound::Ignore("an event type this surface does not take"),
+    };
+    if e.subtype.is_some() {
+        // edits, deletes, joins, bot_message, …: never requests (no loops).
+        return Inbound::Ignore("a message subtype");
+    }
+    if e.bot_id.is_some() || e.edited.is_some() {
+        return Inbound::Ignore("a bot's message or an edit");
+    }
+    let Some(user) = e.user.filter(|u| is_user_id(u)) else {
+        return Inbound::Ignore("no user");
+    };
+    if user == bot_user {
+        return Inbound::Ignore("the bot's own message");
+    }
+    let raw = e.text.unwrap_or_default();
+    // A mention in a thread arrives twice (app_mention and message); the mention serves it.
+    if via == Via::ThreadMessage && text::mentions(&raw, bot_user) {
+        return Inbound::Ignore("a mention, served by its app_mention");
+    }
+    let (Some(channel), Some(ts)) = (e.channel.filter(|c| is_channel_id(c)), e.ts) else {
+        return Inbound::Ignore("no channel or ts");
+    };
+    let text = text::strip_mention(&raw, bot_user);
+    if text.is_empty() {
+        return Inbound::Ignore("no text");
+    }
+    Inbound::Request(SlackRequest {
+        event_id,
+        user,
+        channel,
+        in_thread: e.thread_ts.is_some(),
+        thread_ts: e.thread_ts.unwrap_or(ts),
+        text,
+        via,
+    })
+}
+
+/// A Slack user id: `U…` or `W…`, then upper-case letters and digits.
+fn is_user_id(s: &str) -> bool {
+    s.len() > 1
+        && s.len() <= 32
+        && (s.starts_with('U') || s.starts_with('W'))
+        && s.chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
+}
+
+/// A Slack conversation id: `C…`, `G…` or `D…`, then upper-case letters and digits.
+fn is_channel_id(s: &str) -> bool {
+    s.len() > 1
+        && s.len() <= 32
+        && (s.starts_with('C') || s.starts_with('G') || s.starts_with('D'))
+        && s.chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn callback(event: serde_json::Value) -> Vec<u8> {
+        json!({"type": "event_callback", "event_id": "Ev1", "event": event})
+            .to_string()
+            .into_bytes()
+    }
+
+    fn request(event: serde_json::Value) -> SlackRequest {
+        match read(&callback(event), "UBOT").unwrap() {
+            Inbound::Request(r) => r,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn ignored(event: serde_json::Value) -> &'static str {
+        match read(&callback(event), "UBOT").unwrap() {
+            Inbound::Ignore(why) => why,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn mentions_and_dms_are_requests_in_their_thread() {
+        let r = request(json!({"type": "app_mention", "user": "U1", "channel": "C1",
+            "ts": "1.2", "text": "<@UBOT> runs list"}));
+        assert_eq!((r.user.as_str(), r.channel.as_str()), ("U1", "C1"));
+        assert_eq!(
+            (r.thread_ts.as_str(), r.text.as_str()),
+            ("1.2", "runs list")
+        );
+        assert_eq!(r.via, Via::Mention);
+        let r = request(
+            json!({"type": "message", "channel_type": "im", "user": "U1",
+            "channel": "D1", "ts": "3.4", "thread_ts": "1.0", "text": "hello"}),
+        );
+        assert_eq!((r.thread_ts.as_str(), r.via), ("1.0", Via::DirectMessage));
+        let r = request(
+            json!({"type": "message", "channel_type": "channel", "user": "U1",
+            "channel": "C1", "ts": "3.4", "thread_ts": "1.0", "text": "and then?"}),
+        );
+        assert_eq!(r.via, Via::ThreadMessage);
+    }
+
+    #[test]
+    fn loops_edits_and_noise_are_ignored() {
+        for event in [
+            json!({"type": "message", "channel_type": "im", "subtype": "message_changed", "channel": "D1", "ts": "1"}),
+            json!({"type": "message", "channel_type": "im", "subtype": "message_deleted", "channel": "D1", "ts": "1"}),
+            json!({"type": "message", "channel_type": "channel", "subtype": "channel_join", "user": "U1", "channel": "C1", "ts": "1", "thread_ts": "1"}),
+            json!({"type": "message", "channel_type": "im", "subtype": "bot_message", "bot_id": "B1", "channel": "D1", "ts": "1", "text": "hi"}),
+            json!({"type": "message", "channel_type": "im", "bot_id": "B1", "user": "U1", "channel": "D1", "ts": "1", "text": "hi"}),
+            json!({"type": "message", "channel_type": "im", "user": "UBOT", "channel": "D1", "ts": "1", "text": "hi"}),
+            json!({"type": "app_mention", "user": "UBOT", "channel": "C1", "ts": "1", "text": "<@UBOT> hi"}),
+            json!({"type": "app_mention", "user": "U1", "channel": "C1", "ts": "1", "text": "<@UBOT> hi", "edited": {"ts": "2"}}),
+            json!({"type": "message", "channel_type": "channel", "user": "U1", "channel": "C1", "ts": "1", "text": "chatter"}),
+            json!({"type": "message", "channel_type": "channel", "user": "U1", "channel": "C1", "ts": "2", "thread_ts": "1", "text": "<@UBOT> again"}),
+            json!({"type": "reaction_added", "user": "U1"}),
+            json!({"type": "app_mention", "user": "U1", "channel": "C1", "ts": "1", "text": "<@UBOT>"}),
+            json!({"type": "app_mention", "user": "not-a-user", "channel": "C1", "ts": "1", "text": "<@UBOT> x"}),
+            json!({"type": "app_mention", "user": "U1", "channel": "#general", "ts": "1", "text": "<@UBOT> x"}),
+        ] {
+            let why = ignored(event.clone());
+            assert!(!why.is_empty(), "{event}");
+        }
+    }
+
+    #[test]
+    fn malformed_bodies_are_refused_and_other_types_ignored() {
+        assert_eq!(
+            read(br#"{"type":"url_verification","challenge":"abc"}"#, "UBOT").unwrap(),
+            Inbound::Challenge("abc".into())
+        );
+        for body in [&b"not json"[..], b"[]", b"{\"no\":\"type\"}", b"{\"type\":"] {
+            assert!(
+                matches!(read(body, "UBOT"), Err(Malformed::Json(_))),
+                "{body:?}"
+            );
+        }
+        assert_eq!(
+            read(
+                br#"{"type":"event_callback","event":{"type":"app_mention"}}"#,
+                "UBOT"
+            ),
+            Err(Malformed::Incomplete)
+        );
+        assert!(matches!(
+            read(br#"{"type":"app_rate_limited"}"#, "UBOT").unwrap(),
+            Inbound::Ignore(_)
+        ));
+    }
+}

@@ -1,0 +1,316 @@
+//! # slack: Slack mentions and DMs
+//!
+//! What it is: the Slack surface. Events arrive signed at `POST /slack/events` (or over
+//! Socket Mode); `app_mention` in channels, `message` in DMs, and follow-ups in a thread the
+//! bot answered become requests of the actor `slack:<user>` with the origin
+//! `{ slack:<channel>, thread }`, handled by `Registry::handle`. Replies go into the thread
+//! (`chat.postMessage`); a run posts one "working" message and updates it with the outcome.
+//! [`SlackChannelDirectory`] supplies channel visibility and the user's private-channel
+//! memberships behind authz-core's `ChannelDirectory` seam. It depends on `commands` and
+//! `authz-core` only (plus slack-morphism and its own small parts).
+//!
+//! What it must never do: read a body before its signature holds; decide anything (every
+//! decision is the registry's `authorize`; memberships are facts the directory supplies,
+//! never grants); start a second run for an event id any replica has seen; post a capability
+//! link anywhere but ephemerally to the person who asked; post agent text unescaped (no
+//! `@channel`, no forged links); log a token, a signature or a body.
+//!
+//! Invariants: a bad or stale signature is 401 and writes nothing (no event id is spent);
+//! every accepted event is acknowledged at once with the work spawned; the bot's own
+//! messages, other bots', edits, deletes and joins are ignored; a failed lookup is `unknown`
+//! visibility and no memberships (deny); a reply that cannot be posted is the run's friction
+//! and the run keeps its outcome.
+
+pub mod api;
+pub mod directory;
+pub mod event;
+pub mod signature;
+mod socket;
+#[cfg(feature = "testing")]
+pub mod testing;
+pub mod text;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use authz_core::RunId;
+use authz_core::{ActorId, ChannelDirectory, ChannelId, Origin, resolve_actor};
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use commands::{Caller, Registry, Services, Surface, Wants};
+use tracing::Instrument;
+
+pub use api::{ApiFault, BotIdentity, REQUIRED_SCOPES, SlackApi};
+pub use directory::{SlackChannelDirectory, system_clock};
+pub use event::{Inbound, SlackRequest, Via};
+pub use signature::{Refused, SigningSecret};
+pub use socket::{SocketError, start_socket_mode};
+
+/// The largest event body read; Slack's are a few kilobytes.
+pub const MAX_BODY_BYTES: usize = 1 << 20;
+/// How long a request's membership walk may take before it counts as failed (no memberships).
+const MEMBERSHIP_BOUND: Duration = Duration::from_millis(1_500);
+/// How many threads the bot remembers answering (for follow-ups without a mention), and how long.
+const ANSWERED_THREADS: u64 = 100_000;
+const ANSWERED_FOR: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// Everything the surface needs, built once at start-up.
+pub struct SlackSurface {
+    pub registry: Arc<Registry>,
+    pub services: Arc<Services>,
+    pub api: SlackApi,
+    /// Supplies a request's memberships (the Slack directory in production).
+    pub directory: Arc<dyn ChannelDirectory>,
+    pub secret: SigningSecret,
+    /// The bot's own user id, from `auth.test`.
+    pub bot_user: String,
+    /// `[server] public_url`: where capability links point; none without it.
+    pub public_url: Option<String>,
+    /// Unix seconds now (tests pass their own).
+    pub now_unix: fn() -> i64,
+    answered: moka::sync::Cache<(String, String), ()>,
+}
+
+impl SlackSurface {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        registry: Arc<Registry>,
+        services: Arc<Services>,
+        api: SlackApi,
+        directory: Arc<dyn ChannelDirectory>,
+        secret: SigningSecret,
+        bot_user: String,
+        public_url: Option<String>,
+    ) -> Self {
+        SlackSurface {
+            registry,
+            services,
+            api,
+            directory,
+            secret,
+            bot_user,
+            public_url: public_url.map(|u| u.trim_end_matches('/').to_owned()),
+            now_unix: unix_now,
+            answered: moka::sync::Cache::builder()
+                .max_capacity(ANSWERED_THREADS)
+                .time_to_live(ANSWERED_FOR)
+                .build(),
+        }
+    }
+}
+
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// The `/slack/events` route.
+pub fn router(surface: Arc<SlackSurface>) -> Router {
+    Router::new()
+        .route("/slack/events", post(events))
+        .with_state(surface)
+}
+
+fn status(code: StatusCode, text: &'static str) -> Response {
+    (code, text).into_response()
+}
+
+async fn events(State(surface): State<Arc<SlackSurface>>, request: Request) -> Response {
+    let headers = request.headers().clone();
+    let body = match axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES).await {
+        Ok(b) => b,
+        Err(_) => return status(StatusCode::PAYLOAD_TOO_LARGE, "the body is over 1 MiB"),
+    };
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Err(why) = surface.secret.verify(
+        header("x-slack-request-timestamp"),
+        header("x-slack-signature"),
+        &body,
+        (surface.now_unix)(),
+    ) {
+        commands::trace::mark_denied();
+        tracing::warn!(reason = %why, "[slack] refused an events request");
+        return StatusCode::UNAUTHORIZED.into_response();
+    }
+    let inbound = match event::read(&body, &surface.bot_user) {
+        Ok(i) => i,
+        Err(problem) => {
+            tracing::warn!(problem = %problem, "[slack] a signed body could not be read");
+            return status(StatusCode::BAD_REQUEST, "the body is not a Slack event");
+        }
+    };
+    match inbound {
+        Inbound::Challenge(challenge) => {
+            let mut r = Response::new(Body::from(challenge));
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; charset=utf-8"),
+            );
+            r
+        }
+        Inbound::Ignore(why) => {
+            tracing::debug!(why, "[slack] ignored an event");
+            StatusCode::OK.into_response()
+        }
+        Inbound::Request(req) => match surface.accept(req).await {
+            Ok(()) => StatusCode::OK.into_response(),
+            // The store could not say whether the event is new: nothing starts, and Slack
+            // retries the delivery later.
+            Err(()) => status(StatusCode::SERVICE_UNAVAILABLE, "try again"),
+        },
+    }
+}
+
+impl SlackSurface {
+    /// Takes one request: a follow-up only in a thread the bot answered; an event id any
+    /// replica has seen starts nothing; otherwise the work is spawned and this returns.
+    pub async fn accept(self: &Arc<Self>, req: SlackRequest) -> Result<(), ()> {
+        if req.via == Via::ThreadMessage
+            && !self
+                .answered
+                .contains_key(&(req.channel.clone(), req.thread_ts.clone()))
+        {
+            tracing::debug!("[slack] ignored a thread message in a thread the bot did not answer");
+            return Ok(());
+        }
+        match self.services.first_slack_delivery(&req.event_id).await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::debug!("[slack] a retried event id; nothing starts");
+                return Ok(());
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "[slack] the event id could not be recorded");
+                return Err(());
+            }
+        }
+        let surface = self.clone();
+        let span = commands::trace::request_span("slack", "event");
+        tokio::spawn(async move { surface.serve(req).await }.instrument(span));
+        Ok(())
+    }
+
+    /// The caller a request proves: `slack:<user>` from the grants table, its origin the
+    /// channel and thread, with the memberships the directory supplies for this request.
+    async fn caller(&self, req: &SlackRequest) -> Option<Caller> {
+        let id = ActorId::parse(&format!("slack:{}", req.user)).ok()?;
+        let channel = ChannelId::parse(&format!("slack:{}", req.channel)).ok()?;
+        let memberships = tokio::time::timeout(MEMBERSHIP_BOUND, self.directory.memberships(&id))
+            .await
+            .unwrap_or_default();
+        let actor = resolve_actor(id, &self.services.table)
+            .with_origin(Origin {
+                channel_id: channel,
+                thread_key: Some(req.thread_ts.clone()),
+            })
+            .with_memberships(memberships);
+        Some(Caller::new(actor, Surface::Slack))
+    }
+
+    async fn serve(&self, req: SlackRequest) {
+        let Some(caller) = self.caller(&req).await else {
+            tracing::warn!("[slack] an event's user or channel id is not one Switchboard takes");
+            return;
+        };
+        commands::trace::record_actor(&caller);
+        let handled = self
+            .registry
+            .handle_for(&caller, &req.text, &self.services, Wants::Text)
+            .await;
+        tracing::Span::current().record("outcome", commands::trace::outcome_of(handled.reply.kind));
+        match handled.run {
+            None => self.reply(&req, &handled.reply.text, None).await,
+            Some(run) => {
+                let id = run.id().clone();
+                let working = self
+                    .post(
+                        &req,
+                        &format!(":hourglass_flowing_sand: working on it (run {id})"),
+                    )
+                    .await;
+                if let Some(base) = &self.public_url {
+                    let link = format!(
+                        "Follow run {id} live (only you can see this link): {base}/runs/{id}?token={}",
+                        run.capability_token()
+                    );
+                    if let Err(fault) = self
+                        .api
+                        .post_ephemeral(&req.channel, &req.user, &req.thread_ts, &link)
+                        .await
+                    {
+                        self.friction(&id, "the capability link", &fault).await;
+                    }
+                }
+                let outcome = match run.finished().await {
+                    Some(done) => done.text(),
+                    None => format!("run {id} ended without an outcome; see `runs get {id}`"),
+                };
+                self.reply(&req, &outcome, Some((&id, working.ok()))).await;
+            }
+        }
+    }
+
+    async fn post(&self, req: &SlackRequest, text: &str) -> Result<String, ApiFault> {
+        let ts = self
+            .api
+            .post(&req.channel, &req.thread_ts, &text::escape(text))
+            .await?;
+        self.answered
+            .insert((req.channel.clone(), req.thread_ts.clone()), ());
+        Ok(ts)
+    }
+
+    /// Posts `text` into the request's thread, split under Slack's limit. For a run, the
+    /// first part updates its "working" message; a part that cannot be posted is friction.
+    async fn reply(&self, req: &SlackRequest, text: &str, run: Option<(&RunId, Option<String>)>) {
+        let parts = text::messages(text, text::MESSAGE_LIMIT);
+        for (i, part) in parts.iter().enumerate() {
+            let sent = match (i, &run) {
+                (0, Some((_, Some(ts)))) => self.api.update(&req.channel, ts, part).await,
+                _ => self
+                    .api
+                    .post(&req.channel, &req.thread_ts, part)
+                    .await
+                    .map(|_| ()),
+            };
+            match sent {
+                Ok(()) => {
+                    self.answered
+                        .insert((req.channel.clone(), req.thread_ts.clone()), ());
+                }
+                Err(fault) => match &run {
+                    Some((id, _)) => self.friction(id, "a reply", &fault).await,
+                    None => {
+                        tracing::warn!(error = %fault, "[slack] a command's reply could not be posted")
+                    }
+                },
+            }
+        }
+    }
+
+    async fn friction(&self, run: &RunId, what: &str, fault: &ApiFault) {
+        tracing::warn!(run = %run, error = %fault, "[slack] {what} could not be posted");
+        let detail = format!("slack: {what} could not be posted ({fault})");
+        if let Err(e) = self.services.record_reply_friction(run, &detail).await {
+            tracing::warn!(run = %run, error = %e, "[slack] the friction was not recorded");
+        }
+    }
+}
+
+/// `[slack] api_url`'s default.
+pub const DEFAULT_API_URL: &str = "https://slack.com/api/";
+
+/// How events arrive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlackMode {
+    /// `POST /slack/events`, signed.
+    Events,
+    /// Socket Mode over `SLACK_APP_TOKEN`.
+    Socket,
+}

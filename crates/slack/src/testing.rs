@@ -1,0 +1,356 @@
+//! A fake Slack Web API on loopback, for this crate's tests, the server's and the benches
+//! (feature `testing`). It answers the methods the surface calls the way Slack does (the
+//! `{"ok": …}` envelope, `x-oauth-scopes`, `429` with `Retry-After`), records every call, and
+//! signs event bodies with Slack's scheme.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::any;
+use serde_json::{Value, json};
+
+use crate::SigningSecret;
+
+/// What `conversations.info` answers for a channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Conversation {
+    Public,
+    Private,
+    Im,
+    Mpim,
+    /// `{"ok": false, "error": "missing_scope"}`
+    MissingScope,
+    /// HTTP 500.
+    ServerError,
+}
+
+/// One call the fake received.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub method: String,
+    /// Query and body parameters, merged.
+    pub params: BTreeMap<String, String>,
+}
+
+impl Call {
+    pub fn param(&self, key: &str) -> Option<&str> {
+        self.params.get(key).map(String::as_str)
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    calls: Vec<Call>,
+    conversations: BTreeMap<String, Conversation>,
+    /// user → private channels and group DMs shared with the bot.
+    members: BTreeMap<String, BTreeSet<String>>,
+    /// How many more calls of a method answer 429.
+    rate_limited: BTreeMap<String, usize>,
+    /// Methods that always fail with this error.
+    failing: BTreeMap<String, String>,
+    next_ts: u64,
+}
+
+/// The fake API's state, shared with its server.
+#[derive(Clone)]
+pub struct FakeSlack {
+    inner: Arc<Mutex<Inner>>,
+    scopes: Arc<Mutex<String>>,
+    pub bot_user: String,
+    /// `users.conversations` page size (a small one makes the walk page).
+    pub page_size: usize,
+}
+
+/// Every scope the surface needs, and the thread history ones.
+pub const ALL_SCOPES: &str = "app_mentions:read,channels:read,groups:read,mpim:read,im:history,chat:write,channels:history,groups:history";
+
+impl FakeSlack {
+    pub fn new() -> FakeSlack {
+        FakeSlack {
+            inner: Arc::default(),
+            scopes: Arc::new(Mutex::new(ALL_SCOPES.to_owned())),
+            bot_user: "UBOT".to_owned(),
+            page_size: 2,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Serves the fake on an ephemeral loopback port; returns its `api_url`.
+    pub async fn serve(&self) -> std::io::Result<String> {
+        let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
+        let addr = listener.local_addr()?;
+        let app = Router::new()
+            .route("/api/{method}", any(handle))
+            .with_state(self.clone());
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(format!("http://{addr}/api/"))
+    }
+
+    pub fn set_scopes(&self, scopes: &str) {
+        *self.scopes.lock().unwrap_or_else(|p| p.into_inner()) = scopes.to_owned();
+    }
+
+    pub fn set_conversation(&self, channel: &str, c: Conversation) {
+        self.lock().conversations.insert(channel.to_owned(), c);
+    }
+
+    pub fn set_members(&self, user: &str, channels: &[&str]) {
+        self.lock().members.insert(
+            user.to_owned(),
+            channels.iter().map(|c| (*c).to_owned()).collect(),
+        );
+    }
+
+    /// The next `n` calls of `method` answer 429 with `Retry-After: 0`.
+    pub fn rate_limit(&self, method: &str, n: usize) {
+        self.lock().rate_limited.insert(method.to_owned(), n);
+    }
+
+    /// Every call of `method` fails with Slack error `error`.
+    pub fn fail(&self, method: &str, error: &str) {
+        self.lock()
+            .failing
+            .insert(method.to_owned(), error.to_owned());
+    }
+
+    pub fn calls(&self) -> Vec<Call> {
+        self.lock().calls.clone()
+    }
+
+    pub fn calls_of(&self, method: &str) -> Vec<Call> {
+        self.calls()
+            .into_iter()
+            .filter(|c| c.method == method)
+            .collect()
+    }
+
+    /// Waits up to `secs` for `method` to have been called `n` times.
+    pub async fn wait_for(&self, method: &str, n: usize, secs: u64) -> Vec<Call> {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(secs);
+        loop {
+            let calls = self.calls_of(method);
+            if calls.len() >= n || tokio::time::Instant::now() > deadline {
+                return calls;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
+    fn answer(&self, method: &str, params: &BTreeMap<String, String>) -> Response {
+        let mut inner = self.lock();
+        inner.calls.push(Call {
+            method: method.to_owned(),
+            params: params.clone(),
+        });
+        if let Some(n) = inner.rate_limited.get_mut(method).filter(|n| **n > 0) {
+            *n -= 1;
+            let mut r = (
+                StatusCode::TOO_MANY_REQUESTS,
+                [("content-type", "application/json")],
+                json!({"ok": false, "error": "ratelimited"}).to_string(),
+            )
+                .into_response();
+            r.headers_mut()
+                .insert("retry-after", HeaderValue::from_static("0"));
+            return r;
+        }
+        if let Some(error) = inner.failing.get(method) {
+            return ok_false(error);
+        }
+        let p = |k: &str| params.get(k).cloned().unwrap_or_default();
+        match method {
+            "auth.test" => {
+                let mut r = json_ok(
+                    json!({"ok": true, "url": "https://acme.slack.com/", "team": "Acme",
+                    "user": "switchboard", "team_id": "T1", "user_id": self.bot_user, "bot_id": "B1"}),
+                );
+                let scopes = self
+                    .scopes
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone();
+                if let Ok(v) = HeaderValue::from_str(&scopes) {
+                    r.headers_mut().insert("x-oauth-scopes", v);
+                }
+                r
+            }
+            "chat.postMessage" | "chat.update" => {
+                inner.next_ts += 1;
+                let ts = if method == "chat.update" {
+                    p("ts")
+                } else {
+                    format!("1700000000.{:06}", inner.next_ts)
+                };
+                // What the message was given, so a test can tie an update to its thread.
+                if let Some(call) = inner.calls.last_mut() {
+                    call.params.insert("posted_ts".to_owned(), ts.clone());
+                }
+                json_ok(json!({"ok": true, "channel": p("channel"), "ts": ts,
+                    "message": {"ts": ts, "text": p("text"), "user": self.bot_user, "bot_id": "B1"}}))
+            }
+            "chat.postEphemeral" => json_ok(json!({"ok": true, "message_ts": "1700000000.000001"})),
+            "conversations.info" => {
+                let channel = p("channel");
+                let flags = match inner.conversations.get(&channel).copied() {
+                    None | Some(Conversation::Public) => {
+                        json!({"is_channel": true, "is_private": false})
+                    }
+                    Some(Conversation::Private) => json!({"is_group": true, "is_private": true}),
+                    Some(Conversation::Im) => json!({"is_im": true, "is_private": true}),
+                    Some(Conversation::Mpim) => json!({"is_mpim": true, "is_private": true}),
+                    Some(Conversation::MissingScope) => return ok_false("missing_scope"),
+                    Some(Conversation::ServerError) => {
+                        return (StatusCode::INTERNAL_SERVER_ERROR, "oops").into_response();
+                    }
+                };
+                let mut channel_json =
+                    json!({"id": channel, "created": 1_600_000_000, "name": "c"});
+                if let (Some(o), Some(f)) = (channel_json.as_object_mut(), flags.as_object()) {
+                    o.extend(f.clone());
+                }
+                json_ok(json!({"ok": true, "channel": channel_json}))
+            }
+            "users.conversations" => {
+                let all: Vec<String> = inner
+                    .members
+                    .get(&p("user"))
+                    .map(|s| s.iter().cloned().collect())
+                    .unwrap_or_default();
+                let start: usize = p("cursor").parse().unwrap_or(0);
+                let page: Vec<Value> = all
+                    .iter()
+                    .skip(start)
+                    .take(self.page_size)
+                    .map(|c| json!({"id": c, "created": 1_600_000_000, "is_private": true}))
+                    .collect();
+                let next = if start + self.page_size < all.len() {
+                    (start + self.page_size).to_string()
+                } else {
+                    String::new()
+                };
+                json_ok(
+                    json!({"ok": true, "channels": page, "response_metadata": {"next_cursor": next}}),
+                )
+            }
+            _ => ok_false("unknown_method"),
+        }
+    }
+}
+
+impl Default for FakeSlack {
+    fn default() -> Self {
+        FakeSlack::new()
+    }
+}
+
+fn json_ok(v: Value) -> Response {
+    (
+        StatusCode::OK,
+        [("content-type", "application/json")],
+        v.to_string(),
+    )
+        .into_response()
+}
+
+fn ok_false(error: &str) -> Response {
+    json_ok(json!({"ok": false, "error": error}))
+}
+
+fn form_pairs(s: &str) -> impl Iterator<Item = (String, String)> + '_ {
+    s.split('&').filter(|p| !p.is_empty()).map(|pair| {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        (decode(k), decode(v))
+    })
+}
+
+fn decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        match b {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let hex = bytes
+                    .get(i + 1..i + 3)
+                    .and_then(|h| std::str::from_utf8(h).ok())
+                    .and_then(|h| u8::from_str_radix(h, 16).ok());
+                match hex {
+                    Some(h) => {
+                        out.push(h);
+                        i += 2;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+async fn handle(
+    State(fake): State<FakeSlack>,
+    Path(method): Path<String>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let mut params: BTreeMap<String, String> =
+        form_pairs(query.as_deref().unwrap_or_default()).collect();
+    let json = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if json {
+        if let Ok(Value::Object(o)) = serde_json::from_slice::<Value>(&body) {
+            for (k, v) in o {
+                let v = match v {
+                    Value::String(s) => s,
+                    other => other.to_string(),
+                };
+                params.insert(k, v);
+            }
+        }
+    } else if let Ok(text) = std::str::from_utf8(&body) {
+        params.extend(form_pairs(text));
+    }
+    if !headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("Bearer "))
+    {
+        return ok_false("not_authed");
+    }
+    fake.answer(&method, &params)
+}
+
+/// An `event_callback` body for `event`.
+pub fn callback(event_id: &str, event: Value) -> Vec<u8> {
+    json!({"token": "unused", "team_id": "T1", "api_app_id": "A1", "type": "event_callback",
+        "event_id": event_id, "event_time": 1_700_000_000, "event": event})
+    .to_string()
+    .into_bytes()
+}
+
+/// The two headers Slack sends with `body` at `timestamp`.
+pub fn signed_headers(secret: &str, timestamp: i64, body: &[u8]) -> [(String, String); 2] {
+    let ts = timestamp.to_string();
+    let sig = SigningSecret::new(secret).sign(&ts, body);
+    [
+        ("x-slack-request-timestamp".to_owned(), ts),
+        ("x-slack-signature".to_owned(), sig),
+    ]
+}

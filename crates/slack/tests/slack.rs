@@ -1,0 +1,741 @@
+//! The Slack surface over real HTTP on loopback: the app built by the one composition root,
+//! served by `server::serve` (which connects the surface with `auth.test`), slack-morphism's
+//! client pointed at a fake Slack Web API through `[slack] api_url`, and event bodies signed
+//! in the test with Slack's scheme.
+// A test binary: a failed expectation panics.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use authz_core::{ChannelVisibility, Predicate, Surface};
+use serde_json::{Value, json};
+use slack::testing::{Conversation, FakeSlack, callback, signed_headers};
+use slack::{SlackApi, SlackChannelDirectory};
+use store::{ListRuns, RunRecord, RunStatus, StatusFilter, Store};
+
+const SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
+const TTL: u64 = 600;
+
+fn config(api_url: &str, db: &str, data: &str, extra: &str) -> String {
+    format!(
+        r#"
+[agents]
+default = "echo"
+max_per_actor = 50
+max_concurrent = 50
+[agents.echo]
+
+[server]
+data_dir = {data:?}
+public_url = "https://sb.example.com/"
+
+[store]
+url = "sqlite://{db}"
+
+[slack]
+api_url = "{api_url}"
+directory_ttl_seconds = {TTL}
+
+# runs:read is not in the Slack baseline; granted here as seed 001 does.
+[grants."slack:*"]
+actions = ["runs:read"]
+{extra}
+"#
+    )
+}
+
+struct Harness {
+    base: String,
+    fake: FakeSlack,
+    store: Arc<dyn Store>,
+    client: reqwest::Client,
+    summary: String,
+    /// The directory's clock, in seconds; tests advance it past the TTL.
+    clock: Arc<AtomicU64>,
+    _serving: Serving,
+    _dir: tempfile::TempDir,
+}
+
+struct Serving {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+    }
+}
+
+async fn start_with(fake: FakeSlack, env: &[(&str, &str)], extra: &str) -> Harness {
+    let api_url = fake.serve().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let text = config(
+        &api_url,
+        &dir.path().join("sb.db").display().to_string(),
+        &dir.path().join("data").display().to_string(),
+        extra,
+    );
+    let config = server::config::parse(server::Source::File("slack.toml".into()), &text).unwrap();
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    let secrets = server::Secrets::from_lookup(&config, |k| {
+        env.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone())
+    })
+    .unwrap();
+    // The real Slack directory against the fake, on a clock the test advances.
+    let clock = Arc::new(AtomicU64::new(0));
+    let c = clock.clone();
+    let directory = SlackChannelDirectory::new(
+        SlackApi::new(&api_url, "xoxb-test").unwrap(),
+        Duration::from_secs(TTL),
+        Arc::new(move || Duration::from_secs(c.load(Ordering::SeqCst))),
+    );
+    let overrides = server::Overrides {
+        directory: Some(Arc::new(directory)),
+        ..server::Overrides::default()
+    };
+    let replica = store::ReplicaId::parse("slack-test").unwrap();
+    let app = server::App::build_with(config, secrets, replica, overrides)
+        .await
+        .unwrap();
+    let store = app.store.clone();
+    let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(server::serve(
+        app,
+        Some("127.0.0.1:0".parse().unwrap()),
+        async move {
+            let _ = stop_rx.await;
+        },
+        move |addr, app| {
+            let _ = tx.send((addr, server::summary(app, addr).to_string()));
+        },
+    ));
+    let (addr, summary) = rx.await.unwrap();
+    Harness {
+        base: format!("http://{addr}"),
+        fake,
+        store,
+        client: reqwest::Client::new(),
+        summary,
+        clock,
+        _serving: Serving { stop: Some(stop) },
+        _dir: dir,
+    }
+}
+
+const SLACK_ENV: [(&str, &str); 2] = [
+    ("SLACK_BOT_TOKEN", "xoxb-test"),
+    ("SLACK_SIGNING_SECRET", SECRET),
+];
+
+async fn start() -> Harness {
+    start_with(FakeSlack::new(), &SLACK_ENV, "").await
+}
+
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+fn mention(user: &str, channel: &str, ts: &str, text: &str) -> Value {
+    json!({"type": "app_mention", "user": user, "channel": channel, "ts": ts,
+        "text": format!("<@UBOT> {text}")})
+}
+
+fn dm(user: &str, channel: &str, ts: &str, text: &str) -> Value {
+    json!({"type": "message", "channel_type": "im", "user": user, "channel": channel,
+        "ts": ts, "text": text})
+}
+
+impl Harness {
+    /// Posts `body` with the given headers; the status and the body.
+    async fn post_raw(&self, body: Vec<u8>, headers: &[(String, String)]) -> (u16, String) {
+        let mut req = self
+            .client
+            .post(format!("{}/slack/events", self.base))
+            .header("content-type", "application/json")
+            .body(body);
+        for (k, v) in headers {
+            req = req.header(k, v);
+        }
+        let r = req.send().await.unwrap();
+        (r.status().as_u16(), r.text().await.unwrap())
+    }
+
+    /// Posts `body`, signed now.
+    async fn post(&self, body: Vec<u8>) -> (u16, String) {
+        let headers = signed_headers(SECRET, now(), &body);
+        self.post_raw(body, &headers).await
+    }
+
+    async fn event(&self, id: &str, event: Value) -> u16 {
+        self.post(callback(id, event)).await.0
+    }
+
+    async fn runs(&self) -> Vec<RunRecord> {
+        self.store
+            .list_runs(&ListRuns {
+                visible_to: Predicate::All,
+                status: StatusFilter::All,
+                limit: 100,
+                before: None,
+            })
+            .await
+            .unwrap()
+            .runs
+    }
+
+    /// Waits until `n` runs exist and all have finished.
+    async fn finished_runs(&self, n: usize) -> Vec<RunRecord> {
+        for _ in 0..300 {
+            let runs = self.runs().await;
+            if runs.len() >= n && runs.iter().all(|r| !r.status.is_live()) {
+                return runs;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("{n} finished runs never appeared: {:?}", self.runs().await);
+    }
+
+    /// The texts the bot posted or updated into `channel`'s thread `ts`, in order.
+    fn thread(&self, channel: &str, ts: &str) -> Vec<String> {
+        self.fake
+            .calls()
+            .into_iter()
+            .filter(|c| matches!(c.method.as_str(), "chat.postMessage" | "chat.update"))
+            .filter(|c| c.param("channel") == Some(channel))
+            .filter(|c| c.param("thread_ts") == Some(ts) || self.updates_in(c, ts))
+            .map(|c| c.param("text").unwrap_or_default().to_owned())
+            .collect()
+    }
+
+    /// Whether `call` is a `chat.update` of a message the bot posted into thread `ts`.
+    fn updates_in(&self, call: &slack::testing::Call, ts: &str) -> bool {
+        call.method == "chat.update"
+            && self.fake.calls_of("chat.postMessage").iter().any(|p| {
+                p.param("thread_ts") == Some(ts) && p.param("posted_ts") == call.param("ts")
+            })
+    }
+
+    /// A command from `user` in `channel`, answered in its thread `ts`; the reply's text.
+    async fn command(&self, id: &str, user: &str, channel: &str, ts: &str, text: &str) -> String {
+        assert_eq!(self.event(id, mention(user, channel, ts, text)).await, 200);
+        for _ in 0..500 {
+            if let Some(reply) = self.thread(channel, ts).into_iter().next() {
+                return reply;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("no reply in thread {ts}");
+    }
+}
+
+#[tokio::test]
+async fn a_mention_starts_one_run_and_its_reply_lands_in_the_thread() {
+    let h = start().await;
+    assert!(
+        h.summary
+            .contains("events at POST /slack/events, as bot user UBOT"),
+        "{}",
+        h.summary
+    );
+    let status = h
+        .event(
+            "Ev1",
+            mention(
+                "U1",
+                "C1",
+                "1700000001.000100",
+                "summarise the <!channel> plan",
+            ),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let runs = h.finished_runs(1).await;
+    let run = &runs[0];
+    assert_eq!(run.surface, Surface::Slack);
+    assert_eq!(run.user_id.as_str(), "slack:U1");
+    assert_eq!(run.channel_id.as_str(), "slack:C1");
+    assert_eq!(run.thread_key.as_deref(), Some("1700000001.000100"));
+    assert_eq!(run.request, "summarise the <!channel> plan");
+    assert_eq!(run.channel_visibility, ChannelVisibility::Public);
+    assert_eq!(run.status, RunStatus::Completed);
+    // One "working" message in the thread, updated with the outcome.
+    let updates = h.fake.wait_for("chat.update", 1, 10).await;
+    let posts = h.fake.calls_of("chat.postMessage");
+    assert_eq!(posts.len(), 1, "{posts:?}");
+    assert_eq!(posts[0].param("thread_ts"), Some("1700000001.000100"));
+    assert!(posts[0].param("text").unwrap().contains(run.id.as_str()));
+    assert_eq!(updates[0].param("ts"), Some("1700000000.000001"));
+    let answer = updates[0].param("text").unwrap();
+    assert!(
+        answer.contains("request: summarise the &lt;!channel&gt; plan"),
+        "{answer}"
+    );
+    assert!(!answer.contains("<!channel>"));
+    // The capability link goes to the asker alone, never into the channel.
+    let ephemeral = h.fake.calls_of("chat.postEphemeral");
+    assert_eq!(ephemeral.len(), 1);
+    assert_eq!(ephemeral[0].param("user"), Some("U1"));
+    let link = ephemeral[0].param("text").unwrap();
+    assert!(
+        link.contains(&format!("https://sb.example.com/runs/{}?token=", run.id)),
+        "{link}"
+    );
+    for c in h.fake.calls_of("chat.postMessage").iter().chain(&updates) {
+        assert!(!c.param("text").unwrap().contains("token="));
+    }
+}
+
+#[tokio::test]
+async fn a_retried_event_id_starts_nothing() {
+    let h = start().await;
+    let body = callback("EvRetry", mention("U1", "C1", "1.1", "once"));
+    assert_eq!(h.post(body.clone()).await.0, 200);
+    // Slack's retry: the same body, re-signed, with X-Slack-Retry-Num.
+    let mut headers = signed_headers(SECRET, now(), &body).to_vec();
+    headers.push(("x-slack-retry-num".into(), "1".into()));
+    headers.push(("x-slack-retry-reason".into(), "http_timeout".into()));
+    assert_eq!(h.post_raw(body.clone(), &headers).await.0, 200);
+    // And once more without the header: the id alone decides.
+    assert_eq!(h.post(body).await.0, 200);
+    h.finished_runs(1).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(h.runs().await.len(), 1);
+}
+
+#[tokio::test]
+async fn bad_signatures_are_401_and_write_nothing() {
+    let h = start().await;
+    let body = callback("EvSig", mention("U1", "C1", "1.1", "hello"));
+    let stale = signed_headers(SECRET, now() - 6 * 60, &body);
+    let wrong = signed_headers("not-the-secret", now(), &body);
+    // A replay: a body signed earlier, sent under a new timestamp with its old signature.
+    let earlier = signed_headers(SECRET, now() - 60, &body);
+    let replayed = [
+        ("x-slack-request-timestamp".to_owned(), now().to_string()),
+        earlier[1].clone(),
+    ];
+    for headers in [&stale[..], &wrong[..], &replayed[..]] {
+        let (status, text) = h.post_raw(body.clone(), headers).await;
+        assert_eq!(status, 401, "{headers:?}");
+        assert_eq!(text, "");
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(h.runs().await.is_empty());
+    assert!(h.fake.calls_of("chat.postMessage").is_empty());
+    // No event id was spent: the good delivery of the same id still starts its run.
+    assert_eq!(h.post(body).await.0, 200);
+    h.finished_runs(1).await;
+}
+
+#[tokio::test]
+async fn bots_edits_and_the_bots_own_messages_are_ignored() {
+    let h = start().await;
+    for (i, event) in [
+        json!({"type": "message", "channel_type": "im", "subtype": "bot_message", "bot_id": "B9", "channel": "D1", "ts": "1.1", "text": "hi"}),
+        json!({"type": "message", "channel_type": "im", "bot_id": "B1", "user": "UBOT", "channel": "D1", "ts": "1.2", "text": "working"}),
+        json!({"type": "message", "channel_type": "im", "user": "UBOT", "channel": "D1", "ts": "1.3", "text": "no bot_id"}),
+        json!({"type": "message", "channel_type": "im", "subtype": "message_changed", "channel": "D1", "ts": "1.4", "message": {"text": "edited"}}),
+        json!({"type": "message", "channel_type": "im", "subtype": "message_deleted", "channel": "D1", "ts": "1.5"}),
+        json!({"type": "message", "channel_type": "channel", "subtype": "channel_join", "user": "U1", "channel": "C1", "ts": "1.6", "thread_ts": "1.6"}),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        assert_eq!(h.event(&format!("EvIgnored{i}"), event).await, 200);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(h.runs().await.is_empty());
+    assert!(h.fake.calls_of("chat.postMessage").is_empty());
+}
+
+#[tokio::test]
+async fn conversations_info_is_asked_once_per_channel_per_ttl() {
+    let h = start().await;
+    h.fake.set_conversation("G7", Conversation::Private);
+    for i in 0..4 {
+        h.event(
+            &format!("EvC1-{i}"),
+            mention("U1", "C1", &format!("2.{i}"), "hi"),
+        )
+        .await;
+        h.event(
+            &format!("EvG7-{i}"),
+            mention("U1", "G7", &format!("3.{i}"), "hi"),
+        )
+        .await;
+    }
+    let runs = h.finished_runs(8).await;
+    let asked = |c: &str| {
+        h.fake
+            .calls_of("conversations.info")
+            .iter()
+            .filter(|call| call.param("channel") == Some(c))
+            .count()
+    };
+    assert_eq!((asked("C1"), asked("G7")), (1, 1));
+    assert!(
+        runs.iter()
+            .filter(|r| r.channel_id.as_str() == "slack:G7")
+            .all(|r| r.channel_visibility == ChannelVisibility::Private)
+    );
+    // Past the TTL the next run asks again.
+    h.clock.fetch_add(TTL + 1, Ordering::SeqCst);
+    h.event("EvC1-late", mention("U1", "C1", "2.9", "hi")).await;
+    h.finished_runs(9).await;
+    assert_eq!(asked("C1"), 2);
+    // A DM needs no call.
+    h.event("EvDm", dm("U1", "D1", "4.1", "hi")).await;
+    let runs = h.finished_runs(10).await;
+    assert_eq!(runs[0].channel_visibility, ChannelVisibility::Dm);
+    assert_eq!(asked("D1"), 0);
+}
+
+#[tokio::test]
+async fn a_failed_lookup_stamps_unknown_and_the_reply_still_lands() {
+    let h = start().await;
+    h.fake.set_conversation("C500", Conversation::ServerError);
+    h.fake
+        .set_conversation("CSCOPE", Conversation::MissingScope);
+    h.event("EvE1", mention("U1", "C500", "5.1", "hi")).await;
+    h.event("EvE2", mention("U1", "CSCOPE", "5.2", "hi")).await;
+    let runs = h.finished_runs(2).await;
+    assert!(
+        runs.iter()
+            .all(|r| r.channel_visibility == ChannelVisibility::Unknown),
+        "{runs:?}"
+    );
+    let updates = h.fake.wait_for("chat.update", 2, 10).await;
+    assert_eq!(updates.len(), 2);
+    assert!(
+        updates
+            .iter()
+            .all(|u| u.param("text").unwrap().contains("echo agent"))
+    );
+}
+
+#[tokio::test]
+async fn a_dm_run_is_private_to_its_user_and_a_public_run_is_not() {
+    let h = start().await;
+    h.event("EvDm1", dm("U1", "D1", "6.1", "my secret plan"))
+        .await;
+    h.event("EvPub1", mention("U1", "C1", "6.2", "our public plan"))
+        .await;
+    let runs = h.finished_runs(2).await;
+    let dm_run = runs
+        .iter()
+        .find(|r| r.channel_id.as_str() == "slack:D1")
+        .unwrap();
+    let pub_run = runs
+        .iter()
+        .find(|r| r.channel_id.as_str() == "slack:C1")
+        .unwrap();
+    let seen_by_u2 = h
+        .command("EvList2", "U2", "C1", "6.3", "runs list --status all")
+        .await;
+    assert!(seen_by_u2.contains(pub_run.id.as_str()), "{seen_by_u2}");
+    assert!(!seen_by_u2.contains(dm_run.id.as_str()), "{seen_by_u2}");
+    let seen_by_u1 = h
+        .command("EvList1", "U1", "C1", "6.4", "runs list --status all")
+        .await;
+    assert!(seen_by_u1.contains(dm_run.id.as_str()), "{seen_by_u1}");
+    // A point read by the other user is the same not-found as a missing id.
+    let got = h
+        .command(
+            "EvGet2",
+            "U2",
+            "C1",
+            "6.5",
+            &format!("runs get {}", dm_run.id),
+        )
+        .await;
+    let missing = h
+        .command("EvGet3", "U2", "C1", "6.6", "runs get r-does-not-exist")
+        .await;
+    assert_eq!(
+        got.replace(dm_run.id.as_str(), "ID"),
+        missing.replace("r-does-not-exist", "ID")
+    );
+}
+
+#[tokio::test]
+async fn a_private_channels_runs_follow_real_membership() {
+    let h = start().await;
+    h.fake.set_conversation("G1", Conversation::Private);
+    h.fake.set_members("U1", &["G1"]);
+    h.fake.set_members("U2", &["G0", "G5", "G1"]); // three pages of two, then one
+    h.event("EvPriv", mention("U1", "G1", "7.1", "private work"))
+        .await;
+    let runs = h.finished_runs(1).await;
+    let private = runs[0].id.clone();
+    assert_eq!(runs[0].channel_visibility, ChannelVisibility::Private);
+    // A member lists it and reads it, with no channels entry in the config.
+    let member = h
+        .command("EvM1", "U2", "C1", "7.2", "runs list --status all")
+        .await;
+    assert!(member.contains(private.as_str()), "{member}");
+    let read = h
+        .command("EvM2", "U2", "C1", "7.3", &format!("runs get {private}"))
+        .await;
+    assert!(read.contains("private work"), "{read}");
+    // Someone who is not a member does not.
+    let outsider = h
+        .command("EvO1", "U3", "C1", "7.4", "runs list --status all")
+        .await;
+    assert!(!outsider.contains(private.as_str()), "{outsider}");
+    // U2 leaves: within the TTL the cached walk still admits (the documented stale window);
+    // after it, the next walk drops the channel.
+    h.fake.set_members("U2", &["G0"]);
+    let stale = h
+        .command("EvL1", "U2", "C1", "7.5", "runs list --status all")
+        .await;
+    assert!(stale.contains(private.as_str()));
+    h.clock.fetch_add(TTL + 1, Ordering::SeqCst);
+    let left = h
+        .command("EvL2", "U2", "C1", "7.6", "runs list --status all")
+        .await;
+    assert!(!left.contains(private.as_str()), "{left}");
+    let walks = h
+        .fake
+        .calls_of("users.conversations")
+        .iter()
+        .filter(|c| c.param("user") == Some("U2"))
+        .count();
+    // 2 pages the first walk, 1 the second: one walk per user per TTL, shared by 3 requests.
+    assert_eq!(walks, 3);
+    // A failed walk adds nothing: U4 is a member until the API fails.
+    h.fake.set_members("U4", &["G1"]);
+    let before = h
+        .command("EvF0", "U4", "C1", "7.7", "runs list --status all")
+        .await;
+    assert!(before.contains(private.as_str()), "{before}");
+    h.fake.fail("users.conversations", "internal_error");
+    h.clock.fetch_add(TTL + 1, Ordering::SeqCst);
+    let failed = h
+        .command("EvF1", "U4", "C1", "7.8", "runs list --status all")
+        .await;
+    assert!(!failed.contains(private.as_str()), "{failed}");
+}
+
+#[tokio::test]
+async fn follow_ups_count_only_in_a_thread_the_bot_answered() {
+    let h = start().await;
+    h.event("EvT1", mention("U1", "C1", "8.1", "start")).await;
+    h.finished_runs(1).await;
+    h.fake.wait_for("chat.update", 1, 10).await;
+    let follow = json!({"type": "message", "channel_type": "channel", "user": "U1",
+        "channel": "C1", "ts": "8.2", "thread_ts": "8.1", "text": "and a follow-up"});
+    assert_eq!(h.event("EvT2", follow).await, 200);
+    let runs = h.finished_runs(2).await;
+    assert_eq!(runs[0].request, "and a follow-up");
+    assert_eq!(runs[0].thread_key.as_deref(), Some("8.1"));
+    // A thread the bot never answered: nothing.
+    let other = json!({"type": "message", "channel_type": "channel", "user": "U1",
+        "channel": "C1", "ts": "9.2", "thread_ts": "9.1", "text": "chatter"});
+    assert_eq!(h.event("EvT3", other).await, 200);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(h.runs().await.len(), 2);
+}
+
+#[tokio::test]
+async fn long_answers_are_split_on_lines_and_url_verification_is_answered() {
+    let h = start().await;
+    let (status, body) = h
+        .post(br#"{"token":"x","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}"#.to_vec())
+        .await;
+    assert_eq!(
+        (status, body.as_str()),
+        (200, "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P")
+    );
+    let long: String = (0..700)
+        .map(|i| format!("line{i:04}-"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    h.event("EvLong", mention("U1", "C1", "10.1", &long)).await;
+    h.finished_runs(1).await;
+    h.fake.wait_for("chat.update", 1, 10).await;
+    let posts = h.fake.wait_for("chat.postMessage", 3, 10).await;
+    let texts = h.thread("C1", "10.1");
+    assert!(texts.len() >= 3, "{texts:?}");
+    assert!(
+        texts
+            .iter()
+            .all(|t| t.chars().count() <= slack::text::MESSAGE_LIMIT)
+    );
+    let answer: String = texts[1..].concat();
+    assert!(answer.contains("line0000-") && answer.contains("line0699-"));
+    assert!(posts.len() >= 3);
+}
+
+#[tokio::test]
+async fn rate_limits_are_retried_and_a_reply_that_still_fails_is_friction() {
+    let h = start().await;
+    h.fake.rate_limit("chat.postMessage", 2);
+    h.event("EvRl", mention("U1", "C1", "11.1", "hi")).await;
+    let runs = h.finished_runs(1).await;
+    h.fake.wait_for("chat.update", 1, 10).await;
+    // Two 429s, then the working message landed.
+    assert_eq!(h.fake.calls_of("chat.postMessage").len(), 3);
+    assert!(h.store.friction(&runs[0].id).await.unwrap().is_empty());
+    // Every reply fails: the run keeps its outcome and the failure is its friction.
+    h.fake.fail("chat.postMessage", "channel_not_found");
+    h.fake.fail("chat.update", "channel_not_found");
+    h.event("EvFail", mention("U1", "C1", "11.2", "hi")).await;
+    let runs = h.finished_runs(2).await;
+    assert_eq!(runs[0].status, RunStatus::Completed);
+    let mut friction = Vec::new();
+    for _ in 0..100 {
+        friction = h.store.friction(&runs[0].id).await.unwrap();
+        if !friction.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(friction[0].kind, "reply");
+    assert!(
+        friction[0].detail.contains("api:channel_not_found"),
+        "{friction:?}"
+    );
+}
+
+#[tokio::test]
+async fn bad_input_gets_its_status_and_no_panic() {
+    let h = start().await;
+    let good = |body: &[u8]| signed_headers(SECRET, now(), body).to_vec();
+    let huge = vec![b' '; slack::MAX_BODY_BYTES + 1];
+    let control = callback(
+        "EvCtl",
+        mention("U1", "C1", "12.1", "runs list\u{7}\u{1b}[2J"),
+    );
+    let unknown = callback("EvUnknown", json!({"type": "reaction_added", "user": "U1"}));
+    type Headers = Vec<(String, String)>;
+    let cases: Vec<(&str, Vec<u8>, Headers, u16)> = vec![
+        (
+            "malformed JSON, signed",
+            b"{\"type\": \"event_callback\",".to_vec(),
+            good(b"{\"type\": \"event_callback\","),
+            400,
+        ),
+        (
+            "not an object, signed",
+            b"[1,2]".to_vec(),
+            good(b"[1,2]"),
+            400,
+        ),
+        (
+            "a callback without an id",
+            br#"{"type":"event_callback","event":{}}"#.to_vec(),
+            good(br#"{"type":"event_callback","event":{}}"#),
+            400,
+        ),
+        (
+            "an unknown event type",
+            unknown.clone(),
+            good(&unknown),
+            200,
+        ),
+        (
+            "an unknown envelope type",
+            br#"{"type":"app_rate_limited"}"#.to_vec(),
+            good(br#"{"type":"app_rate_limited"}"#),
+            200,
+        ),
+        ("a huge body", huge.clone(), good(&huge), 413),
+        (
+            "no signature header",
+            unknown.clone(),
+            vec![good(&unknown)[0].clone()],
+            401,
+        ),
+        (
+            "no timestamp header",
+            unknown.clone(),
+            vec![good(&unknown)[1].clone()],
+            401,
+        ),
+        ("no headers", unknown.clone(), vec![], 401),
+        (
+            "a timestamp that is not a number",
+            unknown.clone(),
+            vec![
+                ("x-slack-request-timestamp".into(), "soon".into()),
+                good(&unknown)[1].clone(),
+            ],
+            401,
+        ),
+        (
+            "control characters in text",
+            control.clone(),
+            good(&control),
+            200,
+        ),
+    ];
+    for (what, body, headers, want) in cases {
+        let (status, _) = h.post_raw(body, &headers).await;
+        assert_eq!(status, want, "{what}");
+    }
+    // The control characters were refused by the registry, in the thread; nothing ran.
+    let posts = h.fake.wait_for("chat.postMessage", 1, 10).await;
+    assert_eq!(posts.len(), 1);
+    assert!(
+        posts[0].param("text").unwrap().contains("control"),
+        "{posts:?}"
+    );
+    assert!(h.runs().await.is_empty());
+    // The server still answers.
+    assert_eq!(
+        h.event("EvAfter", mention("U1", "C1", "12.2", "hi")).await,
+        200
+    );
+    h.finished_runs(1).await;
+}
+
+#[tokio::test]
+async fn missing_scopes_are_named_and_missing_secrets_keep_the_surface_off() {
+    let fake = FakeSlack::new();
+    fake.set_scopes("chat:write,channels:read");
+    let h = start_with(fake, &SLACK_ENV, "").await;
+    assert!(
+        h.summary
+            .contains("MISSING SCOPES: groups:read, mpim:read, im:history, app_mentions:read"),
+        "{}",
+        h.summary
+    );
+    let off = start_with(FakeSlack::new(), &[("SLACK_BOT_TOKEN", "xoxb-test")], "").await;
+    assert!(
+        off.summary
+            .contains("[slack] is set but needs SLACK_SIGNING_SECRET"),
+        "{}",
+        off.summary
+    );
+    let (status, _) = off
+        .post(callback("Ev", mention("U1", "C1", "1.1", "hi")))
+        .await;
+    assert_eq!(status, 404);
+    assert!(off.fake.calls_of("auth.test").is_empty());
+    // A bad bot token: auth.test refuses, the surface is off and says why.
+    let bad = FakeSlack::new();
+    bad.fail("auth.test", "invalid_auth");
+    let h = start_with(bad, &SLACK_ENV, "").await;
+    assert!(
+        h.summary.contains("auth.test failed (api:invalid_auth)"),
+        "{}",
+        h.summary
+    );
+    assert!(!h.summary.contains("xoxb-test"));
+}
