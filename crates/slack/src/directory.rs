@@ -61,6 +61,17 @@ impl SlackChannelDirectory {
         }
     }
 
+    /// How many channels are cached now (after moka's pending evictions ran).
+    pub fn cached_channels(&self) -> u64 {
+        self.channels.entry_count()
+    }
+
+    /// Runs moka's pending maintenance (evictions), so a count is exact.
+    pub async fn run_pending_tasks(&self) {
+        self.channels.run_pending_tasks().await;
+        self.members.run_pending_tasks().await;
+    }
+
     fn stale(&self, at: Duration, now: Duration) -> bool {
         now.saturating_sub(at) >= self.ttl
     }

@@ -46,6 +46,10 @@ impl Call {
 
 #[derive(Default)]
 struct Inner {
+    /// `apps.connections.open`'s answer, once a Socket Mode endpoint is served.
+    socket_url: Option<String>,
+    /// Envelope ids the Socket Mode client acknowledged.
+    acks: Vec<String>,
     calls: Vec<Call>,
     conversations: BTreeMap<String, Conversation>,
     /// user → private channels and group DMs shared with the bot.
@@ -61,6 +65,9 @@ struct Inner {
 #[derive(Clone)]
 pub struct FakeSlack {
     inner: Arc<Mutex<Inner>>,
+    /// Frames for the Socket Mode connections; each goes to one of them.
+    frames: Arc<tokio::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<String>>>>,
+    frames_tx: tokio::sync::mpsc::UnboundedSender<String>,
     scopes: Arc<Mutex<String>>,
     pub bot_user: String,
     /// `users.conversations` page size (a small one makes the walk page).
@@ -72,8 +79,11 @@ pub const ALL_SCOPES: &str = "app_mentions:read,channels:read,groups:read,mpim:r
 
 impl FakeSlack {
     pub fn new() -> FakeSlack {
+        let (frames_tx, rx) = tokio::sync::mpsc::unbounded_channel();
         FakeSlack {
             inner: Arc::default(),
+            frames: Arc::new(tokio::sync::Mutex::new(Some(rx))),
+            frames_tx,
             scopes: Arc::new(Mutex::new(ALL_SCOPES.to_owned())),
             bot_user: "UBOT".to_owned(),
             page_size: 2,
@@ -95,6 +105,73 @@ impl FakeSlack {
             let _ = axum::serve(listener, app).await;
         });
         Ok(format!("http://{addr}/api/"))
+    }
+
+    /// Serves a Socket Mode endpoint (`apps.connections.open` then answers its `ws://` URL):
+    /// each connection gets `hello`, then the events [`FakeSlack::push`] sends.
+    pub async fn serve_socket(&self) -> std::io::Result<()> {
+        use futures_util::{SinkExt, StreamExt};
+        use tokio_tungstenite::tungstenite::Message;
+        let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
+        self.lock().socket_url = Some(format!("ws://{}/link", listener.local_addr()?));
+        let fake = self.clone();
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let fake = fake.clone();
+                tokio::spawn(async move {
+                    let Ok(ws) = tokio_tungstenite::accept_async(tcp).await else {
+                        return;
+                    };
+                    let (mut tx, mut rx) = ws.split();
+                    let hello = json!({"type": "hello", "num_connections": 1,
+                        "connection_info": {"app_id": "A1"}, "debug_info": {"host": "fake"}});
+                    if tx.send(Message::text(hello.to_string())).await.is_err() {
+                        return;
+                    }
+                    loop {
+                        let frame = async {
+                            let mut guard = fake.frames.lock().await;
+                            match guard.as_mut() {
+                                Some(r) => r.recv().await,
+                                None => None,
+                            }
+                        };
+                        tokio::select! {
+                            Some(f) = frame => {
+                                if tx.send(Message::text(f)).await.is_err() {
+                                    return;
+                                }
+                            }
+                            incoming = rx.next() => match incoming {
+                                Some(Ok(Message::Text(t))) => {
+                                    if let Ok(v) = serde_json::from_str::<Value>(t.as_str()) {
+                                        if let Some(id) = v.get("envelope_id").and_then(|e| e.as_str()) {
+                                            fake.lock().acks.push(id.to_owned());
+                                        }
+                                    }
+                                }
+                                Some(Ok(_)) => {}
+                                _ => return,
+                            },
+                        }
+                    }
+                });
+            }
+        });
+        Ok(())
+    }
+
+    /// Sends an `event_callback` body over Socket Mode as envelope `envelope_id`.
+    pub fn push(&self, envelope_id: &str, body: &[u8]) {
+        let payload: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+        let frame = json!({"type": "events_api", "envelope_id": envelope_id,
+            "accepts_response_payload": false, "payload": payload});
+        let _ = self.frames_tx.send(frame.to_string());
+    }
+
+    /// The envelope ids the client acknowledged.
+    pub fn acks(&self) -> Vec<String> {
+        self.lock().acks.clone()
     }
 
     pub fn set_scopes(&self, scopes: &str) {
@@ -199,6 +276,10 @@ impl FakeSlack {
                 json_ok(json!({"ok": true, "channel": p("channel"), "ts": ts,
                     "message": {"ts": ts, "text": p("text"), "user": self.bot_user, "bot_id": "B1"}}))
             }
+            "apps.connections.open" => match &inner.socket_url {
+                Some(url) => json_ok(json!({"ok": true, "url": url})),
+                None => ok_false("not_allowed_token_type"),
+            },
             "chat.postEphemeral" => json_ok(json!({"ok": true, "message_ts": "1700000000.000001"})),
             "conversations.info" => {
                 let channel = p("channel");

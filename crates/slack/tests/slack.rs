@@ -23,7 +23,8 @@ use store::{ListRuns, RunRecord, RunStatus, StatusFilter, Store};
 const SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
 const TTL: u64 = 600;
 
-fn config(api_url: &str, db: &str, data: &str, extra: &str) -> String {
+/// The test config; `slack_keys` go into `[slack]`.
+fn config(api_url: &str, db: &str, data: &str, slack_keys: &str) -> String {
     format!(
         r#"
 [agents]
@@ -42,11 +43,11 @@ url = "sqlite://{db}"
 [slack]
 api_url = "{api_url}"
 directory_ttl_seconds = {TTL}
+{slack_keys}
 
 # runs:read is not in the Slack baseline; granted here as seed 001 does.
 [grants."slack:*"]
 actions = ["runs:read"]
-{extra}
 "#
     )
 }
@@ -75,14 +76,14 @@ impl Drop for Serving {
     }
 }
 
-async fn start_with(fake: FakeSlack, env: &[(&str, &str)], extra: &str) -> Harness {
+async fn start_with(fake: FakeSlack, env: &[(&str, &str)], slack_keys: &str) -> Harness {
     let api_url = fake.serve().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let text = config(
         &api_url,
         &dir.path().join("sb.db").display().to_string(),
         &dir.path().join("data").display().to_string(),
-        extra,
+        slack_keys,
     );
     let config = server::config::parse(server::Source::File("slack.toml".into()), &text).unwrap();
     let env: Vec<(String, String)> = env
@@ -738,4 +739,61 @@ async fn missing_scopes_are_named_and_missing_secrets_keep_the_surface_off() {
         h.summary
     );
     assert!(!h.summary.contains("xoxb-test"));
+}
+
+#[tokio::test]
+async fn socket_mode_takes_the_same_events_through_the_same_checks() {
+    let fake = FakeSlack::new();
+    fake.serve_socket().await.unwrap();
+    let env = [
+        ("SLACK_BOT_TOKEN", "xoxb-test"),
+        ("SLACK_SIGNING_SECRET", SECRET),
+        ("SLACK_APP_TOKEN", "xapp-test"),
+    ];
+    let h = start_with(fake.clone(), &env, "mode = \"socket\"").await;
+    assert!(
+        h.summary.contains("Socket Mode, as bot user UBOT"),
+        "{}",
+        h.summary
+    );
+    // No public route in Socket Mode.
+    assert_eq!(
+        h.event("EvHttp", mention("U1", "C1", "1.1", "hi")).await,
+        404
+    );
+    let body = callback("EvSock1", mention("U1", "C1", "13.1", "over the socket"));
+    fake.push("env-1", &body);
+    let runs = h.finished_runs(1).await;
+    assert_eq!(runs[0].request, "over the socket");
+    assert_eq!(runs[0].surface, Surface::Slack);
+    let updates = fake.wait_for("chat.update", 1, 10).await;
+    assert!(
+        updates[0]
+            .param("text")
+            .unwrap()
+            .contains("request: over the socket")
+    );
+    // A redelivery of the same event id starts nothing; a bot's message is ignored.
+    fake.push("env-2", &body);
+    let bot = callback(
+        "EvSock2",
+        json!({"type": "message", "channel_type": "im", "subtype": "bot_message", "bot_id": "B9", "channel": "D1", "ts": "13.2", "text": "hi"}),
+    );
+    fake.push("env-3", &bot);
+    for _ in 0..200 {
+        if fake.acks().len() >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(fake.acks(), ["env-1", "env-2", "env-3"]);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(h.runs().await.len(), 1);
+    // Without SLACK_APP_TOKEN, socket mode stays off and says so.
+    let off = start_with(FakeSlack::new(), &SLACK_ENV, "mode = \"socket\"").await;
+    assert!(
+        off.summary.contains("needs SLACK_APP_TOKEN"),
+        "{}",
+        off.summary
+    );
 }

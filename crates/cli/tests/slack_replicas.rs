@@ -1,0 +1,166 @@
+//! Two `switchboard serve` processes on one Postgres, both with the Slack surface on against
+//! a fake Slack Web API, receive the same signed events (as Slack's retries can reach any
+//! replica): each event starts exactly one run.
+// A test binary: a failed expectation panics.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::json;
+use slack::testing::{FakeSlack, callback, signed_headers};
+
+const SECRET: &str = "replica-test-signing-secret";
+
+struct Replica {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(dir: &Path, config: &str) -> Replica {
+    std::fs::write(dir.join("switchboard.toml"), config).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .current_dir(dir)
+        .env_remove("SWITCHBOARD_CONFIG")
+        .env_remove("SWITCHBOARD_INGRESS_TOKENS")
+        .env("SLACK_BOT_TOKEN", "xoxb-replicas")
+        .env("SLACK_SIGNING_SECRET", SECRET)
+        .env("NO_COLOR", "1")
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut summary = String::new();
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            summary.push_str(&line);
+            summary.push('\n');
+            if line.split_whitespace().nth(1) == Some("schedules") {
+                let _ = tx.send(summary.clone());
+            }
+        }
+    });
+    let summary = rx.recv_timeout(Duration::from_secs(60));
+    let mut replica = Replica {
+        child,
+        addr: String::new(),
+    };
+    let summary = summary.unwrap_or_else(|_| panic!("serve printed no summary within 60 s"));
+    assert!(
+        summary.contains("events at POST /slack/events"),
+        "{summary}"
+    );
+    replica.addr = summary
+        .split("serving on http://")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap()
+        .to_owned();
+    replica
+}
+
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_receiving_the_same_events_start_one_run_each() {
+    let fake = FakeSlack::new();
+    let api_url = fake.serve().await.unwrap();
+    let store = common::postgres_store_section();
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let replicas: Vec<Replica> = dirs
+        .iter()
+        .enumerate()
+        .map(|(i, dir)| {
+            let config = format!(
+                "[server]\nreplica_id = \"replica-{i}\"\n[agents]\ndefault = \"echo\"\nmax_per_actor = 100\nmax_concurrent = 100\n[agents.echo]\n[slack]\napi_url = \"{api_url}\"\n{store}"
+            );
+            start(dir.path(), &config)
+        })
+        .collect();
+    let client = reqwest::Client::new();
+    const EVENTS: usize = 20;
+    let mut deliveries = Vec::new();
+    for n in 0..EVENTS {
+        let body = callback(
+            &format!("EvReplica{n}"),
+            json!({"type": "app_mention", "user": "U1", "channel": "C1",
+                "ts": format!("1700000100.{n:06}"), "text": format!("<@UBOT> event {n}")}),
+        );
+        // Each event reaches both replicas at once, and one of them again as a retry.
+        for (i, r) in replicas.iter().chain(replicas.first()).enumerate() {
+            let mut req = client
+                .post(format!("http://{}/slack/events", r.addr))
+                .body(body.clone());
+            for (k, v) in signed_headers(SECRET, now(), &body) {
+                req = req.header(k, v);
+            }
+            if i == 2 {
+                req = req.header("x-slack-retry-num", "1");
+            }
+            deliveries.push(tokio::spawn(async move {
+                req.send().await.unwrap().status().as_u16()
+            }));
+        }
+    }
+    for d in deliveries {
+        assert_eq!(d.await.unwrap(), 200);
+    }
+    // Every event's run finishes and posts its outcome; then nothing more arrives.
+    let updates = fake.wait_for("chat.update", EVENTS, 60).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(updates.len(), EVENTS, "{updates:?}");
+    let working = fake.calls_of("chat.postMessage");
+    assert_eq!(working.len(), EVENTS);
+    let threads: std::collections::BTreeSet<&str> = working
+        .iter()
+        .map(|c| c.param("thread_ts").unwrap())
+        .collect();
+    assert_eq!(
+        threads.len(),
+        EVENTS,
+        "one working message per event's thread"
+    );
+    drop(replicas);
+    // The store holds exactly one run per event (read with the CLI, as cli:local).
+    let out = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .current_dir(dirs[0].path())
+        .env_remove("SWITCHBOARD_CONFIG")
+        .args([
+            "runs", "list", "--status", "all", "--limit", "100", "--json",
+        ])
+        .output()
+        .unwrap();
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    let runs = listed["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), EVENTS, "{listed}");
+    let requests: std::collections::BTreeSet<&str> = runs
+        .iter()
+        .map(|r| r["request"].as_str().unwrap())
+        .collect();
+    assert_eq!(requests.len(), EVENTS);
+}
