@@ -144,10 +144,9 @@ impl FakeSlack {
                             }
                             incoming = rx.next() => match incoming {
                                 Some(Ok(Message::Text(t))) => {
-                                    if let Ok(v) = serde_json::from_str::<Value>(t.as_str()) {
-                                        if let Some(id) = v.get("envelope_id").and_then(|e| e.as_str()) {
-                                            fake.lock().acks.push(id.to_owned());
-                                        }
+                                    let v = serde_json::from_str::<Value>(t.as_str()).unwrap_or_default();
+                                    if let Some(id) = v.get("envelope_id").and_then(|e| e.as_str()) {
+                                        fake.lock().acks.push(id.to_owned());
                                     }
                                 }
                                 Some(Ok(_)) => {}
