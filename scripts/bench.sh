@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmarks (never tests). Usage: scripts/bench.sh [authz|store|ingress|mcp|memory|schedule|tracing]
+# Benchmarks (never tests). Usage: scripts/bench.sh [authz|store|ingress|mcp|memory|schedule|tracing|slack]
 #
 #   authz   authorize and predicate_for, side by side with cedar-policy deciding an equivalent
 #           policy on the same requests in the same run (crates/authz-bench, excluded from the
@@ -33,6 +33,11 @@
 #   tracing `POST /ingress` with wrk (64 connections) against two release `serve` processes on
 #           the ingress bench's store, side by side: JSON logs at info with the span log, and
 #           RUST_LOG=warn; alternating rounds, the ratio of requests/s (scripts/bench/tracing.py).
+#
+#   slack   the Slack surface: the release `serve` acknowledging 200 signed events/s for 30 s
+#           against a fake Slack Web API on loopback (p50/p99/max, every run recorded exactly
+#           once: scripts/bench/slack.py); and the directory: 10,000 stamps over 100 channels
+#           and the conversations.info calls they make (crates/slack/benches/directory.rs).
 #
 # Raw output goes to target/bench/<name>.txt; docs/benchmarks.md records the figures with the
 # machine and this command.
@@ -78,8 +83,14 @@ case "$what" in
     cargo build --locked --release -p cli
     python3 scripts/bench/tracing.py | tee target/bench/tracing.txt
     ;;
+  slack)
+    command -v sqlite3 >/dev/null || apt-get install -y -q sqlite3 >/dev/null
+    cargo bench --locked -p slack --features testing --bench directory | tee target/bench/slack.txt
+    cargo build --locked --release -p cli
+    python3 scripts/bench/slack.py | tee -a target/bench/slack.txt
+    ;;
   *)
-    echo "unknown benchmark '$what'; known: authz, store, ingress, mcp, memory, schedule, tracing" >&2
+    echo "unknown benchmark '$what'; known: authz, store, ingress, mcp, memory, schedule, tracing, slack" >&2
     exit 2
     ;;
 esac
