@@ -14,6 +14,7 @@ fn surface_and_route(path: &str) -> Option<(&'static str, &'static str)> {
         "/ingress" => Some(("http", "/ingress")),
         p if p == mcp::PATH || p.starts_with("/mcp/") => Some(("mcp", "/mcp")),
         "/admin/trace/log" => Some(("admin", "/admin/trace/log")),
+        "/slack/events" => Some(("slack", "/slack/events")),
         _ => Some(("http", "other")),
     }
 }
@@ -53,6 +54,10 @@ mod tests {
         assert_eq!(surface_and_route("/healthz"), None);
         assert_eq!(surface_and_route("/ingress"), Some(("http", "/ingress")));
         assert_eq!(surface_and_route("/mcp"), Some(("mcp", "/mcp")));
+        assert_eq!(
+            surface_and_route("/slack/events"),
+            Some(("slack", "/slack/events"))
+        );
         assert_eq!(
             surface_and_route("/xoxb-planted-secret"),
             Some(("http", "other"))
