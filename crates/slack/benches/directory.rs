@@ -64,7 +64,7 @@ fn main() {
             .collect();
         let mut first = Vec::new();
         let mut cached = Vec::new();
-        let mut seen = vec![false; CHANNELS];
+        let mut seen = [false; CHANNELS];
         let started = Instant::now();
         for round in 0..STAMPS / CONCURRENT {
             let tasks: Vec<_> = (0..CONCURRENT)
