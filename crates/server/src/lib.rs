@@ -258,11 +258,15 @@ impl App {
         })
     }
 
-    /// Connects the Slack surface (`auth.test`) when it is configured; `serve` does this
-    /// before it binds its routes, so a one-shot command never calls Slack.
-    pub async fn connect_slack(&mut self) {
+    /// Connects the Slack surface (`auth.test`) when it is configured, and in Socket Mode
+    /// starts its connection until `stop`; `serve` does this before it binds its routes, so
+    /// a one-shot command never calls Slack.
+    pub async fn connect_slack(
+        &mut self,
+        stop: tokio_util::sync::CancellationToken,
+    ) -> Option<tokio::task::JoinHandle<()>> {
         let state = std::mem::replace(&mut self.slack, slack_surface::SlackState::Absent);
-        self.slack = state
+        let connected = state
             .connect(
                 self.registry.clone(),
                 self.services.clone(),
@@ -270,6 +274,9 @@ impl App {
                 self.config.server.public_url.clone(),
             )
             .await;
+        let (state, socket) = connected.start_socket(stop).await;
+        self.slack = state;
+        socket
     }
 
     /// Tombstones this replica's own live runs left from before (a restart) and renews its

@@ -108,12 +108,7 @@ pub async fn serve(
         app.dispatcher.set_mcp_url(url);
     }
     let stop = CancellationToken::new();
-    app.connect_slack().await;
-    let (slack, socket) =
-        std::mem::replace(&mut app.slack, crate::slack_surface::SlackState::Absent)
-            .start_socket(stop.clone())
-            .await;
-    app.slack = slack;
+    let socket = app.connect_slack(stop.clone()).await;
     let mut background = app.spawn_background(stop.clone());
     background.push(app.spawn_schedule_timer(stop.clone()));
     background.extend(socket);

@@ -54,8 +54,9 @@ pub use socket::{SocketError, start_socket_mode};
 pub const MAX_BODY_BYTES: usize = 1 << 20;
 /// How long a request's membership walk may take before it counts as failed (no memberships).
 const MEMBERSHIP_BOUND: Duration = Duration::from_millis(1_500);
-/// How many threads the bot remembers answering (for follow-ups without a mention), and how long.
+/// How many threads the bot remembers answering (for follow-ups without a mention)...
 const ANSWERED_THREADS: u64 = 100_000;
+/// ...and for how long.
 const ANSWERED_FOR: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// Everything the surface needs, built once at start-up.
@@ -70,13 +71,10 @@ pub struct SlackSurface {
     pub bot_user: String,
     /// `[server] public_url`: where capability links point; none without it.
     pub public_url: Option<String>,
-    /// Unix seconds now (tests pass their own).
-    pub now_unix: fn() -> i64,
     answered: moka::sync::Cache<(String, String), ()>,
 }
 
 impl SlackSurface {
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
         registry: Arc<Registry>,
         services: Arc<Services>,
@@ -94,7 +92,6 @@ impl SlackSurface {
             secret,
             bot_user,
             public_url: public_url.map(|u| u.trim_end_matches('/').to_owned()),
-            now_unix: unix_now,
             answered: moka::sync::Cache::builder()
                 .max_capacity(ANSWERED_THREADS)
                 .time_to_live(ANSWERED_FOR)
@@ -132,7 +129,7 @@ async fn events(State(surface): State<Arc<SlackSurface>>, request: Request) -> R
         header("x-slack-request-timestamp"),
         header("x-slack-signature"),
         &body,
-        (surface.now_unix)(),
+        unix_now(),
     ) {
         commands::trace::mark_denied();
         tracing::warn!(reason = %why, "[slack] refused an events request");
@@ -162,15 +159,20 @@ async fn events(State(surface): State<Arc<SlackSurface>>, request: Request) -> R
             Ok(()) => StatusCode::OK.into_response(),
             // The store could not say whether the event is new: nothing starts, and Slack
             // retries the delivery later.
-            Err(()) => status(StatusCode::SERVICE_UNAVAILABLE, "try again"),
+            Err(Unrecorded) => status(StatusCode::SERVICE_UNAVAILABLE, "try again"),
         },
     }
 }
 
+/// The store could not record an event id, so whether it is new is unknown: nothing starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the event id could not be recorded; nothing started")]
+pub struct Unrecorded;
+
 impl SlackSurface {
     /// Takes one request: a follow-up only in a thread the bot answered; an event id any
     /// replica has seen starts nothing; otherwise the work is spawned and this returns.
-    pub async fn accept(self: &Arc<Self>, req: SlackRequest) -> Result<(), ()> {
+    pub async fn accept(self: &Arc<Self>, req: SlackRequest) -> Result<(), Unrecorded> {
         if req.via == Via::ThreadMessage
             && !self
                 .answered
@@ -187,7 +189,7 @@ impl SlackSurface {
             }
             Err(e) => {
                 tracing::warn!(error = %e, "[slack] the event id could not be recorded");
-                return Err(());
+                return Err(Unrecorded);
             }
         }
         let surface = self.clone();
@@ -234,6 +236,9 @@ impl SlackSurface {
                         &format!(":hourglass_flowing_sand: working on it (run {id})"),
                     )
                     .await;
+                if let Err(fault) = &working {
+                    self.friction(&id, "the working message", fault).await;
+                }
                 if let Some(base) = &self.public_url {
                     let link = format!(
                         "Follow run {id} live (only you can see this link): {base}/runs/{id}?token={}",
