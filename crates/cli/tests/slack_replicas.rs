@@ -144,6 +144,32 @@ async fn two_replicas_receiving_the_same_events_start_one_run_each() {
         EVENTS,
         "one working message per event's thread"
     );
+    // Follow-ups without a mention, one per thread, each to one replica: about half reach the
+    // replica that did not answer the thread, which takes it from the store's record.
+    let mut followups = Vec::new();
+    for n in 0..EVENTS {
+        let body = callback(
+            &format!("EvFollow{n}"),
+            json!({"type": "message", "channel_type": "channel", "user": "U1", "channel": "C1",
+                "ts": format!("1700000200.{n:06}"), "thread_ts": format!("1700000100.{n:06}"),
+                "text": format!("follow-up {n}")}),
+        );
+        let mut req = client
+            .post(format!("http://{}/slack/events", replicas[n % 2].addr))
+            .body(body.clone());
+        for (k, v) in signed_headers(SECRET, now(), &body) {
+            req = req.header(k, v);
+        }
+        followups.push(tokio::spawn(async move {
+            req.send().await.unwrap().status().as_u16()
+        }));
+    }
+    for f in followups {
+        assert_eq!(f.await.unwrap(), 200);
+    }
+    let updates = fake.wait_for("chat.update", 2 * EVENTS, 60).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(updates.len(), 2 * EVENTS, "every follow-up was taken");
     drop(replicas);
     // The store holds exactly one run per event (read with the CLI, as cli:local).
     let out = Command::new(env!("CARGO_BIN_EXE_switchboard"))
@@ -157,10 +183,14 @@ async fn two_replicas_receiving_the_same_events_start_one_run_each() {
     let listed: serde_json::Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
     let runs = listed["runs"].as_array().unwrap();
-    assert_eq!(runs.len(), EVENTS, "{listed}");
+    assert_eq!(
+        runs.len(),
+        2 * EVENTS,
+        "events and follow-ups, each one run"
+    );
     let requests: std::collections::BTreeSet<&str> = runs
         .iter()
         .map(|r| r["request"].as_str().unwrap())
         .collect();
-    assert_eq!(requests.len(), EVENTS);
+    assert_eq!(requests.len(), 2 * EVENTS);
 }

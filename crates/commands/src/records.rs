@@ -29,6 +29,31 @@ impl Services {
             .map_err(fault)
     }
 
+    /// Records that the Slack bot answered a thread, so a follow-up without a mention is
+    /// taken on any replica.
+    pub async fn record_answered_slack_thread(
+        &self,
+        channel: &str,
+        thread_ts: &str,
+    ) -> Result<(), RecordError> {
+        self.store
+            .record_answered_thread(channel, thread_ts, self.clock.now())
+            .await
+            .map_err(fault)
+    }
+
+    /// Whether any replica answered this Slack thread.
+    pub async fn slack_thread_answered(
+        &self,
+        channel: &str,
+        thread_ts: &str,
+    ) -> Result<bool, RecordError> {
+        self.store
+            .answered_thread(channel, thread_ts)
+            .await
+            .map_err(fault)
+    }
+
     /// Records a surface's fault delivering a run's outcome (a Slack reply that could not be
     /// posted) as the run's friction, kind `reply`; the run keeps its outcome.
     pub async fn record_reply_friction(

@@ -54,7 +54,8 @@ pub use socket::{SocketError, start_socket_mode};
 pub const MAX_BODY_BYTES: usize = 1 << 20;
 /// How long a request's membership walk may take before it counts as failed (no memberships).
 const MEMBERSHIP_BOUND: Duration = Duration::from_millis(1_500);
-/// How many threads the bot remembers answering (for follow-ups without a mention)...
+/// How many answered threads (for follow-ups without a mention) a process keeps in memory
+/// in front of the store's record...
 const ANSWERED_THREADS: u64 = 100_000;
 /// ...and for how long.
 const ANSWERED_FOR: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -157,14 +158,13 @@ async fn events(State(surface): State<Arc<SlackSurface>>, request: Request) -> R
         }
         Inbound::Request(req) => match surface.accept(req).await {
             Ok(()) => StatusCode::OK.into_response(),
-            // The store could not say whether the event is new: nothing starts, and Slack
-            // retries the delivery later.
             Err(Unrecorded) => status(StatusCode::SERVICE_UNAVAILABLE, "try again"),
         },
     }
 }
 
-/// The store could not record an event id, so whether it is new is unknown: nothing starts.
+/// The store could not record or read what deciding to act needs (an event id, an answered
+/// thread): nothing starts, and Slack retries the delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("the event id could not be recorded; nothing started")]
 pub struct Unrecorded;
@@ -173,11 +173,7 @@ impl SlackSurface {
     /// Takes one request: a follow-up only in a thread the bot answered; an event id any
     /// replica has seen starts nothing; otherwise the work is spawned and this returns.
     pub async fn accept(self: &Arc<Self>, req: SlackRequest) -> Result<(), Unrecorded> {
-        if req.via == Via::ThreadMessage
-            && !self
-                .answered
-                .contains_key(&(req.channel.clone(), req.thread_ts.clone()))
-        {
+        if req.via == Via::ThreadMessage && !self.answered(&req).await? {
             tracing::debug!("[slack] ignored a thread message in a thread the bot did not answer");
             return Ok(());
         }
@@ -196,6 +192,48 @@ impl SlackSurface {
         let span = commands::trace::request_span("slack", "event");
         tokio::spawn(async move { surface.serve(req).await }.instrument(span));
         Ok(())
+    }
+
+    /// Whether the bot answered the request's thread: this process's memory, else the store
+    /// (another replica may have). A store fault is `Unrecorded`: Slack retries later.
+    async fn answered(&self, req: &SlackRequest) -> Result<bool, Unrecorded> {
+        let key = (req.channel.clone(), req.thread_ts.clone());
+        if self.answered.contains_key(&key) {
+            return Ok(true);
+        }
+        match self
+            .services
+            .slack_thread_answered(&req.channel, &req.thread_ts)
+            .await
+        {
+            Ok(answered) => {
+                if answered {
+                    self.answered.insert(key, ());
+                }
+                Ok(answered)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "[slack] whether a thread was answered could not be read");
+                Err(Unrecorded)
+            }
+        }
+    }
+
+    /// Remembers that the bot answered the request's thread, here and in the store (once per
+    /// thread per process).
+    async fn mark_answered(&self, req: &SlackRequest) {
+        let key = (req.channel.clone(), req.thread_ts.clone());
+        if self.answered.contains_key(&key) {
+            return;
+        }
+        self.answered.insert(key, ());
+        if let Err(e) = self
+            .services
+            .record_answered_slack_thread(&req.channel, &req.thread_ts)
+            .await
+        {
+            tracing::warn!(error = %e, "[slack] the answered thread was not recorded; follow-ups reach only this replica");
+        }
     }
 
     /// The caller a request proves: `slack:<user>` from the grants table, its origin the
@@ -266,8 +304,7 @@ impl SlackSurface {
             .api
             .post(&req.channel, &req.thread_ts, &text::escape(text))
             .await?;
-        self.answered
-            .insert((req.channel.clone(), req.thread_ts.clone()), ());
+        self.mark_answered(req).await;
         Ok(ts)
     }
 
@@ -285,10 +322,7 @@ impl SlackSurface {
                     .map(|_| ()),
             };
             match sent {
-                Ok(()) => {
-                    self.answered
-                        .insert((req.channel.clone(), req.thread_ts.clone()), ());
-                }
+                Ok(()) => self.mark_answered(req).await,
                 Err(fault) => match &run {
                     Some((id, _)) => self.friction(id, "a reply", &fault).await,
                     None => {

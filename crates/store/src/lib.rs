@@ -151,6 +151,15 @@ pub trait ScheduleStore: Send + Sync {
 pub trait SlackEventStore: Send + Sync {
     /// True the first time an event id is seen; false for every retry.
     async fn first_sighting(&self, event_id: &str, at: Timestamp) -> Result<bool>;
+    /// Records that the bot answered a thread (idempotent).
+    async fn record_answered_thread(
+        &self,
+        channel: &str,
+        thread_ts: &str,
+        at: Timestamp,
+    ) -> Result<()>;
+    /// Whether any replica recorded answering this thread.
+    async fn answered_thread(&self, channel: &str, thread_ts: &str) -> Result<bool>;
 }
 
 /// Everything the store keeps.
@@ -269,6 +278,18 @@ pub fn redact_url(url: &str) -> String {
             )
         }
         _ => url.to_owned(),
+    }
+}
+
+/// A Slack channel id and a thread's `ts`: each 1-64 printable ASCII characters.
+pub(crate) fn check_thread(channel: &str, thread_ts: &str) -> Result<()> {
+    let ok = |s: &str| !s.is_empty() && s.len() <= 64 && s.chars().all(|c| c.is_ascii_graphic());
+    if ok(channel) && ok(thread_ts) {
+        Ok(())
+    } else {
+        Err(StoreError::Invalid(
+            "a Slack channel id and thread ts are 1-64 printable ASCII characters each".into(),
+        ))
     }
 }
 

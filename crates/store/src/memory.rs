@@ -22,6 +22,7 @@ struct State {
     config: BTreeMap<(&'static str, String, String), ConfigValue>,
     firings: BTreeMap<(String, String), Firing>,
     slack_events: BTreeMap<String, Timestamp>,
+    slack_threads: BTreeMap<(String, String), Timestamp>,
     replicas: BTreeMap<String, Timestamp>,
 }
 
@@ -480,6 +481,29 @@ impl SlackEventStore for MemoryStore {
             }
             s.slack_events.insert(event_id.to_owned(), at);
             true
+        }))
+    }
+
+    async fn record_answered_thread(
+        &self,
+        channel: &str,
+        thread_ts: &str,
+        at: Timestamp,
+    ) -> Result<()> {
+        check_thread(channel, thread_ts)?;
+        self.with(|s| {
+            s.slack_threads
+                .entry((channel.to_owned(), thread_ts.to_owned()))
+                .or_insert(at);
+        });
+        Ok(())
+    }
+
+    async fn answered_thread(&self, channel: &str, thread_ts: &str) -> Result<bool> {
+        check_thread(channel, thread_ts)?;
+        Ok(self.with(|s| {
+            s.slack_threads
+                .contains_key(&(channel.to_owned(), thread_ts.to_owned()))
         }))
     }
 }

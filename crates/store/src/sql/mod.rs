@@ -28,7 +28,7 @@ use crate::plan::{self, Group};
 use crate::types::*;
 use crate::{
     ConfigStore, DEFAULT_MAX_PREDICATE_WIDTH, INTERRUPTED, MemoryStore, RunStore, ScheduleStore,
-    SlackEventStore, Store, StoreSpec, check_event_id,
+    SlackEventStore, Store, StoreSpec, check_event_id, check_thread,
 };
 
 /// Runs, memory, config, firings and Slack event ids in one SQL database.
@@ -718,6 +718,33 @@ impl<D: Dialect> SlackEventStore for SqlStore<D> {
             )
             .await?;
         Ok(done == 1)
+    }
+
+    async fn record_answered_thread(
+        &self,
+        channel: &str,
+        thread_ts: &str,
+        at: Timestamp,
+    ) -> Result<()> {
+        check_thread(channel, thread_ts)?;
+        self.exec(
+            Statement::new(
+                "INSERT INTO slack_threads (channel, thread_ts, answered_at) VALUES (?, ?, ?) ON CONFLICT (channel, thread_ts) DO NOTHING",
+            )
+            .text(channel)
+            .text(thread_ts)
+            .int(at.micros()),
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn answered_thread(&self, channel: &str, thread_ts: &str) -> Result<bool> {
+        check_thread(channel, thread_ts)?;
+        let st = Statement::new("SELECT 1 FROM slack_threads WHERE channel = ? AND thread_ts = ?")
+            .text(channel)
+            .text(thread_ts);
+        Ok(!self.all(st).await?.is_empty())
     }
 }
 

@@ -1,7 +1,8 @@
-//! Memory records, config values, schedule firings and Slack event ids, on every back end.
+//! Memory records, config values, schedule firings, Slack event ids and answered Slack
+//! threads, on every back end.
 
 use authz_core::{ConfigTier, ScheduleName, ScopeKey};
-use store::{ConfigValue, FiringSlot, NewMemory, Timestamp};
+use store::{ConfigValue, FiringSlot, NewMemory, StoreError, Timestamp};
 
 use crate::contract;
 use crate::support::*;
@@ -13,6 +14,7 @@ contract!(
     a_schedule_slot_fires_once_under_concurrent_claims,
     a_manual_firing_never_collides_with_or_counts_as_a_timer_slot,
     a_slack_retry_is_seen_once,
+    answered_slack_threads_are_recorded_once_and_read_by_key,
 );
 
 async fn memory_records_supersede_and_forget(b: Backend) {
@@ -272,6 +274,32 @@ async fn a_manual_firing_never_collides_with_or_counts_as_a_timer_slot(b: Backen
     let recent = u.store.recent_firings(&name, 10).await.unwrap();
     assert_eq!(recent.first().map(|f| &f.slot), Some(&later_manual));
     assert_eq!(recent.len(), 3);
+    u.cleanup().await;
+}
+
+async fn answered_slack_threads_are_recorded_once_and_read_by_key(b: Backend) {
+    let u = open(b).await;
+    let s = &u.store;
+    assert!(!s.answered_thread("C1", "1.1").await.unwrap());
+    for i in 0..3 {
+        s.record_answered_thread("C1", "1.1", Timestamp::from_micros(i))
+            .await
+            .unwrap();
+    }
+    assert!(s.answered_thread("C1", "1.1").await.unwrap());
+    assert!(!s.answered_thread("C1", "1.2").await.unwrap());
+    assert!(!s.answered_thread("C2", "1.1").await.unwrap());
+    for (channel, ts) in [("", "1.1"), ("C1", ""), ("C 1", "1.1"), ("C1", "1.1\n")] {
+        assert!(matches!(
+            s.record_answered_thread(channel, ts, Timestamp::from_micros(0))
+                .await,
+            Err(StoreError::Invalid(_))
+        ));
+        assert!(matches!(
+            s.answered_thread(channel, ts).await,
+            Err(StoreError::Invalid(_))
+        ));
+    }
     u.cleanup().await;
 }
 
