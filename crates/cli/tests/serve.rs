@@ -64,36 +64,11 @@ impl Served {
     fn start(dir: &Path, tokens: bool) -> Served {
         let mut cmd = switchboard(dir);
         cmd.args(["serve", "--listen", "127.0.0.1:0"])
-            .stdout(Stdio::piped())
             .stderr(Stdio::null());
         if tokens {
             cmd.env("SWITCHBOARD_INGRESS_TOKENS", TOKENS);
         }
-        let mut child = cmd.spawn().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut summary = String::new();
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                summary.push_str(&line);
-                summary.push('\n');
-                if line.split_whitespace().nth(1) == Some("schedules") {
-                    let _ = tx.send(summary.clone());
-                }
-            }
-        });
-        let Ok(summary) = rx.recv_timeout(Duration::from_secs(60)) else {
-            // Never leave a server behind a failed start.
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("serve printed no summary within 60 s");
-        };
-        let addr = summary
-            .split("serving on http://")
-            .nth(1)
-            .and_then(|r| r.split_whitespace().next())
-            .unwrap()
-            .to_owned();
+        let (child, addr, summary) = common::spawn_serve(cmd);
         Served {
             child,
             addr,

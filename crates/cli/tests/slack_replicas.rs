@@ -11,7 +11,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -35,46 +34,21 @@ impl Drop for Replica {
 
 fn start(dir: &Path, config: &str) -> Replica {
     std::fs::write(dir.join("switchboard.toml"), config).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
-        .current_dir(dir)
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_switchboard"));
+    cmd.current_dir(dir)
         .env_remove("SWITCHBOARD_CONFIG")
         .env_remove("SWITCHBOARD_INGRESS_TOKENS")
         .env("SLACK_BOT_TOKEN", "xoxb-replicas")
         .env("SLACK_SIGNING_SECRET", SECRET)
         .env("NO_COLOR", "1")
         .args(["serve", "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut summary = String::new();
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            summary.push_str(&line);
-            summary.push('\n');
-            if line.split_whitespace().nth(1) == Some("schedules") {
-                let _ = tx.send(summary.clone());
-            }
-        }
-    });
-    let summary = rx.recv_timeout(Duration::from_secs(60));
-    let mut replica = Replica {
-        child,
-        addr: String::new(),
-    };
-    let summary = summary.unwrap_or_else(|_| panic!("serve printed no summary within 60 s"));
+        .stderr(Stdio::null());
+    let (child, addr, summary) = common::spawn_serve(cmd);
+    let replica = Replica { child, addr };
     assert!(
         summary.contains("events at POST /slack/events"),
         "{summary}"
     );
-    replica.addr = summary
-        .split("serving on http://")
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next())
-        .unwrap()
-        .to_owned();
     replica
 }
 

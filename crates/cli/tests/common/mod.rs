@@ -11,3 +11,39 @@ pub fn postgres_store_section() -> String {
     );
     format!("[store]\nurl = \"{url}\"\nschema = \"{schema}\"\n")
 }
+
+/// Spawns `cmd` (a `switchboard serve` with its stdout piped) and waits up to 60 s for its
+/// start-up summary (through the `schedules` line); the child, its address and the summary.
+/// A server that prints none is killed, never left behind.
+#[allow(dead_code)] // not every test binary starts a server
+pub fn spawn_serve(mut cmd: std::process::Command) -> (std::process::Child, String, String) {
+    use std::io::{BufRead, BufReader};
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawning switchboard serve");
+    let stdout = child.stdout.take().expect("a piped stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut summary = String::new();
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            summary.push_str(&line);
+            summary.push('\n');
+            if line.split_whitespace().nth(1) == Some("schedules") {
+                let _ = tx.send(summary.clone());
+            }
+        }
+    });
+    let Ok(summary) = rx.recv_timeout(std::time::Duration::from_secs(60)) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("serve printed no summary within 60 s");
+    };
+    let addr = summary
+        .split("serving on http://")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .expect("the summary names the address")
+        .to_owned();
+    (child, addr, summary)
+}
