@@ -140,7 +140,7 @@ fn slack_line(app: &App) -> SurfaceLine {
                 .map_or(0, |c| c.directory_ttl.as_secs());
             let mut note = format!(
                 "{how}, as bot user {}; directory TTL {ttl}s",
-                surface.bot_user
+                surface.bot_user()
             );
             if !missing_scopes.is_empty() {
                 note.push_str(&format!("; MISSING SCOPES: {}", missing_scopes.join(", ")));

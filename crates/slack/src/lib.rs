@@ -62,16 +62,16 @@ const ANSWERED_FOR: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// Everything the surface needs, built once at start-up.
 pub struct SlackSurface {
-    pub registry: Arc<Registry>,
-    pub services: Arc<Services>,
-    pub api: SlackApi,
+    registry: Arc<Registry>,
+    services: Arc<Services>,
+    api: SlackApi,
     /// Supplies a request's memberships (the Slack directory in production).
-    pub directory: Arc<dyn ChannelDirectory>,
-    pub secret: SigningSecret,
+    directory: Arc<dyn ChannelDirectory>,
+    secret: SigningSecret,
     /// The bot's own user id, from `auth.test`.
-    pub bot_user: String,
+    bot_user: String,
     /// `[server] public_url`: where capability links point; none without it.
-    pub public_url: Option<String>,
+    public_url: Option<String>,
     answered: moka::sync::Cache<(String, String), ()>,
 }
 
@@ -98,6 +98,18 @@ impl SlackSurface {
                 .time_to_live(ANSWERED_FOR)
                 .build(),
         }
+    }
+}
+
+impl SlackSurface {
+    /// The bot's own user id (`auth.test`'s `user_id`).
+    pub fn bot_user(&self) -> &str {
+        &self.bot_user
+    }
+
+    /// The Web API client (Socket Mode connects through it).
+    pub fn api(&self) -> &SlackApi {
+        &self.api
     }
 }
 

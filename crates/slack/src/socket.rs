@@ -20,7 +20,7 @@ pub async fn start_socket_mode(
     app_token: &str,
     stop: tokio_util::sync::CancellationToken,
 ) -> Result<tokio::task::JoinHandle<()>, SocketError> {
-    let client = surface.api.client();
+    let client = surface.api().client();
     let environment = Arc::new(
         SlackClientEventsListenerEnvironment::new(client)
             .with_error_handler(on_error)
@@ -71,7 +71,7 @@ async fn on_push(
         tracing::warn!("[slack] a Socket Mode event could not be re-read");
         return Ok(());
     };
-    match event::read(&body, &surface.bot_user) {
+    match event::read(&body, surface.bot_user()) {
         Ok(Inbound::Request(req)) => {
             if surface.accept(req).await.is_err() {
                 tracing::warn!(
