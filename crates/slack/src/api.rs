@@ -23,11 +23,14 @@ pub const REQUIRED_SCOPES: [&str; 6] = [
 const RATE_LIMIT_RETRIES: u32 = 3;
 /// The longest `Retry-After` honoured; a longer one is waited this long.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
+/// How long one Web API call may take before it fails as `timeout` (Slack answers in well
+/// under a second; a hung connection must not hold a reply task forever).
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// Pages of `users.conversations` read for one user before the walk is called failed.
 const MAX_PAGES: usize = 50;
 
 /// A failed call, as a token: `ratelimited`, `api:<slack error>`, `http:<status>`,
-/// `transport`, `decode`.
+/// `timeout`, `transport`, `decode`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct ApiFault(pub String);
@@ -61,6 +64,7 @@ pub struct SlackApi {
     token: SlackApiToken,
     base: String,
     http: reqwest::Client,
+    call_timeout: Duration,
 }
 
 impl std::fmt::Debug for SlackApi {
@@ -89,7 +93,14 @@ impl SlackApi {
                 .timeout(Duration::from_secs(10))
                 .build()
                 .map_err(|_| ApiFault("transport".to_owned()))?,
+            call_timeout: CALL_TIMEOUT,
         })
+    }
+
+    /// The same client with another per-call timeout (tests use a short one).
+    pub fn with_call_timeout(mut self, timeout: Duration) -> SlackApi {
+        self.call_timeout = timeout;
+        self
     }
 
     /// The client, for Socket Mode.
@@ -155,9 +166,10 @@ impl SlackApi {
     {
         let mut attempt = 0;
         loop {
-            let err = match call().await {
-                Ok(v) => return Ok(v),
-                Err(e) => e,
+            let err = match tokio::time::timeout(self.call_timeout, call()).await {
+                Ok(Ok(v)) => return Ok(v),
+                Ok(Err(e)) => e,
+                Err(_) => return Err(ApiFault("timeout".to_owned())),
             };
             let wait = match &err {
                 SlackClientError::RateLimitError(r) => {

@@ -58,6 +58,8 @@ struct Inner {
     rate_limited: BTreeMap<String, usize>,
     /// Methods that always fail with this error.
     failing: BTreeMap<String, String>,
+    /// Methods that never answer.
+    hanging: BTreeSet<String>,
     next_ts: u64,
 }
 
@@ -191,6 +193,11 @@ impl FakeSlack {
     /// The next `n` calls of `method` answer 429 with `Retry-After: 0`.
     pub fn rate_limit(&self, method: &str, n: usize) {
         self.lock().rate_limited.insert(method.to_owned(), n);
+    }
+
+    /// Every call of `method` hangs (never answers).
+    pub fn hang(&self, method: &str) {
+        self.lock().hanging.insert(method.to_owned());
     }
 
     /// Every call of `method` fails with Slack error `error`.
@@ -383,6 +390,10 @@ async fn handle(
         .is_some_and(|v| v.starts_with("Bearer "))
     {
         return ok_false("not_authed");
+    }
+    let hangs = fake.lock().hanging.contains(&method);
+    if hangs {
+        std::future::pending::<()>().await;
     }
     fake.answer(&method, &params)
 }

@@ -234,3 +234,19 @@ async fn a_failing_channel_is_logged_once_per_window() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn a_hung_api_is_a_timeout_and_unknown_not_a_stuck_stamp() {
+    let fake = FakeSlack::new();
+    fake.hang("conversations.info");
+    let url = fake.serve().await.unwrap();
+    let api = SlackApi::new(&url, "xoxb-test")
+        .unwrap()
+        .with_call_timeout(Duration::from_millis(200));
+    assert_eq!(
+        api.visibility("C1").await,
+        Err(slack::ApiFault("timeout".into()))
+    );
+    let dir = SlackChannelDirectory::new(api, TTL, slack::system_clock());
+    assert_eq!(dir.info(&ch("slack:C1")).await, V::Unknown);
+}
