@@ -47,6 +47,11 @@ mkdir -p target/bench
 what="${1:-authz}"
 shift || true
 
+# Installs a Debian package of the same name when the command is missing.
+need() {
+  command -v "$1" >/dev/null || apt-get install -y -q "$1" >/dev/null || { apt-get update -q && apt-get install -y -q "$1"; }
+}
+
 case "$what" in
   authz)
     echo "== authorize vs cedar-policy (builds Cedar on first run: several minutes)"
@@ -59,14 +64,14 @@ case "$what" in
     cargo bench --locked -p store --features testing --bench list_pages -- "$@" | tee target/bench/store.txt
     ;;
   ingress)
-    command -v wrk >/dev/null || { apt-get install -y -q wrk >/dev/null || { apt-get update -q && apt-get install -y -q wrk; }; }
-    command -v sqlite3 >/dev/null || apt-get install -y -q sqlite3 >/dev/null
+    need wrk
+    need sqlite3
     cargo build --locked --release -p cli
     python3 scripts/bench/ingress.py | tee target/bench/ingress.txt
     ;;
   mcp)
-    command -v wrk >/dev/null || { apt-get install -y -q wrk >/dev/null || { apt-get update -q && apt-get install -y -q wrk; }; }
-    command -v sqlite3 >/dev/null || apt-get install -y -q sqlite3 >/dev/null
+    need wrk
+    need sqlite3
     cargo build --locked --release -p cli
     python3 scripts/bench/mcp.py | tee target/bench/mcp.txt
     ;;
@@ -78,13 +83,13 @@ case "$what" in
     cargo bench --locked -p schedule --bench tick | tee target/bench/schedule.txt
     ;;
   tracing)
-    command -v wrk >/dev/null || { apt-get install -y -q wrk >/dev/null || { apt-get update -q && apt-get install -y -q wrk; }; }
-    command -v sqlite3 >/dev/null || apt-get install -y -q sqlite3 >/dev/null
+    need wrk
+    need sqlite3
     cargo build --locked --release -p cli
     python3 scripts/bench/tracing.py | tee target/bench/tracing.txt
     ;;
   slack)
-    command -v sqlite3 >/dev/null || apt-get install -y -q sqlite3 >/dev/null
+    need sqlite3
     cargo bench --locked -p slack --features testing --bench directory | tee target/bench/slack.txt
     cargo build --locked --release -p cli
     python3 scripts/bench/slack.py | tee -a target/bench/slack.txt

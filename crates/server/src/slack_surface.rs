@@ -111,9 +111,9 @@ impl SlackState {
         let identity = match b.api.auth_test().await {
             Ok(id) => id,
             Err(fault) => {
+                // The URL is not repeated: a proxy's may carry credentials.
                 let why = format!(
-                    "auth.test failed ({fault}): check SLACK_BOT_TOKEN and [slack] api_url ({})",
-                    b.config.api_url
+                    "auth.test failed ({fault}): check SLACK_BOT_TOKEN and [slack] api_url"
                 );
                 tracing::error!("[slack] the surface is off: {why}");
                 return SlackState::Failed(why);

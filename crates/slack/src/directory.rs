@@ -72,57 +72,58 @@ impl SlackChannelDirectory {
         self.members.run_pending_tasks().await;
     }
 
-    fn stale(&self, at: Duration, now: Duration) -> bool {
-        now.saturating_sub(at) >= self.ttl
+    /// The cached value for `key` while it is younger than the TTL on the injected clock,
+    /// else `fetch`'s (one shared call for concurrent callers; a failure is a value too).
+    async fn fresh<T: Clone + Send + Sync + 'static>(
+        &self,
+        cache: &moka::future::Cache<String, Looked<T>>,
+        key: &str,
+        fetch: impl std::future::Future<Output = T>,
+    ) -> T {
+        let now = (self.clock)();
+        let ttl = self.ttl;
+        let looked = async {
+            Looked {
+                value: fetch.await,
+                at: now,
+            }
+        };
+        cache
+            .entry(key.to_owned())
+            .or_insert_with_if(looked, |old| now.saturating_sub(old.at) >= ttl)
+            .await
+            .into_value()
+            .value
     }
 
     /// A `C…`/`G…` channel's visibility: cached, else one shared `conversations.info`.
     async fn looked_up(&self, channel: &str) -> ChannelVisibility {
-        let now = (self.clock)();
         let fetch = async {
-            let value = match self.api.visibility(channel).await {
-                Ok(v) => v,
-                Err(fault) => {
-                    // Once per channel per window: the failure is cached for the TTL.
-                    tracing::warn!(channel, error = %fault, "[slack] conversations.info failed; the channel is unknown until the next lookup");
-                    ChannelVisibility::Unknown
-                }
-            };
-            Looked { value, at: now }
+            self.api.visibility(channel).await.unwrap_or_else(|fault| {
+                // Once per channel per window: the failure is cached for the TTL.
+                tracing::warn!(channel, error = %fault, "[slack] conversations.info failed; the channel is unknown until the next lookup");
+                ChannelVisibility::Unknown
+            })
         };
-        self.channels
-            .entry(channel.to_owned())
-            .or_insert_with_if(fetch, |old| self.stale(old.at, now))
-            .await
-            .into_value()
-            .value
+        self.fresh(&self.channels, channel, fetch).await
     }
 
     /// A user's private channels shared with the bot: cached, else one shared walk.
     async fn walked(&self, user: &str) -> Arc<BTreeSet<ChannelId>> {
-        let now = (self.clock)();
         let fetch = async {
-            let value = match self.api.private_channels_of(user).await {
-                Ok(ids) => ids
-                    .into_iter()
-                    .filter_map(|id| ChannelId::parse(&format!("slack:{id}")).ok())
-                    .collect(),
+            match self.api.private_channels_of(user).await {
+                Ok(ids) => Arc::new(
+                    ids.into_iter()
+                        .filter_map(|id| ChannelId::parse(&format!("slack:{id}")).ok())
+                        .collect(),
+                ),
                 Err(fault) => {
                     tracing::warn!(user, error = %fault, "[slack] users.conversations failed; no memberships until the next walk");
-                    BTreeSet::new()
+                    Arc::default()
                 }
-            };
-            Looked {
-                value: Arc::new(value),
-                at: now,
             }
         };
-        self.members
-            .entry(user.to_owned())
-            .or_insert_with_if(fetch, |old| self.stale(old.at, now))
-            .await
-            .into_value()
-            .value
+        self.fresh(&self.members, user, fetch).await
     }
 }
 

@@ -1,6 +1,7 @@
 //! What an Events API body (or a Socket Mode envelope's payload) asks for, read after its
 //! signature held: a URL check, a request for Switchboard, or something to ignore (and why).
 
+use authz_core::{ActorId, ChannelId};
 use serde::Deserialize;
 
 use crate::text;
@@ -35,18 +36,32 @@ struct Event {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SlackRequest {
     pub event_id: String,
-    /// `U…` or `W…`.
-    pub user: String,
-    /// `C…`, `G…` or `D…`.
-    pub channel: String,
+    /// `slack:U…` or `slack:W…`: the actor the request proves.
+    pub actor: ActorId,
+    /// `slack:C…`, `slack:G…` or `slack:D…`: where it was said.
+    pub channel: ChannelId,
     /// The thread the reply goes into: the message's `thread_ts`, else its `ts`.
     pub thread_ts: String,
-    /// Whether the message was itself in a thread (a follow-up is only ever one).
-    pub in_thread: bool,
     /// The text with the bot's mention stripped.
     pub text: String,
     /// How it arrived: a mention, a DM, or a message in a thread (a follow-up candidate).
     pub via: Via,
+}
+
+impl SlackRequest {
+    /// The Slack user id (`U…`), as the Web API takes it.
+    pub fn user(&self) -> &str {
+        slack_part(self.actor.as_str())
+    }
+
+    /// The Slack conversation id (`C…`), as the Web API takes it.
+    pub fn conversation(&self) -> &str {
+        slack_part(self.channel.as_str())
+    }
+}
+
+fn slack_part(id: &str) -> &str {
+    id.strip_prefix("slack:").unwrap_or(id)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,16 +85,19 @@ pub enum Inbound {
 /// Why a body could not be read at all (400).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Malformed {
-    #[error("the body is not a JSON object with a \"type\": {0}")]
-    Json(String),
+    /// Where the JSON went wrong; never serde's message, which can quote the body.
+    #[error("the body is not a JSON object with a \"type\" (line {line} column {column})")]
+    Json { line: usize, column: usize },
     #[error("an event_callback needs an event_id and an event")]
     Incomplete,
 }
 
 /// Reads a body whose signature already held. `bot_user` is the bot's own user id.
 pub fn read(body: &[u8], bot_user: &str) -> Result<Inbound, Malformed> {
-    let envelope: Envelope =
-        serde_json::from_slice(body).map_err(|e| Malformed::Json(format!("{e}")))?;
+    let envelope: Envelope = serde_json::from_slice(body).map_err(|e| Malformed::Json {
+        line: e.line(),
+        column: e.column(),
+    })?;
     match envelope.kind.as_str() {
         "url_verification" => Ok(envelope.challenge.map_or(
             Inbound::Ignore("url_verification without a challenge"),
@@ -110,18 +128,26 @@ fn classify(event_id: String, e: Event, bot_user: &str) -> Inbound {
     if e.bot_id.is_some() || e.edited.is_some() {
         return Inbound::Ignore("a bot's message or an edit");
     }
-    let Some(user) = e.user.filter(|u| is_user_id(u)) else {
+    let Some(user) = e.user else {
         return Inbound::Ignore("no user");
     };
     if user == bot_user {
         return Inbound::Ignore("the bot's own message");
     }
+    // The one rule for Slack user ids is ActorId's.
+    let Ok(actor) = ActorId::parse(&format!("slack:{user}")) else {
+        return Inbound::Ignore("not a Slack user id");
+    };
     let raw = e.text.unwrap_or_default();
     // A mention in a thread arrives twice (app_mention and message); the mention serves it.
     if via == Via::ThreadMessage && text::mentions(&raw, bot_user) {
         return Inbound::Ignore("a mention, served by its app_mention");
     }
-    let (Some(channel), Some(ts)) = (e.channel.filter(|c| is_channel_id(c)), e.ts) else {
+    let channel = e
+        .channel
+        .filter(|c| is_conversation_id(c))
+        .and_then(|c| ChannelId::parse(&format!("slack:{c}")).ok());
+    let (Some(channel), Some(ts)) = (channel, e.ts) else {
         return Inbound::Ignore("no channel or ts");
     };
     let text = text::strip_mention(&raw, bot_user);
@@ -130,26 +156,17 @@ fn classify(event_id: String, e: Event, bot_user: &str) -> Inbound {
     }
     Inbound::Request(SlackRequest {
         event_id,
-        user,
+        actor,
         channel,
-        in_thread: e.thread_ts.is_some(),
         thread_ts: e.thread_ts.unwrap_or(ts),
         text,
         via,
     })
 }
 
-/// A Slack user id: `U…` or `W…`, then upper-case letters and digits.
-fn is_user_id(s: &str) -> bool {
-    s.len() > 1
-        && s.len() <= 32
-        && (s.starts_with('U') || s.starts_with('W'))
-        && s.chars()
-            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
-}
-
-/// A Slack conversation id: `C…`, `G…` or `D…`, then upper-case letters and digits.
-fn is_channel_id(s: &str) -> bool {
+/// A Slack conversation id: `C…`, `G…` or `D…`, then upper-case letters and digits (the
+/// directory tells channels apart by that first letter).
+fn is_conversation_id(s: &str) -> bool {
     s.len() > 1
         && s.len() <= 32
         && (s.starts_with('C') || s.starts_with('G') || s.starts_with('D'))
@@ -186,7 +203,11 @@ mod tests {
     fn mentions_and_dms_are_requests_in_their_thread() {
         let r = request(json!({"type": "app_mention", "user": "U1", "channel": "C1",
             "ts": "1.2", "text": "<@UBOT> runs list"}));
-        assert_eq!((r.user.as_str(), r.channel.as_str()), ("U1", "C1"));
+        assert_eq!((r.user(), r.conversation()), ("U1", "C1"));
+        assert_eq!(
+            (r.actor.as_str(), r.channel.as_str()),
+            ("slack:U1", "slack:C1")
+        );
         assert_eq!(
             (r.thread_ts.as_str(), r.text.as_str()),
             ("1.2", "runs list")
@@ -235,10 +256,17 @@ mod tests {
         );
         for body in [&b"not json"[..], b"[]", b"{\"no\":\"type\"}", b"{\"type\":"] {
             assert!(
-                matches!(read(body, "UBOT"), Err(Malformed::Json(_))),
+                matches!(read(body, "UBOT"), Err(Malformed::Json { .. })),
                 "{body:?}"
             );
         }
+        // serde's own message would quote the value; the refusal says only where.
+        let leak = br#"{"type":"event_callback","event_id":"E1","event":"xoxb-leak"}"#;
+        let refused = read(leak, "UBOT").unwrap_err().to_string();
+        assert!(
+            refused.contains("line 1") && !refused.contains("xoxb-leak"),
+            "{refused}"
+        );
         assert_eq!(
             read(
                 br#"{"type":"event_callback","event":{"type":"app_mention"}}"#,

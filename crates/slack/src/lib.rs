@@ -34,7 +34,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use authz_core::RunId;
-use authz_core::{ActorId, ChannelDirectory, ChannelId, Origin, resolve_actor};
+use authz_core::{ChannelDirectory, Origin, resolve_actor};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -99,9 +99,7 @@ impl SlackSurface {
                 .build(),
         }
     }
-}
 
-impl SlackSurface {
     /// The bot's own user id (`auth.test`'s `user_id`).
     pub fn bot_user(&self) -> &str {
         &self.bot_user
@@ -111,13 +109,6 @@ impl SlackSurface {
     pub fn api(&self) -> &SlackApi {
         &self.api
     }
-}
-
-fn unix_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
 }
 
 /// The `/slack/events` route.
@@ -132,8 +123,9 @@ fn status(code: StatusCode, text: &'static str) -> Response {
 }
 
 async fn events(State(surface): State<Arc<SlackSurface>>, request: Request) -> Response {
-    let headers = request.headers().clone();
-    let body = match axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES).await {
+    let (parts, body) = request.into_parts();
+    let headers = parts.headers;
+    let body = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
         Ok(b) => b,
         Err(_) => return status(StatusCode::PAYLOAD_TOO_LARGE, "the body is over 1 MiB"),
     };
@@ -142,7 +134,7 @@ async fn events(State(surface): State<Arc<SlackSurface>>, request: Request) -> R
         header("x-slack-request-timestamp"),
         header("x-slack-signature"),
         &body,
-        unix_now(),
+        surface.services.clock.now().micros() / 1_000_000,
     ) {
         commands::trace::mark_denied();
         tracing::warn!(reason = %why, "[slack] refused an events request");
@@ -184,7 +176,7 @@ pub struct Unrecorded;
 impl SlackSurface {
     /// Takes one request: a follow-up only in a thread the bot answered; an event id any
     /// replica has seen starts nothing; otherwise the work is spawned and this returns.
-    pub async fn accept(self: &Arc<Self>, req: SlackRequest) -> Result<(), Unrecorded> {
+    pub(crate) async fn accept(self: &Arc<Self>, req: SlackRequest) -> Result<(), Unrecorded> {
         if req.via == Via::ThreadMessage && !self.answered(&req).await? {
             tracing::debug!("[slack] ignored a thread message in a thread the bot did not answer");
             return Ok(());
@@ -209,13 +201,13 @@ impl SlackSurface {
     /// Whether the bot answered the request's thread: this process's memory, else the store
     /// (another replica may have). A store fault is `Unrecorded`: Slack retries later.
     async fn answered(&self, req: &SlackRequest) -> Result<bool, Unrecorded> {
-        let key = (req.channel.clone(), req.thread_ts.clone());
+        let key = thread_key(req);
         if self.answered.contains_key(&key) {
             return Ok(true);
         }
         match self
             .services
-            .slack_thread_answered(&req.channel, &req.thread_ts)
+            .slack_thread_answered(req.conversation(), &req.thread_ts)
             .await
         {
             Ok(answered) => {
@@ -234,14 +226,14 @@ impl SlackSurface {
     /// Remembers that the bot answered the request's thread, here and in the store (once per
     /// thread per process).
     async fn mark_answered(&self, req: &SlackRequest) {
-        let key = (req.channel.clone(), req.thread_ts.clone());
+        let key = thread_key(req);
         if self.answered.contains_key(&key) {
             return;
         }
         self.answered.insert(key, ());
         if let Err(e) = self
             .services
-            .record_answered_slack_thread(&req.channel, &req.thread_ts)
+            .record_answered_slack_thread(req.conversation(), &req.thread_ts)
             .await
         {
             tracing::warn!(error = %e, "[slack] the answered thread was not recorded; follow-ups reach only this replica");
@@ -250,26 +242,22 @@ impl SlackSurface {
 
     /// The caller a request proves: `slack:<user>` from the grants table, its origin the
     /// channel and thread, with the memberships the directory supplies for this request.
-    async fn caller(&self, req: &SlackRequest) -> Option<Caller> {
-        let id = ActorId::parse(&format!("slack:{}", req.user)).ok()?;
-        let channel = ChannelId::parse(&format!("slack:{}", req.channel)).ok()?;
-        let memberships = tokio::time::timeout(MEMBERSHIP_BOUND, self.directory.memberships(&id))
-            .await
-            .unwrap_or_default();
-        let actor = resolve_actor(id, &self.services.table)
+    async fn caller(&self, req: &SlackRequest) -> Caller {
+        let memberships =
+            tokio::time::timeout(MEMBERSHIP_BOUND, self.directory.memberships(&req.actor))
+                .await
+                .unwrap_or_default();
+        let actor = resolve_actor(req.actor.clone(), &self.services.table)
             .with_origin(Origin {
-                channel_id: channel,
+                channel_id: req.channel.clone(),
                 thread_key: Some(req.thread_ts.clone()),
             })
             .with_memberships(memberships);
-        Some(Caller::new(actor, Surface::Slack))
+        Caller::new(actor, Surface::Slack)
     }
 
     async fn serve(&self, req: SlackRequest) {
-        let Some(caller) = self.caller(&req).await else {
-            tracing::warn!("[slack] an event's user or channel id is not one Switchboard takes");
-            return;
-        };
+        let caller = self.caller(&req).await;
         commands::trace::record_actor(&caller);
         let handled = self
             .registry
@@ -296,7 +284,7 @@ impl SlackSurface {
                     );
                     if let Err(fault) = self
                         .api
-                        .post_ephemeral(&req.channel, &req.user, &req.thread_ts, &link)
+                        .post_ephemeral(req.conversation(), req.user(), &req.thread_ts, &link)
                         .await
                     {
                         self.friction(&id, "the capability link", &fault).await;
@@ -314,7 +302,7 @@ impl SlackSurface {
     async fn post(&self, req: &SlackRequest, text: &str) -> Result<String, ApiFault> {
         let ts = self
             .api
-            .post(&req.channel, &req.thread_ts, &text::escape(text))
+            .post(req.conversation(), &req.thread_ts, &text::escape(text))
             .await?;
         self.mark_answered(req).await;
         Ok(ts)
@@ -326,10 +314,10 @@ impl SlackSurface {
         let parts = text::messages(text, text::MESSAGE_LIMIT);
         for (i, part) in parts.iter().enumerate() {
             let sent = match (i, &run) {
-                (0, Some((_, Some(ts)))) => self.api.update(&req.channel, ts, part).await,
+                (0, Some((_, Some(ts)))) => self.api.update(req.conversation(), ts, part).await,
                 _ => self
                     .api
-                    .post(&req.channel, &req.thread_ts, part)
+                    .post(req.conversation(), &req.thread_ts, part)
                     .await
                     .map(|_| ()),
             };
@@ -352,6 +340,11 @@ impl SlackSurface {
             tracing::warn!(run = %run, error = %e, "[slack] the friction was not recorded");
         }
     }
+}
+
+/// The in-memory key of an answered thread.
+fn thread_key(req: &SlackRequest) -> (String, String) {
+    (req.conversation().to_owned(), req.thread_ts.clone())
 }
 
 /// `[slack] api_url`'s default.

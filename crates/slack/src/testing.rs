@@ -68,7 +68,7 @@ struct Inner {
 pub struct FakeSlack {
     inner: Arc<Mutex<Inner>>,
     /// Frames for the Socket Mode connections; each goes to one of them.
-    frames: Arc<tokio::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<String>>>>,
+    frames: Arc<tokio::sync::Mutex<tokio::sync::mpsc::UnboundedReceiver<String>>>,
     frames_tx: tokio::sync::mpsc::UnboundedSender<String>,
     scopes: Arc<Mutex<String>>,
     pub bot_user: String,
@@ -84,7 +84,7 @@ impl FakeSlack {
         let (frames_tx, rx) = tokio::sync::mpsc::unbounded_channel();
         FakeSlack {
             inner: Arc::default(),
-            frames: Arc::new(tokio::sync::Mutex::new(Some(rx))),
+            frames: Arc::new(tokio::sync::Mutex::new(rx)),
             frames_tx,
             scopes: Arc::new(Mutex::new(ALL_SCOPES.to_owned())),
             bot_user: "UBOT".to_owned(),
@@ -131,13 +131,7 @@ impl FakeSlack {
                         return;
                     }
                     loop {
-                        let frame = async {
-                            let mut guard = fake.frames.lock().await;
-                            match guard.as_mut() {
-                                Some(r) => r.recv().await,
-                                None => None,
-                            }
-                        };
+                        let frame = async { fake.frames.lock().await.recv().await };
                         tokio::select! {
                             Some(f) = frame => {
                                 if tx.send(Message::text(f)).await.is_err() {

@@ -130,11 +130,10 @@ async fn the_cache_is_bounded_and_re_fetches_an_evicted_channel() {
     let (dir, _) = directory(&fake).await;
     dir.info(&ch("slack:C0")).await;
     // Well past the bound: C0 is evicted (moka's TinyLFU admits by frequency; ask each twice).
-    for round in 0..2 {
+    for _ in 0..2 {
         for i in 1..=3 * slack::directory::CAPACITY {
             dir.info(&ch(&format!("slack:C{i}"))).await;
         }
-        let _ = round;
     }
     dir.run_pending_tasks().await;
     assert!(
