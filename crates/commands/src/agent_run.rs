@@ -24,7 +24,7 @@ pub async fn start_agent_run(
     };
     match services.runs.start(request).await {
         Ok(started) => Handled {
-            reply: started.reply(),
+            reply: started.reply_with_link(services.public_url.as_deref()),
             run: Some(started),
         },
         Err(e) => Handled::reply(launch_refusal(caller, e, services)),

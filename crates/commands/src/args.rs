@@ -358,6 +358,35 @@ impl ArgsSchema {
     }
 
     /// Parses a JSON object keyed by argument name.
+    /// A query string's `name=value` pairs (already percent-decoded) as the JSON object
+    /// [`ArgsSchema::parse_json`] takes: a flag's value is `true`/`false` (or empty, for
+    /// `?all`), anything else is text. Unknown names and repeated names are errors.
+    pub fn object_from_query(
+        &self,
+        pairs: &[(String, String)],
+    ) -> Result<Map<String, Value>, ArgError> {
+        let mut object = Map::new();
+        for (name, value) in pairs {
+            let spec = self
+                .args
+                .iter()
+                .find(|a| a.name == name)
+                .ok_or_else(|| ArgError::UnknownOption(name.clone()))?;
+            let json = match spec.kind {
+                ArgKind::Flag => match value.as_str() {
+                    "" | "true" | "1" => Value::Bool(true),
+                    "false" | "0" => Value::Bool(false),
+                    _ => return Err(ArgError::WrongJsonType(name.clone(), "boolean")),
+                },
+                _ => Value::String(value.clone()),
+            };
+            if object.insert(name.clone(), json).is_some() {
+                return Err(ArgError::Twice(name.clone()));
+            }
+        }
+        Ok(object)
+    }
+
     pub fn parse_json(&self, object: &Map<String, Value>) -> Result<Args, ArgError> {
         let mut args = Args::default();
         for (key, value) in object {
@@ -454,6 +483,44 @@ mod tests {
 
     fn w(s: &str) -> Vec<String> {
         words(s).unwrap()
+    }
+
+    #[test]
+    fn query_pairs_become_the_json_object_of_the_same_arguments() {
+        let p = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            pairs
+                .iter()
+                .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+                .collect()
+        };
+        let obj = schema()
+            .object_from_query(&p(&[("key", "k"), ("limit", "5"), ("org", "")]))
+            .unwrap();
+        let a = schema().parse_json(&obj).unwrap();
+        assert_eq!(
+            (a.text("key"), a.int("limit"), a.flag("org")),
+            (Some("k"), Some(5), true)
+        );
+        for (pairs, want) in [
+            (
+                p(&[("bogus", "1")]),
+                ArgError::UnknownOption("bogus".into()),
+            ),
+            (
+                p(&[("org", "yes")]),
+                ArgError::WrongJsonType("org".into(), "boolean"),
+            ),
+            (
+                p(&[("key", "a"), ("key", "b")]),
+                ArgError::Twice("key".into()),
+            ),
+        ] {
+            assert_eq!(schema().object_from_query(&pairs).unwrap_err(), want);
+        }
+        let off = schema()
+            .object_from_query(&p(&[("key", "k"), ("org", "false")]))
+            .unwrap();
+        assert!(!schema().parse_json(&off).unwrap().flag("org"));
     }
 
     #[test]

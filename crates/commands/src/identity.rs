@@ -107,6 +107,12 @@ impl Capability {
         &self.run.id
     }
 
+    /// Whether the run is still live: after its end the token opens nothing but a page
+    /// saying so.
+    pub fn is_live(&self) -> bool {
+        self.run.status.is_live()
+    }
+
     /// The run, as `runs get` answers it.
     pub fn run(&self, services: &Services) -> Reply {
         runs::run_reply(&self.run, services.clock.now())

@@ -178,6 +178,8 @@ pub struct Services {
     pub agent_tokens: Arc<dyn AgentTokenCheck>,
     /// The bearer token map; `None` keeps every bearer surface off.
     pub tokens: Option<Arc<TokenMap>>,
+    /// `[server] public_url` (no trailing `/`): the base of capability links. `None`: no links.
+    pub public_url: Option<String>,
 }
 
 /// Which of a reply's two forms the surface will show. A handler whose answer is large (a page

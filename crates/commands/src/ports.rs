@@ -153,6 +153,31 @@ impl StartedRun {
         crate::agent_run::started_reply(&self.run)
     }
 
+    /// The capability link under `public_url`: the run's page, stream and stop, with no
+    /// identity, while the run is live. Only for whoever started the run.
+    pub fn link(&self, public_url: &str) -> String {
+        format!(
+            "{}/runs/{}?token={}",
+            public_url.trim_end_matches('/'),
+            self.run.id,
+            self.capability_token
+        )
+    }
+
+    /// The reply to a started run, for the one who started it: with `public_url`, its data
+    /// carries `"link"` and its text a line with the link.
+    pub fn reply_with_link(&self, public_url: Option<&str>) -> crate::Reply {
+        let mut reply = self.reply();
+        if let Some(base) = public_url {
+            let link = self.link(base);
+            reply.text.push_str(&format!("\nFollow it live: {link}"));
+            if let Some(data) = reply.data.as_object_mut() {
+                data.insert("link".to_owned(), Value::String(link));
+            }
+        }
+        reply
+    }
+
     /// Waits for the run's end.
     pub async fn finished(self) -> Option<RunOutcome> {
         self.finished.await.map(RunOutcome)
@@ -277,6 +302,9 @@ pub trait LiveFeed: Send + Sync {
     fn snapshot(&self, viewer: &Actor) -> Vec<LiveRun>;
     /// Updates about the runs `viewer` may read, from now on.
     fn subscribe(&self, viewer: &Actor) -> Box<dyn LiveStream>;
+    /// Updates about one run, from now on, for its capability token's holder (no actor: the
+    /// caller has already checked the token).
+    fn subscribe_run(&self, run: &RunId) -> Box<dyn LiveStream>;
 }
 
 /// Run-scoped agent tokens.

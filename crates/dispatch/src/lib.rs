@@ -24,6 +24,7 @@
 //! - Live-run updates reach a viewer only through a [`Subscription`], filtered by `matches`.
 //! - The concurrency slot is held for the run's whole life and given back when it ends.
 
+mod fanout;
 mod limits;
 mod live;
 mod reflect;
@@ -246,6 +247,20 @@ impl Dispatcher {
 
     pub fn live(&self) -> &LiveRuns {
         &self.inner.live
+    }
+
+    /// Fans live-run updates out to the other replicas sharing the store, and theirs in, until
+    /// `stop` (Postgres `LISTEN/NOTIFY`). Without a fan-out (SQLite, memory) nothing runs.
+    pub fn spawn_fanout(&self, stop: CancellationToken) -> Vec<tokio::task::JoinHandle<()>> {
+        match self.inner.store.live_fanout() {
+            Some(fanout) => fanout::spawn(
+                self.inner.live.clone(),
+                fanout,
+                self.inner.replica.clone(),
+                stop,
+            ),
+            None => vec![],
+        }
     }
 
     pub fn replica(&self) -> &ReplicaId {
@@ -474,6 +489,10 @@ impl LiveFeed for Dispatcher {
 
     fn subscribe(&self, viewer: &Actor) -> Box<dyn LiveStream> {
         Box::new(self.inner.live.subscribe(viewer))
+    }
+
+    fn subscribe_run(&self, run: &RunId) -> Box<dyn LiveStream> {
+        Box::new(self.inner.live.subscribe_run(run))
     }
 }
 

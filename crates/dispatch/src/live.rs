@@ -5,13 +5,13 @@
 //! receives a byte about a run it may not read.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use agents::CancellationToken;
 use authz_core::{Action, Actor, BoxFuture, CommandGroup, Effect, Predicate, ResourceType, RunId};
 use authz_core::{matches, predicate_for};
 use commands::{LiveRun, LiveStream, LiveUpdate, RunStatus};
-use tokio::sync::{Notify, broadcast};
+use tokio::sync::{Notify, broadcast, mpsc};
 
 /// Why a live run is being cancelled; decides its final status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,6 +35,9 @@ pub struct LiveRuns {
     runs: Mutex<HashMap<RunId, Entry>>,
     tx: broadcast::Sender<LiveUpdate>,
     emptied: Notify,
+    /// Where this replica's own upserts and ends go to reach other replicas, once the
+    /// fan-out runs (`serve` on Postgres).
+    outbox: OnceLock<mpsc::Sender<LiveUpdate>>,
 }
 
 impl Default for LiveRuns {
@@ -43,6 +46,7 @@ impl Default for LiveRuns {
             runs: Mutex::new(HashMap::new()),
             tx: broadcast::channel(1024).0,
             emptied: Notify::new(),
+            outbox: OnceLock::new(),
         }
     }
 }
@@ -63,7 +67,7 @@ impl LiveRuns {
                 },
             );
         }
-        self.publish(LiveUpdate::Upsert(run));
+        self.publish_local(LiveUpdate::Upsert(run));
     }
 
     pub(crate) fn set_status(&self, id: &RunId, status: RunStatus) {
@@ -74,13 +78,30 @@ impl LiveRuns {
             })
         });
         if let Some(run) = updated {
-            self.publish(LiveUpdate::Upsert(run));
+            self.publish_local(LiveUpdate::Upsert(run));
         }
     }
 
+    /// To this replica's subscribers.
     pub(crate) fn publish(&self, update: LiveUpdate) {
         // No subscriber is not an error.
         let _ = self.tx.send(update);
+    }
+
+    /// A change to one of this replica's runs: to its subscribers, and to the other
+    /// replicas' when the fan-out runs.
+    fn publish_local(&self, update: LiveUpdate) {
+        if let Some(outbox) = self.outbox.get()
+            && matches!(update, LiveUpdate::Upsert(_) | LiveUpdate::Finished { .. })
+            && outbox.try_send(update.clone()).is_err()
+        {
+            tracing::warn!("the live-run fan-out is behind; other replicas miss an update");
+        }
+        self.publish(update);
+    }
+
+    pub(crate) fn set_outbox(&self, outbox: mpsc::Sender<LiveUpdate>) {
+        let _ = self.outbox.set(outbox);
     }
 
     /// A run ends: it leaves the live set and its `Finished` update is published, in one step
@@ -91,7 +112,7 @@ impl LiveRuns {
         let empty = match self.runs.lock() {
             Ok(mut runs) => {
                 runs.remove(id);
-                self.publish(finished);
+                self.publish_local(finished);
                 runs.is_empty()
             }
             Err(_) => true,
@@ -187,15 +208,41 @@ impl LiveRuns {
         let _ordered = self.runs.lock();
         Subscription {
             rx: self.tx.subscribe(),
-            predicate,
+            filter: Filter::Viewer(predicate),
+        }
+    }
+
+    /// Updates about one run, from now on (its capability token's holder).
+    pub fn subscribe_run(&self, run: &RunId) -> Subscription {
+        let _ordered = self.runs.lock();
+        Subscription {
+            rx: self.tx.subscribe(),
+            filter: Filter::Run(run.clone()),
         }
     }
 }
 
-/// One viewer's feed: only updates whose run its predicate matches.
+/// Which updates a subscription hands over.
+enum Filter {
+    /// Runs the viewer's `predicate_for(viewer, runs:read, run)` matches.
+    Viewer(Predicate),
+    /// One run, for a capability token.
+    Run(RunId),
+}
+
+impl Filter {
+    fn admits(&self, run: &authz_core::RunFacts) -> bool {
+        match self {
+            Filter::Viewer(predicate) => matches(predicate, run),
+            Filter::Run(id) => &run.id == id,
+        }
+    }
+}
+
+/// One viewer's feed: only updates whose run its filter admits.
 pub struct Subscription {
     rx: broadcast::Receiver<LiveUpdate>,
-    predicate: Predicate,
+    filter: Filter,
 }
 
 impl Subscription {
@@ -204,7 +251,7 @@ impl Subscription {
         loop {
             match self.rx.recv().await {
                 Ok(update) => match update.run() {
-                    Some(run) if matches(&self.predicate, run) => return Some(update),
+                    Some(run) if self.filter.admits(run) => return Some(update),
                     _ => continue,
                 },
                 Err(broadcast::error::RecvError::Lagged(n)) => return Some(LiveUpdate::Lagged(n)),
@@ -218,7 +265,7 @@ impl Subscription {
         loop {
             match self.rx.try_recv() {
                 Ok(update) => match update.run() {
-                    Some(run) if matches(&self.predicate, run) => return Some(update),
+                    Some(run) if self.filter.admits(run) => return Some(update),
                     _ => continue,
                 },
                 Err(broadcast::error::TryRecvError::Lagged(n)) => {

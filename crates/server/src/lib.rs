@@ -18,6 +18,7 @@
 //! - On shutdown: stop accepting, let live runs finish until the grace passes, interrupt the
 //!   rest, then tombstone anything still live of this replica.
 
+pub mod access_surface;
 pub mod config;
 pub mod secrets;
 mod serve;
@@ -62,6 +63,8 @@ pub struct App {
     /// The channel directory the dispatcher stamps with; the Slack surface asks it for a
     /// request's memberships.
     pub directory: Arc<dyn ChannelDirectory>,
+    /// `/api` and `/runs`: absent, off (and why), or on with their token verifier.
+    pub access: access_surface::AccessState,
 }
 
 /// What a test may replace when it builds an [`App`]: the clock, the audit stream, the
@@ -242,7 +245,9 @@ impl App {
             live: Arc::new(dispatcher.clone()),
             agent_tokens: Arc::new(dispatcher.clone()),
             tokens: secrets.ingress_tokens.as_ref().map(|(map, _)| map.clone()),
+            public_url: config.server.public_url.clone(),
         });
+        let access = access_surface::AccessState::build(&config);
         Ok(App {
             config,
             store,
@@ -255,6 +260,7 @@ impl App {
             span_log,
             slack,
             directory,
+            access,
         })
     }
 
@@ -293,15 +299,19 @@ impl App {
     }
 
     /// This process's background work until `stop`: the heartbeat (which also tombstones dead
-    /// replicas' runs) and the watch for stop requests of its own runs.
+    /// replicas' runs), the watch for stop requests of its own runs, and, on Postgres, the
+    /// live-run fan-out among replicas.
     pub fn spawn_background(
         &self,
         stop: tokio_util::sync::CancellationToken,
     ) -> Vec<tokio::task::JoinHandle<()>> {
-        vec![
+        let mut tasks = vec![
             self.spawn_heartbeat(stop.clone()),
-            self.dispatcher.watch_stop_requests(STOP_WATCH, stop),
-        ]
+            self.dispatcher
+                .watch_stop_requests(STOP_WATCH, stop.clone()),
+        ];
+        tasks.extend(self.dispatcher.spawn_fanout(stop));
+        tasks
     }
 
     /// The schedule timer until `stop`. Only `serve` runs it: a one-shot CLI command never

@@ -187,6 +187,17 @@ pub fn router(app: &App, shutdown: CancellationToken) -> Router {
             app.services.clone(),
             app.span_log.clone(),
         ));
+    if let Some(verifier) = app.access.verifier() {
+        let access = Arc::new(access_api::AccessApi {
+            registry: app.registry.clone(),
+            services: app.services.clone(),
+            verifier: verifier.clone(),
+            shutdown: shutdown.clone(),
+            keep_alive: access_api::KEEP_ALIVE,
+            max_body_bytes: app.config.ingress.max_body_bytes,
+        });
+        router = router.merge(access_api::router(access));
+    }
     if let Some((surface, slack::SlackMode::Events)) = app.slack.surface() {
         router = router.merge(slack::router(surface.clone()));
     }

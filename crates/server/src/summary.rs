@@ -83,7 +83,7 @@ pub fn summary(app: &App, addr: SocketAddr) -> Summary {
         ),
         slack_line(app),
         mcp_line(app),
-        off("/api /runs", "not part of this build"),
+        access_line(app),
         schedules_line(app),
     ];
     Summary {
@@ -96,6 +96,44 @@ pub fn summary(app: &App, addr: SocketAddr) -> Summary {
         memory: memory_line(&c.memory),
         telemetry: telemetry_line(&c.telemetry),
         surfaces,
+    }
+}
+
+/// `/api` and `/runs`: on (whose tokens, where the keys come from), or off and what it needs.
+fn access_line(app: &App) -> SurfaceLine {
+    use crate::access_surface::AccessState;
+    let line = |on, note: String| SurfaceLine {
+        surface: "/api /runs",
+        on,
+        note,
+    };
+    match &app.access {
+        AccessState::Absent => line(
+            false,
+            "needs an [access] section with issuer and audience (docs/access.md)".to_owned(),
+        ),
+        AccessState::Missing(what) => line(false, format!("[access] is set but needs {what}")),
+        AccessState::Failed(why) => line(false, why.clone()),
+        AccessState::On(v) => {
+            let s = v.settings();
+            let keys = match &s.jwks {
+                access_api::JwksSource::Url(u) => u.clone(),
+                access_api::JwksSource::File(f) => f.display().to_string(),
+            };
+            let links = match &app.config.server.public_url {
+                Some(u) => format!("capability links under {u}"),
+                None => "no capability links (set [server] public_url)".to_owned(),
+            };
+            line(
+                true,
+                format!(
+                    "Access JWTs from {} for audience {} (keys: {keys}, kept {}s); {links}",
+                    s.issuer,
+                    s.audience,
+                    s.jwks_ttl.as_secs()
+                ),
+            )
+        }
     }
 }
 

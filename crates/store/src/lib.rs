@@ -25,6 +25,7 @@
 //! - A row written before the visibility stamp reads `unknown`.
 
 mod error;
+pub mod fanout;
 mod memory;
 mod merge;
 pub mod plan;
@@ -39,6 +40,7 @@ use async_trait::async_trait;
 use authz_core::{ConfigTier, Predicate, RunId, ScheduleName, ScopeKey};
 
 pub use error::{Result, StoreError};
+pub use fanout::{FanoutListener, LiveFanout};
 pub use memory::MemoryStore as InMemoryStore;
 pub use merge::DEFAULT_WALK_PAGES;
 pub use sql::{Postgres, PostgresStore, SqlStore, Sqlite, SqliteStore};
@@ -169,6 +171,11 @@ pub trait Store: RunStore + MemoryStore + ConfigStore + ScheduleStore + SlackEve
     fn backend(&self) -> &'static str;
     /// One round trip to the database (`/readyz`).
     async fn ping(&self) -> Result<()>;
+    /// Live-run fan-out among replicas sharing this database; `None` where there is one
+    /// process (SQLite, memory).
+    fn live_fanout(&self) -> Option<std::sync::Arc<dyn LiveFanout>> {
+        None
+    }
 }
 
 /// A store URL, checked: the one place a URL is validated.

@@ -3,8 +3,8 @@
 //! the grants table (parsed by authz-core from the same text). Every fault names the file,
 //! the line and column (from the parser's spans), the key, and the fix.
 //!
-//! Sections whose surfaces are not part of this build (`[slack]`, `[access]`,
-//! `[agent_policy]`, `[[agent_grants]]`) may be present but
+//! Sections whose parts are not part of this build (`[agent_policy]`, `[[agent_grants]]`)
+//! may be present but
 //! empty: a key in one fails the load, so nobody believes a surface is on when it is not.
 //!
 //! Secrets never come from this file: the server reads them from the environment or from
@@ -94,6 +94,40 @@ pub struct LoadedConfig {
     pub schedules: Vec<ScheduleDecl>,
     /// `[slack]`, when present (the surface also needs its secrets in the environment).
     pub slack: Option<SlackConfig>,
+    /// `[access]`, when present.
+    pub access: Option<AccessConfig>,
+}
+
+/// `[access]`, checked. The surface is on when `issuer` and `audience` are both set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessConfig {
+    pub issuer: Option<String>,
+    pub audience: Option<String>,
+    /// The key set: `jwks_url`, `jwks_file`, or `<issuer>/cdn-cgi/access/certs`.
+    pub jwks: Option<access_api::JwksSource>,
+    pub header: String,
+    pub cookie: String,
+    pub jwks_ttl: Duration,
+}
+
+impl AccessConfig {
+    /// The verifier's settings, or what the surface still needs to be on.
+    pub fn settings(&self) -> Result<access_api::AccessSettings, &'static str> {
+        let (issuer, audience) = match (&self.issuer, &self.audience) {
+            (Some(i), Some(a)) => (i.clone(), a.clone()),
+            (None, Some(_)) => return Err("[access] issuer"),
+            (Some(_), None) => return Err("[access] audience"),
+            (None, None) => return Err("[access] issuer and audience"),
+        };
+        Ok(access_api::AccessSettings {
+            issuer,
+            audience,
+            jwks: self.jwks.clone().ok_or("[access] jwks_url or jwks_file")?,
+            header: self.header.clone(),
+            cookie: self.cookie.clone(),
+            jwks_ttl: self.jwks_ttl,
+        })
+    }
 }
 
 /// `[slack]`.
@@ -407,6 +441,11 @@ pub fn parse(source: Source, text: &str) -> Result<LoadedConfig, LoadError> {
             .as_ref()
             .map(|s| slack_config(&t, s))
             .transpose()?,
+        access: sections
+            .access
+            .as_ref()
+            .map(|s| access_config(&t, s))
+            .transpose()?,
         source,
         agents,
         default_agent,
@@ -497,6 +536,108 @@ fn slack_config(t: &Text<'_>, section: &sections::SlackSection) -> Result<SlackC
         c.directory_ttl = n.seconds();
     }
     Ok(c)
+}
+
+/// Whether an http URL's host is loopback (tests and sidecars may skip TLS there).
+fn is_loopback_http(url: &str) -> bool {
+    let Some(rest) = url.strip_prefix("http://") else {
+        return false;
+    };
+    let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => host.rsplit_once(':').map_or(host, |(h, _)| h),
+    };
+    name == "localhost"
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+fn non_empty(t: &Text<'_>, v: &Option<toml::Spanned<String>>) -> Result<Option<String>, LoadError> {
+    match v {
+        None => Ok(None),
+        Some(s) if s.get_ref().trim().is_empty() => Err(t.at(
+            s.span().start,
+            "must not be empty; remove the key to leave it unset",
+        )),
+        Some(s) => Ok(Some(s.get_ref().clone())),
+    }
+}
+
+/// `[access]`: an https key-set URL (http on loopback only) or a file, not both; a header
+/// name and a cookie name that are names; a TTL of at least a second.
+fn access_config(t: &Text<'_>, s: &sections::AccessSection) -> Result<AccessConfig, LoadError> {
+    let issuer = non_empty(t, &s.issuer)?;
+    let audience = non_empty(t, &s.audience)?;
+    let jwks = match (&s.jwks_url, &s.jwks_file) {
+        (Some(url), Some(_)) => {
+            return Err(t.at(url.span().start, "set jwks_url or jwks_file, not both"));
+        }
+        (Some(url), None) => {
+            let u = url.get_ref();
+            if !(is_base_url(u) && (u.starts_with("https://") || is_loopback_http(u))) {
+                return Err(t.at(
+                    url.span().start,
+                    "must be the issuer's https key-set URL, like \"https://acme.cloudflareaccess.com/cdn-cgi/access/certs\" (http only on a loopback host)",
+                ));
+            }
+            Some(access_api::JwksSource::Url(u.clone()))
+        }
+        (None, Some(file)) => Some(access_api::JwksSource::File(file.get_ref().clone())),
+        (None, None) => match &issuer {
+            Some(i) if i.starts_with("https://") && is_base_url(i) => {
+                Some(access_api::JwksSource::Url(format!(
+                    "{}/cdn-cgi/access/certs",
+                    i.trim_end_matches('/')
+                )))
+            }
+            Some(_) => {
+                let at = s.issuer.as_ref().map_or(0, |i| i.span().start);
+                return Err(t.at(
+                    at,
+                    "is not an https URL, so the key set cannot be found from it; set jwks_url or jwks_file",
+                ));
+            }
+            None => None,
+        },
+    };
+    let header = match &s.header {
+        Some(h) if axum::http::HeaderName::from_bytes(h.get_ref().as_bytes()).is_err() => {
+            return Err(t.at(
+                h.span().start,
+                "must be an HTTP header name, like \"Cf-Access-Jwt-Assertion\"",
+            ));
+        }
+        Some(h) => h.get_ref().to_ascii_lowercase(),
+        None => "cf-access-jwt-assertion".to_owned(),
+    };
+    let cookie = match &s.cookie {
+        Some(c)
+            if c.get_ref().is_empty()
+                || !c
+                    .get_ref()
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b)) =>
+        {
+            return Err(t.at(
+                c.span().start,
+                "must be a cookie name (letters, digits, `_`, `-`, `.`), like \"CF_Authorization\"",
+            ));
+        }
+        Some(c) => c.get_ref().clone(),
+        None => "CF_Authorization".to_owned(),
+    };
+    Ok(AccessConfig {
+        issuer,
+        audience,
+        jwks,
+        header,
+        cookie,
+        jwks_ttl: s
+            .jwks_ttl_seconds
+            .map_or(Duration::from_secs(3600), |n| n.seconds()),
+    })
 }
 
 /// `[telemetry]`: the endpoint must be an http(s) URL with a host; a capacity above 0.
@@ -621,8 +762,7 @@ fn memory_config(
 
 fn check_unbuilt(t: &Text<'_>, doc: &toml::Table, s: &FileSections) -> Result<(), LoadError> {
     // Each section of a surface this build does not have, and what brings it.
-    let unbuilt: [(&Option<Unbuilt>, &str, &str); 3] = [
-        (&s.access, "access", "the Access /api surface"),
+    let unbuilt: [(&Option<Unbuilt>, &str, &str); 2] = [
         (&s.agent_policy, "agent_policy", "the tool broker"),
         (&s.agent_grants, "agent_grants", "the tool broker"),
     ];

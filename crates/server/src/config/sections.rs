@@ -115,6 +115,19 @@ pub struct SlackSection {
     pub directory_ttl_seconds: Option<Positive>,
 }
 
+/// `[access]`: on when `issuer` and `audience` are both set.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccessSection {
+    pub issuer: Option<Spanned<String>>,
+    pub audience: Option<Spanned<String>>,
+    pub jwks_url: Option<Spanned<String>>,
+    pub jwks_file: Option<Spanned<PathBuf>>,
+    pub header: Option<Spanned<String>>,
+    pub cookie: Option<Spanned<String>>,
+    pub jwks_ttl_seconds: Option<Positive>,
+}
+
 /// `[slack] mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -278,7 +291,7 @@ pub struct FileSections {
     pub slack: Option<SlackSection>,
     #[serde(default)]
     pub mcp: McpSection,
-    pub access: Option<Unbuilt>,
+    pub access: Option<AccessSection>,
     #[serde(default)]
     pub schedules: Vec<Spanned<ScheduleSection>>,
     #[serde(default)]

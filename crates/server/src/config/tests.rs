@@ -307,9 +307,38 @@ fn every_fault_names_file_line_column_key_and_fix() {
             "[[agent_grants]]\nid = \"x\"",
             "t.toml:1:3: [agent_grants] is read by the tool broker",
         ),
+        // [access].
         (
-            "[access]\nissuer = \"x\"",
-            "t.toml:2:1: [access] is read by the Access /api surface",
+            "[access]\nissuer = \"acme\"\naudience = \"a\"",
+            "t.toml:2:10: access.issuer: is not an https URL, so the key set cannot be found from it; set jwks_url or jwks_file",
+        ),
+        (
+            "[access]\nissuer = \"\"",
+            "t.toml:2:10: access.issuer: must not be empty",
+        ),
+        (
+            "[access]\njwks_url = \"http://keys.example.com/certs\"",
+            "t.toml:2:12: access.jwks_url: must be the issuer's https key-set URL",
+        ),
+        (
+            "[access]\njwks_url = \"https://k.example/certs\"\njwks_file = \"/k.json\"",
+            "t.toml:2:12: access.jwks_url: set jwks_url or jwks_file, not both",
+        ),
+        (
+            "[access]\nheader = \"bad header\"",
+            "t.toml:2:10: access.header: must be an HTTP header name",
+        ),
+        (
+            "[access]\ncookie = \"a=b\"",
+            "t.toml:2:10: access.cookie: must be a cookie name",
+        ),
+        (
+            "[access]\njwks_ttl_seconds = 0",
+            "t.toml:2:20: access.jwks_ttl_seconds: must be a whole number above 0",
+        ),
+        (
+            "[access]\ntoken = \"x\"",
+            "t.toml:2:1: access.token: unknown field `token`",
         ),
         // [memory].
         (
@@ -514,4 +543,60 @@ fn the_builtin_schedule_holds_the_fleet_friction_grants() {
         replaced.table.grants_for(&id).channels.is_empty(),
         "an entry replaces it whole"
     );
+}
+
+#[test]
+fn access_is_on_with_issuer_and_audience_and_finds_its_keys() {
+    let c = ok("[access]\nissuer = \"https://acme.cloudflareaccess.com/\"\naudience = \"aud\"");
+    let s = c.access.unwrap().settings().unwrap();
+    assert_eq!(
+        s.jwks,
+        access_api::JwksSource::Url(
+            "https://acme.cloudflareaccess.com/cdn-cgi/access/certs".into()
+        )
+    );
+    assert_eq!(
+        (s.header.as_str(), s.cookie.as_str(), s.jwks_ttl),
+        (
+            "cf-access-jwt-assertion",
+            "CF_Authorization",
+            Duration::from_secs(3600)
+        )
+    );
+    for url in [
+        "http://127.0.0.1:9/certs",
+        "http://[::1]:9/certs",
+        "http://localhost/certs",
+    ] {
+        let c = ok(&format!(
+            "[access]\nissuer = \"i\"\naudience = \"a\"\njwks_url = \"{url}\""
+        ));
+        assert_eq!(
+            c.access.unwrap().settings().unwrap().jwks,
+            access_api::JwksSource::Url(url.into())
+        );
+    }
+    let file = ok(
+        "[access]\nissuer = \"i\"\naudience = \"a\"\njwks_file = \"/etc/k.json\"\nheader = \"X-Token\"\njwks_ttl_seconds = 1",
+    );
+    let s = file.access.unwrap().settings().unwrap();
+    assert_eq!(
+        (s.header.as_str(), s.jwks_ttl),
+        ("x-token", Duration::from_secs(1))
+    );
+    for (text, missing) in [
+        ("[access]", "[access] issuer and audience"),
+        (
+            "[access]\nissuer = \"https://a.example\"",
+            "[access] audience",
+        ),
+        ("[access]\naudience = \"a\"", "[access] issuer"),
+    ] {
+        assert_eq!(
+            ok(text).access.unwrap().settings().unwrap_err(),
+            missing,
+            "{text}"
+        );
+    }
+    assert!(ok("").access.is_none());
 }

@@ -106,6 +106,14 @@ pub trait Dialect: Send + Sync + Sized + 'static {
     /// `sqlite` or `postgres`.
     const BACKEND: &'static str;
 
+    /// Live-run fan-out over this database, where it has one (Postgres).
+    fn fanout(
+        _pool: &sqlx::Pool<Self::Db>,
+        _spec: &crate::StoreSpec,
+    ) -> Option<std::sync::Arc<dyn crate::LiveFanout>> {
+        None
+    }
+
     /// The statement as the database takes it (`?` on SQLite, `$1, $2, …` on Postgres).
     fn placeholders(sql: String) -> String;
     /// `column` is one of a bound list.

@@ -758,4 +758,8 @@ impl<D: Dialect> Store for SqlStore<D> {
         self.exec(Statement::new("SELECT 1")).await?;
         Ok(())
     }
+
+    fn live_fanout(&self) -> Option<std::sync::Arc<dyn crate::LiveFanout>> {
+        D::fanout(&self.pool, &self.spec)
+    }
 }

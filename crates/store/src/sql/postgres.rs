@@ -127,6 +127,16 @@ impl Dialect for Postgres {
         format!("EXPLAIN {sql}")
     }
 
+    fn fanout(
+        pool: &Pool<sqlx::Postgres>,
+        spec: &StoreSpec,
+    ) -> Option<std::sync::Arc<dyn crate::LiveFanout>> {
+        Some(std::sync::Arc::new(PgFanout {
+            pool: pool.clone(),
+            channel: crate::fanout::channel_name(spec.schema.as_deref()),
+        }))
+    }
+
     fn plan_line(row: &PgRow) -> String {
         row.text(0).unwrap_or_default()
     }
@@ -201,5 +211,44 @@ impl Dialect for Postgres {
         then: Box<dyn FnOnce(i64) -> Statement + Send>,
     ) -> Result<Option<i64>> {
         exec::bump_then(pool, prepared, bump, then).await
+    }
+}
+
+/// `NOTIFY` through the pool; `LISTEN` on a connection of its own.
+struct PgFanout {
+    pool: Pool<sqlx::Postgres>,
+    channel: String,
+}
+
+#[async_trait]
+impl crate::LiveFanout for PgFanout {
+    async fn notify(&self, payload: &str) -> Result<()> {
+        if payload.len() > crate::fanout::MAX_PAYLOAD {
+            return Err(StoreError::Invalid(format!(
+                "a live-run payload of {} bytes is over NOTIFY's limit",
+                payload.len()
+            )));
+        }
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(&self.channel)
+            .bind(payload)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn listen(&self) -> Result<Box<dyn crate::FanoutListener>> {
+        let mut listener = sqlx::postgres::PgListener::connect_with(&self.pool).await?;
+        listener.listen(&self.channel).await?;
+        Ok(Box::new(PgFanoutListener(listener)))
+    }
+}
+
+struct PgFanoutListener(sqlx::postgres::PgListener);
+
+#[async_trait]
+impl crate::FanoutListener for PgFanoutListener {
+    async fn next(&mut self) -> Result<String> {
+        Ok(self.0.recv().await?.payload().to_owned())
     }
 }

@@ -1,0 +1,323 @@
+//! The live feed: Server-Sent Events from `LiveFeed::subscribe(viewer)`.
+//!
+//! - `/runs/stream` (or `/runs?stream=1`): every live run the viewer may read. It opens with a
+//!   `sync` event (the viewer's live runs from the store, read after subscribing, so no run
+//!   that ends meanwhile stays on the page), then `upsert`, `finished` and `lagged` events.
+//! - `/runs/<id>/stream`: one run, for a viewer who may read it or its capability token:
+//!   `upsert`, `event` (the run's events as they are recorded) and `finished`.
+//!
+//! The subscription filters before anything reaches this module: a run the viewer may not
+//! read never becomes a byte here. A feed sends a keep-alive comment when idle, and ends on
+//! shutdown and at the viewer's `exp` (a capability feed at the run's end).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use authz_core::RunId;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use commands::{LiveStream, LiveUpdate, ReplyKind};
+use futures_util::stream::{self, Stream};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::pages::{ask, param};
+use crate::{AccessApi, html};
+
+/// The index page's script: keeps the table of live runs current from the feed.
+pub const INDEX_SCRIPT: &str = r#"(function () {
+  const body = document.getElementById('runs');
+  const empty = document.getElementById('empty');
+  function cell(text, cls) { const td = document.createElement('td'); td.textContent = text; if (cls) td.className = cls; return td; }
+  function when(us) { return new Date(Math.floor(us / 1000)).toISOString().replace(/\.\d{3}Z$/, 'Z'); }
+  function row(r) {
+    const tr = document.createElement('tr'); tr.id = 'run-' + r.id;
+    const id = cell('', 'id'); const a = document.createElement('a');
+    a.href = '/runs/' + encodeURIComponent(r.id); a.textContent = r.id; id.appendChild(a);
+    tr.append(id, cell(r.status, 'status-' + r.status), cell(r.agent), cell(r.channel), cell(r.surface), cell(when(r.created_at)));
+    return tr;
+  }
+  function settle() { empty.hidden = body.children.length > 0; }
+  const feed = new EventSource('/runs/stream');
+  feed.addEventListener('sync', function (e) { body.replaceChildren.apply(body, JSON.parse(e.data).map(row)); settle(); });
+  feed.addEventListener('upsert', function (e) {
+    const r = JSON.parse(e.data); const old = document.getElementById('run-' + r.id);
+    if (old) { old.replaceWith(row(r)); } else { body.prepend(row(r)); } settle();
+  });
+  feed.addEventListener('finished', function (e) {
+    const old = document.getElementById('run-' + JSON.parse(e.data).id); if (old) old.remove(); settle();
+  });
+  feed.addEventListener('lagged', function () { location.reload(); });
+})();"#;
+
+/// A run page's script: appends the run's events and reloads when it ends.
+pub const RUN_SCRIPT: &str = r#"(function () {
+  const main = document.getElementById('run');
+  const events = document.getElementById('events');
+  const feed = new EventSource(main.dataset.stream);
+  feed.addEventListener('event', function (e) {
+    const ev = JSON.parse(e.data); const li = document.createElement('li');
+    const kind = document.createElement('span'); kind.className = 'muted'; kind.textContent = ev.kind;
+    li.append(kind, ' ' + ev.body); events.appendChild(li);
+  });
+  feed.addEventListener('upsert', function (e) {
+    const s = document.getElementById('run-status'); if (s) s.textContent = JSON.parse(e.data).status;
+  });
+  feed.addEventListener('finished', function () { feed.close(); location.reload(); });
+  feed.addEventListener('lagged', function () { location.reload(); });
+})();"#;
+
+/// What one feed carries.
+struct Feed {
+    updates: Box<dyn LiveStream>,
+    /// Only this run (a run's page); `None` for the index.
+    only: Option<RunId>,
+    /// The first event, sent before any update.
+    opening: Option<Event>,
+    /// When the feed ends: the viewer's `exp`.
+    until: Option<tokio::time::Instant>,
+    shutdown: CancellationToken,
+    /// Its run has ended: nothing more to send.
+    ended: bool,
+}
+
+fn run_json(run: &commands::LiveRun) -> Value {
+    json!({
+        "id": run.facts.id.as_str(),
+        "status": run.status.as_str(),
+        "agent": run.agent,
+        "channel": run.facts.channel_id.as_str(),
+        "surface": run.surface.as_str(),
+        "created_at": run.created_at.micros(),
+    })
+}
+
+/// The SSE event of an update, or `None` for one this feed does not carry.
+fn event_of(update: &LiveUpdate, only: Option<&RunId>) -> Option<Event> {
+    if let (Some(id), Some(run)) = (only, update.run())
+        && &run.id != id
+    {
+        return None;
+    }
+    let (name, data) = match update {
+        LiveUpdate::Upsert(run) => ("upsert", run_json(run)),
+        LiveUpdate::Finished { run, status, .. } => (
+            "finished",
+            json!({"id": run.id.as_str(), "status": status.as_str()}),
+        ),
+        LiveUpdate::Event {
+            run,
+            seq,
+            kind,
+            body,
+        } if only.is_some() => (
+            "event",
+            json!({"run": run.id.as_str(), "seq": seq, "kind": kind, "body": body}),
+        ),
+        LiveUpdate::Event { .. } => return None,
+        LiveUpdate::Lagged(n) => ("lagged", json!({"missed": n})),
+    };
+    Some(Event::default().event(name).data(data.to_string()))
+}
+
+async fn next(mut feed: Feed) -> Option<(Result<Event, Infallible>, Feed)> {
+    if let Some(first) = feed.opening.take() {
+        return Some((Ok(first), feed));
+    }
+    if feed.ended {
+        return None;
+    }
+    loop {
+        let deadline = async {
+            match feed.until {
+                Some(t) => tokio::time::sleep_until(t).await,
+                None => std::future::pending().await,
+            }
+        };
+        let update = tokio::select! {
+            u = feed.updates.recv() => u?,
+            () = feed.shutdown.cancelled() => return None,
+            () = deadline => return None,
+        };
+        if let Some(event) = event_of(&update, feed.only.as_ref()) {
+            if feed.only.is_some() && matches!(update, LiveUpdate::Finished { .. }) {
+                // A run's feed ends with its run.
+                feed.ended = true;
+            }
+            return Some((Ok(event), feed));
+        }
+    }
+}
+
+fn respond(api: &AccessApi, feed: Feed) -> Response {
+    let events: std::pin::Pin<Box<dyn Stream<Item = Result<Event, Infallible>> + Send>> =
+        Box::pin(stream::unfold(feed, next));
+    let mut r = Sse::new(events)
+        .keep_alive(KeepAlive::new().interval(api.keep_alive))
+        .into_response();
+    html::secure(&mut r, None);
+    r
+}
+
+fn until(remaining: Duration) -> Option<tokio::time::Instant> {
+    Some(tokio::time::Instant::now() + remaining)
+}
+
+/// `GET /runs/stream`.
+pub async fn index_stream(State(api): State<Arc<AccessApi>>, headers: HeaderMap) -> Response {
+    let (caller, viewer) = match api.caller(&headers).await {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    // Subscribed before the store is read: a run that ends in between is in both, and the
+    // page applies its `finished` after the `sync`.
+    let updates = api.services.live.subscribe(&caller.actor);
+    let live = ask(
+        &api,
+        &caller,
+        "runs.list",
+        json!({"status": "live", "limit": "100"}),
+    )
+    .await;
+    let runs: Vec<Value> = match live.kind {
+        ReplyKind::Ok => live
+            .data
+            .get("runs")
+            .and_then(Value::as_array)
+            .map(|runs| runs.iter().map(index_row).collect())
+            .unwrap_or_default(),
+        _ => vec![],
+    };
+    let opening = Event::default()
+        .event("sync")
+        .data(Value::Array(runs).to_string());
+    respond(
+        &api,
+        Feed {
+            updates,
+            only: None,
+            opening: Some(opening),
+            until: until(viewer.remaining()),
+            shutdown: api.shutdown.clone(),
+            ended: false,
+        },
+    )
+}
+
+/// A `runs list` row as the feed's `upsert` carries a run.
+fn index_row(run: &Value) -> Value {
+    let pick = |k: &str| run.get(k).cloned().unwrap_or(Value::Null);
+    json!({
+        "id": pick("id"), "status": pick("status"), "agent": pick("agent"),
+        "channel": pick("channel"), "surface": pick("surface"), "created_at": pick("created_at"),
+    })
+}
+
+/// `GET /runs/<id>/stream`.
+pub async fn run_stream(
+    State(api): State<Arc<AccessApi>>,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> Response {
+    let Ok(run_id) = RunId::parse(&id) else {
+        return html::not_found();
+    };
+    let (updates, until_at, status) = match param(query.as_deref(), "token") {
+        Some(token) => {
+            // Subscribed before the token's run is read, so an end in between is seen one
+            // way or the other.
+            let updates = api.services.live.subscribe_run(&run_id);
+            let Some(cap) =
+                commands::identity::Capability::open(&api.services, &run_id, &token).await
+            else {
+                tracing::warn!(
+                    reason = "capability-refused",
+                    "[access] a capability token did not open its run's feed"
+                );
+                return html::not_found();
+            };
+            (updates, None, cap.is_live())
+        }
+        None => {
+            let (caller, viewer) = match api.caller(&headers).await {
+                Ok(c) => c,
+                Err(r) => return r,
+            };
+            let updates = api.services.live.subscribe(&caller.actor);
+            let run = ask(&api, &caller, "runs.get", json!({"id": id})).await;
+            if run.kind != ReplyKind::Ok {
+                return html::not_found();
+            }
+            let live = matches!(
+                run.data.get("status").and_then(Value::as_str),
+                Some("queued" | "running")
+            );
+            (updates, until(viewer.remaining()), live)
+        }
+    };
+    // A run that has already ended says so at once, and the page reloads.
+    let ended = !status;
+    let opening = ended.then(|| {
+        Event::default()
+            .event("finished")
+            .data(json!({"id": run_id.as_str()}).to_string())
+    });
+    respond(
+        &api,
+        Feed {
+            updates,
+            only: Some(run_id),
+            opening,
+            until: until_at,
+            shutdown: api.shutdown.clone(),
+            ended,
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use authz_core::{ActorId, ChannelId, ChannelVisibility, RunFacts, Surface};
+    use commands::{LiveRun, RunStatus, Timestamp};
+
+    fn facts(id: &str) -> RunFacts {
+        RunFacts {
+            id: RunId::parse(id).unwrap(),
+            channel_id: ChannelId::parse("http:ci").unwrap(),
+            user_id: ActorId::parse("http:ci").unwrap(),
+            repo: None,
+            channel_visibility: ChannelVisibility::Machine,
+        }
+    }
+
+    #[test]
+    fn a_run_feed_carries_only_its_run_and_the_index_no_event_bodies() {
+        let a = "01JABCDEFGHJKMNPQRSTVWXYZ0";
+        let b = "01JABCDEFGHJKMNPQRSTVWXYZ1";
+        let event = |id: &str| LiveUpdate::Event {
+            run: facts(id),
+            seq: 1,
+            kind: "log".into(),
+            body: "hello".into(),
+        };
+        let only = RunId::parse(a).unwrap();
+        assert!(event_of(&event(a), Some(&only)).is_some());
+        assert!(event_of(&event(b), Some(&only)).is_none());
+        assert!(event_of(&event(a), None).is_none());
+        let upsert = LiveUpdate::Upsert(LiveRun {
+            facts: facts(b),
+            agent: "echo".into(),
+            surface: Surface::Http,
+            status: RunStatus::Running,
+            created_at: Timestamp::from_micros(1),
+        });
+        assert!(event_of(&upsert, None).is_some());
+        assert!(event_of(&upsert, Some(&only)).is_none());
+        assert!(event_of(&LiveUpdate::Lagged(2), Some(&only)).is_some());
+    }
+}

@@ -1,0 +1,279 @@
+//! Live-run updates across replicas: this replica's upserts and ends go out over the store's
+//! fan-out (Postgres `NOTIFY`), and other replicas' come back into this replica's broadcast,
+//! where every subscription filters them per viewer exactly as local ones.
+//!
+//! A payload carries the run's facts, status and agent, never its request, answer or events
+//! (they can be long, and `NOTIFY` holds under 8,000 bytes): a page that sees a run end
+//! reads the rest from the store. A payload that does not parse is dropped with a warning;
+//! nothing unparsed ever reaches a viewer.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agents::CancellationToken;
+use authz_core::{ActorId, ChannelId, ChannelVisibility, RepoSlug, RunFacts, RunId, Surface};
+use commands::{LiveRun, LiveUpdate};
+use serde::{Deserialize, Serialize};
+use store::{LiveFanout, ReplicaId, RunStatus, Timestamp};
+use tokio::sync::mpsc;
+
+use crate::live::LiveRuns;
+
+/// How many outgoing updates may wait for the database before new ones are dropped.
+pub(crate) const OUTBOX: usize = 4_096;
+/// How long the listener waits before listening again after losing its connection.
+const RELISTEN: Duration = Duration::from_secs(1);
+
+/// One update on the wire.
+#[derive(Debug, Serialize, Deserialize, PartialEq)]
+struct Wire {
+    /// The replica that sent it (its own listener skips it).
+    from: String,
+    /// `upsert` or `finished`.
+    kind: String,
+    id: String,
+    channel: String,
+    user: String,
+    repo: Option<String>,
+    visibility: String,
+    status: String,
+    agent: String,
+    surface: String,
+    created_at: i64,
+}
+
+/// The wire form of a local update; `None` for what does not cross replicas (events, lags).
+fn encode(from: &ReplicaId, update: &LiveUpdate) -> Option<String> {
+    let (kind, facts, status, agent, surface, created_at) = match update {
+        LiveUpdate::Upsert(run) => (
+            "upsert",
+            &run.facts,
+            run.status,
+            run.agent.as_str(),
+            run.surface.as_str(),
+            run.created_at.micros(),
+        ),
+        LiveUpdate::Finished { run, status, .. } => ("finished", run, *status, "", "", 0),
+        LiveUpdate::Event { .. } | LiveUpdate::Lagged(_) => return None,
+    };
+    serde_json::to_string(&Wire {
+        from: from.as_str().to_owned(),
+        kind: kind.to_owned(),
+        id: facts.id.as_str().to_owned(),
+        channel: facts.channel_id.as_str().to_owned(),
+        user: facts.user_id.as_str().to_owned(),
+        repo: facts.repo.as_ref().map(|r| r.as_str().to_owned()),
+        visibility: facts.channel_visibility.as_str().to_owned(),
+        status: status.as_str().to_owned(),
+        agent: agent.to_owned(),
+        surface: surface.to_owned(),
+        created_at,
+    })
+    .ok()
+}
+
+/// Why a payload was dropped (for the log).
+#[derive(Debug, PartialEq, Eq)]
+enum Dropped {
+    Own,
+    Malformed(&'static str),
+}
+
+/// A payload from another replica as an update; its own and malformed ones are dropped.
+fn decode(me: &ReplicaId, payload: &str) -> Result<LiveUpdate, Dropped> {
+    let w: Wire = serde_json::from_str(payload).map_err(|_| Dropped::Malformed("json"))?;
+    if w.from == me.as_str() {
+        return Err(Dropped::Own);
+    }
+    let facts = RunFacts {
+        id: RunId::parse(&w.id).map_err(|_| Dropped::Malformed("id"))?,
+        channel_id: ChannelId::parse(&w.channel).map_err(|_| Dropped::Malformed("channel"))?,
+        user_id: ActorId::parse(&w.user).map_err(|_| Dropped::Malformed("user"))?,
+        repo: w
+            .repo
+            .as_deref()
+            .map(RepoSlug::parse)
+            .transpose()
+            .map_err(|_| Dropped::Malformed("repo"))?,
+        channel_visibility: ChannelVisibility::parse(&w.visibility)
+            .ok_or(Dropped::Malformed("visibility"))?,
+    };
+    let status = RunStatus::parse(&w.status).map_err(|_| Dropped::Malformed("status"))?;
+    match w.kind.as_str() {
+        "upsert" => Ok(LiveUpdate::Upsert(LiveRun {
+            facts,
+            agent: w.agent,
+            surface: Surface::parse(&w.surface).ok_or(Dropped::Malformed("surface"))?,
+            status,
+            created_at: Timestamp::from_micros(w.created_at),
+        })),
+        "finished" => Ok(LiveUpdate::Finished {
+            run: facts,
+            status,
+            answer: None,
+            error: None,
+        }),
+        _ => Err(Dropped::Malformed("kind")),
+    }
+}
+
+/// Starts the two fan-out tasks until `stop`: the sender of this replica's updates and the
+/// listener for the others'.
+pub(crate) fn spawn(
+    live: Arc<LiveRuns>,
+    fanout: Arc<dyn LiveFanout>,
+    replica: ReplicaId,
+    stop: CancellationToken,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let (tx, rx) = mpsc::channel(OUTBOX);
+    live.set_outbox(tx);
+    vec![
+        tokio::spawn(send(rx, fanout.clone(), replica.clone(), stop.clone())),
+        tokio::spawn(listen(live, fanout, replica, stop)),
+    ]
+}
+
+async fn send(
+    mut rx: mpsc::Receiver<LiveUpdate>,
+    fanout: Arc<dyn LiveFanout>,
+    replica: ReplicaId,
+    stop: CancellationToken,
+) {
+    loop {
+        let update = tokio::select! {
+            u = rx.recv() => match u { Some(u) => u, None => return },
+            () = stop.cancelled() => return,
+        };
+        let Some(payload) = encode(&replica, &update) else {
+            continue;
+        };
+        if let Err(e) = fanout.notify(&payload).await {
+            tracing::warn!(error = %e.token(), "a live-run update did not reach the other replicas");
+        }
+    }
+}
+
+async fn listen(
+    live: Arc<LiveRuns>,
+    fanout: Arc<dyn LiveFanout>,
+    replica: ReplicaId,
+    stop: CancellationToken,
+) {
+    while !stop.is_cancelled() {
+        let mut listener = match fanout.listen().await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(error = %e.token(), "listening for other replicas' live runs failed; trying again");
+                tokio::select! {
+                    () = tokio::time::sleep(RELISTEN) => continue,
+                    () = stop.cancelled() => return,
+                }
+            }
+        };
+        loop {
+            let payload = tokio::select! {
+                p = listener.next() => p,
+                () = stop.cancelled() => return,
+            };
+            match payload {
+                Ok(p) => match decode(&replica, &p) {
+                    Ok(update) => live.publish(update),
+                    Err(Dropped::Own) => {}
+                    Err(Dropped::Malformed(field)) => {
+                        tracing::warn!(
+                            field,
+                            "dropped a live-run update from another replica that does not parse"
+                        );
+                    }
+                },
+                Err(e) => {
+                    tracing::warn!(error = %e.token(), "lost the connection listening for other replicas' live runs; listening again");
+                    break;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(visibility: ChannelVisibility) -> RunFacts {
+        RunFacts {
+            id: RunId::parse("01JABCDEFGHJKMNPQRSTVWXYZ0").unwrap(),
+            channel_id: ChannelId::parse("slack:G123").unwrap(),
+            user_id: ActorId::parse("slack:U1").unwrap(),
+            repo: Some(RepoSlug::parse("acme/web").unwrap()),
+            channel_visibility: visibility,
+        }
+    }
+
+    #[test]
+    fn updates_cross_replicas_and_come_back_as_they_left() {
+        let a = ReplicaId::parse("a").unwrap();
+        let b = ReplicaId::parse("b").unwrap();
+        let upsert = LiveUpdate::Upsert(LiveRun {
+            facts: facts(ChannelVisibility::Private),
+            agent: "echo".into(),
+            surface: Surface::Http,
+            status: RunStatus::Running,
+            created_at: Timestamp::from_micros(42),
+        });
+        let payload = encode(&a, &upsert).unwrap();
+        assert_eq!(decode(&b, &payload).unwrap(), upsert);
+        assert_eq!(decode(&a, &payload).unwrap_err(), Dropped::Own);
+        let finished = LiveUpdate::Finished {
+            run: facts(ChannelVisibility::Public),
+            status: RunStatus::Completed,
+            answer: Some("long answer stays home".into()),
+            error: None,
+        };
+        let payload = encode(&a, &finished).unwrap();
+        assert!(!payload.contains("long answer"));
+        assert!(matches!(
+            decode(&b, &payload).unwrap(),
+            LiveUpdate::Finished {
+                answer: None,
+                status: RunStatus::Completed,
+                ..
+            }
+        ));
+        assert!(encode(&a, &LiveUpdate::Lagged(3)).is_none());
+    }
+
+    #[test]
+    fn malformed_payloads_are_dropped_never_widened() {
+        let b = ReplicaId::parse("b").unwrap();
+        let good = encode(
+            &ReplicaId::parse("a").unwrap(),
+            &LiveUpdate::Upsert(LiveRun {
+                facts: facts(ChannelVisibility::Private),
+                agent: "echo".into(),
+                surface: Surface::Http,
+                status: RunStatus::Running,
+                created_at: Timestamp::from_micros(1),
+            }),
+        )
+        .unwrap();
+        for (payload, field) in [
+            ("", "json"),
+            ("{}", "json"),
+            (
+                &good.replace("\"private\"", "\"secretish\"")[..],
+                "visibility",
+            ),
+            (&good.replace("slack:U1", "nobody")[..], "user"),
+            (&good.replace("\"running\"", "\"sprinting\"")[..], "status"),
+            (&good.replace("\"upsert\"", "\"delete\"")[..], "kind"),
+            (&good.replace("\"http\"", "\"fax\"")[..], "surface"),
+            (&good.replace("slack:G123", "G123")[..], "channel"),
+        ] {
+            assert_eq!(
+                decode(&b, payload).unwrap_err(),
+                Dropped::Malformed(field),
+                "{payload}"
+            );
+        }
+    }
+}
