@@ -1,0 +1,151 @@
+//! Two `switchboard serve` processes on one Postgres with the Access surface on: a run live on
+//! one replica shows on the other's `/runs` index and in its feed (Postgres `LISTEN/NOTIFY`),
+//! and each replica still filters per viewer.
+// A test binary: a failed expectation panics.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod common;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use access_api::testing::{SigningKey, claims, key_set};
+use serde_json::{Value, json};
+
+const ISSUER: &str = "https://issuer.test";
+const AUDIENCE: &str = "aud-replicas";
+const OPSBOT: &str = "opsbot-token-0123456789";
+
+struct Replica {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(dir: &Path, config: &str) -> Replica {
+    std::fs::write(dir.join("switchboard.toml"), config).unwrap();
+    let tokens = json!({OPSBOT: {"subject": "opsbot", "channel": "http:ops"}}).to_string();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_switchboard"));
+    cmd.current_dir(dir)
+        .env_remove("SWITCHBOARD_CONFIG")
+        .env("SWITCHBOARD_INGRESS_TOKENS", tokens)
+        .env("NO_COLOR", "1")
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .stderr(Stdio::null());
+    let (child, addr, summary) = common::spawn_serve(cmd);
+    assert!(summary.contains("Access JWTs from"), "{summary}");
+    Replica {
+        child,
+        base: format!("http://{addr}"),
+    }
+}
+
+/// Reads a feed until `until` is in it or `limit` passes; what it read.
+async fn read_feed(resp: &mut reqwest::Response, until: &str, limit: Duration) -> String {
+    let mut seen = String::new();
+    let _ = tokio::time::timeout(limit, async {
+        while let Ok(Some(chunk)) = resp.chunk().await {
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+            if seen.contains(until) {
+                return;
+            }
+        }
+    })
+    .await;
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_on_one_replica_is_live_on_the_others_pages_and_feed() {
+    let key = SigningKey::generate("replica-key");
+    let store = common::postgres_store_section();
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let replicas: Vec<Replica> = dirs
+        .iter()
+        .enumerate()
+        .map(|(i, dir)| {
+            let jwks = dir.path().join("jwks.json");
+            std::fs::write(&jwks, key_set(&[&key]).to_string()).unwrap();
+            let config = format!(
+                "[server]\nreplica_id = \"replica-{i}\"\n[agents]\ndefault = \"echo\"\n[agents.echo]\n[agents.staller]\nbehaviour = \"stall\"\n\
+                 [grants.\"http:opsbot\"]\nactions = [\"runs:read\", \"runs:write\", \"agent:run:staller\"]\nchannels = [\"http:ops\"]\n\
+                 [grants.\"access:fleet\"]\nactions = [\"runs:read\"]\nchannels = \"all\"\n\
+                 [access]\nissuer = \"{ISSUER}\"\naudience = \"{AUDIENCE}\"\njwks_file = {jwks:?}\n{store}",
+                jwks = jwks.display().to_string(),
+            );
+            start(dir.path(), &config)
+        })
+        .collect();
+    let (a, b) = (&replicas[0], &replicas[1]);
+    let client = reqwest::Client::new();
+    let viewer = |sub: &str| key.sign(&claims(ISSUER, AUDIENCE, sub));
+    let feed = |sub: &str| {
+        client
+            .get(format!("{}/runs/stream", a.base))
+            .header("cf-access-jwt-assertion", viewer(sub))
+            .send()
+    };
+    let mut fleet = feed("fleet").await.unwrap();
+    let mut alice = feed("alice").await.unwrap();
+    assert_eq!(fleet.status(), 200);
+    read_feed(&mut fleet, "event: sync", Duration::from_secs(10)).await;
+    read_feed(&mut alice, "event: sync", Duration::from_secs(10)).await;
+
+    // A run starts on replica B.
+    let started: Value = serde_json::from_str(
+        &client
+            .post(format!("{}/ingress", b.base))
+            .header("authorization", format!("Bearer {OPSBOT}"))
+            .header("accept", "application/json")
+            .body("@staller wait for me")
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    let id = started["run_id"].as_str().unwrap_or_else(|| panic!("{started}")).to_owned();
+
+    // Replica A's feed carries it to the fleet viewer, and never to alice (no channels).
+    let seen = read_feed(&mut fleet, &id, Duration::from_secs(10)).await;
+    assert!(seen.contains("event: upsert") && seen.contains(&id), "{seen}");
+    // A's index (from the shared store) lists it as live for the fleet viewer only.
+    let index = |sub: &str| {
+        client
+            .get(format!("{}/runs", a.base))
+            .header("cf-access-jwt-assertion", viewer(sub))
+            .send()
+    };
+    let page = index("fleet").await.unwrap().text().await.unwrap();
+    assert!(page.contains(&id), "{page}");
+    let page = index("alice").await.unwrap().text().await.unwrap();
+    assert!(!page.contains(&id));
+
+    // Stopped through replica B: A's feed sees it end.
+    let stop = client
+        .post(format!("{}/ingress", b.base))
+        .header("authorization", format!("Bearer {OPSBOT}"))
+        .body(format!("runs stop {id}"))
+        .send()
+        .await
+        .unwrap();
+    assert!(stop.status().is_success(), "{:?}", stop.text().await);
+    let seen = read_feed(&mut fleet, "event: finished", Duration::from_secs(10)).await;
+    assert!(seen.contains("event: finished") && seen.contains(&id), "{seen}");
+    let alice_saw = read_feed(&mut alice, &id, Duration::from_millis(500)).await;
+    assert!(!alice_saw.contains(&id), "another replica's run reached a viewer who may not read it");
+}
