@@ -1,0 +1,239 @@
+"""The /runs pages in a real browser: headless Chromium (Debian's package) over WebDriver.
+
+An issuer made here (an RSA key from `cryptography`, RS256 tokens from PyJWT, the JWKS on a
+loopback HTTP server) signs the viewer's CF_Authorization cookie for a real `switchboard
+serve`. The browser loads /runs, opens a run, sees a new run appear through the feed without a
+reload, never sees a run the viewer may not read (in the DOM or in the feed's raw bytes), and
+stops a live run from its page. Screenshots go to target/browser-check/.
+
+Every failure exits non-zero, including a browser that does not start.
+"""
+
+import http.server
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+import jwt
+from cryptography.hazmat.primitives.asymmetric import rsa
+from jwt.algorithms import RSAAlgorithm
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.path.join(ROOT, "target", "debug", "switchboard")
+SHOTS = os.path.join(ROOT, "target", "browser-check")
+ISSUER = "https://issuer.browser.test"
+AUDIENCE = "aud-browser-check"
+KID = "browser-key-1"
+OPS = "ops-token-browser-0000001"
+SECRET = "secret-token-browser-00001"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def fail(message):
+    print(f"browser-check: FAILED: {message}", file=sys.stderr)
+    sys.exit(1)
+
+
+def serve_jwks(public_key):
+    jwk = json.loads(RSAAlgorithm.to_jwk(public_key))
+    jwk.update({"kid": KID, "alg": "RS256", "use": "sig"})
+    body = json.dumps({"keys": [jwk]}).encode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}/certs"
+
+
+def start_run(base, token, text):
+    request = urllib.request.Request(
+        f"{base}/ingress",
+        data=text.encode(),
+        headers={"authorization": f"Bearer {token}", "accept": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.load(response)["run_id"]
+
+
+def read_feed(base, cookie, seconds, out):
+    """The feed's raw bytes for `seconds`, as the viewer."""
+    request = urllib.request.Request(f"{base}/runs/stream", headers={"cookie": f"CF_Authorization={cookie}"})
+    deadline = time.time() + seconds
+    try:
+        with urllib.request.urlopen(request, timeout=seconds) as response:
+            while time.time() < deadline:
+                chunk = response.read1(4096)
+                if not chunk:
+                    break
+                out.append(chunk)
+    except (TimeoutError, socket.timeout):
+        pass
+
+
+def main():
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    jwks_url = serve_jwks(key.public_key())
+    now = int(time.time())
+    cookie = jwt.encode(
+        {"iss": ISSUER, "aud": [AUDIENCE], "sub": "viewer", "iat": now, "nbf": now, "exp": now + 3600},
+        key,
+        algorithm="RS256",
+        headers={"kid": KID},
+    )
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    work = tempfile.mkdtemp(prefix="browser-check-")
+    config = os.path.join(work, "switchboard.toml")
+    with open(config, "w") as f:
+        f.write(
+            f"""
+[server]
+listen = "127.0.0.1:{port}"
+data_dir = "{work}/data"
+public_url = "{base}"
+[store]
+url = "sqlite://{work}/switchboard.db"
+[agents]
+default = "echo"
+[agents.echo]
+[agents.staller]
+behaviour = "stall"
+[grants."http:ops"]
+actions = ["agent:run:staller"]
+[grants."http:secret"]
+actions = ["agent:run:staller"]
+# The viewer reads and stops the ops channel's runs, and nothing of the secret one.
+[grants."access:viewer"]
+actions = ["runs:read", "runs:write"]
+channels = ["http:ops"]
+[access]
+issuer = "{ISSUER}"
+audience = "{AUDIENCE}"
+jwks_url = "{jwks_url}"
+"""
+        )
+    env = dict(os.environ)
+    env["SWITCHBOARD_INGRESS_TOKENS"] = json.dumps(
+        {OPS: {"subject": "ops", "channel": "http:ops"}, SECRET: {"subject": "secret", "channel": "http:secret"}}
+    )
+    env["NO_COLOR"] = "1"
+    log = open(os.path.join(work, "serve.log"), "w")
+    server = subprocess.Popen([BIN, "--config", config, "serve"], stdout=log, stderr=log, env=env)
+    driver = None
+    try:
+        for _ in range(150):
+            try:
+                urllib.request.urlopen(f"{base}/readyz", timeout=1)
+                break
+            except OSError:
+                if server.poll() is not None:
+                    fail("serve exited: " + open(os.path.join(work, "serve.log")).read())
+                time.sleep(0.2)
+        else:
+            fail("serve did not become ready")
+
+        first = start_run(base, OPS, "@staller the first run")
+        hidden = start_run(base, SECRET, "@staller a run the viewer may not read")
+
+        options = webdriver.ChromeOptions()
+        options.binary_location = "/usr/bin/chromium"
+        for arg in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,900"]:
+            options.add_argument(arg)
+        try:
+            driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+        except Exception as e:  # the browser must start: no skip
+            fail(f"headless Chromium did not start: {e}")
+        wait = WebDriverWait(driver, 15)
+        driver.get(f"{base}/runs/assets/style.css")
+        driver.add_cookie({"name": "CF_Authorization", "value": cookie, "path": "/"})
+
+        # The index: the live run the viewer may read, not the other.
+        driver.get(f"{base}/runs")
+        wait.until(lambda d: d.find_elements(By.ID, f"run-{first}"))
+        if hidden in driver.page_source:
+            fail("a run the viewer may not read is in the index")
+
+        # Open the run.
+        driver.find_element(By.LINK_TEXT, first).click()
+        wait.until(lambda d: d.find_elements(By.ID, "request"))
+        if "the first run" not in driver.find_element(By.ID, "request").text:
+            fail("the run page does not show the request")
+        driver.back()
+        wait.until(lambda d: d.find_elements(By.ID, f"run-{first}"))
+
+        # A new run appears through the feed, without a reload (the marker survives).
+        driver.execute_script("window.__noReload = 'still here';")
+        raw = []
+        feed = threading.Thread(target=read_feed, args=(base, cookie, 6, raw))
+        feed.start()
+        time.sleep(1)
+        second = start_run(base, OPS, "@staller the second run")
+        hidden_too = start_run(base, SECRET, "@staller another run the viewer may not read")
+        wait.until(lambda d: d.find_elements(By.ID, f"run-{second}"))
+        if driver.execute_script("return window.__noReload") != "still here":
+            fail("the page reloaded instead of updating from the feed")
+        time.sleep(1.5)
+        feed.join()
+        raw_bytes = b"".join(raw).decode(errors="replace")
+        for secret_run in (hidden, hidden_too):
+            if secret_run in driver.page_source:
+                fail("a run the viewer may not read reached the DOM")
+            if secret_run in raw_bytes:
+                fail("a run the viewer may not read reached the feed's bytes")
+        if second not in raw_bytes or "event: sync" not in raw_bytes:
+            fail(f"the feed did not carry the viewer's runs: {raw_bytes[:500]}")
+        os.makedirs(SHOTS, exist_ok=True)
+        driver.save_screenshot(os.path.join(SHOTS, "runs.png"))
+
+        # Stop a live run from its page.
+        driver.get(f"{base}/runs/{first}")
+        wait.until(lambda d: d.find_elements(By.ID, "stop"))
+        driver.find_element(By.ID, "stop").click()
+
+        def stopped(d):
+            cells = d.find_elements(By.ID, "run-status")
+            return cells and cells[0].text == "stopped"
+
+        try:
+            wait.until(stopped)
+        except Exception:
+            driver.refresh()
+            WebDriverWait(driver, 10).until(stopped)
+        driver.save_screenshot(os.path.join(SHOTS, "stopped-run.png"))
+        print(f"browser-check: Chromium loaded /runs, followed the feed, stopped {first}; screenshots in {SHOTS}")
+    finally:
+        if driver is not None:
+            driver.quit()
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+if __name__ == "__main__":
+    main()
