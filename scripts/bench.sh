@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmarks (never tests). Usage: scripts/bench.sh [authz|store|ingress|mcp|memory|schedule|tracing|slack]
+# Benchmarks (never tests). Usage: scripts/bench.sh [authz|store|ingress|mcp|memory|schedule|tracing|slack|access]
 #
 #   authz   authorize and predicate_for, side by side with cedar-policy deciding an equivalent
 #           policy on the same requests in the same run (crates/authz-bench, excluded from the
@@ -38,6 +38,11 @@
 #           against a fake Slack Web API on loopback (p50/p99/max, every run recorded exactly
 #           once: scripts/bench/slack.py); and the directory: 10,000 stamps over 100 channels
 #           and the conversations.info calls they make (crates/slack/benches/directory.rs).
+#
+#   access  `GET /api/runs.get` with a verified Access JWT, wrk with 64 connections on the same
+#           cores: requests/s, latency percentiles, resident memory under load; then 1,000
+#           viewers on `/runs/stream`: the memory they add and how long a new run's upsert
+#           takes to reach each of them (scripts/bench/access.py). Installs wrk if missing.
 #
 # Raw output goes to target/bench/<name>.txt; docs/benchmarks.md records the figures with the
 # machine and this command.
@@ -94,8 +99,17 @@ case "$what" in
     cargo build --locked --release -p cli
     python3 scripts/bench/slack.py | tee -a target/bench/slack.txt
     ;;
+  access)
+    need wrk
+    venv="$PWD/target/browser-venv"
+    "$venv/bin/python" -c "import jwt, cryptography" 2>/dev/null || {
+      python3 -m venv "$venv" && "$venv/bin/pip" install --quiet --disable-pip-version-check "pyjwt[crypto]==2.10.1"
+    }
+    cargo build --locked --release -p cli
+    "$venv/bin/python" scripts/bench/access.py | tee target/bench/access.txt
+    ;;
   *)
-    echo "unknown benchmark '$what'; known: authz, store, ingress, mcp, memory, schedule, tracing, slack" >&2
+    echo "unknown benchmark '$what'; known: authz, store, ingress, mcp, memory, schedule, tracing, slack, access" >&2
     exit 2
     ;;
 esac

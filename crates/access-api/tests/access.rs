@@ -895,6 +895,29 @@ async fn capability_links_open_their_own_live_run_only() {
     );
     let r = h.client.get(&link).send().await.unwrap();
     assert_eq!(r.headers()["referrer-policy"], "no-referrer");
+    // `?wait=` that ends with the run still live keeps the link for its starter.
+    let waited: Value = serde_json::from_str(
+        &h.client
+            .post(format!("{}/ingress?wait=1", h.base))
+            .header("authorization", format!("Bearer {OPSBOT}"))
+            .header("accept", "application/json")
+            .body("@staller wait again")
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(waited["status"], "running", "{waited}");
+    let waited_id = waited["run_id"].as_str().unwrap();
+    assert!(
+        waited["link"]
+            .as_str()
+            .is_some_and(|l| l.contains(waited_id)),
+        "{waited}"
+    );
     let other = h
         .stored_run(
             "slack:C1",

@@ -112,6 +112,15 @@ async fn ask(
         started.agent(),
         started.channel()
     ));
+    // The capability link, for whoever started the run (with `[server] public_url`).
+    let link = app
+        .services
+        .public_url
+        .as_deref()
+        .map(|base| started.link(base));
+    if let Some(link) = &link {
+        progress.line(&format!("follow it live: {link}"));
+    }
     let (mut stopping, mut feed_open) = (false, true);
     // The run's end, not its `Finished` update, ends the wait: a feed that lagged may have
     // dropped that update. Its events are all in the feed by then, and shown first.
@@ -137,7 +146,7 @@ async fn ask(
         "the run ended without a final record; `switchboard runs get` shows what the store has",
     )?;
     settle_memory(app, &progress).await;
-    Ok(print_result(&outcome, json))
+    Ok(print_result(&outcome, json, link))
 }
 
 /// Waits (bounded by `[memory] reflection_timeout_seconds`) for the run's reflection, so a
@@ -200,9 +209,13 @@ pub async fn follow_runs_of_this_process(
     }
 }
 
-fn print_result(run: &RunOutcome, json: bool) -> u8 {
+fn print_result(run: &RunOutcome, json: bool, link: Option<String>) -> u8 {
     if json {
-        println!("{}", run.json());
+        let mut data = run.json();
+        if let (Some(link), Some(fields)) = (link, data.as_object_mut()) {
+            fields.insert("link".to_owned(), serde_json::Value::String(link));
+        }
+        println!("{data}");
     } else if run.answer().is_some() {
         println!("{}", run.text());
     } else {

@@ -118,11 +118,17 @@ async fn a_run_on_one_replica_is_live_on_the_others_pages_and_feed() {
             .unwrap(),
     )
     .unwrap();
-    let id = started["run_id"].as_str().unwrap_or_else(|| panic!("{started}")).to_owned();
+    let id = started["run_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{started}"))
+        .to_owned();
 
     // Replica A's feed carries it to the fleet viewer, and never to alice (no channels).
     let seen = read_feed(&mut fleet, &id, Duration::from_secs(10)).await;
-    assert!(seen.contains("event: upsert") && seen.contains(&id), "{seen}");
+    assert!(
+        seen.contains("event: upsert") && seen.contains(&id),
+        "{seen}"
+    );
     // A's index (from the shared store) lists it as live for the fleet viewer only.
     let index = |sub: &str| {
         client
@@ -145,7 +151,13 @@ async fn a_run_on_one_replica_is_live_on_the_others_pages_and_feed() {
         .unwrap();
     assert!(stop.status().is_success(), "{:?}", stop.text().await);
     let seen = read_feed(&mut fleet, "event: finished", Duration::from_secs(10)).await;
-    assert!(seen.contains("event: finished") && seen.contains(&id), "{seen}");
+    assert!(
+        seen.contains("event: finished") && seen.contains(&id),
+        "{seen}"
+    );
     let alice_saw = read_feed(&mut alice, &id, Duration::from_millis(500)).await;
-    assert!(!alice_saw.contains(&id), "another replica's run reached a viewer who may not read it");
+    assert!(
+        !alice_saw.contains(&id),
+        "another replica's run reached a viewer who may not read it"
+    );
 }

@@ -183,6 +183,26 @@ fn ask_shows_progress_then_the_answer_and_records_the_run() {
     let json = run(dir.path(), &["ask", "--json", "again"]);
     let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(v["status"], "completed");
+    assert!(v.get("link").is_none(), "no public_url, no link: {v}");
+    std::fs::write(
+        dir.path().join("switchboard.toml"),
+        "[server]\npublic_url = \"https://sb.example.com\"\n[agents]\ndefault = \"echo\"\n[agents.echo]\n",
+    )
+    .unwrap();
+    let linked = run(dir.path(), &["ask", "--json", "with a link"]);
+    let v: serde_json::Value = serde_json::from_slice(&linked.stdout).unwrap();
+    let id = v["run_id"].as_str().unwrap();
+    let link = v["link"].as_str().unwrap_or_else(|| panic!("{v}"));
+    assert!(
+        link.starts_with(&format!("https://sb.example.com/runs/{id}?token=")),
+        "{link}"
+    );
+    let human = run(dir.path(), &["ask", "and", "in", "text"]);
+    assert!(
+        text(&human.stderr).contains("follow it live: https://sb.example.com/runs/"),
+        "{}",
+        text(&human.stderr)
+    );
     let unknown = run(dir.path(), &["ask", "--agent", "nope", "hi"]);
     assert_eq!(unknown.status.code(), Some(2));
     assert!(text(&unknown.stderr).contains("there is no agent `nope`; you can run echo"));

@@ -98,9 +98,15 @@ async fn handle(State(ingress): State<Arc<Ingress>>, request: Request) -> Respon
     let (reply, started) = match (handled.run, wait) {
         (Some(run), Some(wait)) => {
             let id = run.id().clone();
+            // Only the starter ever sees the link: kept for a run still live after the wait.
+            let link = ingress
+                .services
+                .public_url
+                .as_deref()
+                .map(|base| run.link(base));
             match tokio::time::timeout(wait, run.finished()).await {
                 Ok(Some(done)) => (finished_reply(&done), false),
-                _ => (still_running(&id), true),
+                _ => (still_running(&id, link), true),
             }
         }
         (run, _) => (handled.reply, run.is_some()),
@@ -276,11 +282,16 @@ fn finished_reply(run: &RunOutcome) -> Reply {
     Reply::ok(run.text(), run.json())
 }
 
-fn still_running(id: &RunId) -> Reply {
-    Reply::ok(
-        format!("run {id} is still running; follow it with `runs get {id}`"),
-        json!({"run_id": id.as_str(), "status": "running"}),
-    )
+fn still_running(id: &RunId, link: Option<String>) -> Reply {
+    let mut text = format!("run {id} is still running; follow it with `runs get {id}`");
+    let mut data = json!({"run_id": id.as_str(), "status": "running"});
+    if let Some(link) = link {
+        text.push_str(&format!("\nFollow it live: {link}"));
+        if let Some(fields) = data.as_object_mut() {
+            fields.insert("link".to_owned(), Value::String(link));
+        }
+    }
+    Reply::ok(text, data)
 }
 
 #[cfg(test)]
