@@ -286,10 +286,14 @@ fn run_body(
     let suffix = escape(&token_suffix(token));
     let base = format!("/runs/{}", escape(&id));
     let field = |label: &str, key: &str| {
-        format!(
-            "<tr><th>{label}</th><td id=\"run-{key}\">{}</td></tr>",
-            escape(&text_of(run, key))
-        )
+        let value = escape(&text_of(run, key));
+        // The status cell is coloured by the stylesheet's `status-<status>` classes.
+        let class = if key == "status" {
+            format!(" class=\"status-{value}\"")
+        } else {
+            String::new()
+        };
+        format!("<tr><th>{label}</th><td id=\"run-{key}\"{class}>{value}</td></tr>")
     };
     let mut out = format!(
         "<main id=\"run\" data-stream=\"{base}/stream{suffix}\"><h1>Run <span class=\"id\">{}</span></h1>",

@@ -246,6 +246,10 @@ async fn ask_records_a_run_in_the_tokens_channel_and_can_wait_for_the_answer() {
     let sc = started.structured_content.clone().unwrap();
     let id = sc["run_id"].as_str().unwrap().to_owned();
     assert!(text(&started).contains(&id));
+    // The capability link goes to the one who asked, in the data and the text.
+    let link = sc["link"].as_str().unwrap_or_else(|| panic!("{sc}"));
+    assert!(link.contains(&format!("/runs/{id}?token=")), "{link}");
+    assert!(text(&started).contains(link));
     let run = s.run(&id).await;
     assert_eq!(run.channel_id.as_str(), "mcp:ops", "the token's channel");
     assert_eq!(run.user_id.as_str(), "mcp:opsbot");

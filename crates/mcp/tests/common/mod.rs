@@ -138,7 +138,7 @@ pub async fn start(tokens: Option<String>, mcp_extra: &str) -> Server {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let text = format!(
-        "{CONFIG}\n[store]\nurl = \"sqlite://{}\"\n[server]\ndata_dir = {:?}\n[mcp]\nenabled = true\nagent_url = \"http://{addr}/mcp\"\n{mcp_extra}\n",
+        "{CONFIG}\n[store]\nurl = \"sqlite://{}\"\n[server]\ndata_dir = {:?}\npublic_url = \"http://{addr}\"\n[mcp]\nenabled = true\nagent_url = \"http://{addr}/mcp\"\n{mcp_extra}\n",
         dir.path().join("sb.db").display(),
         data.display().to_string(),
     );
