@@ -357,7 +357,6 @@ impl ArgsSchema {
         self.finish(args)
     }
 
-    /// Parses a JSON object keyed by argument name.
     /// A query string's `name=value` pairs (already percent-decoded) as the JSON object
     /// [`ArgsSchema::parse_json`] takes: a flag's value is `true`/`false` (or empty, for
     /// `?all`), anything else is text. Unknown names and repeated names are errors.
@@ -387,6 +386,7 @@ impl ArgsSchema {
         Ok(object)
     }
 
+    /// Parses a JSON object keyed by argument name.
     pub fn parse_json(&self, object: &Map<String, Value>) -> Result<Args, ArgError> {
         let mut args = Args::default();
         for (key, value) in object {
