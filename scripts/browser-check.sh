@@ -8,7 +8,8 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
   echo "browser-check: installing chromium and chromium-driver"
-  apt-get install -y -q chromium chromium-driver >/dev/null
+  apt-get install -y -q chromium chromium-driver >/dev/null \
+    || { apt-get update -q && apt-get install -y -q chromium chromium-driver >/dev/null; }
 fi
 venv="$root/target/browser-venv"
 want="selenium==4.27.1 pyjwt[crypto]==2.10.1"

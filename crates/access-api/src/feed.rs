@@ -179,7 +179,7 @@ pub async fn index_stream(State(api): State<Arc<AccessApi>>, headers: HeaderMap)
         &api,
         &caller,
         "runs.list",
-        json!({"status": "live", "limit": "100"}),
+        json!({"status": "live", "limit": crate::pages::PAGE.to_string()}),
     )
     .await;
     let runs: Vec<Value> = match live.kind {

@@ -24,7 +24,7 @@ use crate::html::{self, escape, utc};
 use crate::{AccessApi, cross_site, feed, guard};
 
 /// How many runs a page of the index shows.
-const PAGE: u32 = 50;
+pub(crate) const PAGE: u32 = 50;
 
 /// One query parameter, percent-decoded (the first, when repeated).
 pub(crate) fn param(query: Option<&str>, name: &str) -> Option<String> {
