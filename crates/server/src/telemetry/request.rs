@@ -15,6 +15,10 @@ fn surface_and_route(path: &str) -> Option<(&'static str, &'static str)> {
         p if p == mcp::PATH || p.starts_with("/mcp/") => Some(("mcp", "/mcp")),
         "/admin/trace/log" => Some(("admin", "/admin/trace/log")),
         "/slack/events" => Some(("slack", "/slack/events")),
+        // Route templates only: a run id or a command id stays out of the span's name.
+        p if p.starts_with("/api/") => Some(("access", "/api/{command}")),
+        "/runs" | "/runs/stream" | "/runs/scheduled" => Some(("access", "/runs")),
+        p if p.starts_with("/runs/") => Some(("access", "/runs/{id}")),
         _ => Some(("http", "other")),
     }
 }
@@ -57,6 +61,14 @@ mod tests {
         assert_eq!(
             surface_and_route("/slack/events"),
             Some(("slack", "/slack/events"))
+        );
+        assert_eq!(
+            surface_and_route("/api/runs.get"),
+            Some(("access", "/api/{command}"))
+        );
+        assert_eq!(
+            surface_and_route("/runs/01JABCDEFGHJKMNPQRSTVWXYZ0/stop"),
+            Some(("access", "/runs/{id}"))
         );
         assert_eq!(
             surface_and_route("/xoxb-planted-secret"),
