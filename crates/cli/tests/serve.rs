@@ -138,6 +138,12 @@ async fn serve_on_a_fresh_directory_with_no_config_works() {
     );
     assert!(s.summary.contains("agents  echo (echo, default)"));
     assert!(s.summary.contains("off /ingress"));
+    assert!(
+        s.summary.lines().any(|l| l.contains("off /api /runs")
+            && l.contains("needs an [access] section with issuer and audience")),
+        "{}",
+        s.summary
+    );
     let client = reqwest::Client::new();
     let h = client.get(s.url("/healthz")).send().await.unwrap();
     assert_eq!(h.status().as_u16(), 200);
