@@ -84,7 +84,7 @@ pub async fn get(
         // gets its refusal, not a usage hint.
         Err(e) => return usage_or_refusal(&api, &caller, &id, &e.to_string()).await,
     };
-    invoke(&api, &caller, id, args).await
+    invoke(&api, &caller, &id, args).await
 }
 
 /// `POST /api/<id>` with a JSON object of arguments (an empty body is no arguments).
@@ -122,7 +122,7 @@ pub async fn post(
             return usage_or_refusal(&api, &caller, &id, &problem).await;
         }
     };
-    invoke(&api, &caller, id, args).await
+    invoke(&api, &caller, &id, args).await
 }
 
 /// A POST body as the arguments object, or what is wrong with it.
@@ -143,22 +143,11 @@ fn body_args(body: &[u8]) -> Result<Map<String, Value>, String> {
     }
 }
 
-async fn invoke(
-    api: &AccessApi,
-    caller: &Caller,
-    id: String,
-    args: Map<String, Value>,
-) -> Response {
-    let answer = api
-        .registry
-        .invoke_for(
-            caller,
-            RawInput::Json { id, args },
-            &api.services,
-            Wants::Data,
-        )
-        .await;
-    reply(&answer)
+async fn invoke(api: &AccessApi, caller: &Caller, id: &str, args: Map<String, Value>) -> Response {
+    reply(
+        &api.invoke(caller, id, Value::Object(args), Wants::Data)
+            .await,
+    )
 }
 
 /// Arguments that did not read: the command's refusal when the caller may not run it, else
@@ -176,7 +165,7 @@ async fn usage_or_refusal(api: &AccessApi, caller: &Caller, id: &str, problem: &
     };
     if let Verdict::Deny(_) = api.registry.admission(caller, command, &raw) {
         // The registry refuses it before reading any argument, with its audit line.
-        return invoke(api, caller, id.to_owned(), Map::new()).await;
+        return invoke(api, caller, id, Map::new()).await;
     }
     reply(&Reply::of(
         ReplyKind::Usage,

@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::pages::{ask, param};
-use crate::{AccessApi, html};
+use crate::{AccessApi, html, is_live};
 
 /// The index page's script: keeps the table of live runs current from the feed.
 pub const INDEX_SCRIPT: &str = r#"(function () {
@@ -73,8 +73,8 @@ pub const RUN_SCRIPT: &str = r#"(function () {
 /// What one feed carries.
 struct Feed {
     updates: Box<dyn LiveStream>,
-    /// Only this run (a run's page); `None` for the index.
-    only: Option<RunId>,
+    /// A run's own feed (its events too, and it ends with the run); else the index.
+    one_run: bool,
     /// The first event, sent before any update.
     opening: Option<Event>,
     /// When the feed ends: the viewer's `exp`.
@@ -96,12 +96,7 @@ fn run_json(run: &commands::LiveRun) -> Value {
 }
 
 /// The SSE event of an update, or `None` for one this feed does not carry.
-fn event_of(update: &LiveUpdate, only: Option<&RunId>) -> Option<Event> {
-    if let (Some(id), Some(run)) = (only, update.run())
-        && &run.id != id
-    {
-        return None;
-    }
+fn event_of(update: &LiveUpdate, one_run: bool) -> Option<Event> {
     let (name, data) = match update {
         LiveUpdate::Upsert(run) => ("upsert", run_json(run)),
         LiveUpdate::Finished { run, status, .. } => (
@@ -113,7 +108,7 @@ fn event_of(update: &LiveUpdate, only: Option<&RunId>) -> Option<Event> {
             seq,
             kind,
             body,
-        } if only.is_some() => (
+        } if one_run => (
             "event",
             json!({"run": run.id.as_str(), "seq": seq, "kind": kind, "body": body}),
         ),
@@ -142,8 +137,8 @@ async fn next(mut feed: Feed) -> Option<(Result<Event, Infallible>, Feed)> {
             () = feed.shutdown.cancelled() => return None,
             () = deadline => return None,
         };
-        if let Some(event) = event_of(&update, feed.only.as_ref()) {
-            if feed.only.is_some() && matches!(update, LiveUpdate::Finished { .. }) {
+        if let Some(event) = event_of(&update, feed.one_run) {
+            if feed.one_run && matches!(update, LiveUpdate::Finished { .. }) {
                 // A run's feed ends with its run.
                 feed.ended = true;
             }
@@ -198,7 +193,7 @@ pub async fn index_stream(State(api): State<Arc<AccessApi>>, headers: HeaderMap)
         &api,
         Feed {
             updates,
-            only: None,
+            one_run: false,
             opening: Some(opening),
             until: until(viewer.remaining()),
             shutdown: api.shutdown.clone(),
@@ -226,11 +221,11 @@ pub async fn run_stream(
     let Ok(run_id) = RunId::parse(&id) else {
         return html::not_found();
     };
-    let (updates, until_at, status) = match param(query.as_deref(), "token") {
+    // Subscribed before the run is read, so an end in between is seen one way or the other;
+    // dropped unread when the run may not be opened.
+    let updates = api.services.live.subscribe_run(&run_id);
+    let (until_at, live) = match param(query.as_deref(), "token") {
         Some(token) => {
-            // Subscribed before the token's run is read, so an end in between is seen one
-            // way or the other.
-            let updates = api.services.live.subscribe_run(&run_id);
             let Some(cap) =
                 commands::identity::Capability::open(&api.services, &run_id, &token).await
             else {
@@ -240,27 +235,23 @@ pub async fn run_stream(
                 );
                 return html::not_found();
             };
-            (updates, None, cap.is_live())
+            (None, cap.is_live())
         }
         None => {
             let (caller, viewer) = match api.caller(&headers).await {
                 Ok(c) => c,
                 Err(r) => return r,
             };
-            let updates = api.services.live.subscribe(&caller.actor);
+            // The registry decides whether the viewer may read the run.
             let run = ask(&api, &caller, "runs.get", json!({"id": id})).await;
             if run.kind != ReplyKind::Ok {
                 return html::not_found();
             }
-            let live = matches!(
-                run.data.get("status").and_then(Value::as_str),
-                Some("queued" | "running")
-            );
-            (updates, until(viewer.remaining()), live)
+            (until(viewer.remaining()), is_live(&run.data))
         }
     };
     // A run that has already ended says so at once, and the page reloads.
-    let ended = !status;
+    let ended = !live;
     let opening = ended.then(|| {
         Event::default()
             .event("finished")
@@ -270,7 +261,7 @@ pub async fn run_stream(
         &api,
         Feed {
             updates,
-            only: Some(run_id),
+            one_run: true,
             opening,
             until: until_at,
             shutdown: api.shutdown.clone(),
@@ -296,28 +287,24 @@ mod tests {
     }
 
     #[test]
-    fn a_run_feed_carries_only_its_run_and_the_index_no_event_bodies() {
+    fn a_run_feed_carries_its_events_and_the_index_none() {
         let a = "01JABCDEFGHJKMNPQRSTVWXYZ0";
-        let b = "01JABCDEFGHJKMNPQRSTVWXYZ1";
         let event = |id: &str| LiveUpdate::Event {
             run: facts(id),
             seq: 1,
             kind: "log".into(),
             body: "hello".into(),
         };
-        let only = RunId::parse(a).unwrap();
-        assert!(event_of(&event(a), Some(&only)).is_some());
-        assert!(event_of(&event(b), Some(&only)).is_none());
-        assert!(event_of(&event(a), None).is_none());
+        assert!(event_of(&event(a), true).is_some());
+        assert!(event_of(&event(a), false).is_none());
         let upsert = LiveUpdate::Upsert(LiveRun {
-            facts: facts(b),
+            facts: facts(a),
             agent: "echo".into(),
             surface: Surface::Http,
             status: RunStatus::Running,
             created_at: Timestamp::from_micros(1),
         });
-        assert!(event_of(&upsert, None).is_some());
-        assert!(event_of(&upsert, Some(&only)).is_none());
-        assert!(event_of(&LiveUpdate::Lagged(2), Some(&only)).is_some());
+        assert!(event_of(&upsert, false).is_some() && event_of(&upsert, true).is_some());
+        assert!(event_of(&LiveUpdate::Lagged(2), true).is_some());
     }
 }

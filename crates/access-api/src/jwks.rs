@@ -9,8 +9,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::RwLock;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
 use jsonwebtoken::DecodingKey;
@@ -56,28 +55,23 @@ enum Plan {
 pub(crate) struct Jwks {
     source: JwksSource,
     ttl: Duration,
-    client: reqwest::Client,
+    /// Made at the first fetch from a URL: a one-shot CLI command that builds the app never
+    /// pays for an HTTP client it does not use.
+    client: OnceLock<reqwest::Client>,
     state: RwLock<KeyState>,
     /// One fetch at a time; the others wait for it and read what it brought.
     fetching: tokio::sync::Mutex<()>,
-    fetches: AtomicU64,
 }
 
 impl Jwks {
-    pub(crate) fn new(source: JwksSource, ttl: Duration) -> Result<Self, reqwest::Error> {
-        Ok(Jwks {
+    pub(crate) fn new(source: JwksSource, ttl: Duration) -> Self {
+        Jwks {
             source,
             ttl,
-            client: reqwest::Client::builder().timeout(FETCH_TIMEOUT).build()?,
+            client: OnceLock::new(),
             state: RwLock::new(KeyState::default()),
             fetching: tokio::sync::Mutex::new(()),
-            fetches: AtomicU64::new(0),
-        })
-    }
-
-    /// How many fetches were made (for tests and the operator log).
-    pub(crate) fn fetches(&self) -> u64 {
-        self.fetches.load(Ordering::Relaxed)
+        }
     }
 
     /// Whether the keys held now, fresh, still include `kid` (a verified token whose key
@@ -146,7 +140,6 @@ impl Jwks {
 
     /// Fetches the key set and keeps it; a failure is logged and keeps nothing.
     async fn refresh(&self) {
-        self.fetches.fetch_add(1, Ordering::Relaxed);
         let fetched = self.fetch().await;
         let Ok(mut s) = self.state.write() else {
             return;
@@ -172,8 +165,17 @@ impl Jwks {
     async fn fetch(&self) -> Result<HashMap<String, DecodingKey>, &'static str> {
         let body = match &self.source {
             JwksSource::Url(url) => {
-                let response = self
-                    .client
+                let client = match self.client.get() {
+                    Some(c) => c,
+                    None => {
+                        let built = reqwest::Client::builder()
+                            .timeout(FETCH_TIMEOUT)
+                            .build()
+                            .map_err(|_| "jwks-client")?;
+                        self.client.get_or_init(|| built)
+                    }
+                };
+                let response = client
                     .get(url)
                     .send()
                     .await

@@ -38,7 +38,8 @@ use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use axum::routing::{get, post};
-use commands::{Caller, Registry, Services};
+use commands::{Caller, RawInput, Registry, Reply, RunStatus, Services, Wants};
+use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 pub use jwks::{JwksSource, UNKNOWN_KID_REFETCH};
@@ -79,6 +80,28 @@ pub fn router(api: Arc<AccessApi>) -> Router {
 }
 
 impl AccessApi {
+    /// Runs command `id` as the caller with `args` (a JSON object; anything else is no
+    /// arguments), building the form of the reply the route shows.
+    pub(crate) async fn invoke(
+        &self,
+        caller: &Caller,
+        id: &str,
+        args: Value,
+        wants: Wants,
+    ) -> Reply {
+        let args = match args {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        };
+        let raw = RawInput::Json {
+            id: id.to_owned(),
+            args,
+        };
+        self.registry
+            .invoke_for(caller, raw, &self.services, wants)
+            .await
+    }
+
     /// The caller a request's token proves, with the viewer (for the feed's end); else the
     /// one 401, with the reason on the `[access]` log line.
     pub(crate) async fn caller(&self, headers: &HeaderMap) -> Result<(Caller, Viewer), Response> {
@@ -94,6 +117,15 @@ impl AccessApi {
             }
         }
     }
+}
+
+/// Whether a run as the registry's JSON shows it (`runs get`, a `runs list` row) is live,
+/// read through the store's own spelling of a status.
+pub(crate) fn is_live(run: &Value) -> bool {
+    run.get("status")
+        .and_then(Value::as_str)
+        .and_then(|s| RunStatus::parse(s).ok())
+        .is_some_and(RunStatus::is_live)
 }
 
 /// The caller a verified viewer is: its grants from the table, its own channel as origin.

@@ -17,11 +17,11 @@ use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use commands::identity::Capability;
-use commands::{Caller, RawInput, Reply, ReplyKind, Wants};
+use commands::{Caller, Reply, ReplyKind, Wants};
 use serde_json::{Map, Value, json};
 
 use crate::html::{self, escape, utc};
-use crate::{AccessApi, cross_site, feed, guard};
+use crate::{AccessApi, cross_site, feed, guard, is_live};
 
 /// How many runs a page of the index shows.
 pub(crate) const PAGE: u32 = 50;
@@ -37,23 +37,9 @@ fn on(flag: Option<&str>) -> bool {
     matches!(flag, Some("1" | "true" | ""))
 }
 
-/// Invokes `id` with `args` as the caller, for data.
+/// Runs `id` with `args` as the caller, for its data.
 pub(crate) async fn ask(api: &AccessApi, caller: &Caller, id: &str, args: Value) -> Reply {
-    let args = match args {
-        Value::Object(m) => m,
-        _ => Map::new(),
-    };
-    api.registry
-        .invoke_for(
-            caller,
-            RawInput::Json {
-                id: id.to_owned(),
-                args,
-            },
-            &api.services,
-            Wants::Data,
-        )
-        .await
+    api.invoke(caller, id, args, Wants::Data).await
 }
 
 /// A page for a reply that is not ok: the 404 page for a not_found (and for a viewer who
@@ -253,7 +239,7 @@ pub async fn run(
         Opener::Token(_, t) => Some(t.as_str()),
         Opener::Viewer(_) => None,
     };
-    let live = matches!(text_of(&run, "status").as_str(), "queued" | "running");
+    let live = is_live(&run);
     let body = run_body(&run, &events, &friction, token, live);
     html::page(
         StatusCode::OK,
@@ -369,6 +355,31 @@ fn run_body(
     out
 }
 
+/// The two parts of a run served as text.
+#[derive(Debug, Clone, Copy)]
+enum RunPart {
+    Events,
+    Friction,
+}
+
+impl RunPart {
+    /// The registry command that answers it for a viewer.
+    fn command(self) -> &'static str {
+        match self {
+            RunPart::Events => "runs.events",
+            RunPart::Friction => "runs.friction",
+        }
+    }
+
+    /// The same answer, for a capability's holder.
+    async fn of(self, cap: &Capability, services: &commands::Services) -> Reply {
+        match self {
+            RunPart::Events => cap.events(services).await,
+            RunPart::Friction => cap.friction(services).await,
+        }
+    }
+}
+
 /// `GET /runs/<id>/events` as text.
 pub async fn events(
     State(api): State<Arc<AccessApi>>,
@@ -376,14 +387,8 @@ pub async fn events(
     RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Response {
-    run_text(
-        &api,
-        &id,
-        param(query.as_deref(), "token"),
-        &headers,
-        "runs.events",
-    )
-    .await
+    let token = param(query.as_deref(), "token");
+    run_text(&api, &id, token, &headers, RunPart::Events).await
 }
 
 /// `GET /runs/<id>/friction` as text.
@@ -393,14 +398,8 @@ pub async fn friction(
     RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Response {
-    run_text(
-        &api,
-        &id,
-        param(query.as_deref(), "token"),
-        &headers,
-        "runs.friction",
-    )
-    .await
+    let token = param(query.as_deref(), "token");
+    run_text(&api, &id, token, &headers, RunPart::Friction).await
 }
 
 async fn run_text(
@@ -408,23 +407,13 @@ async fn run_text(
     id: &str,
     token: Option<String>,
     headers: &HeaderMap,
-    command: &str,
+    part: RunPart,
 ) -> Response {
     let reply = match opener(api, id, token, headers).await {
         Err(r) => return r,
-        Ok(Opener::Token(cap, _)) if command == "runs.events" => cap.events(&api.services).await,
-        Ok(Opener::Token(cap, _)) => cap.friction(&api.services).await,
+        Ok(Opener::Token(cap, _)) => part.of(&cap, &api.services).await,
         Ok(Opener::Viewer(caller)) => {
-            api.registry
-                .invoke_for(
-                    &caller,
-                    RawInput::Json {
-                        id: command.to_owned(),
-                        args: json!({"id": id}).as_object().cloned().unwrap_or_default(),
-                    },
-                    &api.services,
-                    Wants::Text,
-                )
+            api.invoke(&caller, part.command(), json!({"id": id}), Wants::Text)
                 .await
         }
     };
@@ -528,12 +517,7 @@ async fn firing_cell(api: &AccessApi, caller: &Caller, run: &str) -> String {
     if reply.kind != ReplyKind::Ok {
         return String::new();
     }
-    let status = text_of(&reply.data, "status");
-    let live = if matches!(status.as_str(), "queued" | "running") {
-        " (live)"
-    } else {
-        ""
-    };
+    let live = if is_live(&reply.data) { " (live)" } else { "" };
     format!("<a href=\"/runs/{0}\">{0}</a>{live}", escape(run))
 }
 

@@ -130,3 +130,32 @@ impl JwksServer {
 pub fn key_set(keys: &[&SigningKey]) -> Value {
     json!({"keys": keys.iter().map(|k| k.jwk.clone()).collect::<Vec<_>>()})
 }
+
+/// Reads a response's body (a live feed) until `until` is in it or `limit` passes; what it
+/// read, as text.
+pub async fn read_until(
+    response: &mut reqwest::Response,
+    until: &str,
+    limit: std::time::Duration,
+) -> String {
+    let mut seen = String::new();
+    let _ = tokio::time::timeout(limit, async {
+        while let Ok(Some(chunk)) = response.chunk().await {
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+            if seen.contains(until) {
+                return;
+            }
+        }
+    })
+    .await;
+    seen
+}
+
+/// Whether a response's body (a live feed) ends within `limit`.
+pub async fn ends_within(response: &mut reqwest::Response, limit: std::time::Duration) -> bool {
+    tokio::time::timeout(limit, async {
+        while let Ok(Some(_)) = response.chunk().await {}
+    })
+    .await
+    .is_ok()
+}

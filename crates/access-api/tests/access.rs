@@ -9,11 +9,11 @@
     clippy::indexing_slicing
 )]
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use access_api::testing::{JwksServer, SigningKey, claims, now};
-use access_api::{AccessApi, Verifier};
+use access_api::AccessApi;
+use access_api::testing::{JwksServer, SigningKey, claims, ends_within, now, read_until};
 use authz_core::{
     ActorId, BoxFuture, ChannelDirectory, ChannelId, ChannelVisibility, Membership, Origin, RunId,
     StaticChannelDirectory, Surface, resolve_actor,
@@ -77,6 +77,30 @@ impl ChannelDirectory for PublicSlackChannels {
     }
 }
 
+/// Where a stored run is, and whose.
+#[derive(Debug, Clone, Copy)]
+enum Place {
+    /// A public Slack channel, a Slack user's run.
+    Public,
+    /// A private Slack channel alice is not in.
+    Private,
+    /// alice's own run, in her Access channel.
+    AlicesOwn,
+    /// The ops bot's machine channel.
+    Machine,
+}
+
+impl Place {
+    fn parts(self) -> (&'static str, &'static str, ChannelVisibility) {
+        match self {
+            Place::Public => ("slack:C1", "slack:U1", ChannelVisibility::Public),
+            Place::Private => ("slack:G1", "slack:U2", ChannelVisibility::Private),
+            Place::AlicesOwn => ("access:alice", "access:alice", ChannelVisibility::Dm),
+            Place::Machine => ("http:ops", "http:opsbot", ChannelVisibility::Machine),
+        }
+    }
+}
+
 struct Harness {
     base: String,
     client: reqwest::Client,
@@ -84,7 +108,6 @@ struct Harness {
     store: Arc<dyn Store>,
     services: Arc<Services>,
     registry: Arc<Registry>,
-    verifier: Arc<Verifier>,
     audit: Arc<MemoryAudit>,
     shutdown: CancellationToken,
     _dir: tempfile::TempDir,
@@ -158,7 +181,6 @@ async fn start(options: Options) -> Harness {
         store: app.store.clone(),
         services: app.services.clone(),
         registry: app.registry.clone(),
-        verifier,
         audit,
         shutdown: shutdown.clone(),
         _dir: dir,
@@ -238,39 +260,65 @@ impl Harness {
         answer(req.send().await.unwrap()).await
     }
 
-    /// A run stored directly, `status` and `answer` as given.
-    async fn stored_run(
+    /// A run stored directly at `place`: finished with `answer`, or queued (live) without.
+    async fn stored_run(&self, place: Place, answer: Option<&str>) -> RunRecord {
+        self.store_run(place, answer, None).await
+    }
+
+    /// A queued run at `place` that the capability token `token` opens.
+    async fn stored_run_opened_by(&self, place: Place, token: &str) -> RunRecord {
+        self.store_run(place, None, Some(token)).await
+    }
+
+    async fn store_run(
         &self,
-        channel: &str,
-        user: &str,
-        visibility: ChannelVisibility,
+        place: Place,
         answer: Option<&str>,
-        capability: Option<&str>,
+        token: Option<&str>,
     ) -> RunRecord {
+        let (channel, user, visibility) = place.parts();
         let mut new = NewRun::fixture(
             ChannelId::parse(channel).unwrap(),
             ActorId::parse(user).unwrap(),
             visibility,
             Timestamp::now(),
         );
-        new.capability_token = capability.map(TokenHash::of);
+        new.capability_token = token.map(TokenHash::of);
         let run = self.store.create_run(new).await.unwrap();
-        match answer {
-            Some(a) => self
-                .store
-                .finish_run(
-                    &run.id,
-                    Finish {
-                        status: RunStatus::Completed,
-                        answer: Some(a.to_owned()),
-                        error: None,
-                        at: Timestamp::now(),
-                    },
-                )
-                .await
-                .unwrap(),
-            None => run,
-        }
+        let Some(answer) = answer else {
+            return run;
+        };
+        let done = Finish {
+            status: RunStatus::Completed,
+            answer: Some(answer.to_owned()),
+            error: None,
+            at: Timestamp::now(),
+        };
+        self.store.finish_run(&run.id, done).await.unwrap()
+    }
+
+    /// A streaming GET (a feed) as the holder of `token`.
+    async fn open(&self, path: &str, token: &str) -> reqwest::Response {
+        self.client
+            .get(format!("{}{path}", self.base))
+            .header("cf-access-jwt-assertion", token)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// `POST /ingress` as the ops bot, its JSON reply.
+    async fn ingress(&self, path: &str, body: &str) -> Value {
+        let reply = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .header("authorization", format!("Bearer {OPSBOT}"))
+            .header("accept", "application/json")
+            .body(body.to_owned())
+            .send()
+            .await
+            .unwrap();
+        serde_json::from_str(&reply.text().await.unwrap()).unwrap()
     }
 
     /// Starts a staller run as `user` in `channel` through the dispatcher (so it is live).
@@ -443,7 +491,6 @@ async fn unknown_kids_fetch_at_most_once_a_minute() {
         200
     );
     assert_eq!(h.jwks.hits(), 1);
-    assert_eq!(h.verifier.jwks_fetches(), 1);
 }
 
 /// A token verified before a rotation is refused once the refreshed set lacks its key.
@@ -472,42 +519,10 @@ async fn a_key_removed_from_the_set_stops_verifying_after_the_ttl() {
 #[tokio::test]
 async fn api_reads_are_the_registrys_with_byte_identical_not_found() {
     let h = start(Options::default()).await;
-    let public = h
-        .stored_run(
-            "slack:C1",
-            "slack:U1",
-            ChannelVisibility::Public,
-            Some("ok"),
-            None,
-        )
-        .await;
-    let private = h
-        .stored_run(
-            "slack:G1",
-            "slack:U2",
-            ChannelVisibility::Private,
-            Some("secret"),
-            None,
-        )
-        .await;
-    let own = h
-        .stored_run(
-            "access:alice",
-            "access:alice",
-            ChannelVisibility::Dm,
-            Some("mine"),
-            None,
-        )
-        .await;
-    let machine = h
-        .stored_run(
-            "http:ops",
-            "http:opsbot",
-            ChannelVisibility::Machine,
-            Some("ops"),
-            None,
-        )
-        .await;
+    let public = h.stored_run(Place::Public, Some("ok")).await;
+    let private = h.stored_run(Place::Private, Some("secret")).await;
+    let own = h.stored_run(Place::AlicesOwn, Some("mine")).await;
+    let machine = h.stored_run(Place::Machine, Some("ops")).await;
     let alice = token_for("alice");
     let fleet = token_for("fleet");
     let unknown = "01JZZZZZZZZZZZZZZZZZZZZZZZ";
@@ -670,23 +685,9 @@ async fn api_bad_input_gets_a_clear_status_and_changes_nothing() {
 async fn pages_show_only_what_the_viewer_may_read_and_escape_agent_text() {
     let h = start(Options::default()).await;
     let xss = h
-        .stored_run(
-            "slack:C1",
-            "slack:U1",
-            ChannelVisibility::Public,
-            Some("<script>alert('pwned')</script>"),
-            None,
-        )
+        .stored_run(Place::Public, Some("<script>alert('pwned')</script>"))
         .await;
-    let private = h
-        .stored_run(
-            "slack:G1",
-            "slack:U2",
-            ChannelVisibility::Private,
-            Some("secret"),
-            None,
-        )
-        .await;
+    let private = h.stored_run(Place::Private, Some("secret")).await;
     let alice = token_for("alice");
     let page = h.get(&format!("/runs/{}", xss.id), Some(&alice)).await;
     assert_eq!(page.status, 200, "{}", page.body);
@@ -756,17 +757,7 @@ async fn history_pages_link_to_older_runs() {
     let h = start(Options::default()).await;
     let mut ids = Vec::new();
     for _ in 0..55 {
-        ids.push(
-            h.stored_run(
-                "slack:C1",
-                "slack:U1",
-                ChannelVisibility::Public,
-                Some("ok"),
-                None,
-            )
-            .await
-            .id,
-        );
+        ids.push(h.stored_run(Place::Public, Some("ok")).await.id);
     }
     let alice = token_for("alice");
     let first = h.get("/runs?all=1", Some(&alice)).await;
@@ -859,16 +850,7 @@ async fn wait_status(h: &Harness, id: &RunId, want: RunStatus) {
 #[tokio::test]
 async fn capability_links_open_their_own_live_run_only() {
     let h = start(Options::default()).await;
-    let started = h
-        .client
-        .post(format!("{}/ingress", h.base))
-        .header("authorization", format!("Bearer {OPSBOT}"))
-        .header("accept", "application/json")
-        .body("@staller wait for me")
-        .send()
-        .await
-        .unwrap();
-    let started: Value = serde_json::from_str(&started.text().await.unwrap()).unwrap();
+    let started = h.ingress("/ingress", "@staller wait for me").await;
     let link = started["link"]
         .as_str()
         .unwrap_or_else(|| panic!("{started}"))
@@ -896,20 +878,7 @@ async fn capability_links_open_their_own_live_run_only() {
     let r = h.client.get(&link).send().await.unwrap();
     assert_eq!(r.headers()["referrer-policy"], "no-referrer");
     // `?wait=` that ends with the run still live keeps the link for its starter.
-    let waited: Value = serde_json::from_str(
-        &h.client
-            .post(format!("{}/ingress?wait=1", h.base))
-            .header("authorization", format!("Bearer {OPSBOT}"))
-            .header("accept", "application/json")
-            .body("@staller wait again")
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap(),
-    )
-    .unwrap();
+    let waited = h.ingress("/ingress?wait=1", "@staller wait again").await;
     assert_eq!(waited["status"], "running", "{waited}");
     let waited_id = waited["run_id"].as_str().unwrap();
     assert!(
@@ -918,15 +887,7 @@ async fn capability_links_open_their_own_live_run_only() {
             .is_some_and(|l| l.contains(waited_id)),
         "{waited}"
     );
-    let other = h
-        .stored_run(
-            "slack:C1",
-            "slack:U1",
-            ChannelVisibility::Public,
-            None,
-            Some("other-token"),
-        )
-        .await;
+    let other = h.stored_run_opened_by(Place::Public, "other-token").await;
     let unknown = h
         .get(
             "/runs/01JZZZZZZZZZZZZZZZZZZZZZZZ",
@@ -1006,21 +967,6 @@ async fn scheduled_links_a_firing_only_for_a_reader() {
 
 // ---------------------------------------------------------------- the feed
 
-/// Reads a feed's raw bytes until `until` is in them or `limit` passes.
-async fn read_feed(resp: &mut reqwest::Response, until: &str, limit: Duration) -> String {
-    let mut seen = String::new();
-    let _ = tokio::time::timeout(limit, async {
-        while let Ok(Some(chunk)) = resp.chunk().await {
-            seen.push_str(&String::from_utf8_lossy(&chunk));
-            if seen.contains(until) {
-                return;
-            }
-        }
-    })
-    .await;
-    seen
-}
-
 /// The feed carries only runs the viewer may read: a private run never becomes a byte.
 #[tokio::test]
 async fn the_feed_carries_only_readable_runs_with_keep_alives() {
@@ -1030,21 +976,15 @@ async fn the_feed_carries_only_readable_runs_with_keep_alives() {
     })
     .await;
     let alice = token_for("alice");
-    let mut feed = h
-        .client
-        .get(format!("{}/runs/stream", h.base))
-        .header("cf-access-jwt-assertion", &alice)
-        .send()
-        .await
-        .unwrap();
+    let mut feed = h.open("/runs/stream", &alice).await;
     assert_eq!(feed.status(), 200);
     assert_eq!(feed.headers()["content-type"], "text/event-stream");
-    let opening = read_feed(&mut feed, "event: sync", Duration::from_secs(5)).await;
+    let opening = read_until(&mut feed, "event: sync", Duration::from_secs(5)).await;
     assert!(opening.contains("event: sync"), "{opening}");
     let private = h.live_run("slack:U2", "slack:G1").await;
     let public = h.live_run("slack:U1", "slack:C1").await;
-    let mut seen = read_feed(&mut feed, public.as_str(), Duration::from_secs(5)).await;
-    seen.push_str(&read_feed(&mut feed, "\n:\n\n", Duration::from_secs(2)).await);
+    let mut seen = read_until(&mut feed, public.as_str(), Duration::from_secs(5)).await;
+    seen.push_str(&read_until(&mut feed, "\n:", Duration::from_secs(2)).await);
     assert!(
         seen.contains("event: upsert") && seen.contains(public.as_str()),
         "{seen}"
@@ -1053,29 +993,23 @@ async fn the_feed_carries_only_readable_runs_with_keep_alives() {
         !seen.contains(private.as_str()),
         "a private run reached a viewer who may not read it"
     );
+    // A line starting with `:` is an SSE comment: the keep-alive.
     assert!(
-        seen.contains(":\n\n") || seen.contains(": \n") || seen.lines().any(|l| l.starts_with(':')),
+        seen.lines().any(|l| l.starts_with(':')),
         "no keep-alive: {seen}"
     );
     // The fleet's feed sees both; its stream ends on shutdown.
-    let mut fleet = h
-        .client
-        .get(format!("{}/runs?stream=1", h.base))
-        .header("cf-access-jwt-assertion", token_for("fleet"))
-        .send()
-        .await
-        .unwrap();
-    let sync = read_feed(&mut fleet, "\n\n", Duration::from_secs(5)).await;
+    let mut fleet = h.open("/runs?stream=1", &token_for("fleet")).await;
+    let sync = read_until(&mut fleet, "\n\n", Duration::from_secs(5)).await;
     assert!(
         sync.contains(private.as_str()) && sync.contains(public.as_str()),
         "{sync}"
     );
     h.shutdown.cancel();
-    let ended = tokio::time::timeout(Duration::from_secs(5), async {
-        while let Ok(Some(_)) = fleet.chunk().await {}
-    })
-    .await;
-    assert!(ended.is_ok(), "the feed did not end on shutdown");
+    assert!(
+        ends_within(&mut fleet, Duration::from_secs(5)).await,
+        "the feed did not end on shutdown"
+    );
 }
 
 /// A feed closes at the viewer's `exp`.
@@ -1085,19 +1019,12 @@ async fn the_feed_closes_at_the_tokens_expiry() {
     let mut c = claims(ISSUER, AUDIENCE, "alice");
     c["exp"] = json!(now() + 2);
     let short = key().sign(&c);
-    let mut feed = h
-        .client
-        .get(format!("{}/runs/stream", h.base))
-        .header("cf-access-jwt-assertion", short)
-        .send()
-        .await
-        .unwrap();
+    let mut feed = h.open("/runs/stream", &short).await;
     assert_eq!(feed.status(), 200);
-    let ended = tokio::time::timeout(Duration::from_secs(8), async {
-        while let Ok(Some(_)) = feed.chunk().await {}
-    })
-    .await;
-    assert!(ended.is_ok(), "the feed outlived its token");
+    assert!(
+        ends_within(&mut feed, Duration::from_secs(8)).await,
+        "the feed outlived its token"
+    );
 }
 
 /// A run's feed: its events and its end, for a reader; the unknown-id 404 for anyone else.
@@ -1119,12 +1046,8 @@ async fn a_runs_feed_is_for_its_readers_and_ends_with_the_run() {
         .await;
     assert_eq!(denied, missing);
     let mut feed = h
-        .client
-        .get(format!("{}/runs/{private}/stream", h.base))
-        .header("cf-access-jwt-assertion", token_for("fleet"))
-        .send()
-        .await
-        .unwrap();
+        .open(&format!("/runs/{private}/stream"), &token_for("fleet"))
+        .await;
     assert_eq!(feed.status(), 200);
     let cli = Caller::new(
         resolve_actor(ActorId::parse("cli:local").unwrap(), &h.services.table),
@@ -1135,13 +1058,12 @@ async fn a_runs_feed_is_for_its_readers_and_ends_with_the_run() {
         .handle(&cli, &format!("runs stop {private}"), &h.services)
         .await;
     assert_eq!(stop.reply.kind, commands::ReplyKind::Ok);
-    let seen = read_feed(&mut feed, "event: finished", Duration::from_secs(5)).await;
+    let seen = read_until(&mut feed, "event: finished", Duration::from_secs(5)).await;
     assert!(seen.contains("event: finished"), "{seen}");
-    let ended = tokio::time::timeout(Duration::from_secs(5), async {
-        while let Ok(Some(_)) = feed.chunk().await {}
-    })
-    .await;
-    assert!(ended.is_ok(), "a run's feed outlived the run");
+    assert!(
+        ends_within(&mut feed, Duration::from_secs(5)).await,
+        "a run's feed outlived the run"
+    );
 }
 
 // ---------------------------------------------------------------- the log
@@ -1149,29 +1071,12 @@ async fn a_runs_feed_is_for_its_readers_and_ends_with_the_run() {
 /// Refusals log a reason token, never the token itself.
 #[test]
 fn refusal_log_lines_carry_a_reason_and_never_the_token() {
-    #[derive(Clone, Default)]
-    struct Captured(Arc<Mutex<Vec<u8>>>);
-    impl std::io::Write for Captured {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .finish();
-    // One thread: the server's tasks log under this thread's subscriber.
+    let captured = server::telemetry::CapturedLog::default();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let _guard = captured.install();
     let expired = {
         let mut c = claims(ISSUER, AUDIENCE, "alice");
         c["exp"] = json!(now() - 3600);
@@ -1181,7 +1086,7 @@ fn refusal_log_lines_carry_a_reason_and_never_the_token() {
         let h = start(Options::default()).await;
         assert_eq!(h.get("/api/runs.list", Some(&expired)).await.status, 401);
     });
-    let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let log = captured.text();
     assert!(
         log.contains("[access]") && log.contains("reason=expired"),
         "{log}"

@@ -12,59 +12,23 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use access_api::testing::{SigningKey, claims, key_set};
+use access_api::testing::{SigningKey, claims, key_set, read_until};
 use serde_json::{Value, json};
+
+use common::Replica;
 
 const ISSUER: &str = "https://issuer.test";
 const AUDIENCE: &str = "aud-replicas";
 const OPSBOT: &str = "opsbot-token-0123456789";
 
-struct Replica {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn start(dir: &Path, config: &str) -> Replica {
-    std::fs::write(dir.join("switchboard.toml"), config).unwrap();
     let tokens = json!({OPSBOT: {"subject": "opsbot", "channel": "http:ops"}}).to_string();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_switchboard"));
-    cmd.current_dir(dir)
-        .env_remove("SWITCHBOARD_CONFIG")
-        .env("SWITCHBOARD_INGRESS_TOKENS", tokens)
-        .env("NO_COLOR", "1")
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .stderr(Stdio::null());
-    let (child, addr, summary) = common::spawn_serve(cmd);
+    let env = [("SWITCHBOARD_INGRESS_TOKENS", tokens.as_str())];
+    let (replica, summary) = common::start_replica(dir, config, &env);
     assert!(summary.contains("Access JWTs from"), "{summary}");
-    Replica {
-        child,
-        base: format!("http://{addr}"),
-    }
-}
-
-/// Reads a feed until `until` is in it or `limit` passes; what it read.
-async fn read_feed(resp: &mut reqwest::Response, until: &str, limit: Duration) -> String {
-    let mut seen = String::new();
-    let _ = tokio::time::timeout(limit, async {
-        while let Ok(Some(chunk)) = resp.chunk().await {
-            seen.push_str(&String::from_utf8_lossy(&chunk));
-            if seen.contains(until) {
-                return;
-            }
-        }
-    })
-    .await;
-    seen
+    replica
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -100,8 +64,8 @@ async fn a_run_on_one_replica_is_live_on_the_others_pages_and_feed() {
     let mut fleet = feed("fleet").await.unwrap();
     let mut alice = feed("alice").await.unwrap();
     assert_eq!(fleet.status(), 200);
-    read_feed(&mut fleet, "event: sync", Duration::from_secs(10)).await;
-    read_feed(&mut alice, "event: sync", Duration::from_secs(10)).await;
+    read_until(&mut fleet, "event: sync", Duration::from_secs(10)).await;
+    read_until(&mut alice, "event: sync", Duration::from_secs(10)).await;
 
     // A run starts on replica B.
     let started: Value = serde_json::from_str(
@@ -124,7 +88,7 @@ async fn a_run_on_one_replica_is_live_on_the_others_pages_and_feed() {
         .to_owned();
 
     // Replica A's feed carries it to the fleet viewer, and never to alice (no channels).
-    let seen = read_feed(&mut fleet, &id, Duration::from_secs(10)).await;
+    let seen = read_until(&mut fleet, &id, Duration::from_secs(10)).await;
     assert!(
         seen.contains("event: upsert") && seen.contains(&id),
         "{seen}"
@@ -150,12 +114,12 @@ async fn a_run_on_one_replica_is_live_on_the_others_pages_and_feed() {
         .await
         .unwrap();
     assert!(stop.status().is_success(), "{:?}", stop.text().await);
-    let seen = read_feed(&mut fleet, "event: finished", Duration::from_secs(10)).await;
+    let seen = read_until(&mut fleet, "event: finished", Duration::from_secs(10)).await;
     assert!(
         seen.contains("event: finished") && seen.contains(&id),
         "{seen}"
     );
-    let alice_saw = read_feed(&mut alice, &id, Duration::from_millis(500)).await;
+    let alice_saw = read_until(&mut alice, &id, Duration::from_millis(500)).await;
     assert!(
         !alice_saw.contains(&id),
         "another replica's run reached a viewer who may not read it"

@@ -12,39 +12,22 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use serde_json::json;
 use slack::testing::{FakeSlack, callback, signed_headers};
 
+use common::Replica;
+
 const SECRET: &str = "replica-test-signing-secret";
 
-struct Replica {
-    child: Child,
-    addr: String,
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn start(dir: &Path, config: &str) -> Replica {
-    std::fs::write(dir.join("switchboard.toml"), config).unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_switchboard"));
-    cmd.current_dir(dir)
-        .env_remove("SWITCHBOARD_CONFIG")
-        .env_remove("SWITCHBOARD_INGRESS_TOKENS")
-        .env("SLACK_BOT_TOKEN", "xoxb-replicas")
-        .env("SLACK_SIGNING_SECRET", SECRET)
-        .env("NO_COLOR", "1")
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .stderr(Stdio::null());
-    let (child, addr, summary) = common::spawn_serve(cmd);
-    let replica = Replica { child, addr };
+    let env = [
+        ("SLACK_BOT_TOKEN", "xoxb-replicas"),
+        ("SLACK_SIGNING_SECRET", SECRET),
+    ];
+    let (replica, summary) = common::start_replica(dir, config, &env);
     assert!(
         summary.contains("events at POST /slack/events"),
         "{summary}"
@@ -87,7 +70,7 @@ async fn two_replicas_receiving_the_same_events_start_one_run_each() {
         // Each event reaches both replicas at once, and one of them again as a retry.
         for (i, r) in replicas.iter().chain(replicas.first()).enumerate() {
             let mut req = client
-                .post(format!("http://{}/slack/events", r.addr))
+                .post(format!("{}/slack/events", r.base))
                 .body(body.clone());
             for (k, v) in signed_headers(SECRET, now(), &body) {
                 req = req.header(k, v);
@@ -129,7 +112,7 @@ async fn two_replicas_receiving_the_same_events_start_one_run_each() {
                 "text": format!("follow-up {n}")}),
         );
         let mut req = client
-            .post(format!("http://{}/slack/events", replicas[n % 2].addr))
+            .post(format!("{}/slack/events", replicas[n % 2].base))
             .body(body.clone());
         for (k, v) in signed_headers(SECRET, now(), &body) {
             req = req.header(k, v);

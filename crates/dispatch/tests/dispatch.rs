@@ -610,6 +610,35 @@ async fn live_updates_reach_only_viewers_who_may_read_the_run() {
     d.stop(&stalled.run.id);
 }
 
+/// A capability token's feed: one run's updates, its end included, and no other run's.
+#[tokio::test]
+async fn a_runs_own_feed_carries_that_run_only() {
+    let w = world().await;
+    let d = dispatcher(&w, &Options::default());
+    let stalled = d
+        .start(request(&w, "http:coder", "http:ci", "@staller wait"))
+        .await
+        .unwrap();
+    let id = stalled.run.id.clone();
+    let mut feed = d.live().subscribe_run(&id);
+    let other = d
+        .start(request(&w, "http:coder", "http:ci", "@echo another"))
+        .await
+        .unwrap();
+    other.finished().await.unwrap();
+    d.stop(&id);
+    stalled.finished().await.unwrap();
+    let mut seen = Vec::new();
+    while let Some(u) = feed.try_next() {
+        seen.push(u);
+    }
+    assert!(seen.iter().all(|u| u.run().unwrap().id == id), "{seen:?}");
+    assert!(
+        seen.iter()
+            .any(|u| matches!(u, LiveUpdate::Finished { .. }))
+    );
+}
+
 /// What a follower relies on (the CLI waits for a command's runs this way): once the live set
 /// is empty, every run's `Finished` is already in a feed subscribed before, so waiting for
 /// emptiness and then draining the feed shows every end; and the wait returns even when the

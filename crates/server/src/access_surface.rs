@@ -1,4 +1,5 @@
-//! The Access surface's state at start: absent, off and what it needs, or its verifier.
+//! The Access surface's state at start: absent, off and what it needs, or its verifier (built
+//! without I/O: the key set is fetched at the first token).
 
 use std::sync::Arc;
 
@@ -12,8 +13,6 @@ pub enum AccessState {
     Absent,
     /// `[access]` is present but lacks what it needs (named).
     Missing(&'static str),
-    /// The verifier could not be built (the reason).
-    Failed(String),
     On(Arc<Verifier>),
 }
 
@@ -24,10 +23,7 @@ impl AccessState {
         };
         match access.settings() {
             Err(missing) => AccessState::Missing(missing),
-            Ok(settings) => match Verifier::new(settings) {
-                Ok(v) => AccessState::On(Arc::new(v)),
-                Err(e) => AccessState::Failed(e.to_string()),
-            },
+            Ok(settings) => AccessState::On(Arc::new(Verifier::new(settings))),
         }
     }
 

@@ -277,7 +277,6 @@ impl App {
                 self.registry.clone(),
                 self.services.clone(),
                 self.directory.clone(),
-                self.config.server.public_url.clone(),
             )
             .await;
         let (state, socket) = connected.start_socket(stop).await;

@@ -103,7 +103,6 @@ impl SlackState {
         registry: Arc<commands::Registry>,
         services: Arc<commands::Services>,
         directory: Arc<dyn authz_core::ChannelDirectory>,
-        public_url: Option<String>,
     ) -> SlackState {
         let SlackState::Built(b) = self else {
             return self;
@@ -132,7 +131,6 @@ impl SlackState {
             directory,
             slack::SigningSecret::new(&b.signing_secret),
             identity.user_id,
-            public_url,
         ));
         SlackState::On {
             surface,

@@ -113,7 +113,6 @@ fn access_line(app: &App) -> SurfaceLine {
             "needs an [access] section with issuer and audience (docs/access.md)".to_owned(),
         ),
         AccessState::Missing(what) => line(false, format!("[access] is set but needs {what}")),
-        AccessState::Failed(why) => line(false, why.clone()),
         AccessState::On(v) => {
             let s = v.settings();
             let keys = match &s.jwks {

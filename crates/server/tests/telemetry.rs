@@ -14,18 +14,16 @@
 mod common;
 
 use std::collections::HashMap;
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use authz_core::ChannelVisibility;
 use opentelemetry::Value;
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
 use server::config::{Source, TelemetryConfig, parse};
-use server::telemetry::{self, SpanLog};
+use server::telemetry::{self, CapturedLog, SpanLog};
 use server::{App, Overrides, Secrets};
 use store::{NewRun, Timestamp};
-use tracing_subscriber::fmt::MakeWriter;
 
 const OPS: &str = "ops-token-PLANTED-0123456789";
 const TRACER: &str = "tracer-token-PLANTED-0123456789";
@@ -34,36 +32,9 @@ const TOKENS: &str = r#"{
     "tracer-token-PLANTED-0123456789": {"subject": "tracer"}
 }"#;
 
-/// Log output captured in memory.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> MakeWriter<'a> for Captured {
-    type Writer = Captured;
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
-    }
-}
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
-
 /// The process's layers, with the log in memory and spans exported to memory.
 struct Sinks {
-    log: Captured,
+    log: CapturedLog,
     span_log: SpanLog,
     exported: InMemorySpanExporter,
     provider: SdkTracerProvider,
@@ -78,7 +49,7 @@ impl Sinks {
             Duration::from_millis(50),
         );
         Sinks {
-            log: Captured::default(),
+            log: CapturedLog::default(),
             span_log: SpanLog::new(1000),
             exported,
             provider,
@@ -112,7 +83,7 @@ fn span_log_only(log: &SpanLog) -> tracing::subscriber::DefaultGuard {
     let sub = telemetry::subscriber(
         &TelemetryConfig::default(),
         telemetry::filter_of("info"),
-        Captured::default(),
+        CapturedLog::default(),
         None,
         log,
         None,

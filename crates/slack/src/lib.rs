@@ -70,8 +70,6 @@ pub struct SlackSurface {
     secret: SigningSecret,
     /// The bot's own user id, from `auth.test`.
     bot_user: String,
-    /// `[server] public_url`: where capability links point; none without it.
-    public_url: Option<String>,
     answered: moka::sync::Cache<(String, String), ()>,
 }
 
@@ -83,7 +81,6 @@ impl SlackSurface {
         directory: Arc<dyn ChannelDirectory>,
         secret: SigningSecret,
         bot_user: String,
-        public_url: Option<String>,
     ) -> Self {
         SlackSurface {
             registry,
@@ -92,7 +89,6 @@ impl SlackSurface {
             directory,
             secret,
             bot_user,
-            public_url: public_url.map(|u| u.trim_end_matches('/').to_owned()),
             answered: moka::sync::Cache::builder()
                 .max_capacity(ANSWERED_THREADS)
                 .time_to_live(ANSWERED_FOR)
@@ -277,10 +273,10 @@ impl SlackSurface {
                 if let Err(fault) = &working {
                     self.friction(&id, "the working message", fault).await;
                 }
-                if let Some(base) = &self.public_url {
+                if let Some(base) = &self.services.public_url {
                     let link = format!(
-                        "Follow run {id} live (only you can see this link): {base}/runs/{id}?token={}",
-                        run.capability_token()
+                        "Follow run {id} live (only you can see this link): {}",
+                        run.link(base)
                     );
                     if let Err(fault) = self
                         .api

@@ -185,34 +185,16 @@ async fn memberships_are_one_paged_walk_per_user_per_ttl() {
     assert!(dir.memberships(&u1).await.is_empty());
 }
 
-/// Log lines written to memory (the test's own subscriber, on this thread).
-#[derive(Clone, Default)]
-struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[tokio::test]
 async fn a_failing_channel_is_logged_once_per_window() {
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let captured = server::telemetry::CapturedLog::default();
+    let _guard = captured.install();
     let fake = FakeSlack::new();
     fake.set_conversation("C9", Conversation::ServerError);
     let (dir, clock) = directory(&fake).await;
     let lines = || {
-        String::from_utf8_lossy(&captured.0.lock().unwrap())
+        captured
+            .text()
             .lines()
             .filter(|l| l.contains("conversations.info failed") && l.contains("C9"))
             .count()
@@ -227,7 +209,7 @@ async fn a_failing_channel_is_logged_once_per_window() {
     }
     assert_eq!(lines(), 2);
     // The line names the channel and the fault's token, never Slack's body.
-    let text = String::from_utf8_lossy(&captured.0.lock().unwrap()).into_owned();
+    let text = captured.text();
     assert!(
         text.contains("http:500") && !text.contains("oops"),
         "{text}"

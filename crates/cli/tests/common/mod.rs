@@ -47,3 +47,43 @@ pub fn spawn_serve(mut cmd: std::process::Command) -> (std::process::Child, Stri
         .to_owned();
     (child, addr, summary)
 }
+
+/// One `switchboard serve` of a replica test, killed when dropped.
+#[allow(dead_code)] // not every test binary starts replicas
+pub struct Replica {
+    child: std::process::Child,
+    /// `http://127.0.0.1:<port>`.
+    pub base: String,
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Writes `config` to `dir/switchboard.toml` and serves it from `dir` on a free loopback port,
+/// with only `env` of Switchboard's own variables set; the replica and its start-up summary.
+#[allow(dead_code)] // not every test binary starts replicas
+pub fn start_replica(
+    dir: &std::path::Path,
+    config: &str,
+    env: &[(&str, &str)],
+) -> (Replica, String) {
+    std::fs::write(dir.join("switchboard.toml"), config).expect("writing the config");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_switchboard"));
+    cmd.current_dir(dir)
+        .env_remove("SWITCHBOARD_CONFIG")
+        .env_remove("SWITCHBOARD_INGRESS_TOKENS")
+        .envs(env.iter().copied())
+        .env("NO_COLOR", "1")
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .stderr(std::process::Stdio::null());
+    let (child, addr, summary) = spawn_serve(cmd);
+    let replica = Replica {
+        child,
+        base: format!("http://{addr}"),
+    };
+    (replica, summary)
+}
