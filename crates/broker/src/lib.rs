@@ -1,0 +1,37 @@
+//! # broker: every tool call an agent makes
+//!
+//! An agent is an actor acting for its run's principal. For each tool call the broker asks, in
+//! this order, and a deny at any step ends it (spec/broker.md):
+//!
+//! 1. authz-core: `authorize(agent, repo:use, repo)` for a call inside a repo's workspace;
+//! 2. the rule table ([`rules`], seed 002): the call's action → one of five decisions;
+//! 3. the grant set ([`policy`], seed 003): `decide` at the moment of execution.
+//!
+//! **What it must never do:** read a clock, the environment or a file in a decision function
+//! (`policy`, `rules`, `args`, `grant` take time and state as arguments; only
+//! [`file::load_project`] reads a file, before a run starts); build a [`policy::Decision`]
+//! anywhere but `decide`/`redecide`; widen on error (an unknown tool, bad arguments or an
+//! unreadable policy file is a denial or a refusal to start, never an allow).
+//!
+//! **Invariants:** `decide` never returns a `Decision` for an `ask` grant; `redecide` is the only
+//! way from an `Ask` to a `Decision`; the rule table's answer never depends on the order of rules
+//! in a file; the org layer is a ceiling nothing below it can exceed.
+//!
+//! Not built yet (issue 14 is open): the tool loop that calls this crate, the bubblewrap
+//! sandbox, the ratchet's fold over run events, and the approval surfaces.
+
+pub mod args;
+pub mod file;
+pub mod grant;
+pub mod policy;
+pub mod request;
+pub mod rules;
+
+pub use grant::{
+    DataClass, Grant, GrantError, GrantId, GrantSet, GrantSpec, Hash32, Mode, Timestamp,
+};
+pub use policy::{
+    Ask, Decision, Denial, DenyReason, Label, Outcome, SessionState, decide, redecide,
+};
+pub use request::{CallId, SessionId, ToolRequest};
+pub use rules::{RuleAnswer, RuleDecision, RuleKey, RuleSource, RuleTable};
