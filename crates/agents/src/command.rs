@@ -14,6 +14,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufRead
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
+use crate::sandbox::{Network, Sandbox, SandboxSpec};
 use crate::{AgentBackend, AgentJob, AgentOutcome, EventSink, SettingsError};
 
 /// How the request reaches the program.
@@ -34,6 +35,10 @@ pub struct CommandSettings {
     pub env: Vec<(String, String)>,
     /// Where the program runs when the job has no workspace.
     pub default_dir: Option<PathBuf>,
+    /// Run the program under bubblewrap (`[agents.<name>] sandbox = true`). A workspace whose
+    /// `.switchboard/agent-policy.toml` names deny_read files is sandboxed whatever this says,
+    /// so a project's denial is never silently skipped.
+    pub sandbox: bool,
 }
 
 /// stderr kept for friction, at most.
@@ -53,13 +58,19 @@ impl CommandBackend {
         Ok(CommandBackend { settings })
     }
 
-    fn command(&self, job: &AgentJob, memory_file: &Path) -> Command {
+    fn command(&self, job: &AgentJob, memory_file: &Path, sandbox: Option<&Sandbox>) -> Command {
         let (program, args) = match self.settings.argv.split_first() {
             Some((p, a)) => (p.as_str(), a),
             None => ("false", &[][..]),
         };
-        let mut cmd = Command::new(program);
-        cmd.args(args);
+        let mut cmd = match sandbox {
+            Some(sandbox) => sandbox.command(program, args),
+            None => {
+                let mut cmd = Command::new(program);
+                cmd.args(args);
+                cmd
+            }
+        };
         if self.settings.request_via == RequestVia::Argument {
             cmd.arg(&job.request);
         }
@@ -76,14 +87,57 @@ impl CommandBackend {
         if let Some(url) = &job.mcp_url {
             cmd.env("SWITCHBOARD_MCP_URL", url);
         }
-        if let Some(dir) = job
-            .workspace
-            .as_ref()
-            .or(self.settings.default_dir.as_ref())
-        {
+        if let Some(dir) = self.dir(job) {
             cmd.current_dir(dir);
         }
         cmd
+    }
+
+    fn dir<'a>(&'a self, job: &'a AgentJob) -> Option<&'a PathBuf> {
+        job.workspace
+            .as_ref()
+            .or(self.settings.default_dir.as_ref())
+    }
+
+    /// The sandbox this run needs, if any: asked for in the settings, or required by the
+    /// workspace's policy file naming deny_read files. A policy file that does not parse, or
+    /// a sandbox that cannot be made, is an error: the program does not start.
+    fn sandbox(
+        &self,
+        job: &AgentJob,
+        memory_file: &Path,
+        scratch: &Path,
+    ) -> Result<Option<Sandbox>, String> {
+        let Some(dir) = self.dir(job) else {
+            return if self.settings.sandbox {
+                Err("a sandboxed agent needs a workspace or a scratch directory to bind".into())
+            } else {
+                Ok(None)
+            };
+        };
+        let policy = broker::file::load_project(dir).map_err(|e| e.to_string())?;
+        if !self.settings.sandbox && policy.deny_read.is_empty() {
+            return Ok(None);
+        }
+        let mut read_only = vec![memory_file.to_path_buf()];
+        // A program named by path (a script beside the config, say) must be visible inside.
+        read_only.extend(
+            self.settings
+                .argv
+                .first()
+                .map(PathBuf::from)
+                .filter(|p| p.is_absolute() && !p.starts_with("/usr")),
+        );
+        let spec = SandboxSpec {
+            workspace: dir.clone(),
+            deny_read: policy.deny_read,
+            read_only_in_workspace: vec![broker::file::PROJECT_POLICY_FILE.to_owned()],
+            read_only,
+            // A command agent keeps the network its model and SWITCHBOARD_MCP_URL need.
+            network: Network::Shared,
+            scratch: scratch.to_path_buf(),
+        };
+        Sandbox::prepare(&spec).map(Some).map_err(|e| e.to_string())
     }
 }
 
@@ -172,7 +226,23 @@ impl AgentBackend for CommandBackend {
             Ok(f) => f,
             Err(e) => return sink.failed(&format!("could not write the memory block's file: {e}")),
         };
-        let mut child = match self.command(&job, memory_file.path()).spawn() {
+        let scratch = match tempfile::Builder::new()
+            .prefix("switchboard-sandbox-")
+            .tempdir()
+        {
+            Ok(dir) => dir,
+            Err(e) => {
+                return sink.failed(&format!("could not make the run's sandbox directory: {e}"));
+            }
+        };
+        let sandbox = match self.sandbox(&job, memory_file.path(), scratch.path()) {
+            Ok(sandbox) => sandbox,
+            Err(why) => return sink.failed(&why),
+        };
+        let mut child = match self
+            .command(&job, memory_file.path(), sandbox.as_ref())
+            .spawn()
+        {
             Ok(c) => c,
             Err(e) => {
                 let program = self.settings.argv.first().map_or("", String::as_str);
@@ -293,6 +363,7 @@ mod tests {
             request_via: RequestVia::Stdin,
             env: vec![],
             default_dir: None,
+            sandbox: false,
         })
         .err()
         .unwrap();

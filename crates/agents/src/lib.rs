@@ -7,7 +7,9 @@
 //!
 //! What it must never do: decide anything (the dispatcher admitted the run before a back end
 //! sees it), read the environment or config files (the server hands each back end its
-//! settings, the allow-listed environment included), or let agent text out unsanitised.
+//! settings, the allow-listed environment included; the one file read is the workspace's own
+//! `.switchboard/agent-policy.toml`, for its deny_read), let agent text out unsanitised, or
+//! start a program unsandboxed when its sandbox cannot be made ([`sandbox`]).
 //!
 //! Invariants:
 //! - Agent-supplied text (events, answer, error, friction) passes [`Sanitizer`] where it
@@ -23,6 +25,7 @@
 mod command;
 mod echo;
 mod openai;
+pub mod sandbox;
 pub mod sanitize;
 
 use std::path::PathBuf;

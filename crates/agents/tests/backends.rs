@@ -75,6 +75,7 @@ fn command(argv: Vec<String>, via: RequestVia) -> CommandBackend {
         request_via: via,
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
         default_dir: None,
+        sandbox: false,
     })
     .unwrap()
 }
@@ -500,4 +501,106 @@ async fn openai_errors_are_named_and_the_remote_body_is_sanitised_friction() {
             .unwrap()
             .starts_with("the model endpoint could not be reached")
     );
+}
+
+/// A workspace with a secret the project denies, and its policy file.
+fn denying_workspace(policy: &str) -> tempfile::TempDir {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join(".env"), "API_KEY=hunter2\n").unwrap();
+    std::fs::create_dir_all(ws.path().join(".switchboard")).unwrap();
+    std::fs::write(ws.path().join(".switchboard/agent-policy.toml"), policy).unwrap();
+    ws
+}
+
+fn in_workspace(request: &str, ws: &Path) -> AgentJob {
+    AgentJob {
+        workspace: Some(ws.to_owned()),
+        ..job(request)
+    }
+}
+
+fn sandboxed(argv: Vec<String>, sandbox: bool) -> CommandBackend {
+    CommandBackend::new(CommandSettings {
+        argv,
+        request_via: RequestVia::Stdin,
+        env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+        default_dir: None,
+        sandbox,
+    })
+    .unwrap()
+}
+
+fn sh(script: &str) -> Vec<String> {
+    vec!["/bin/sh".into(), "-c".into(), script.into()]
+}
+
+/// The project's deny_read binds the command agent even when its settings do not ask for a
+/// sandbox: `cat .env` reads the stub, never the bytes.
+#[tokio::test]
+async fn a_command_agent_in_a_denying_project_reads_the_stub() {
+    let ws = denying_workspace("deny_read = [\".env\"]\n");
+    let (outcome, _) = run(
+        &sandboxed(sh("cat .env"), false),
+        in_workspace("x", ws.path()),
+        CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(
+        outcome.answer(),
+        Some(agents::sandbox::STUB_TEXT.trim_end()),
+        "{:?}",
+        outcome.error()
+    );
+    // Without the project's denial and without the setting, the same program reads the file,
+    // so the stub above is the sandbox's doing.
+    let open = denying_workspace("");
+    let (outcome, _) = run(
+        &sandboxed(sh("cat .env"), false),
+        in_workspace("x", open.path()),
+        CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(outcome.answer(), Some("API_KEY=hunter2"));
+}
+
+#[tokio::test]
+async fn a_sandboxed_command_agent_sees_its_memory_file_and_not_the_host() {
+    let ws = denying_workspace("");
+    let dir = tempfile::tempdir().unwrap();
+    let s = script(
+        dir.path(),
+        "agent.sh",
+        "test -e /etc/shadow && echo host; test -r \"$SWITCHBOARD_MEMORY_FILE\" && echo memory; echo policy > .switchboard/agent-policy.toml 2>/dev/null && echo wrote-policy; echo done",
+    );
+    let (outcome, _) = run(
+        &sandboxed(vec![s], true),
+        in_workspace("x", ws.path()),
+        CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(
+        outcome.answer(),
+        Some("memory\ndone"),
+        "{:?}",
+        outcome.error()
+    );
+}
+
+#[tokio::test]
+async fn a_malformed_policy_file_stops_the_run_before_the_program_starts() {
+    let ws = denying_workspace("deny_read = [\"*.pem\"]\n");
+    let marker = ws.path().join("started");
+    let script = format!("touch {}", marker.display());
+    let (outcome, _) = run(
+        &sandboxed(sh(&script), false),
+        in_workspace("x", ws.path()),
+        CancellationToken::new(),
+    )
+    .await;
+    let error = outcome.error().unwrap_or_default();
+    assert!(
+        error.contains("agent-policy.toml:1:14:") && error.contains("glob"),
+        "{error}"
+    );
+    assert!(!marker.exists(), "the program ran");
 }

@@ -47,7 +47,11 @@ fn hundred_grants() -> GrantSet {
         tool: tool.to_owned(),
         paths,
         hosts,
-        mode: if i.is_multiple_of(7) { Mode::Ask } else { Mode::Auto },
+        mode: if i.is_multiple_of(7) {
+            Mode::Ask
+        } else {
+            Mode::Auto
+        },
         max_taint: DataClass::Secret,
         expires: Some(Timestamp::from_unix_micros(i64::MAX)),
         result_class: DataClass::Private,

@@ -145,6 +145,7 @@ fn dispatcher(w: &World, o: &Options) -> Dispatcher {
         request_via: RequestVia::Stdin,
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
         default_dir: None,
+        sandbox: false,
     })
     .unwrap();
     agents.insert(n("coding"), entry(Arc::new(pwd), long));
@@ -156,6 +157,7 @@ fn dispatcher(w: &World, o: &Options) -> Dispatcher {
         request_via: RequestVia::Stdin,
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
         default_dir: None,
+        sandbox: false,
     })
     .unwrap();
     agents.insert(

@@ -376,12 +376,17 @@ fn build_agents(
                     delay: *delay,
                 }))
             }
-            config::BackendSpec::Command { argv, request_via } => Arc::new(
+            config::BackendSpec::Command {
+                argv,
+                request_via,
+                sandbox,
+            } => Arc::new(
                 CommandBackend::new(CommandSettings {
                     argv: argv.clone(),
                     request_via: *request_via,
                     env: secrets.agent_env.clone(),
                     default_dir: Some(scratch.to_path_buf()),
+                    sandbox: *sandbox,
                 })
                 .with_context(|| format!("agents.{name}"))?,
             ),

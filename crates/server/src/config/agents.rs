@@ -116,7 +116,7 @@ impl BackendKind {
     pub fn own_keys(self) -> &'static [&'static str] {
         match self {
             BackendKind::Echo => &["behaviour", "delay_ms"],
-            BackendKind::Command => &["command", "request_via"],
+            BackendKind::Command => &["command", "request_via", "sandbox"],
             BackendKind::Openai => &["base_url", "model", "api_key_env", "system_prompt"],
         }
     }
@@ -173,6 +173,11 @@ pub struct AgentTable {
     pub delay_ms: Option<Spanned<Whole>>,
     pub command: Option<Spanned<Vec<String>>>,
     pub request_via: Option<Spanned<Via>>,
+    pub sandbox: Option<Spanned<bool>>,
+    /// The agent's kind for the broker's rules (`main`, `reviewer`, …).
+    pub kind: Option<Spanned<String>>,
+    /// The agent that starts this one (its kind's parent), when it is a sub-agent.
+    pub parent: Option<Spanned<String>>,
     pub base_url: Option<Spanned<String>>,
     pub model: Option<Spanned<String>>,
     pub api_key_env: Option<Spanned<String>>,
@@ -191,6 +196,7 @@ impl AgentTable {
                 self.request_via.as_ref().map(|s| s.span().start),
                 "request_via",
             ),
+            at(self.sandbox.as_ref().map(|s| s.span().start), "sandbox"),
             at(self.base_url.as_ref().map(|s| s.span().start), "base_url"),
             at(self.model.as_ref().map(|s| s.span().start), "model"),
             at(

@@ -254,6 +254,8 @@ pub enum BackendSpec {
     Command {
         argv: Vec<String>,
         request_via: RequestVia,
+        /// Under bubblewrap always (a project's deny_read sandboxes it regardless).
+        sandbox: bool,
     },
     OpenAi {
         base_url: String,
@@ -278,6 +280,10 @@ impl BackendSpec {
 #[derive(Debug, Clone)]
 pub struct AgentSpec {
     pub backend: BackendSpec,
+    /// The agent's kind for the broker's rules; `None` matches only rules that name no kind.
+    pub kind: Option<String>,
+    /// The agent that starts this one.
+    pub parent: Option<AgentName>,
     pub timeout: Duration,
     pub caps: OutputCaps,
 }
@@ -422,6 +428,7 @@ pub fn parse(source: Source, text: &str) -> Result<LoadedConfig, LoadError> {
         .iter()
         .map(|(name, a)| Ok((name.clone(), agent_spec(&t, name, a)?)))
         .collect::<Result<BTreeMap<_, _>, LoadError>>()?;
+    check_lineage(&t, &agents_section.tables, &agent_specs)?;
     Ok(LoadedConfig {
         store: store_spec(&t, &sections.store)?,
         server: server(&t, &sections.server)?,
@@ -868,6 +875,63 @@ fn limits(a: &agents::AgentsSection) -> AgentLimits {
     }
 }
 
+/// `kind`: one name of `[a-z0-9_-]`, as the broker's rules name agent kinds.
+fn agent_kind(t: &Text<'_>, a: &AgentTable) -> Result<Option<String>, LoadError> {
+    let Some(kind) = &a.kind else {
+        return Ok(None);
+    };
+    broker::rules::NamePattern::parse(kind.get_ref(), broker::rules::Charset::Lower)
+        .ok()
+        .filter(|p| matches!(p, broker::rules::NamePattern::Exact(name) if !name.contains('.')))
+        .ok_or_else(|| {
+            t.at(
+                kind.span().start,
+                "an agent kind is one name of [a-z0-9_-], like kind = \"main\" or kind = \"reviewer\"",
+            )
+        })?;
+    Ok(Some(kind.get_ref().clone()))
+}
+
+/// Each `parent` names another declared agent, and following parents never comes back to
+/// where it started.
+fn check_lineage(
+    t: &Text<'_>,
+    tables: &BTreeMap<AgentName, AgentTable>,
+    specs: &BTreeMap<AgentName, AgentSpec>,
+) -> Result<(), LoadError> {
+    for (name, spec) in specs {
+        let Some(parent) = &spec.parent else { continue };
+        let at = tables
+            .get(name)
+            .and_then(|a| a.parent.as_ref())
+            .map_or(0, |p| p.span().start);
+        if parent == name {
+            return Err(t.at(at, "an agent cannot be its own parent"));
+        }
+        if !specs.contains_key(parent) {
+            return Err(t.at(
+                at,
+                format!("names {parent}, which is not a declared agent; declare [agents.{parent}] or remove parent"),
+            ));
+        }
+        let mut seen = vec![name];
+        let mut next = Some(parent);
+        while let Some(current) = next {
+            if seen.contains(&current) {
+                return Err(t.at(
+                    at,
+                    format!(
+                        "agent {name}'s parents lead back to {current}: parents cannot form a cycle"
+                    ),
+                ));
+            }
+            seen.push(current);
+            next = specs.get(current).and_then(|s| s.parent.as_ref());
+        }
+    }
+    Ok(())
+}
+
 /// An agent's table as the typed back end it names (`echo` by default), refusing keys of
 /// another back end and naming a missing one.
 fn agent_spec(t: &Text<'_>, name: &AgentName, a: &AgentTable) -> Result<AgentSpec, LoadError> {
@@ -920,6 +984,7 @@ fn agent_spec(t: &Text<'_>, name: &AgentName, a: &AgentTable) -> Result<AgentSpe
                     .request_via
                     .as_ref()
                     .map_or(RequestVia::Stdin, |v| (*v.get_ref()).into()),
+                sandbox: a.sandbox.as_ref().is_some_and(|v| *v.get_ref()),
             }
         }
         BackendKind::Openai => BackendSpec::OpenAi {
@@ -942,6 +1007,12 @@ fn agent_spec(t: &Text<'_>, name: &AgentName, a: &AgentTable) -> Result<AgentSpe
     let caps = OutputCaps::default();
     Ok(AgentSpec {
         backend,
+        kind: agent_kind(t, a)?,
+        parent: a
+            .parent
+            .as_ref()
+            .map(|p| AgentName::parse(p.get_ref()).map_err(|e| t.at(p.span().start, e.to_string())))
+            .transpose()?,
         timeout: a
             .timeout_seconds
             .map_or(Duration::from_secs(600), |n| n.seconds()),

@@ -169,6 +169,38 @@ fn every_fault_names_file_line_column_key_and_fix() {
             "[agents.a]\ndelay_ms = -5",
             "t.toml:2:12: agents.a.delay_ms: must be a whole number, 0 or more",
         ),
+        (
+            "[agents.a]\nsandbox = true",
+            "t.toml:2:11: agents.a.sandbox: `sandbox` is not a setting of the echo back end",
+        ),
+        (
+            "[agents.a]\nbackend = \"command\"\ncommand = [\"x\"]\nsandbox = \"yes\"",
+            "t.toml:4:11: agents.a.sandbox: invalid type: string \"yes\", expected a boolean",
+        ),
+        (
+            "[agents.a]\nkind = \"Main\"",
+            "t.toml:2:8: agents.a.kind: an agent kind is one name of [a-z0-9_-]",
+        ),
+        (
+            "[agents.a]\nkind = \"reviewer.*\"",
+            "t.toml:2:8: agents.a.kind: an agent kind is one name of [a-z0-9_-]",
+        ),
+        (
+            "[agents.a]\nparent = \"ghost\"",
+            "t.toml:2:10: agents.a.parent: names ghost, which is not a declared agent; declare [agents.ghost] or remove parent",
+        ),
+        (
+            "[agents.a]\nparent = \"a\"",
+            "t.toml:2:10: agents.a.parent: an agent cannot be its own parent",
+        ),
+        (
+            "[agents.a]\nparent = \"b\"\n[agents.b]\nparent = \"a\"",
+            "t.toml:2:10: agents.a.parent: agent a's parents lead back to a: parents cannot form a cycle",
+        ),
+        (
+            "[agents.a]\nparent = \"Bad Name\"",
+            "t.toml:2:10: agents.a.parent: ",
+        ),
         // [[schedules]]
         (
             "[[schedules]]\nname = \"n\"\ncron = \"61 * * * *\"\ncommand = \"help\"",
@@ -454,12 +486,16 @@ env_allow = ["PATH"]
 backend = "command"
 command = ["claude", "-p"]
 request_via = "argument"
+sandbox = true
+kind = "main"
 timeout_seconds = 900
 description = "Claude Code, headless"
 [agents.local]
 backend = "openai"
 base_url = "http://127.0.0.1:8081/v1"
 model = "qwen"
+kind = "reviewer"
+parent = "claude"
 [agents.demo]
 behaviour = "stall"
 delay_ms = 200
@@ -482,9 +518,18 @@ max_event_bytes = 100
         spec("claude").backend,
         BackendSpec::Command {
             argv: vec!["claude".into(), "-p".into()],
-            request_via: RequestVia::Argument
+            request_via: RequestVia::Argument,
+            sandbox: true,
         }
     );
+    assert_eq!(spec("claude").kind.as_deref(), Some("main"));
+    assert_eq!(spec("claude").parent, None);
+    assert_eq!(spec("local").kind.as_deref(), Some("reviewer"));
+    assert_eq!(
+        spec("local").parent.as_ref().map(AgentName::as_str),
+        Some("claude")
+    );
+    assert_eq!(spec("demo").kind, None);
     assert_eq!(spec("claude").timeout, Duration::from_secs(900));
     assert_eq!(spec("local").backend.kind(), "openai");
     assert_eq!(

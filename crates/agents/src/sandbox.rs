@@ -1,0 +1,274 @@
+//! Running a program under bubblewrap (Debian's `bubblewrap`, the `bwrap` binary): the
+//! workspace bound read-write at its own path, a read-only toolchain (`/usr` and the few files
+//! of `/etc` programs need), each denied path covered by a stub file, the project's policy
+//! file read-only, fresh user, pid, ipc and uts namespaces, every capability dropped, and the
+//! network unshared unless asked for (spec/broker.md, "deny_read").
+//!
+//! Fail closed: without `bwrap`, or where it cannot make its namespaces (user namespaces off),
+//! [`Sandbox::prepare`] is an error that says so, and the caller does not start the program
+//! unsandboxed. Linux only.
+
+use std::ffi::OsStr;
+use std::path::{Component, Path, PathBuf};
+use std::sync::OnceLock;
+
+/// What a denied path reads as inside the sandbox.
+pub const STUB_TEXT: &str = "switchboard: this file is denied by the project (deny_read in .switchboard/agent-policy.toml). Its bytes are not in this sandbox.\n";
+
+/// The files of `/etc` a program may need (name resolution, TLS roots, users, the dynamic
+/// linker's cache, Debian's alternatives). The rest of `/etc` is not in the sandbox.
+const ETC_READ_ONLY: [&str; 10] = [
+    "/etc/alternatives",
+    "/etc/ca-certificates",
+    "/etc/group",
+    "/etc/hosts",
+    "/etc/ld.so.cache",
+    "/etc/localtime",
+    "/etc/nsswitch.conf",
+    "/etc/passwd",
+    "/etc/resolv.conf",
+    "/etc/ssl",
+];
+
+/// Top-level names that are links into `/usr` on a merged-/usr system, or directories.
+const USR_ROOTS: [&str; 4] = ["/bin", "/lib", "/lib64", "/sbin"];
+
+/// Whether the program may reach the network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Network {
+    /// A fresh network namespace with only a loopback of its own: every `shell` call.
+    Unshared,
+    /// The host's network: a `command` agent that needs its model and `SWITCHBOARD_MCP_URL`.
+    Shared,
+}
+
+/// What one sandbox holds.
+#[derive(Debug, Clone)]
+pub struct SandboxSpec {
+    /// The run's workspace, bound read-write at the same path.
+    pub workspace: PathBuf,
+    /// Project-relative names kept out (broker's `ProjectPolicy::deny_read`, already checked).
+    pub deny_read: Vec<String>,
+    /// Project-relative names bound read-only over themselves (the policy file).
+    pub read_only_in_workspace: Vec<String>,
+    /// Paths outside the workspace the program may read (its own program, the memory file).
+    pub read_only: Vec<PathBuf>,
+    pub network: Network,
+    /// A directory outside the workspace for the stub file.
+    pub scratch: PathBuf,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SandboxError {
+    #[error(
+        "bubblewrap is not installed (no bwrap on PATH); install Debian's bubblewrap package. A sandboxed run does not start without it"
+    )]
+    Missing,
+    #[error(
+        "bubblewrap cannot make a sandbox on this machine (are user namespaces disabled? see sysctl kernel.unprivileged_userns_clone): {0}. The run does not start unsandboxed"
+    )]
+    Unavailable(String),
+    #[error("the sandbox's workspace {0} must be an existing absolute directory")]
+    Workspace(PathBuf),
+    #[error("deny_read {0:?} must be a project-relative file name inside the workspace")]
+    DeniedName(String),
+    #[error("preparing the sandbox: {0}")]
+    Io(String),
+}
+
+/// A prepared sandbox: the stub written and every denied name present to mount over.
+#[derive(Debug, Clone)]
+pub struct Sandbox {
+    bwrap: PathBuf,
+    args: Vec<std::ffi::OsString>,
+}
+
+impl Sandbox {
+    /// Checks bubblewrap works here (once per process), writes the stub, and makes sure each
+    /// denied name exists so it can be covered: a name that does not exist yet becomes an empty
+    /// file (the one trace a sandbox leaves in the workspace).
+    pub fn prepare(spec: &SandboxSpec) -> Result<Sandbox, SandboxError> {
+        let bwrap = usable_bwrap()?;
+        let workspace = spec
+            .workspace
+            .canonicalize()
+            .ok()
+            .filter(|w| w.is_dir())
+            .ok_or_else(|| SandboxError::Workspace(spec.workspace.clone()))?;
+        let stub = spec.scratch.join("switchboard-denied-stub");
+        std::fs::write(&stub, STUB_TEXT)
+            .map_err(|e| SandboxError::Io(format!("{}: {e}", stub.display())))?;
+        let mut args = base_args(spec.network);
+        bind(&mut args, "--bind", &workspace, &workspace);
+        for path in &spec.read_only {
+            if path.exists() {
+                bind(&mut args, "--ro-bind", path, path);
+            }
+        }
+        for name in &spec.read_only_in_workspace {
+            let path = inside(&workspace, name)?;
+            if path.exists() {
+                bind(&mut args, "--ro-bind", &path, &path);
+            }
+        }
+        for name in &spec.deny_read {
+            let path = inside(&workspace, name)?;
+            ensure_file(&path)?;
+            bind(&mut args, "--ro-bind", &stub, &path);
+        }
+        args.push("--chdir".into());
+        args.push(workspace.into_os_string());
+        Ok(Sandbox { bwrap, args })
+    }
+
+    /// `program args…` under this sandbox, as a command the caller finishes (environment,
+    /// stdio, process group) and spawns.
+    pub fn command<I, S>(&self, program: impl AsRef<OsStr>, args: I) -> tokio::process::Command
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut command = tokio::process::Command::new(&self.bwrap);
+        command.args(&self.args).arg("--").arg(program).args(args);
+        command
+    }
+}
+
+fn base_args(network: Network) -> Vec<std::ffi::OsString> {
+    let mut args: Vec<std::ffi::OsString> = [
+        "--unshare-all",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--ro-bind",
+        "/usr",
+        "/usr",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--tmpfs",
+        "/tmp",
+    ]
+    .into_iter()
+    .map(Into::into)
+    .collect();
+    if network == Network::Shared {
+        args.push("--share-net".into());
+    }
+    for root in USR_ROOTS {
+        match std::fs::read_link(root) {
+            Ok(target) => {
+                args.push("--symlink".into());
+                args.push(target.into_os_string());
+                args.push(root.into());
+            }
+            Err(_) if Path::new(root).is_dir() => {
+                bind(&mut args, "--ro-bind", Path::new(root), Path::new(root))
+            }
+            Err(_) => {}
+        }
+    }
+    for etc in ETC_READ_ONLY {
+        if Path::new(etc).exists() {
+            bind(&mut args, "--ro-bind", Path::new(etc), Path::new(etc));
+        }
+    }
+    args
+}
+
+fn bind(args: &mut Vec<std::ffi::OsString>, how: &str, source: &Path, target: &Path) {
+    args.push(how.into());
+    args.push(source.as_os_str().to_owned());
+    args.push(target.as_os_str().to_owned());
+}
+
+/// `workspace/name` for a project-relative name that stays inside the workspace.
+fn inside(workspace: &Path, name: &str) -> Result<PathBuf, SandboxError> {
+    let relative = Path::new(name);
+    let normal = relative
+        .components()
+        .all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
+    if name.is_empty() || !normal {
+        return Err(SandboxError::DeniedName(name.to_owned()));
+    }
+    Ok(workspace.join(relative))
+}
+
+/// The file exists (created empty, with its directories, when it did not) and is a file.
+fn ensure_file(path: &Path) -> Result<(), SandboxError> {
+    let io = |e: std::io::Error| SandboxError::Io(format!("{}: {e}", path.display()));
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(io)?;
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_file() => Ok(()),
+        Ok(_) => Err(SandboxError::Io(format!(
+            "{}: a denied name must be a file, not a directory or a link",
+            path.display()
+        ))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map(drop)
+            .map_err(io),
+        Err(e) => Err(io(e)),
+    }
+}
+
+/// `bwrap` on PATH, once it has made a sandbox here: probed once per process.
+fn usable_bwrap() -> Result<PathBuf, SandboxError> {
+    static PROBE: OnceLock<Result<PathBuf, SandboxError>> = OnceLock::new();
+    PROBE.get_or_init(probe).clone()
+}
+
+fn probe() -> Result<PathBuf, SandboxError> {
+    let bwrap = find_on_path("bwrap").ok_or(SandboxError::Missing)?;
+    let output = std::process::Command::new(&bwrap)
+        .args(base_args(Network::Unshared))
+        .args(["--", "/usr/bin/true"])
+        .output()
+        .map_err(|e| SandboxError::Unavailable(e.to_string()))?;
+    if output.status.success() {
+        Ok(bwrap)
+    } else {
+        let said = String::from_utf8_lossy(&output.stderr).trim().to_owned();
+        Err(SandboxError::Unavailable(said))
+    }
+}
+
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn denied_names_must_stay_inside_the_workspace() {
+        let ws = Path::new("/w");
+        assert_eq!(inside(ws, ".env").unwrap(), Path::new("/w/.env"));
+        assert_eq!(inside(ws, "a/b.txt").unwrap(), Path::new("/w/a/b.txt"));
+        for bad in ["", "/etc/passwd", "../x", "a/../../x"] {
+            assert!(inside(ws, bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_missing_name_becomes_an_empty_file_and_a_directory_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let later = dir.path().join("config/later.env");
+        ensure_file(&later).unwrap();
+        assert_eq!(std::fs::read(&later).unwrap(), b"");
+        std::fs::write(&later, "kept").unwrap();
+        ensure_file(&later).unwrap();
+        assert_eq!(std::fs::read_to_string(&later).unwrap(), "kept");
+        assert!(ensure_file(&dir.path().join("config")).is_err());
+    }
+}
