@@ -17,13 +17,18 @@
 //! way from an `Ask` to a `Decision`; the rule table's answer never depends on the order of rules
 //! in a file; the org layer is a ceiling nothing below it can exceed.
 //!
-//! Not built yet (issue 14 is open): the tool loop that calls this crate, the bubblewrap
-//! sandbox, the ratchet's fold over run events, and the approval surfaces.
+//! [`ratchet`] folds an agent's `restrict_self` promises; the sandbox that enforces deny_read
+//! for programs is `agents::sandbox`.
+//!
+//! Not built yet (issue 14 is open): the `openai` tool loop that calls this crate for every
+//! call, reading the ratchet's events over the chain of ancestor runs, and the approval
+//! surfaces (CLI prompt, reviewer agent, Slack buttons, the run page's form).
 
 pub mod args;
 pub mod file;
 pub mod grant;
 pub mod policy;
+pub mod ratchet;
 pub mod request;
 pub mod rules;
 

@@ -1,0 +1,312 @@
+//! The ratchet (seed 002): promises an agent makes with `restrict_self`, folded out of the run's
+//! event log and its ancestors' logs. Narrowing is free; the one way back up is `policy.widen`,
+//! decided by the rule table like any other action, after which the broker (never the agent)
+//! writes the event that replaces the named promise.
+//!
+//! Three properties hold by construction:
+//! 1. the effective ceiling of an action is the minimum over every promise covering it, so one
+//!    more promise can only lower it;
+//! 2. the fold only appends: no event removes a promise; a widening replaces exactly the promise
+//!    it names, which must exist;
+//! 3. a proposal asking for more than the agent holds is refused before anything is written.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::rules::{Charset, NamePattern, RuleDecision};
+
+/// One promise: the most the agent may still do with an action or a class of actions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Promise {
+    pub target: NamePattern,
+    pub most: RuleDecision,
+}
+
+impl Promise {
+    /// `fs.write=ask`, `net.*=deny`: the text a widening must name exactly.
+    pub fn parse(text: &str) -> Result<Promise, RatchetError> {
+        let (target, most) = text
+            .split_once('=')
+            .ok_or_else(|| RatchetError::Shape(text.to_owned()))?;
+        let target = NamePattern::parse(target.trim(), Charset::Lower)
+            .map_err(|e| RatchetError::Target(e.to_string()))?;
+        let most =
+            RuleDecision::parse(most.trim()).ok_or_else(|| RatchetError::Shape(text.to_owned()))?;
+        Ok(Promise { target, most })
+    }
+
+    fn covers_action(&self, action: &str) -> bool {
+        self.target.matches(action)
+    }
+
+    /// Whether every action `target` names is covered by this promise.
+    fn covers_target(&self, target: &NamePattern) -> bool {
+        match target {
+            NamePattern::Exact(action) => self.covers_action(action),
+            NamePattern::Below(class) => match &self.target {
+                NamePattern::Below(mine) => {
+                    class == mine
+                        || class
+                            .strip_prefix(mine.as_str())
+                            .is_some_and(|r| r.starts_with('.'))
+                }
+                NamePattern::Exact(_) => false,
+            },
+        }
+    }
+}
+
+impl fmt::Display for Promise {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}={}", self.target, self.most)
+    }
+}
+
+/// What the run's log holds, as the body of a `restriction` event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum RatchetEvent {
+    /// `restrict_self`: one more promise.
+    Restricted { promise: String },
+    /// Written by the broker after `policy.widen` was allowed: `promise` (exactly as written)
+    /// is replaced by `now`.
+    Widened { promise: String, now: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RatchetError {
+    #[error(
+        "{0:?}: expected <action or class>=<decision>, like \"fs.write=ask\" or \"net.*=deny\""
+    )]
+    Shape(String),
+    #[error("{0}")]
+    Target(String),
+    #[error(
+        "{asked} asks for more than you hold: you may do at most `{holds}` there already; a promise can only narrow"
+    )]
+    MoreThanHeld { asked: String, holds: RuleDecision },
+    #[error("there is no promise {0:?} to widen; name a promise exactly as it was written")]
+    NoSuchPromise(String),
+    #[error("a restriction event does not parse: {0}")]
+    Event(String),
+}
+
+/// The promises in force, folded from the events of every ancestor (oldest first) then the run's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Ratchet {
+    promises: Vec<Promise>,
+}
+
+impl Ratchet {
+    /// Folds events in order. An event that does not parse is an error, never skipped: a
+    /// promise that cannot be read must not silently stop binding.
+    pub fn fold<'e>(
+        events: impl IntoIterator<Item = &'e RatchetEvent>,
+    ) -> Result<Ratchet, RatchetError> {
+        let mut ratchet = Ratchet::default();
+        for event in events {
+            match event {
+                RatchetEvent::Restricted { promise } => {
+                    ratchet.promises.push(Promise::parse(promise)?)
+                }
+                RatchetEvent::Widened { promise, now } => {
+                    let named = Promise::parse(promise)?;
+                    let slot = ratchet
+                        .promises
+                        .iter_mut()
+                        .find(|p| **p == named)
+                        .ok_or_else(|| RatchetError::NoSuchPromise(promise.clone()))?;
+                    *slot = Promise::parse(now)?;
+                }
+            }
+        }
+        Ok(ratchet)
+    }
+
+    pub fn promises(&self) -> &[Promise] {
+        &self.promises
+    }
+
+    /// The most the agent may do with `action`: the minimum over the promises covering it.
+    pub fn ceiling(&self, action: &str) -> Option<RuleDecision> {
+        self.promises
+            .iter()
+            .filter(|p| p.covers_action(action))
+            .map(|p| p.most)
+            .min()
+    }
+
+    /// The rule table's answer for `action`, lowered by the promises.
+    pub fn bound(&self, action: &str, answer: RuleDecision) -> RuleDecision {
+        self.ceiling(action)
+            .map_or(answer, |ceiling| ceiling.min(answer))
+    }
+
+    /// `restrict_self`: the event to write, or the refusal when the proposal asks for more than
+    /// the agent holds. `table` is the rule table's answer for an exact action (what the agent
+    /// holds before any promise), when the caller has one.
+    pub fn propose(
+        &self,
+        text: &str,
+        table: Option<RuleDecision>,
+    ) -> Result<RatchetEvent, RatchetError> {
+        let promise = Promise::parse(text)?;
+        let promised = self
+            .promises
+            .iter()
+            .filter(|p| p.covers_target(&promise.target))
+            .map(|p| p.most)
+            .min();
+        let holds = [promised, table]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(RuleDecision::Allow);
+        if promise.most > holds {
+            return Err(RatchetError::MoreThanHeld {
+                asked: promise.to_string(),
+                holds,
+            });
+        }
+        Ok(RatchetEvent::Restricted {
+            promise: promise.to_string(),
+        })
+    }
+
+    /// Checks a `policy.widen` request names a promise in force, exactly as written, before it
+    /// goes to the rule table.
+    pub fn widen_request(&self, promise: &str, now: &str) -> Result<RatchetEvent, RatchetError> {
+        let named = Promise::parse(promise)?;
+        let now = Promise::parse(now)?;
+        if !self.promises.contains(&named) {
+            return Err(RatchetError::NoSuchPromise(promise.to_owned()));
+        }
+        Ok(RatchetEvent::Widened {
+            promise: named.to_string(),
+            now: now.to_string(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use RuleDecision::*;
+
+    fn restricted(text: &str) -> RatchetEvent {
+        RatchetEvent::Restricted {
+            promise: text.into(),
+        }
+    }
+
+    #[test]
+    fn the_ceiling_is_the_minimum_over_covering_promises() {
+        let ratchet = Ratchet::fold(&[
+            restricted("net.*=ask"),
+            restricted("net.fetch=agent_review"),
+            restricted("fs.write=deny"),
+        ])
+        .unwrap();
+        assert_eq!(ratchet.ceiling("net.fetch"), Some(Ask));
+        assert_eq!(ratchet.ceiling("net.dns"), Some(Ask));
+        assert_eq!(ratchet.ceiling("fs.write"), Some(Deny));
+        assert_eq!(ratchet.ceiling("fs.read"), None);
+        assert_eq!(ratchet.bound("net.fetch", Allow), Ask);
+        assert_eq!(ratchet.bound("net.fetch", Deny), Deny);
+        assert_eq!(ratchet.bound("fs.read", Allow), Allow);
+    }
+
+    #[test]
+    fn one_more_promise_can_only_lower_a_ceiling() {
+        let actions = ["net.fetch", "fs.write", "git.push", "mcp.gh.list"];
+        let promises = [
+            "net.*=allow",
+            "fs.write=ask",
+            "git.*=deny",
+            "net.fetch=agent_then_human",
+            "mcp.*=agent_review",
+        ];
+        let mut events = Vec::new();
+        let mut before = Ratchet::default();
+        for promise in promises {
+            events.push(restricted(promise));
+            let after = Ratchet::fold(&events).unwrap();
+            for action in actions {
+                let (b, a) = (before.bound(action, Allow), after.bound(action, Allow));
+                assert!(a <= b, "{promise} raised {action} from {b} to {a}");
+            }
+            before = after;
+        }
+    }
+
+    #[test]
+    fn a_proposal_for_more_than_is_held_is_refused_before_anything_is_written() {
+        let ratchet = Ratchet::fold(&[restricted("net.*=ask")]).unwrap();
+        assert_eq!(
+            ratchet.propose("net.fetch=deny", None),
+            Ok(restricted("net.fetch=deny"))
+        );
+        assert_eq!(
+            ratchet.propose("net.fetch=ask", None),
+            Ok(restricted("net.fetch=ask"))
+        );
+        assert!(matches!(
+            ratchet.propose("net.fetch=allow", None),
+            Err(RatchetError::MoreThanHeld { holds: Ask, .. })
+        ));
+        assert!(matches!(
+            ratchet.propose("net.fetch.*=agent_review", None),
+            Err(RatchetError::MoreThanHeld { .. })
+        ));
+        // What the table gives counts too.
+        assert!(matches!(
+            ratchet.propose("fs.write=allow", Some(Ask)),
+            Err(RatchetError::MoreThanHeld { holds: Ask, .. })
+        ));
+        assert!(ratchet.propose("fs.write=deny", Some(Ask)).is_ok());
+        for bad in ["net.fetch", "*=deny", "net.*.x=deny", "net.fetch=never"] {
+            assert!(ratchet.propose(bad, None).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_widening_replaces_exactly_the_promise_it_names() {
+        let mut events = vec![restricted("net.*=deny"), restricted("fs.write=ask")];
+        let ratchet = Ratchet::fold(&events).unwrap();
+        assert!(matches!(
+            ratchet.widen_request("net.*=ask", "net.*=allow"),
+            Err(RatchetError::NoSuchPromise(_))
+        ));
+        let widen = ratchet.widen_request("net.*=deny", "net.*=ask").unwrap();
+        events.push(widen);
+        let after = Ratchet::fold(&events).unwrap();
+        assert_eq!(after.ceiling("net.fetch"), Some(Ask));
+        assert_eq!(
+            after.ceiling("fs.write"),
+            Some(Ask),
+            "every other promise is untouched"
+        );
+        // A widening event naming nothing in force does not fold.
+        let forged = [RatchetEvent::Widened {
+            promise: "git.*=deny".into(),
+            now: "git.*=allow".into(),
+        }];
+        assert!(Ratchet::fold(&forged).is_err());
+    }
+
+    #[test]
+    fn events_round_trip_as_json_and_bad_bodies_are_refused() {
+        let event = restricted("net.*=ask");
+        let json = serde_json::to_string(&event).unwrap();
+        assert_eq!(json, r#"{"kind":"restricted","promise":"net.*=ask"}"#);
+        assert_eq!(serde_json::from_str::<RatchetEvent>(&json).unwrap(), event);
+        for bad in [
+            r#"{"kind":"lifted","promise":"net.*=ask"}"#,
+            r#"{"kind":"restricted"}"#,
+            r#"{"kind":"restricted","promise":"x=ask","by":"agent"}"#,
+        ] {
+            assert!(serde_json::from_str::<RatchetEvent>(bad).is_err(), "{bad}");
+        }
+    }
+}
