@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmarks (never tests). Usage: scripts/bench.sh [authz|store|ingress|mcp|memory|schedule|tracing|slack|access]
+# Benchmarks (never tests). Usage: scripts/bench.sh [authz|store|ingress|mcp|memory|schedule|tracing|slack|access|broker]
 #
 #   authz   authorize and predicate_for, side by side with cedar-policy deciding an equivalent
 #           policy on the same requests in the same run (crates/authz-bench, excluded from the
@@ -43,6 +43,11 @@
 #           cores: requests/s, latency percentiles, resident memory under load; then 1,000
 #           viewers on `/runs/stream`: the memory they add and how long a new run's upsert
 #           takes to reach each of them (scripts/bench/access.py). Installs wrk if missing.
+#
+#   broker  `decide` over 100 grants (a read, a fetch, a call no grant covers) and the rule
+#           table over 1,000 rules (exact, prefix, unnamed), per call, in batches of 1,000
+#           (crates/broker/benches/decide.rs); then `sh -c true` bare and under bubblewrap,
+#           interleaved (crates/agents/benches/sandbox.rs). Installs bubblewrap if missing.
 #
 # Raw output goes to target/bench/<name>.txt; docs/benchmarks.md records the figures with the
 # machine and this command.
@@ -108,8 +113,15 @@ case "$what" in
     cargo build --locked --release -p cli
     "$venv/bin/python" scripts/bench/access.py | tee target/bench/access.txt
     ;;
+  broker)
+    command -v bwrap >/dev/null || apt-get install -y -q bubblewrap >/dev/null
+    echo "== broker: decide over 100 grants, the rule table over 1,000 rules"
+    cargo bench --locked -p broker --bench decide | tee target/bench/broker.txt
+    echo "== bubblewrap: a shell call sandboxed against a bare spawn"
+    cargo bench --locked -p agents --bench sandbox | tee -a target/bench/broker.txt
+    ;;
   *)
-    echo "unknown benchmark '$what'; known: authz, store, ingress, mcp, memory, schedule, tracing, slack, access" >&2
+    echo "unknown benchmark '$what'; known: authz, store, ingress, mcp, memory, schedule, tracing, slack, access, broker" >&2
     exit 2
     ;;
 esac
