@@ -5,8 +5,10 @@
 //! [`OpenAiBackend`] (any OpenAI-compatible chat-completions endpoint, streaming) and
 //! [`EchoBackend`] (built in, deterministic, needs nothing outside the process).
 //!
-//! What it must never do: decide anything (the dispatcher admitted the run before a back end
-//! sees it), read the environment or config files (the server hands each back end its
+//! What it must never do: decide anything itself (the dispatcher admitted the run before a
+//! back end sees it; a tool call is decided by the broker's functions, which
+//! [`tools::BrokerGate`] calls, and runs only with the `Decision` they return), read the
+//! environment or config files (the server hands each back end its
 //! settings, the allow-listed environment included; the one file read is the workspace's own
 //! `.switchboard/agent-policy.toml`, for its deny_read), let agent text out unsanitised, or
 //! start a program unsandboxed when its sandbox cannot be made ([`sandbox`]).
@@ -27,6 +29,7 @@ mod echo;
 mod openai;
 pub mod sandbox;
 pub mod sanitize;
+pub mod tools;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -57,6 +60,9 @@ pub struct AgentJob {
     pub mcp_url: Option<String>,
     /// The run-scoped agent token (a JWT); handed to the program, never logged.
     pub agent_token: String,
+    /// The tools the agent may call, through the broker (the `openai` back end's tool loop).
+    /// `None`: a model that asks for a tool ends its run with an error saying it has none.
+    pub tools: Option<tools::Tools>,
 }
 
 /// The memory context block as a back end receives it: the rendered text, and how many

@@ -1,7 +1,9 @@
 //! `openai`: any OpenAI-compatible chat-completions endpoint (OpenAI, llama.cpp, vLLM,
-//! Ollama), streaming. Each completed line of the streamed answer is an event; the whole
-//! text is the answer. Tool calling arrives with the broker: a model that asks for a tool
-//! ends the run with an error saying so, never a made-up result.
+//! Ollama), streaming. Each completed line of the streamed text is an event; the last turn's
+//! text is the answer. When the job has [`Tools`](crate::tools::Tools), they are offered to the
+//! model and each call it makes is answered by them (the broker decides each one); a model that
+//! asks for a tool when the job has none ends the run with an error saying so, never a made-up
+//! result.
 
 use std::time::Duration;
 
@@ -9,7 +11,11 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::tools::{ToolCall, Tools};
 use crate::{AgentBackend, AgentJob, AgentOutcome, EventSink, SettingsError};
+
+/// Rounds of tool calls one run may make before it must answer.
+const MAX_TOOL_TURNS: usize = 32;
 
 #[derive(Debug, Clone)]
 pub struct OpenAiSettings {
@@ -49,7 +55,7 @@ impl OpenAiBackend {
         Ok(OpenAiBackend { settings, client })
     }
 
-    fn body(&self, job: &AgentJob) -> Value {
+    fn messages(&self, job: &AgentJob) -> Vec<Value> {
         let system =
             self.settings.system_prompt.clone().unwrap_or_else(|| {
                 "You are a helpful assistant answering a team's request.".into()
@@ -59,14 +65,56 @@ impl OpenAiBackend {
             messages.push(json!({"role": "system", "content": job.memory.text()}));
         }
         messages.push(json!({"role": "user", "content": job.request}));
-        json!({
+        messages
+    }
+
+    fn body(&self, messages: &[Value], tools: Option<&Tools>) -> Value {
+        let mut body = json!({
             "model": self.settings.model,
             "stream": true,
             "messages": messages,
-        })
+        });
+        if let (Some(tools), Some(object)) = (tools, body.as_object_mut()) {
+            object.insert("tools".into(), Value::Array(tools.0.definitions()));
+        }
+        body
     }
 
-    async fn stream(&self, job: &AgentJob, sink: &EventSink) -> AgentOutcome {
+    /// Turns until the model answers without asking for a tool.
+    async fn converse(&self, job: &AgentJob, sink: &EventSink) -> AgentOutcome {
+        let mut messages = self.messages(job);
+        let tools = job.tools.as_ref();
+        for _ in 0..MAX_TOOL_TURNS {
+            let turn = match self.turn(&messages, tools, sink).await {
+                Ok(turn) => turn,
+                Err(outcome) => return outcome,
+            };
+            if turn.calls.is_empty() {
+                return sink.answered(turn.text.trim());
+            }
+            let Some(tools) = tools else {
+                return sink.failed(
+                    "the model asked for a tool, and this agent has no tools (tool calls go through the broker's tool loop, which this run was not given)",
+                );
+            };
+            messages.push(assistant_with_calls(&turn));
+            for call in &turn.calls {
+                let result = tools.0.call(call, sink).await;
+                messages.push(json!({"role": "tool", "tool_call_id": call.id, "content": result}));
+            }
+        }
+        sink.failed(&format!(
+            "the model asked for tools {MAX_TOOL_TURNS} times without answering"
+        ))
+    }
+
+    /// One streamed completion: its text (each completed line an event) and its tool calls.
+    async fn turn(
+        &self,
+        messages: &[Value],
+        tools: Option<&Tools>,
+        sink: &EventSink,
+    ) -> Result<Turn, AgentOutcome> {
         let url = format!(
             "{}/chat/completions",
             self.settings.base_url.trim_end_matches('/')
@@ -78,13 +126,17 @@ impl OpenAiBackend {
         if let Some(key) = &self.settings.api_key {
             req = req.bearer_auth(key);
         }
-        let mut resp = match req.body(self.body(job).to_string()).send().await {
+        let mut resp = match req
+            .body(self.body(messages, tools).to_string())
+            .send()
+            .await
+        {
             Ok(r) => r,
             Err(e) => {
-                return sink.failed(&format!(
+                return Err(sink.failed(&format!(
                     "the model endpoint could not be reached: {}",
                     without_url(&e)
-                ));
+                )));
             }
         };
         if !resp.status().is_success() {
@@ -95,15 +147,17 @@ impl OpenAiBackend {
                 &format!("model endpoint answered {status}: {body}"),
             )
             .await;
-            return sink.failed(&format!("the model endpoint answered {status}"));
+            return Err(sink.failed(&format!("the model endpoint answered {status}")));
         }
         let mut stream = SseText::default();
-        loop {
+        'read: loop {
             let chunk = match resp.chunk().await {
                 Ok(Some(c)) => c,
                 Ok(None) => break,
                 Err(e) => {
-                    return sink.failed(&format!("the model stream broke: {}", without_url(&e)));
+                    return Err(
+                        sink.failed(&format!("the model stream broke: {}", without_url(&e)))
+                    );
                 }
             };
             for step in stream.feed(&chunk) {
@@ -111,29 +165,53 @@ impl OpenAiBackend {
                     Step::Line(line) => {
                         sink.event("text", &line).await;
                     }
-                    Step::ToolCall => {
-                        return sink.failed(
-                            "the model asked for a tool; tool calling arrives with the broker and is not part of this build",
-                        );
-                    }
                     Step::Malformed(what) => {
-                        return sink.failed(&format!(
+                        return Err(sink.failed(&format!(
                             "the model stream was not chat-completions JSON: {what}"
-                        ));
+                        )));
                     }
-                    Step::Done => return self.finish(stream, sink).await,
+                    Step::Done => break 'read,
                 }
             }
         }
-        self.finish(stream, sink).await
-    }
-
-    async fn finish(&self, stream: SseText, sink: &EventSink) -> AgentOutcome {
         if !stream.pending.trim().is_empty() {
             sink.event("text", &stream.pending).await;
         }
-        sink.answered(stream.answer.trim())
+        let calls = stream
+            .calls()
+            .map_err(|what| sink.failed(&format!("the model's tool call was malformed: {what}")))?;
+        Ok(Turn {
+            text: stream.answer,
+            calls,
+        })
     }
+}
+
+/// One completion: its text and the tool calls it asked for.
+struct Turn {
+    text: String,
+    calls: Vec<ToolCall>,
+}
+
+/// The assistant's message that asked for the calls, as the conversation must carry it.
+fn assistant_with_calls(turn: &Turn) -> Value {
+    let calls: Vec<Value> = turn
+        .calls
+        .iter()
+        .map(|c| {
+            json!({
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": c.arguments},
+            })
+        })
+        .collect();
+    let content = if turn.text.is_empty() {
+        Value::Null
+    } else {
+        Value::String(turn.text.clone())
+    };
+    json!({"role": "assistant", "content": content, "tool_calls": calls})
 }
 
 /// A reqwest error without the URL (which may carry a key in a query string).
@@ -155,7 +233,6 @@ fn without_url(e: &reqwest::Error) -> String {
 enum Step {
     /// A completed line of answer text.
     Line(String),
-    ToolCall,
     Malformed(String),
     Done,
 }
@@ -167,6 +244,15 @@ struct SseText {
     /// Answer text not yet ended by a newline.
     pending: String,
     answer: String,
+    /// Tool calls by their stream index, their pieces joined as they arrive.
+    partial_calls: Vec<PartialCall>,
+}
+
+#[derive(Default)]
+struct PartialCall {
+    id: String,
+    name: String,
+    arguments: String,
 }
 
 impl SseText {
@@ -206,8 +292,58 @@ impl SseText {
         steps
     }
 
-    /// The text of one chunk's delta; a tool call or malformed JSON is a `Step`.
-    fn delta(&self, data: &str) -> Result<Option<String>, Step> {
+    /// The tool calls the stream asked for, whole. A call without a name or an id is malformed.
+    fn calls(&self) -> Result<Vec<ToolCall>, String> {
+        self.partial_calls
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                if p.name.is_empty() || p.id.is_empty() {
+                    return Err(format!("call {i} has no name or id"));
+                }
+                Ok(ToolCall {
+                    id: p.id.clone(),
+                    name: p.name.clone(),
+                    arguments: p.arguments.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// Joins one delta's tool-call pieces into the calls they belong to (by `index`).
+    fn tool_call_pieces(&mut self, pieces: &[Value]) -> Result<(), Step> {
+        for piece in pieces {
+            let index = piece
+                .get("index")
+                .and_then(Value::as_u64)
+                .and_then(|i| usize::try_from(i).ok())
+                .filter(|i| *i < 64)
+                .ok_or_else(|| Step::Malformed("a tool call without a usable index".into()))?;
+            while self.partial_calls.len() <= index {
+                self.partial_calls.push(PartialCall::default());
+            }
+            let Some(call) = self.partial_calls.get_mut(index) else {
+                continue;
+            };
+            if let Some(id) = piece.get("id").and_then(Value::as_str) {
+                call.id.push_str(id);
+            }
+            let function = piece.get("function");
+            if let Some(name) = function.and_then(|f| f.get("name")).and_then(Value::as_str) {
+                call.name.push_str(name);
+            }
+            if let Some(args) = function
+                .and_then(|f| f.get("arguments"))
+                .and_then(Value::as_str)
+            {
+                call.arguments.push_str(args);
+            }
+        }
+        Ok(())
+    }
+
+    /// The text of one chunk's delta (its tool-call pieces are kept); malformed JSON is a `Step`.
+    fn delta(&mut self, data: &str) -> Result<Option<String>, Step> {
         let v: Value = serde_json::from_str(data)
             .map_err(|e| Step::Malformed(format!("line {} column {}", e.line(), e.column())))?;
         let choice = v.get("choices").and_then(|c| c.get(0));
@@ -215,10 +351,11 @@ impl SseText {
             return Ok(None);
         };
         let delta = choice.get("delta");
-        let wants_tool = delta.and_then(|d| d.get("tool_calls")).is_some()
-            || choice.get("finish_reason").and_then(Value::as_str) == Some("tool_calls");
-        if wants_tool {
-            return Err(Step::ToolCall);
+        if let Some(pieces) = delta.and_then(|d| d.get("tool_calls")) {
+            let pieces = pieces
+                .as_array()
+                .ok_or_else(|| Step::Malformed("tool_calls is not a list".into()))?;
+            self.tool_call_pieces(pieces)?;
         }
         Ok(delta
             .and_then(|d| d.get("content"))
@@ -235,7 +372,7 @@ impl AgentBackend for OpenAiBackend {
 
     async fn run(&self, job: AgentJob, sink: EventSink, cancel: CancellationToken) -> AgentOutcome {
         tokio::select! {
-            outcome = self.stream(&job, &sink) => outcome,
+            outcome = self.converse(&job, &sink) => outcome,
             () = cancel.cancelled() => sink.cancelled(),
         }
     }
@@ -279,11 +416,34 @@ mod tests {
             [Step::Malformed(_)]
         ));
         let mut s = SseText::default();
-        let tool = format!(
-            "data: {}\n",
-            json!({"choices": [{"delta": {"tool_calls": []}}]})
+        let piece = |v: Value| {
+            format!(
+                "data: {}\n",
+                json!({"choices": [{"delta": {"tool_calls": [v]}}]})
+            )
+        };
+        let stream = [
+            piece(json!({"index": 0, "id": "call_1", "function": {"name": "read_", "arguments": "{\"pa"}})),
+            piece(json!({"index": 0, "function": {"name": "file", "arguments": "th\":\"/w\"}"}})),
+            piece(json!({"index": 1, "id": "call_2", "function": {"name": "shell", "arguments": "{}"}})),
+        ]
+        .concat();
+        assert!(s.feed(stream.as_bytes()).is_empty());
+        let calls = s.calls().unwrap();
+        assert_eq!(calls.len(), 2);
+        assert_eq!(
+            (calls[0].name.as_str(), calls[0].arguments.as_str()),
+            ("read_file", "{\"path\":\"/w\"}")
         );
-        assert_eq!(s.feed(tool.as_bytes()), vec![Step::ToolCall]);
+        assert_eq!(calls[1].id, "call_2");
+        let mut s = SseText::default();
+        assert!(matches!(
+            s.feed(piece(json!({"id": "x"})).as_bytes())[..],
+            [Step::Malformed(_)]
+        ));
+        let mut s = SseText::default();
+        s.feed(piece(json!({"index": 0, "function": {"arguments": "{}"}})).as_bytes());
+        assert!(s.calls().is_err(), "a call without a name or id");
         let mut s = SseText::default();
         assert!(
             s.feed(b": keep-alive\nevent: x\n").is_empty(),

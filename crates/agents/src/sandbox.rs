@@ -121,6 +121,29 @@ impl Sandbox {
         Ok(Sandbox { bwrap, args })
     }
 
+    /// [`Sandbox::command`] with `dir` (inside the workspace) as the working directory.
+    pub fn command_in<I, S>(
+        &self,
+        dir: &Path,
+        program: impl AsRef<OsStr>,
+        args: I,
+    ) -> tokio::process::Command
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut command = tokio::process::Command::new(&self.bwrap);
+        // bwrap reads its options in order: this --chdir replaces the workspace's.
+        command
+            .args(&self.args)
+            .arg("--chdir")
+            .arg(dir)
+            .arg("--")
+            .arg(program)
+            .args(args);
+        command
+    }
+
     /// `program args…` under this sandbox, as a command the caller finishes (environment,
     /// stdio, process group) and spawns.
     pub fn command<I, S>(&self, program: impl AsRef<OsStr>, args: I) -> tokio::process::Command

@@ -29,6 +29,7 @@ fn job(request: &str) -> AgentJob {
         workspace: None,
         mcp_url: Some("http://127.0.0.1:9/mcp".into()),
         agent_token: "agent-token-for-this-run".into(),
+        tools: None,
     }
 }
 
@@ -395,7 +396,7 @@ async fn fake_openai() -> String {
         if request == "use a tool" {
             out.push_str(&format!(
                 "data: {}\n\n",
-                serde_json::json!({"choices":[{"delta":{"tool_calls":[{"id":"1"}]}}]})
+                serde_json::json!({"choices":[{"delta":{"tool_calls":[{"index":0,"id":"1","function":{"name":"shell","arguments":"{}"}}]}}]})
             ));
         } else {
             for piece in ["You said: ", &request, "\nSecond", " line"] {
@@ -488,7 +489,9 @@ async fn openai_errors_are_named_and_the_remote_body_is_sanitised_friction() {
     assert!(
         o.error()
             .unwrap()
-            .contains("tool calling arrives with the broker")
+            .starts_with("the model asked for a tool, and this agent has no tools"),
+        "{:?}",
+        o.error()
     );
     let (o, _) = run(
         &openai("http://127.0.0.1:9/v1", "k"),

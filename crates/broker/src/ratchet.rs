@@ -106,22 +106,28 @@ impl Ratchet {
     ) -> Result<Ratchet, RatchetError> {
         let mut ratchet = Ratchet::default();
         for event in events {
-            match event {
-                RatchetEvent::Restricted { promise } => {
-                    ratchet.promises.push(Promise::parse(promise)?)
-                }
-                RatchetEvent::Widened { promise, now } => {
-                    let named = Promise::parse(promise)?;
-                    let slot = ratchet
-                        .promises
-                        .iter_mut()
-                        .find(|p| **p == named)
-                        .ok_or_else(|| RatchetError::NoSuchPromise(promise.clone()))?;
-                    *slot = Promise::parse(now)?;
-                }
-            }
+            ratchet.apply(event)?;
         }
         Ok(ratchet)
+    }
+
+    /// Folds one more event in (what the broker does right after writing it). On an error the
+    /// ratchet is unchanged.
+    pub fn apply(&mut self, event: &RatchetEvent) -> Result<(), RatchetError> {
+        match event {
+            RatchetEvent::Restricted { promise } => self.promises.push(Promise::parse(promise)?),
+            RatchetEvent::Widened { promise, now } => {
+                let named = Promise::parse(promise)?;
+                let now = Promise::parse(now)?;
+                let slot = self
+                    .promises
+                    .iter_mut()
+                    .find(|p| **p == named)
+                    .ok_or_else(|| RatchetError::NoSuchPromise(promise.clone()))?;
+                *slot = now;
+            }
+        }
+        Ok(())
     }
 
     pub fn promises(&self) -> &[Promise] {

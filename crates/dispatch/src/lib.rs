@@ -671,6 +671,7 @@ impl Inner {
             workspace,
             mcp_url: self.mcp_url.get().cloned(),
             agent_token,
+            tools: None,
         };
         let this = self.clone();
         let record = run.clone();

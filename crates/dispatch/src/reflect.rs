@@ -154,6 +154,7 @@ impl ModelCall for BackendModel {
             workspace: None,
             mcp_url: None,
             agent_token: String::new(),
+            tools: None,
         };
         Box::pin(async move {
             let (sink, mut items) = EventSink::channel(self.caps, self.sanitizer.clone());

@@ -1,0 +1,419 @@
+//! The broker in front of every tool call (spec/broker.md, "Three questions, one answer"):
+//! authz `repo:use`, then the rule table bounded by the ratchet (collecting the approvals it
+//! asks for), then `decide` at the moment of execution (`redecide` after a person approved an
+//! `Ask`, with the grants, state and time as they are then). A tool runs only with a
+//! `Decision`; every refusal is text the model reads, and every step is a run event.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use authz_core::{Action, Actor, Resource, authorize};
+use broker::args::{self, ToolName};
+use broker::ratchet::Ratchet;
+use broker::{
+    CallId, Decision, GrantSet, Outcome, RuleDecision, RuleKey, RuleTable, SessionId, SessionState,
+    Timestamp, ToolRequest, decide, redecide,
+};
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::exec::{ExecLimits, Executor};
+use super::{ToolCall, ToolGate, broker_tool_definitions};
+use crate::EventSink;
+
+/// The time, as the gate reads it (tests move it).
+pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
+
+/// Who an approval is asked of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Who {
+    /// The run's principal, where they are.
+    Person,
+    /// A reviewer agent.
+    Reviewer,
+}
+
+/// What an approver is asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Question {
+    pub run: SessionId,
+    pub action: String,
+    pub tool: String,
+    /// The call's arguments as the model wrote them.
+    pub arguments: String,
+    pub who: Who,
+}
+
+/// An approver's answer. Anything but `Yes` is a refusal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    Yes,
+    No,
+    TimedOut,
+    /// Nobody can be asked (a schedule, an unattended call).
+    Nobody,
+}
+
+impl Answer {
+    fn as_str(self) -> &'static str {
+        match self {
+            Answer::Yes => "approved",
+            Answer::No => "refused",
+            Answer::TimedOut => "timed out",
+            Answer::Nobody => "nobody to ask",
+        }
+    }
+}
+
+#[async_trait]
+pub trait Approver: Send + Sync {
+    async fn approve(&self, question: &Question) -> Answer;
+}
+
+/// The approver of a run with nobody to ask: every ask is refused.
+pub struct NobodyToAsk;
+
+#[async_trait]
+impl Approver for NobodyToAsk {
+    async fn approve(&self, _question: &Question) -> Answer {
+        Answer::Nobody
+    }
+}
+
+/// Everything one run's gate needs, gathered before the agent starts.
+pub struct GateSettings {
+    pub session: SessionId,
+    /// The agent actor, acting for the run's principal.
+    pub agent: Actor,
+    /// The repo whose workspace the run is in, as a resource, when it is in one.
+    pub repo: Option<Resource>,
+    pub grants: GrantSet,
+    pub table: RuleTable,
+    pub agent_kind: Option<String>,
+    pub model: String,
+    pub workspace: PathBuf,
+    /// From the project's policy file.
+    pub deny_read: Vec<String>,
+    /// Folded from the events of the run's ancestors and its own.
+    pub ratchet: Ratchet,
+    /// Likewise.
+    pub state: SessionState,
+    pub limits: ExecLimits,
+    pub person: Arc<dyn Approver>,
+    pub reviewer: Arc<dyn Approver>,
+    /// An unanswered ask is refused after this.
+    pub approval_timeout: Duration,
+    pub clock: Clock,
+}
+
+struct Mutable {
+    state: SessionState,
+    ratchet: Ratchet,
+    calls: u64,
+}
+
+pub struct BrokerGate {
+    session: SessionId,
+    agent: Actor,
+    repo: Option<Resource>,
+    grants: GrantSet,
+    table: RuleTable,
+    agent_kind: Option<String>,
+    model: String,
+    person: Arc<dyn Approver>,
+    reviewer: Arc<dyn Approver>,
+    approval_timeout: Duration,
+    clock: Clock,
+    executor: Executor,
+    mutable: Mutex<Mutable>,
+    /// The sandbox's stub files live here; removed with the gate.
+    _scratch: tempfile::TempDir,
+}
+
+/// Why a call was refused, as the model reads it.
+fn refused(why: impl std::fmt::Display) -> String {
+    format!("refused: {why}")
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RestrictArgs {
+    promise: String,
+}
+
+impl BrokerGate {
+    pub fn new(settings: GateSettings) -> Result<BrokerGate, String> {
+        let workspace = settings
+            .workspace
+            .canonicalize()
+            .map_err(|e| format!("the workspace {}: {e}", settings.workspace.display()))?;
+        let scratch = tempfile::Builder::new()
+            .prefix("switchboard-tools-")
+            .tempdir()
+            .map_err(|e| format!("the tools' scratch directory: {e}"))?;
+        // No redirects: the host a grant was checked against is the only host reached.
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| format!("the fetch client: {e}"))?;
+        Ok(BrokerGate {
+            session: settings.session,
+            agent: settings.agent,
+            repo: settings.repo,
+            grants: settings.grants,
+            table: settings.table,
+            agent_kind: settings.agent_kind,
+            model: settings.model,
+            person: settings.person,
+            reviewer: settings.reviewer,
+            approval_timeout: settings.approval_timeout,
+            clock: settings.clock,
+            executor: Executor {
+                workspace,
+                deny_read: settings.deny_read,
+                limits: settings.limits,
+                http,
+                scratch: scratch.path().to_owned(),
+            },
+            mutable: Mutex::new(Mutable {
+                state: settings.state,
+                ratchet: settings.ratchet,
+                calls: 0,
+            }),
+            _scratch: scratch,
+        })
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut Mutable) -> T) -> T {
+        let mut guard = match self.mutable.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        f(&mut guard)
+    }
+
+    async fn ask(&self, call: &ToolCall, action: &str, who: Who, sink: &EventSink) -> Answer {
+        let question = Question {
+            run: self.session.clone(),
+            action: action.to_owned(),
+            tool: call.name.clone(),
+            arguments: call.arguments.clone(),
+            who,
+        };
+        let whom = match who {
+            Who::Person => "the person this run acts for",
+            Who::Reviewer => "a reviewer agent",
+        };
+        sink.event(
+            "approval",
+            &format!("asked {whom} to allow {action} ({})", call.name),
+        )
+        .await;
+        let approver = match who {
+            Who::Person => &self.person,
+            Who::Reviewer => &self.reviewer,
+        };
+        let answer = tokio::time::timeout(self.approval_timeout, approver.approve(&question))
+            .await
+            .unwrap_or(Answer::TimedOut);
+        sink.event("approval", &format!("{action}: {}", answer.as_str()))
+            .await;
+        answer
+    }
+
+    /// Step 2: the rule table, bounded by the ratchet. `Ok(true)` when a person already said
+    /// yes to this very call.
+    async fn rules(&self, call: &ToolCall, action: &str, sink: &EventSink) -> Result<bool, String> {
+        let key = RuleKey {
+            action,
+            tool: &call.name,
+            model: Some(&self.model),
+            agent_kind: self.agent_kind.as_deref(),
+        };
+        let answer = self.table.lookup(&key);
+        let decision = self.with(|m| m.ratchet.bound(action, answer.decision));
+        if decision == RuleDecision::Deny {
+            let why = if decision < answer.decision {
+                format!("{action} is beyond what this run promised (restrict_self)")
+            } else {
+                format!("the {} policy denies {action}", answer.source.as_str())
+            };
+            return Err(refused(why));
+        }
+        if decision.needs_a_reviewer() {
+            let answer = self.ask(call, action, Who::Reviewer, sink).await;
+            if answer != Answer::Yes {
+                return Err(refused(format!(
+                    "{action} needs a reviewer's approval: {}",
+                    answer.as_str()
+                )));
+            }
+        }
+        if decision.needs_a_person() {
+            let answer = self.ask(call, action, Who::Person, sink).await;
+            if answer != Answer::Yes {
+                return Err(refused(format!(
+                    "{action} needs a person's approval: {}",
+                    answer.as_str()
+                )));
+            }
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Step 3: the grant set at the moment of execution.
+    async fn grant(
+        &self,
+        call: &ToolCall,
+        action: &str,
+        person_said_yes: bool,
+        sink: &EventSink,
+    ) -> Result<Decision, String> {
+        let number = self.with(|m| {
+            m.calls += 1;
+            m.calls
+        });
+        let request = ToolRequest {
+            session: self.session.clone(),
+            call: CallId(number),
+            tool: call.name.clone(),
+            arguments: call.arguments.clone(),
+        };
+        let state = self.with(|m| m.state);
+        match decide(request, &self.grants, state, (self.clock)()) {
+            Outcome::Allowed(decision) => Ok(decision),
+            Outcome::Denied(denial) => {
+                Err(refused(format!("{action}: {}", denial.reason.as_str())))
+            }
+            Outcome::Ask(ask) => {
+                if !person_said_yes {
+                    let answer = self.ask(call, action, Who::Person, sink).await;
+                    if answer != Answer::Yes {
+                        return Err(refused(format!(
+                            "{action} needs a person's approval: {}",
+                            answer.as_str()
+                        )));
+                    }
+                }
+                // The grants, state and time as they are now, after the wait.
+                let state = self.with(|m| m.state);
+                redecide(ask, &self.grants, state, (self.clock)())
+                    .map_err(|denial| refused(format!("{action}: {}", denial.reason.as_str())))
+            }
+        }
+    }
+
+    async fn restrict(&self, call: &ToolCall, sink: &EventSink) -> String {
+        let promise = match serde_json::from_str::<RestrictArgs>(&call.arguments) {
+            Ok(a) => a.promise,
+            Err(e) => {
+                return refused(format!(
+                    "restrict_self takes {{\"promise\": \"<action>=<decision>\"}}: {e}"
+                ));
+            }
+        };
+        let held = broker::ratchet::Promise::parse(&promise)
+            .ok()
+            .and_then(|p| match p.target {
+                broker::rules::NamePattern::Exact(action) => Some(
+                    self.table
+                        .lookup(&RuleKey {
+                            action: &action,
+                            tool: "",
+                            model: Some(&self.model),
+                            agent_kind: self.agent_kind.as_deref(),
+                        })
+                        .decision,
+                ),
+                broker::rules::NamePattern::Below(_) => None,
+            });
+        let event = match self.with(|m| m.ratchet.propose(&promise, held)) {
+            Ok(event) => event,
+            Err(e) => return refused(e),
+        };
+        let body = match serde_json::to_string(&event) {
+            Ok(body) => body,
+            Err(e) => return refused(format!("the promise could not be recorded: {e}")),
+        };
+        // Written before it binds: a promise that is not in the log does not exist.
+        if !sink.event("restriction", &body).await {
+            return refused("the promise could not be recorded; nothing changed");
+        }
+        match self.with(|m| m.ratchet.apply(&event)) {
+            Ok(()) => format!(
+                "promised: {promise}. It binds you and your sub-agents for the rest of this run."
+            ),
+            Err(e) => refused(e),
+        }
+    }
+
+    async fn answer(&self, call: &ToolCall, sink: &EventSink) -> Result<String, String> {
+        if call.name == "restrict_self" {
+            return Ok(self.restrict(call, sink).await);
+        }
+        // The action names the rule; a call whose tool or arguments do not parse has none,
+        // and `decide` refuses it (no-grant, invalid-arguments) without asking anyone.
+        let action = ToolName::parse(&call.name)
+            .and_then(|tool| args::parse(tool, &call.arguments).ok())
+            .map(|args| args.action());
+        let person_said_yes = match &action {
+            Some(action) => {
+                if let Some(repo) = &self.repo
+                    && !authorize(&self.agent, &Action::RepoUse, repo).is_allow()
+                {
+                    return Err(refused(
+                        "the person this run acts for may not use this repository",
+                    ));
+                }
+                self.rules(call, action, sink).await?
+            }
+            None => false,
+        };
+        let action = action.unwrap_or_else(|| call.name.clone());
+        let decision = self.grant(call, &action, person_said_yes, sink).await?;
+        let result = self.executor.run(&decision).await.map_err(refused)?;
+        let label = decision.label();
+        let raised = self.with(|m| {
+            let before = m.state;
+            m.state = before.after(label);
+            (m.state != before).then_some(m.state)
+        });
+        if let Some(state) = raised {
+            let body =
+                serde_json::json!({"taint": state.taint.as_str(), "untrusted": state.untrusted});
+            sink.event("taint", &body.to_string()).await;
+        }
+        sink.event(
+            "tool",
+            &format!(
+                "{} {action}: allowed by grant {}",
+                call.name,
+                decision.grant()
+            ),
+        )
+        .await;
+        Ok(result)
+    }
+}
+
+#[async_trait]
+impl ToolGate for BrokerGate {
+    fn definitions(&self) -> Vec<Value> {
+        broker_tool_definitions()
+    }
+
+    async fn call(&self, call: &ToolCall, sink: &EventSink) -> String {
+        match self.answer(call, sink).await {
+            Ok(result) => result,
+            Err(refusal) => {
+                sink.event("tool", &format!("{}: {refusal}", call.name))
+                    .await;
+                refusal
+            }
+        }
+    }
+}

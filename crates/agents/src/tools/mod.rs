@@ -1,0 +1,108 @@
+//! Tool calls from a model. The `openai` back end offers the tools a [`ToolGate`] defines and
+//! hands it every call the model makes; the gate's answer (a result or a refusal, both text) is
+//! what the model reads back. [`BrokerGate`] is the gate that puts the broker in front of every
+//! call: authz `repo:use`, the rule table (with the ratchet and approvals), then `decide` at the
+//! moment of execution, and only then the tool.
+
+mod exec;
+mod gate;
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+
+use crate::EventSink;
+
+pub use exec::{ExecLimits, REFUSED_READ};
+pub use gate::{Answer, Approver, BrokerGate, Clock, GateSettings, NobodyToAsk, Question, Who};
+
+/// One call as the model made it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolCall {
+    /// The model's id for the call, echoed back with the result.
+    pub id: String,
+    pub name: String,
+    /// The model's raw JSON text.
+    pub arguments: String,
+}
+
+/// Answers a model's tool calls.
+#[async_trait]
+pub trait ToolGate: Send + Sync {
+    /// The tools offered to the model (chat-completions `tools` entries).
+    fn definitions(&self) -> Vec<Value>;
+    /// The text the model reads back for one call: a result or a refusal. Each step worth
+    /// keeping is a run event on `sink`.
+    async fn call(&self, call: &ToolCall, sink: &EventSink) -> String;
+}
+
+/// A job's tools, when its agent has any.
+#[derive(Clone)]
+pub struct Tools(pub Arc<dyn ToolGate>);
+
+impl fmt::Debug for Tools {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Tools(..)")
+    }
+}
+
+fn function(name: &str, description: &str, properties: Value, required: &[&str]) -> Value {
+    json!({
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {
+                "type": "object",
+                "properties": properties,
+                "required": required,
+                "additionalProperties": false,
+            },
+        },
+    })
+}
+
+/// The broker's tools, as a model sees them. Paths are absolute.
+pub fn broker_tool_definitions() -> Vec<Value> {
+    let string = json!({"type": "string"});
+    vec![
+        function(
+            "read_file",
+            "Read a text file. The path is absolute.",
+            json!({"path": string}),
+            &["path"],
+        ),
+        function(
+            "write_file",
+            "Write a text file, replacing it. The path is absolute.",
+            json!({"path": string, "content": string}),
+            &["path", "content"],
+        ),
+        function(
+            "shell",
+            "Run a shell command (no network). cwd is absolute; it defaults to none.",
+            json!({"command": string, "cwd": string}),
+            &["command"],
+        ),
+        function(
+            "http_fetch",
+            "Fetch a URL (GET, HEAD or POST).",
+            json!({"url": string, "method": {"type": "string", "enum": ["GET", "HEAD", "POST"]}}),
+            &["url"],
+        ),
+        function(
+            "git",
+            "Run one git subcommand in cwd (absolute).",
+            json!({"subcommand": string, "args": {"type": "array", "items": string}, "cwd": string}),
+            &["subcommand", "cwd"],
+        ),
+        function(
+            "restrict_self",
+            "Promise to do at most <decision> with an action or class for the rest of this run and its sub-agents, e.g. \"net.*=deny\" or \"fs.write=ask\". A promise cannot be lifted by you.",
+            json!({"promise": string}),
+            &["promise"],
+        ),
+    ]
+}

@@ -1,0 +1,607 @@
+//! The `openai` back end's tool loop with the broker in front of every call, against a scripted
+//! model: a fake OpenAI-compatible server on loopback that asks for one tool call per turn, then
+//! answers with the tool results it was given. Real files, the real sandbox for `shell`, a real
+//! HTTP server for `http_fetch`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+use std::collections::VecDeque;
+use std::path::Path;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agents::tools::{
+    Answer, Approver, BrokerGate, ExecLimits, GateSettings, NobodyToAsk, Question, REFUSED_READ,
+    Tools,
+};
+use agents::{
+    AgentBackend, AgentJob, AgentOutcome, CancellationToken, EventSink, MemoryBlock, OpenAiBackend,
+    OpenAiSettings, OutputCaps, Sanitizer, SinkItem,
+};
+use async_trait::async_trait;
+use authz_core::{ActorId, AgentName, GrantsTable, RepoSlug, RunId, resolve_actor, resolve_agent};
+use broker::ratchet::{Ratchet, RatchetEvent};
+use broker::rules::parse_run_rule;
+use broker::{
+    DataClass, Grant, GrantId, GrantSet, Mode, RuleTable, SessionId, SessionState, Timestamp,
+};
+use serde_json::{Value, json};
+
+/// One scripted turn: a tool call, or the final text.
+enum Turn {
+    Call(&'static str, String),
+    Text(&'static str),
+}
+
+struct Script {
+    turns: Mutex<VecDeque<Turn>>,
+    /// Every request body the model received.
+    seen: Mutex<Vec<Value>>,
+}
+
+async fn scripted_model(turns: Vec<Turn>) -> (String, Arc<Script>) {
+    use axum::Router;
+    use axum::body::Body;
+    use axum::extract::State;
+    use axum::http::Response;
+    use axum::routing::post;
+
+    async fn completions(State(script): State<Arc<Script>>, body: String) -> Response<Body> {
+        let request: Value = serde_json::from_str(&body).unwrap();
+        script.seen.lock().unwrap().push(request);
+        let turn = script
+            .turns
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or(Turn::Text("(script ended)"));
+        let delta = match turn {
+            Turn::Call(name, arguments) => json!({"tool_calls": [
+                {"index": 0, "id": format!("call-{name}"), "type": "function",
+                 "function": {"name": name, "arguments": arguments}}
+            ]}),
+            Turn::Text(text) => json!({"content": text}),
+        };
+        let chunk = json!({"choices": [{"delta": delta}]});
+        Response::builder()
+            .header("content-type", "text/event-stream")
+            .body(Body::from(format!("data: {chunk}\n\ndata: [DONE]\n\n")))
+            .unwrap()
+    }
+
+    let script = Arc::new(Script {
+        turns: Mutex::new(turns.into()),
+        seen: Mutex::new(Vec::new()),
+    });
+    let app = Router::new()
+        .route("/v1/chat/completions", post(completions))
+        .with_state(script.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (format!("http://{addr}/v1"), script)
+}
+
+impl Script {
+    /// The tool results the model was sent, in order.
+    fn tool_results(&self) -> Vec<String> {
+        let seen = self.seen.lock().unwrap();
+        seen.iter()
+            .filter_map(|r| {
+                let last = r["messages"].as_array()?.last()?.clone();
+                (last["role"] == "tool")
+                    .then(|| last["content"].as_str().unwrap_or_default().to_owned())
+            })
+            .collect()
+    }
+}
+
+/// A workspace: a denied `.env`, a source file, a secret-labelled file, and the policy file.
+fn workspace() -> tempfile::TempDir {
+    let ws = tempfile::tempdir().unwrap();
+    let root = ws.path();
+    std::fs::write(root.join(".env"), "API_KEY=hunter2\n").unwrap();
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::write(root.join("src/lib.rs"), "pub fn answer() -> u8 { 42 }\n").unwrap();
+    std::fs::create_dir_all(root.join("vault")).unwrap();
+    std::fs::write(root.join("vault/token.txt"), "s3cr3t\n").unwrap();
+    std::fs::create_dir_all(root.join(".switchboard")).unwrap();
+    std::fs::write(
+        root.join(".switchboard/agent-policy.toml"),
+        "deny_read = [\".env\"]\n",
+    )
+    .unwrap();
+    ws
+}
+
+fn grant(id: &str, tool: &str) -> Grant {
+    Grant {
+        id: GrantId::new(id).unwrap(),
+        tool: tool.into(),
+        paths: vec![],
+        hosts: vec![],
+        mode: Mode::Auto,
+        max_taint: DataClass::Secret,
+        expires: None,
+        result_class: DataClass::Private,
+        untrusted: false,
+    }
+}
+
+fn grants(ws: &Path) -> Vec<Grant> {
+    let ws = ws.canonicalize().unwrap().to_string_lossy().into_owned();
+    vec![
+        Grant {
+            paths: vec![ws.clone()],
+            ..grant("read-ws", "read_file")
+        },
+        Grant {
+            paths: vec![format!("{ws}/vault")],
+            result_class: DataClass::Secret,
+            ..grant("read-vault", "read_file")
+        },
+        Grant {
+            paths: vec![ws.clone()],
+            ..grant("write-ws", "write_file")
+        },
+        Grant {
+            hosts: vec!["127.0.0.1".into()],
+            max_taint: DataClass::Private,
+            ..grant("fetch-local", "http_fetch")
+        },
+        Grant {
+            paths: vec![ws],
+            mode: Mode::Ask,
+            expires: Some(Timestamp::from_unix_micros(1_000)),
+            ..grant("shell-ws", "shell")
+        },
+    ]
+}
+
+/// Approves after moving the clock past the shell grant's expiry: the approval arrives late.
+struct LateApprover {
+    now: Arc<AtomicI64>,
+    asked: Mutex<Vec<String>>,
+}
+
+#[async_trait]
+impl Approver for LateApprover {
+    async fn approve(&self, question: &Question) -> Answer {
+        self.asked.lock().unwrap().push(question.action.clone());
+        self.now.store(5_000, Ordering::SeqCst);
+        Answer::Yes
+    }
+}
+
+struct Fixture {
+    ws: tempfile::TempDir,
+    now: Arc<AtomicI64>,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        Fixture {
+            ws: workspace(),
+            now: Arc::new(AtomicI64::new(0)),
+        }
+    }
+
+    fn settings(&self, ratchet: Ratchet, person: Arc<dyn Approver>) -> GateSettings {
+        let table = GrantsTable::default();
+        let principal = resolve_actor(ActorId::cli_local(), &table);
+        let agent = resolve_agent(&AgentName::parse("local").unwrap(), Some(principal), &table);
+        let now = self.now.clone();
+        GateSettings {
+            session: SessionId::parse("01JTOOLLOOP").unwrap(),
+            agent,
+            repo: None,
+            grants: GrantSet::new(grants(self.ws.path())).unwrap(),
+            // This run's own rules answer for the actions the shipped defaults would ask about.
+            table: RuleTable::new(
+                vec![],
+                vec![],
+                ["fs.write=allow", "net.fetch=allow", "shell.exec=allow"]
+                    .map(|r| parse_run_rule(r).unwrap())
+                    .to_vec(),
+            ),
+            agent_kind: Some("main".into()),
+            model: "scripted".into(),
+            workspace: self.ws.path().to_owned(),
+            deny_read: vec![".env".into()],
+            ratchet,
+            state: SessionState::default(),
+            limits: ExecLimits::default(),
+            person,
+            reviewer: Arc::new(NobodyToAsk),
+            approval_timeout: Duration::from_secs(5),
+            clock: Arc::new(move || Timestamp::from_unix_micros(now.load(Ordering::SeqCst))),
+        }
+    }
+
+    fn path(&self, relative: &str) -> String {
+        self.ws
+            .path()
+            .canonicalize()
+            .unwrap()
+            .join(relative)
+            .to_string_lossy()
+            .into_owned()
+    }
+}
+
+async fn run_model(base: &str, gate: BrokerGate) -> (AgentOutcome, Vec<SinkItem>) {
+    let backend = OpenAiBackend::new(OpenAiSettings {
+        base_url: base.into(),
+        model: "scripted".into(),
+        api_key: None,
+        system_prompt: None,
+    })
+    .unwrap();
+    let job = AgentJob {
+        run_id: RunId::parse("01JTOOLLOOP").unwrap(),
+        agent: AgentName::parse("local").unwrap(),
+        request: "do the task".into(),
+        memory: MemoryBlock::default(),
+        repo: None,
+        workspace: None,
+        mcp_url: None,
+        agent_token: String::new(),
+        tools: Some(Tools(Arc::new(gate))),
+    };
+    let (sink, mut rx) =
+        EventSink::channel(OutputCaps::default(), Arc::new(Sanitizer::new(vec![])));
+    let drain = tokio::spawn(async move {
+        let mut items = Vec::new();
+        while let Some(item) = rx.recv().await {
+            items.push(item);
+        }
+        items
+    });
+    let outcome = backend.run(job, sink, CancellationToken::new()).await;
+    (outcome, drain.await.unwrap())
+}
+
+fn events(items: &[SinkItem], kind: &str) -> Vec<String> {
+    items
+        .iter()
+        .filter_map(|i| match i {
+            SinkItem::Event { kind: k, body } if k == kind => Some(body.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn args(v: Value) -> String {
+    v.to_string()
+}
+
+/// A one-shot HTTP server on loopback for `http_fetch`.
+async fn page() -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let app =
+        axum::Router::new().route("/changelog", axum::routing::get(|| async { "v2: faster" }));
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    port
+}
+
+#[tokio::test]
+async fn every_call_passes_the_broker_and_each_refusal_is_what_the_model_reads() {
+    let fx = Fixture::new();
+    let port = page().await;
+    let outside = tempfile::tempdir().unwrap();
+    let (base, script) = scripted_model(vec![
+        // 1. A file the project denies: the refusal sentence, naming the file.
+        Turn::Call("read_file", args(json!({"path": fx.path(".env")}))),
+        // 2. A granted read.
+        Turn::Call("read_file", args(json!({"path": fx.path("src/lib.rs")}))),
+        // 3. A write outside the workspace: no grant covers it.
+        Turn::Call(
+            "write_file",
+            args(json!({"path": outside.path().join("x.txt"), "content": "x"})),
+        ),
+        // 4. A write inside it.
+        Turn::Call(
+            "write_file",
+            args(json!({"path": fx.path("notes.md"), "content": "done"})),
+        ),
+        // 5. A fetch from a host no grant names.
+        Turn::Call("http_fetch", args(json!({"url": "http://localhost:9/"}))),
+        // 6. A fetch the grant allows.
+        Turn::Call(
+            "http_fetch",
+            args(json!({"url": format!("http://127.0.0.1:{port}/changelog")})),
+        ),
+        // 7. A secret-labelled read raises the session's taint ...
+        Turn::Call(
+            "read_file",
+            args(json!({"path": fx.path("vault/token.txt")})),
+        ),
+        // 8. ... and the fetch grant stops at `private`.
+        Turn::Call(
+            "http_fetch",
+            args(json!({"url": format!("http://127.0.0.1:{port}/changelog")})),
+        ),
+        // 9. A tool that does not exist, and arguments that do not parse.
+        Turn::Call("delete_everything", "{}".into()),
+        Turn::Call("read_file", args(json!({"path": "relative/path"}))),
+        Turn::Text("All done."),
+    ])
+    .await;
+    let person: Arc<dyn Approver> = Arc::new(NobodyToAsk);
+    let gate = BrokerGate::new(fx.settings(Ratchet::default(), person)).unwrap();
+    let (outcome, items) = run_model(&base, gate).await;
+    assert_eq!(outcome.answer(), Some("All done."), "{:?}", outcome.error());
+    let results = script.tool_results();
+    assert_eq!(results.len(), 10, "{results:#?}");
+    assert_eq!(results[0], format!("refused: .env {REFUSED_READ}"));
+    assert!(!results.iter().any(|r| r.contains("hunter2")));
+    assert_eq!(results[1], "pub fn answer() -> u8 { 42 }\n");
+    assert_eq!(results[2], "refused: fs.write: no-grant");
+    assert!(!outside.path().join("x.txt").exists());
+    assert!(results[3].starts_with("wrote 4 bytes"), "{}", results[3]);
+    assert_eq!(
+        std::fs::read_to_string(fx.ws.path().join("notes.md")).unwrap(),
+        "done"
+    );
+    assert_eq!(results[4], "refused: net.fetch: no-grant");
+    assert!(
+        results[5].starts_with("HTTP 200 OK\nv2: faster"),
+        "{}",
+        results[5]
+    );
+    assert_eq!(results[6], "s3cr3t\n");
+    assert_eq!(results[7], "refused: net.fetch: taint-too-high");
+    assert_eq!(results[8], "refused: delete_everything: no-grant");
+    assert_eq!(results[9], "refused: read_file: invalid-arguments");
+    assert_eq!(
+        events(&items, "taint"),
+        [r#"{"taint":"secret","untrusted":false}"#]
+    );
+    assert_eq!(events(&items, "tool").len(), 10);
+}
+
+#[tokio::test]
+async fn a_promise_binds_the_run_and_survives_a_restart() {
+    let fx = Fixture::new();
+    let (base, script) = scripted_model(vec![
+        Turn::Call("restrict_self", args(json!({"promise": "fs.write=deny"}))),
+        Turn::Call(
+            "write_file",
+            args(json!({"path": fx.path("a.md"), "content": "x"})),
+        ),
+        // More than it holds now: refused before anything is written.
+        Turn::Call("restrict_self", args(json!({"promise": "fs.write=ask"}))),
+        Turn::Text("ok"),
+    ])
+    .await;
+    let gate = BrokerGate::new(fx.settings(Ratchet::default(), Arc::new(NobodyToAsk))).unwrap();
+    let (outcome, items) = run_model(&base, gate).await;
+    assert_eq!(outcome.answer(), Some("ok"));
+    let results = script.tool_results();
+    assert!(
+        results[0].starts_with("promised: fs.write=deny"),
+        "{}",
+        results[0]
+    );
+    assert_eq!(
+        results[1],
+        "refused: fs.write is beyond what this run promised (restrict_self)"
+    );
+    assert!(
+        results[2].starts_with("refused: fs.write=ask asks for more than you hold"),
+        "{}",
+        results[2]
+    );
+    assert!(!fx.ws.path().join("a.md").exists());
+    let recorded = events(&items, "restriction");
+    assert_eq!(
+        recorded,
+        [r#"{"kind":"restricted","promise":"fs.write=deny"}"#],
+        "only the accepted promise is written"
+    );
+
+    // A restart: the gate is built again from the run's events, and the promise still binds.
+    let folded: Vec<RatchetEvent> = recorded
+        .iter()
+        .map(|b| serde_json::from_str(b).unwrap())
+        .collect();
+    let ratchet = Ratchet::fold(&folded).unwrap();
+    let (base, script) = scripted_model(vec![
+        Turn::Call(
+            "write_file",
+            args(json!({"path": fx.path("a.md"), "content": "x"})),
+        ),
+        Turn::Text("ok"),
+    ])
+    .await;
+    let gate = BrokerGate::new(fx.settings(ratchet, Arc::new(NobodyToAsk))).unwrap();
+    run_model(&base, gate).await;
+    assert_eq!(
+        script.tool_results(),
+        ["refused: fs.write is beyond what this run promised (restrict_self)"]
+    );
+}
+
+#[tokio::test]
+async fn an_approval_that_arrives_after_the_grant_expired_is_a_denial() {
+    let fx = Fixture::new();
+    let (base, script) = scripted_model(vec![
+        Turn::Call(
+            "shell",
+            args(json!({"command": "touch ran", "cwd": fx.path("")})),
+        ),
+        Turn::Text("ok"),
+    ])
+    .await;
+    let approver = Arc::new(LateApprover {
+        now: fx.now.clone(),
+        asked: Mutex::new(Vec::new()),
+    });
+    let gate = BrokerGate::new(fx.settings(Ratchet::default(), approver.clone())).unwrap();
+    let (_, items) = run_model(&base, gate).await;
+    assert_eq!(
+        *approver.asked.lock().unwrap(),
+        ["shell.exec"],
+        "the ask grant asked a person"
+    );
+    assert_eq!(
+        script.tool_results(),
+        ["refused: shell.exec: grant-expired"]
+    );
+    assert!(!fx.ws.path().join("ran").exists(), "the command ran");
+    let approvals = events(&items, "approval");
+    assert_eq!(approvals.len(), 2, "{approvals:?}");
+    assert!(approvals[1].ends_with("approved"), "{approvals:?}");
+}
+
+#[tokio::test]
+async fn an_approved_shell_call_runs_in_the_sandbox_without_the_network() {
+    let fx = Fixture::new();
+    let port = page().await;
+    let script_text = format!(
+        "cat .env; echo made > made.txt; curl -sS --max-time 3 http://127.0.0.1:{port}/changelog || echo no-network"
+    );
+    let (base, script) = scripted_model(vec![
+        Turn::Call(
+            "shell",
+            args(json!({"command": script_text, "cwd": fx.path("")})),
+        ),
+        Turn::Text("ok"),
+    ])
+    .await;
+    struct Yes;
+    #[async_trait]
+    impl Approver for Yes {
+        async fn approve(&self, _question: &Question) -> Answer {
+            Answer::Yes
+        }
+    }
+    let gate = BrokerGate::new(fx.settings(Ratchet::default(), Arc::new(Yes))).unwrap();
+    run_model(&base, gate).await;
+    let results = script.tool_results();
+    assert!(
+        results[0].starts_with("exit status 0\n--- stdout ---\nswitchboard: this file is denied"),
+        "{}",
+        results[0]
+    );
+    assert!(results[0].contains("no-network"), "{}", results[0]);
+    assert!(
+        !results[0].contains("hunter2") && !results[0].contains("v2: faster"),
+        "{}",
+        results[0]
+    );
+    assert_eq!(
+        std::fs::read_to_string(fx.ws.path().join("made.txt")).unwrap(),
+        "made\n"
+    );
+}
+
+#[tokio::test]
+async fn with_nobody_to_ask_an_asking_rule_is_refused() {
+    let fx = Fixture::new();
+    let (base, script) = scripted_model(vec![
+        // The shipped default for git.commit is ask; nobody is here.
+        Turn::Call(
+            "git",
+            args(json!({"subcommand": "commit", "args": ["-m", "x"], "cwd": fx.path("")})),
+        ),
+        Turn::Text("ok"),
+    ])
+    .await;
+    let gate = BrokerGate::new(fx.settings(Ratchet::default(), Arc::new(NobodyToAsk))).unwrap();
+    run_model(&base, gate).await;
+    assert_eq!(
+        script.tool_results(),
+        ["refused: git.commit needs a person's approval: nobody to ask"]
+    );
+}
+
+/// The principal bounds the agent down to each tool call: an agent acting for a Slack user with
+/// no grant on a restricted repo cannot read a file in its workspace, though a grant covers it.
+#[tokio::test]
+async fn the_principal_bounds_the_agent_down_to_each_tool_call() {
+    let fx = Fixture::new();
+    let doc: toml::Table = toml::from_str("[restrict]\nrepos = [\"acme/payments\"]\n[grants.\"slack:U0ALLOWED\"]\nrepos = [\"acme/payments\"]\n").unwrap();
+    let table =
+        GrantsTable::from_config(&doc, [AgentName::parse("local").unwrap()].into()).unwrap();
+    let repo = table.repo(RepoSlug::parse("acme/payments").unwrap());
+    for (user, want_refused) in [("slack:U0NOGRANT", true), ("slack:U0ALLOWED", false)] {
+        let principal = resolve_actor(ActorId::parse(user).unwrap(), &table);
+        let agent = resolve_agent(&AgentName::parse("local").unwrap(), Some(principal), &table);
+        let (base, script) = scripted_model(vec![
+            Turn::Call("read_file", args(json!({"path": fx.path("src/lib.rs")}))),
+            Turn::Text("ok"),
+        ])
+        .await;
+        let mut settings = fx.settings(Ratchet::default(), Arc::new(NobodyToAsk));
+        settings.agent = agent;
+        settings.repo = Some(repo.clone());
+        run_model(&base, BrokerGate::new(settings).unwrap()).await;
+        let result = &script.tool_results()[0];
+        if want_refused {
+            assert_eq!(
+                result, "refused: the person this run acts for may not use this repository",
+                "{user}"
+            );
+        } else {
+            assert_eq!(result, "pub fn answer() -> u8 { 42 }\n", "{user}");
+        }
+    }
+}
+
+/// The decision is lexical; the executor follows links to the real path before it touches
+/// the disk, so a link cannot carry a call out of its grant or onto a denied file.
+#[tokio::test]
+async fn links_are_followed_to_their_real_path_before_the_disk_is_touched() {
+    let fx = Fixture::new();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "outside bytes\n").unwrap();
+    std::os::unix::fs::symlink(
+        outside.path().join("secret.txt"),
+        fx.ws.path().join("src/escape"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(fx.ws.path().join(".env"), fx.ws.path().join("src/env-link"))
+        .unwrap();
+    let (base, script) = scripted_model(vec![
+        Turn::Call("read_file", args(json!({"path": fx.path("src/escape")}))),
+        Turn::Call("read_file", args(json!({"path": fx.path("src/env-link")}))),
+        Turn::Call(
+            "write_file",
+            args(json!({"path": fx.path("src/escape"), "content": "x"})),
+        ),
+        Turn::Text("ok"),
+    ])
+    .await;
+    let gate = BrokerGate::new(fx.settings(Ratchet::default(), Arc::new(NobodyToAsk))).unwrap();
+    run_model(&base, gate).await;
+    let results = script.tool_results();
+    assert!(
+        results[0].starts_with("refused: ")
+            && results[0]
+                .ends_with("resolves outside the paths you were granted; nothing was done"),
+        "{}",
+        results[0]
+    );
+    assert_eq!(results[1], format!("refused: .env {REFUSED_READ}"));
+    assert!(
+        results[2].ends_with("is a symbolic link; write_file does not follow links"),
+        "{}",
+        results[2]
+    );
+    assert_eq!(
+        std::fs::read_to_string(outside.path().join("secret.txt")).unwrap(),
+        "outside bytes\n"
+    );
+    assert!(
+        !results
+            .iter()
+            .any(|r| r.contains("outside bytes") || r.contains("hunter2"))
+    );
+}
