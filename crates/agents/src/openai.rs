@@ -64,6 +64,9 @@ impl OpenAiBackend {
         if !job.memory.is_empty() {
             messages.push(json!({"role": "system", "content": job.memory.text()}));
         }
+        if let Some(tools) = &job.tools {
+            messages.push(json!({"role": "system", "content": tools.0.instructions()}));
+        }
         messages.push(json!({"role": "user", "content": job.request}));
         messages
     }

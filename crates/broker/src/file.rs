@@ -114,12 +114,16 @@ struct ProjectToml {
     policy: Option<PolicyToml>,
 }
 
-/// The org's `[agent_policy]` section of the deployment's config: rules only, a ceiling.
+/// The org's `[agent_policy]` section of the deployment's config: its rules (a ceiling over
+/// every project) and how long an approval may take.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OrgPolicyToml {
     #[serde(default)]
     rules: Vec<RuleToml>,
+    /// An unanswered ask is refused after this many seconds (default 300).
+    #[serde(default)]
+    pub approval_timeout_seconds: Option<u64>,
 }
 
 impl OrgPolicyToml {

@@ -38,6 +38,20 @@ where
     F: FnOnce(std::sync::Arc<server::App>) -> Fut,
     Fut: Future<Output = anyhow::Result<u8>>,
 {
+    with_app_approving(config, log_level, None, work)
+}
+
+/// [`with_app`], with who answers the broker's asks for tool calls.
+fn with_app_approving<F, Fut>(
+    config: Option<PathBuf>,
+    log_level: &str,
+    approver: Option<std::sync::Arc<dyn agents::tools::Approver>>,
+    work: F,
+) -> anyhow::Result<u8>
+where
+    F: FnOnce(std::sync::Arc<server::App>) -> Fut,
+    Fut: Future<Output = anyhow::Result<u8>>,
+{
     let config = crate::load(config)?;
     check::validate_table().map_err(anyhow::Error::msg)?;
     let telemetry = crate::init_logs(&config, log_level)?;
@@ -49,6 +63,7 @@ where
         let secrets = server::Secrets::from_env(&config)?;
         let overrides = server::Overrides {
             span_log: Some(telemetry.span_log()),
+            approver,
             ..server::Overrides::default()
         };
         let app = std::sync::Arc::new(
@@ -74,14 +89,23 @@ pub fn run(
     json: bool,
     request: String,
     agent: Option<String>,
+    policy_rules: Vec<String>,
 ) -> anyhow::Result<u8> {
     let agent = agent
         .map(|a| AgentName::parse(&a).with_context(|| format!("--agent {a:?}")))
         .transpose()?;
-    with_app(config, "warn", |app| async move {
+    let rules = policy_rules
+        .iter()
+        .map(|r| broker::rules::parse_run_rule(r))
+        .collect::<Result<Vec<_>, _>>()?;
+    let approver: std::sync::Arc<dyn agents::tools::Approver> =
+        std::sync::Arc::new(crate::approve::TerminalApprover::new());
+    with_app_approving(config, "warn", Some(approver), |app| async move {
         let span = commands::trace::request_span("cli", "ask");
         span.record("actor", ActorId::cli_local().as_str());
-        ask(&app, json, &request, agent).instrument(span).await
+        ask(&app, json, &request, agent, rules)
+            .instrument(span)
+            .await
     })
 }
 
@@ -90,6 +114,7 @@ async fn ask(
     json: bool,
     request: &str,
     agent: Option<AgentName>,
+    rules: Vec<broker::rules::Rule>,
 ) -> anyhow::Result<u8> {
     let caller = Caller::new(
         resolve_actor(ActorId::cli_local(), &app.services.table).with_origin(Origin {
@@ -100,13 +125,18 @@ async fn ask(
     );
     // Subscribe before starting, so no event is missed.
     let mut feed = app.dispatcher.subscribe(&caller.actor);
-    let handled = commands::start_agent_run(&caller, request, agent, &app.services).await;
+    // The one part of a run's policy no file records: said before the run starts.
+    let progress = Progress::new(json);
+    for rule in &rules {
+        progress.line(&format!("policy rule for this run: {rule}"));
+    }
+    let handled =
+        commands::start_agent_run_with_rules(&caller, request, agent, rules, &app.services).await;
     let Some(started) = handled.run else {
         eprintln!("{}", handled.reply.text);
         return Ok(forward::exit_code(handled.reply.kind));
     };
     let id = started.id().clone();
-    let progress = Progress::new(json);
     progress.line(&format!(
         "run {id} · agent {} · {}",
         started.agent(),

@@ -11,6 +11,7 @@
 //! Invariants: exit 0 = ok (or allowed), 1 = refused, not found or not done, 2 = usage or
 //! config error; human output by default, `--json` for scripts; colour only on a terminal.
 
+mod approve;
 mod ask;
 mod check;
 mod explain;
@@ -84,6 +85,11 @@ enum Command {
         /// The agent to ask (default: @name in the request, then the configured default).
         #[arg(long, value_name = "NAME")]
         agent: Option<String>,
+        /// A tool-policy rule for this run alone, like "net.fetch=allow" (repeatable). It
+        /// answers instead of the project's rule for that action; the org's still caps it;
+        /// sub-agents do not get it. When the broker asks you about a tool call, answer y.
+        #[arg(long = "policy-rule", value_name = "ACTION=DECISION")]
+        policy_rule: Vec<String>,
     },
     /// Ask the policy table about decisions.
     #[command(subcommand)]
@@ -196,7 +202,11 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             Ok(0)
         }
         Command::Serve { listen } => serve(config, json, listen),
-        Command::Ask { request, agent } => ask::run(config, json, request.join(" "), agent),
+        Command::Ask {
+            request,
+            agent,
+            policy_rule,
+        } => ask::run(config, json, request.join(" "), agent, policy_rule),
         Command::Completions { shell } => {
             clap_complete::generate(
                 shell,

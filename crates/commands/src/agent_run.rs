@@ -19,9 +19,21 @@ pub async fn start_agent_run(
     agent: Option<AgentName>,
     services: &Services,
 ) -> Handled {
-    let Some(request) = run_request(caller, text.to_owned(), agent) else {
+    start_agent_run_with_rules(caller, text, agent, Vec::new(), services).await
+}
+
+/// [`start_agent_run`] with the run's own agent policy rules (`ask --policy-rule`).
+pub async fn start_agent_run_with_rules(
+    caller: &Caller,
+    text: &str,
+    agent: Option<AgentName>,
+    policy_rules: Vec<broker::rules::Rule>,
+    services: &Services,
+) -> Handled {
+    let Some(mut request) = run_request(caller, text.to_owned(), agent) else {
         return Handled::reply(Reply::of(ReplyKind::Failed, replies::no_run_channel()));
     };
+    request.policy_rules = policy_rules;
     match services.runs.start(request).await {
         Ok(started) => Handled {
             reply: started.reply_with_link(services.public_url.as_deref()),
@@ -53,6 +65,7 @@ pub(crate) fn run_request(
         text,
         agent,
         parent: caller.acting_in().cloned(),
+        policy_rules: Vec::new(),
     })
 }
 
@@ -118,6 +131,7 @@ pub(crate) fn launch_refusal(caller: &Caller, e: LaunchError, services: &Service
         LaunchError::NoAgent | LaunchError::NoCodingAgent(_) | LaunchError::Workspace(_) => {
             Reply::of(ReplyKind::Usage, e.to_string())
         }
+        LaunchError::Policy(_) => Reply::of(ReplyKind::Failed, e.to_string()),
         LaunchError::Failed { ref detail } => {
             tracing::error!(error = %detail, "starting a run failed");
             Reply::of(ReplyKind::Failed, e.to_string())

@@ -45,7 +45,7 @@ use authz_core::{Action, Actor, BoxFuture, CommandId, GrantsTable, Resource, Ver
 use serde_json::{Map, Value};
 use store::Store;
 
-pub use agent_run::{CLI_CHANNEL, start_agent_run};
+pub use agent_run::{CLI_CHANNEL, start_agent_run, start_agent_run_with_rules};
 pub use args::{ArgError, ArgSpec, Args, ArgsSchema};
 pub use authz_core::Surface;
 pub use deny::{Audit, AuditLine, DenyShape, MemoryAudit, Refusal, TracingAudit};

@@ -38,6 +38,10 @@ pub struct RunRequest {
     /// the new run as its child: in the parent's channel, with the parent's stamp, for the
     /// parent's principal — never somewhere more visible.
     pub parent: Option<RunId>,
+    /// This run's own agent policy rules (`switchboard ask --policy-rule`): they answer
+    /// instead of the project's for their actions, under the org's ceiling, and a child run
+    /// never inherits them.
+    pub policy_rules: Vec<broker::rules::Rule>,
 }
 
 /// `repo test` or `repo build`.
@@ -104,6 +108,10 @@ pub enum LaunchError {
     /// The repo's workspace could not be had; the text is safe to show (no clone URL).
     #[error("{0}")]
     Workspace(String),
+    /// The run's tool policy could not be read (its project's policy file, its grants, its
+    /// ancestors' promises); the text names the file and fault. The run is recorded failed.
+    #[error("{0}")]
+    Policy(String),
     /// The run could not be recorded or its tokens made; `detail` is for the operator log.
     #[error("the run could not be started; the operator log has the details")]
     Failed { detail: String },

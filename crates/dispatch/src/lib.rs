@@ -29,6 +29,7 @@ mod limits;
 mod live;
 mod reflect;
 mod tokens;
+mod tools;
 mod workspace;
 
 use std::collections::BTreeMap;
@@ -57,6 +58,7 @@ pub use limits::{Busy, Slots};
 pub use live::{LiveRuns, StopReason, Subscription};
 pub use reflect::PendingReflections;
 pub use tokens::{AgentClaims, AgentTokens, TokenError, random_token};
+pub use tools::{ToolBroker, ToolProfile};
 pub use workspace::WorkspaceError;
 
 /// An agent the dispatcher can run.
@@ -64,6 +66,9 @@ pub struct AgentEntry {
     pub backend: Arc<dyn AgentBackend>,
     pub timeout: Duration,
     pub caps: OutputCaps,
+    /// Set for an agent whose back end calls tools (`openai`): every call then passes the
+    /// broker's gate, built for each run.
+    pub tools: Option<ToolProfile>,
 }
 
 /// The dispatcher's settings (from `[agents]` and `[server]`).
@@ -124,6 +129,8 @@ pub enum DispatchError {
     Store(#[from] StoreError),
     #[error("the run's tokens could not be made: {0}")]
     Token(#[from] TokenError),
+    #[error("{0}")]
+    Policy(String),
 }
 
 impl From<DispatchError> for LaunchError {
@@ -137,6 +144,7 @@ impl From<DispatchError> for LaunchError {
             DispatchError::ShuttingDown => LaunchError::ShuttingDown,
             DispatchError::ParentEnded => LaunchError::ParentEnded,
             DispatchError::Workspace(w) => LaunchError::Workspace(w.to_string()),
+            DispatchError::Policy(why) => LaunchError::Policy(why),
             e @ (DispatchError::Store(_) | DispatchError::Token(_)) => LaunchError::Failed {
                 detail: e.to_string(),
             },
@@ -198,6 +206,7 @@ struct Inner {
     mcp_url: OnceLock<String>,
     memory: Memory,
     reflections: Arc<PendingReflections>,
+    tool_broker: ToolBroker,
 }
 
 /// Everything a dispatcher is built from.
@@ -211,6 +220,8 @@ pub struct DispatcherParts {
     /// The process's configured secrets, redacted from agent text by value.
     pub secrets: Vec<String>,
     pub now: fn() -> Timestamp,
+    /// The org's tool policy and who answers asks.
+    pub tool_broker: ToolBroker,
 }
 
 impl Dispatcher {
@@ -233,6 +244,7 @@ impl Dispatcher {
             mcp_url: OnceLock::new(),
             memory,
             reflections: Arc::default(),
+            tool_broker: parts.tool_broker,
         };
         Dispatcher {
             inner: Arc::new(inner),
@@ -649,6 +661,19 @@ impl Inner {
                 return Err(e.into());
             }
         };
+        let tools = match &entry.tools {
+            None => None,
+            Some(profile) => match self
+                .tools_for(&run, &name, &req, profile, workspace.as_deref())
+                .await
+            {
+                Ok(tools) => Some(tools),
+                Err(why) => {
+                    self.fail_before_start(&run, &why).await;
+                    return Err(DispatchError::Policy(why));
+                }
+            },
+        };
         let cancel = CancellationToken::new();
         self.live.insert(
             LiveRun {
@@ -671,7 +696,7 @@ impl Inner {
             workspace,
             mcp_url: self.mcp_url.get().cloned(),
             agent_token,
-            tools: None,
+            tools,
         };
         let this = self.clone();
         let record = run.clone();
@@ -749,6 +774,36 @@ impl Inner {
         })
     }
 
+    /// The broker's gate for a run of a tool-calling agent: in the repo's workspace, or a
+    /// directory of the run's own.
+    async fn tools_for(
+        &self,
+        run: &RunRecord,
+        name: &AgentName,
+        req: &RunRequest,
+        profile: &ToolProfile,
+        workspace: Option<&std::path::Path>,
+    ) -> Result<agents::tools::Tools, String> {
+        let own;
+        let workspace = match workspace {
+            Some(dir) => dir,
+            None => {
+                own = tools::run_workspace(&self.settings.data_dir, &run.id)?;
+                own.as_path()
+            }
+        };
+        let for_run = tools::ForRun {
+            run,
+            agent: name,
+            principal: &req.actor,
+            profile,
+            workspace,
+            run_rules: &req.policy_rules,
+            now: self.now,
+        };
+        tools::gate_for(&self.tool_broker, self.store.as_ref(), for_run).await
+    }
+
     async fn fail_before_start(&self, run: &RunRecord, why: &str) {
         let finish = Finish {
             status: RunStatus::Failed,
@@ -793,6 +848,9 @@ impl Inner {
             }
         }
         let (outcome, agent_frictions) = self.supervise(&run, entry, job, &cancel).await;
+        if entry.tools.is_some() && run.repo.is_none() {
+            tools::remove_run_workspace(&self.settings.data_dir, &run.id);
+        }
         frictions.extend(agent_frictions);
         let reason = self.live.reason(&run.id);
         let finish = self.finish_of(&outcome, reason, entry.timeout);

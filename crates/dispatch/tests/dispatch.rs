@@ -94,6 +94,7 @@ fn entry(backend: Arc<dyn AgentBackend>, timeout: Duration) -> AgentEntry {
         backend,
         timeout,
         caps: OutputCaps::default(),
+        tools: None,
     }
 }
 
@@ -166,6 +167,7 @@ fn dispatcher(w: &World, o: &Options) -> Dispatcher {
             backend: Arc::new(chatty),
             timeout: long,
             caps: o.chatty_caps,
+            tools: None,
         },
     );
     Dispatcher::new(DispatcherParts {
@@ -177,6 +179,7 @@ fn dispatcher(w: &World, o: &Options) -> Dispatcher {
         tokens: AgentTokens::ephemeral().unwrap(),
         secrets: vec![],
         now: Timestamp::now,
+        tool_broker: Default::default(),
     })
 }
 
@@ -189,6 +192,7 @@ fn request(w: &World, actor: &str, channel: &str, text: &str) -> RunRequest {
         text: text.into(),
         agent: None,
         parent: None,
+        policy_rules: vec![],
     }
 }
 
@@ -753,6 +757,7 @@ async fn a_back_end_that_ignores_its_stop_is_abandoned_and_the_run_still_ends() 
         tokens: AgentTokens::ephemeral().unwrap(),
         secrets: vec![],
         now: Timestamp::now,
+        tool_broker: Default::default(),
     });
     let s = d
         .start(request(&w, "http:viewer", "http:ops", "hello"))
@@ -937,6 +942,7 @@ fn reflecting_dispatcher(w: &World, reflection_timeout: Duration) -> Dispatcher 
         tokens: AgentTokens::ephemeral().unwrap(),
         secrets: vec![],
         now: Timestamp::now,
+        tool_broker: Default::default(),
     })
 }
 

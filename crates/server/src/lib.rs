@@ -78,6 +78,9 @@ pub struct Overrides {
     /// The span log the process's subscriber feeds (`telemetry::init`); without one the
     /// route serves a log nothing writes to.
     pub span_log: Option<telemetry::SpanLog>,
+    /// Who answers a person's ask for a tool call (`switchboard ask`: a prompt on the
+    /// terminal); default: nobody, so an ask is refused.
+    pub approver: Option<Arc<dyn agents::tools::Approver>>,
 }
 
 impl Default for Overrides {
@@ -87,6 +90,7 @@ impl Default for Overrides {
             audit: Arc::new(TracingAudit),
             directory: None,
             span_log: None,
+            approver: None,
         }
     }
 }
@@ -215,6 +219,17 @@ impl App {
             tokens,
             secrets: secrets.values_to_redact(),
             now: overrides.clock.now,
+            tool_broker: dispatch::ToolBroker {
+                table: Arc::new(config.table.clone()),
+                org_rules: config.tool_policy.org_rules.clone(),
+                grants: config.tool_policy.grants.clone(),
+                approval_timeout: config.tool_policy.approval_timeout,
+                person: overrides
+                    .approver
+                    .clone()
+                    .unwrap_or_else(|| Arc::new(agents::tools::NobodyToAsk)),
+                ..dispatch::ToolBroker::default()
+            },
         });
         if let Some(url) = config
             .mcp
@@ -419,6 +434,13 @@ fn build_agents(
                 backend,
                 timeout: spec.timeout,
                 caps: spec.caps,
+                tools: match &spec.backend {
+                    config::BackendSpec::OpenAi { model, .. } => Some(dispatch::ToolProfile {
+                        kind: spec.kind.clone(),
+                        model: model.clone(),
+                    }),
+                    _ => None,
+                },
             },
         );
     }

@@ -238,6 +238,8 @@ impl BrokerGate {
         if decision == RuleDecision::Deny {
             let why = if decision < answer.decision {
                 format!("{action} is beyond what this run promised (restrict_self)")
+            } else if answer.capped_by_org {
+                format!("the org policy denies {action}")
             } else {
                 format!("the {} policy denies {action}", answer.source.as_str())
             };
@@ -404,6 +406,13 @@ impl BrokerGate {
 impl ToolGate for BrokerGate {
     fn definitions(&self) -> Vec<Value> {
         broker_tool_definitions()
+    }
+
+    fn instructions(&self) -> String {
+        format!(
+            "Your workspace is {}. Tool paths are absolute. Every tool call is checked against this project's policy; a refused call says why, so do not repeat it.",
+            self.executor.workspace.display()
+        )
     }
 
     async fn call(&self, call: &ToolCall, sink: &EventSink) -> String {

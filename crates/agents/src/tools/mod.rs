@@ -33,6 +33,8 @@ pub struct ToolCall {
 pub trait ToolGate: Send + Sync {
     /// The tools offered to the model (chat-completions `tools` entries).
     fn definitions(&self) -> Vec<Value>;
+    /// What the model is told about its tools before the request (a system message).
+    fn instructions(&self) -> String;
     /// The text the model reads back for one call: a result or a refusal. Each step worth
     /// keeping is a run event on `sink`.
     async fn call(&self, call: &ToolCall, sink: &EventSink) -> String;

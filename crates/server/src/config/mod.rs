@@ -3,10 +3,6 @@
 //! the grants table (parsed by authz-core from the same text). Every fault names the file,
 //! the line and column (from the parser's spans), the key, and the fix.
 //!
-//! Sections whose parts are not part of this build (`[agent_policy]`, `[[agent_grants]]`)
-//! may be present but
-//! empty: a key in one fails the load, so nobody believes a surface is on when it is not.
-//!
 //! Secrets never come from this file: the server reads them from the environment or from
 //! files this config names (`secrets.rs`).
 
@@ -21,13 +17,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ::agents::{EchoBehaviour, OutputCaps, RequestVia};
-use authz_core::{AgentName, GrantsTable, NO_GRANTS, ScheduleName};
+use authz_core::{AgentName, GrantsTable, NO_GRANTS, RepoSlug, ScheduleName};
 use schedule::{CronSpec, Fires, ScheduleDecl};
 use store::{ReplicaId, StoreSpec, StoreUrl};
 
 use agents::{AgentTable, BackendKind};
 use position::{dotted, key_segments, line_col, locate, path_at};
-use sections::{FileSections, LogFormat, ScheduleSection, Unbuilt};
+use sections::{FileSections, LogFormat, ScheduleSection};
 
 /// The embedded default: what `switchboard` uses with no file at all.
 pub const EMBEDDED_DEFAULT: &str = include_str!("../../../../config/switchboard.default.toml");
@@ -96,6 +92,17 @@ pub struct LoadedConfig {
     pub slack: Option<SlackConfig>,
     /// `[access]`, when present.
     pub access: Option<AccessConfig>,
+    /// `[agent_policy]` and `[[agent_grants]]`: what the broker decides tool calls with.
+    pub tool_policy: ToolPolicyConfig,
+}
+
+/// The org's agent policy rules and the configured grants (docs/broker.md).
+#[derive(Debug, Clone, Default)]
+pub struct ToolPolicyConfig {
+    pub org_rules: Vec<broker::rules::Rule>,
+    /// Per agent and per repo; `{workspace}` resolved per run.
+    pub grants: Vec<broker::GrantSpec>,
+    pub approval_timeout: Duration,
 }
 
 /// `[access]`, checked. The surface is on when `issuer` and `audience` are both set.
@@ -405,7 +412,6 @@ pub fn parse(source: Source, text: &str) -> Result<LoadedConfig, LoadError> {
         return Err(t.key(&[key], problem));
     }
     let sections: FileSections = toml::from_str(text).map_err(|e| t.de(&e))?;
-    check_unbuilt(&t, &doc, &sections)?;
     let agents_section = &sections.agents;
     let agents: BTreeSet<AgentName> = agents_section.tables.keys().cloned().collect();
     let default_agent = match &agents_section.default {
@@ -429,6 +435,7 @@ pub fn parse(source: Source, text: &str) -> Result<LoadedConfig, LoadError> {
         .map(|(name, a)| Ok((name.clone(), agent_spec(&t, name, a)?)))
         .collect::<Result<BTreeMap<_, _>, LoadError>>()?;
     check_lineage(&t, &agents_section.tables, &agent_specs)?;
+    let tool_policy = tool_policy(&t, &sections, &agents)?;
     Ok(LoadedConfig {
         store: store_spec(&t, &sections.store)?,
         server: server(&t, &sections.server)?,
@@ -459,6 +466,7 @@ pub fn parse(source: Source, text: &str) -> Result<LoadedConfig, LoadError> {
         table,
         agent_specs,
         schedules,
+        tool_policy,
     })
 }
 
@@ -767,32 +775,56 @@ fn memory_config(
     })
 }
 
-fn check_unbuilt(t: &Text<'_>, doc: &toml::Table, s: &FileSections) -> Result<(), LoadError> {
-    // Each section of a surface this build does not have, and what brings it.
-    let unbuilt: [(&Option<Unbuilt>, &str, &str); 2] = [
-        (&s.agent_policy, "agent_policy", "the tool broker"),
-        (&s.agent_grants, "agent_grants", "the tool broker"),
-    ];
-    for (section, name, what) in unbuilt {
-        if section.as_ref().is_none_or(|u| u.empty) {
-            continue;
+/// `[agent_policy]` and `[[agent_grants]]`: the org's rules, and grants checked whole at
+/// load (a unique id, a declared agent, a repo slug, a tool, paths and hosts of its shape, an
+/// expiry that parses) so a run never meets a grant it cannot read.
+fn tool_policy(
+    t: &Text<'_>,
+    s: &FileSections,
+    agents: &BTreeSet<AgentName>,
+) -> Result<ToolPolicyConfig, LoadError> {
+    let mut seen = BTreeSet::new();
+    for spanned in &s.agent_grants {
+        let spec = spanned.get_ref();
+        let at = spanned.span().start;
+        if !seen.insert(spec.id.clone()) {
+            return Err(t.at(
+                at,
+                format!("grant id {:?} appears twice; ids are unique", spec.id),
+            ));
         }
-        // Point at the section's first key, or the section itself.
-        let first = match doc.get(name) {
-            Some(toml::Value::Table(table)) => table.keys().next().cloned(),
-            _ => None,
-        };
-        let mut path = vec![name];
-        path.extend(first.as_deref());
-        return Err(LoadError::new(
-            t.source,
-            locate(t.text, &path),
-            format!(
-                "[{name}] is read by {what}, which is not part of this build; remove the section (or leave it empty) until it lands"
-            ),
-        ));
+        if let Some(agent) = &spec.agent {
+            let declared = AgentName::parse(agent).is_ok_and(|a| agents.contains(&a));
+            if !declared {
+                return Err(t.at(
+                    at,
+                    format!("grant {:?}: agent {agent:?} is not a declared agent; declare [agents.{agent}] or remove agent", spec.id),
+                ));
+            }
+        }
+        if let Some(repo) = &spec.repo {
+            RepoSlug::parse(repo)
+                .map_err(|e| t.at(at, format!("grant {:?}: repo: {e}", spec.id)))?;
+        }
+        spec.resolve(std::path::Path::new("/workspace"))
+            .map_err(|e| t.at(at, e.to_string()))?;
     }
-    Ok(())
+    let org = s.agent_policy.clone().unwrap_or_default();
+    let approval_timeout = match org.approval_timeout_seconds {
+        None => Duration::from_secs(300),
+        Some(0) => {
+            return Err(t.key(
+                &["agent_policy", "approval_timeout_seconds"],
+                "must be at least 1 (an ask nobody can answer in time is refused)",
+            ));
+        }
+        Some(n) => Duration::from_secs(n),
+    };
+    Ok(ToolPolicyConfig {
+        org_rules: org.rules(),
+        grants: s.agent_grants.iter().map(|g| g.get_ref().clone()).collect(),
+        approval_timeout,
+    })
 }
 
 fn server(t: &Text<'_>, s: &sections::ServerSection) -> Result<ServerConfig, LoadError> {

@@ -251,23 +251,6 @@ pub struct ScheduleSection {
     pub prompt: Option<Spanned<String>>,
 }
 
-/// The sections of surfaces this build does not have: present only empty.
-#[derive(Debug, Default)]
-pub struct Unbuilt {
-    pub empty: bool,
-}
-
-impl<'de> Deserialize<'de> for Unbuilt {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let empty = match toml::Value::deserialize(d)? {
-            toml::Value::Table(t) => t.is_empty(),
-            toml::Value::Array(a) => a.is_empty(),
-            _ => false,
-        };
-        Ok(Unbuilt { empty })
-    }
-}
-
 /// The whole file: the typed sections, and the authorization keys (read by authz-core from
 /// the same text).
 #[derive(Debug, Default, Deserialize)]
@@ -296,6 +279,7 @@ pub struct FileSections {
     pub schedules: Vec<Spanned<ScheduleSection>>,
     #[serde(default)]
     pub memory: MemorySection,
-    pub agent_policy: Option<Unbuilt>,
-    pub agent_grants: Option<Unbuilt>,
+    pub agent_policy: Option<broker::file::OrgPolicyToml>,
+    #[serde(default)]
+    pub agent_grants: Vec<Spanned<broker::GrantSpec>>,
 }

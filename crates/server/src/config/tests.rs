@@ -334,10 +334,62 @@ fn every_fault_names_file_line_column_key_and_fix() {
             "[server]\npublic_url = \"sb.example.com\"",
             "t.toml:2:14: server.public_url: must be where people reach this server",
         ),
-        // Sections of surfaces this build does not have.
+        // [agent_policy] and [[agent_grants]].
         (
             "[[agent_grants]]\nid = \"x\"",
-            "t.toml:1:3: [agent_grants] is read by the tool broker",
+            "t.toml:1:1: agent_grants[0]: missing field `tool`",
+        ),
+        (
+            "[[agent_grants]]\nid = \"x\"\ntool = \"read_file\"\nmode = \"sometimes\"",
+            "t.toml:4:8: agent_grants[0].mode: unknown variant `sometimes`, expected one of `deny`, `ask`, `auto`",
+        ),
+        (
+            "[[agent_grants]]\nid = \"x\"\ntool = \"read_file\"\nmode = \"auto\"",
+            "t.toml:1:1: agent_grants[0]: grant \"x\": a file or git grant needs paths",
+        ),
+        (
+            "[[agent_grants]]\nid = \"x\"\ntool = \"read_file\"\nmode = \"auto\"\npaths = [\"relative\"]",
+            "t.toml:1:1: agent_grants[0]: grant \"x\": path \"relative\" must be absolute (or start with {workspace})",
+        ),
+        (
+            "[[agent_grants]]\nid = \"x\"\ntool = \"http_fetch\"\nmode = \"auto\"\nhosts = [\"*\"]",
+            "t.toml:1:1: agent_grants[0]: grant \"x\": host \"*\" must be a host name or *.<domain>, without a port",
+        ),
+        (
+            "[[agent_grants]]\nid = \"x\"\ntool = \"rm\"\nmode = \"auto\"",
+            "t.toml:1:1: agent_grants[0]: grant \"x\": tool \"rm\" is not a tool",
+        ),
+        (
+            "[[agent_grants]]\nid = \"x\"\ntool = \"shell\"\nmode = \"ask\"\nexpires = \"tomorrow\"",
+            "t.toml:1:1: agent_grants[0]: grant \"x\": expires \"tomorrow\" must be an RFC 3339 time",
+        ),
+        (
+            "[[agent_grants]]\nid = \"x\"\ntool = \"shell\"\nmode = \"ask\"\nagent = \"ghost\"",
+            "t.toml:1:1: agent_grants[0]: grant \"x\": agent \"ghost\" is not a declared agent",
+        ),
+        (
+            "[[agent_grants]]\nid = \"x\"\ntool = \"shell\"\nmode = \"ask\"\n[[agent_grants]]\nid = \"x\"\ntool = \"shell\"\nmode = \"auto\"",
+            "t.toml:5:1: agent_grants[1]: grant id \"x\" appears twice",
+        ),
+        (
+            "[[agent_grants]]\nid = \"x\"\ntool = \"shell\"\nmode = \"ask\"\nwhen = 1",
+            "t.toml:5:1: agent_grants[0].when: unknown field `when`",
+        ),
+        (
+            "[agent_policy]\nrules = [{ action = \"*\", decision = \"deny\" }]",
+            "t.toml:2:21: agent_policy.rules[0].action: a bare \"*\" is not a pattern",
+        ),
+        (
+            "[agent_policy]\nrules = [{ action = \"git.push\", decision = \"never\" }]",
+            "t.toml:2:44: agent_policy.rules[0].decision: unknown variant `never`",
+        ),
+        (
+            "[agent_policy]\napproval_timeout_seconds = 0",
+            "t.toml:2:1: agent_policy.approval_timeout_seconds: must be at least 1",
+        ),
+        (
+            "[agent_policy]\ndeny_read = [\".env\"]",
+            "t.toml:2:1: agent_policy.deny_read: unknown field `deny_read`",
         ),
         // [access].
         (

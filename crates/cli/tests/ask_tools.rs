@@ -1,0 +1,317 @@
+//! `switchboard ask` with an `openai` agent whose model calls tools: the broker's prompt on the
+//! terminal, `--policy-rule`, the org's `[agent_policy]` ceiling and `[[agent_grants]]` from the
+//! config, against a scripted model on loopback and the real binary. The model writes a file,
+//! then answers with what its last tool call returned, which is what these tests read.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+use std::collections::VecDeque;
+use std::io::{Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+
+/// The scripted model: each request gets the next turn; a turn's `{workspace}` is replaced by
+/// the workspace the broker told the model about; the final turn echoes the last tool result.
+async fn scripted_model(calls: Vec<(&'static str, Value)>) -> String {
+    use axum::Router;
+    use axum::body::Body;
+    use axum::extract::State;
+    use axum::http::Response;
+    use axum::routing::post;
+
+    type Turns = Arc<Mutex<VecDeque<(&'static str, Value)>>>;
+    async fn completions(State(turns): State<Turns>, body: String) -> Response<Body> {
+        let request: Value = serde_json::from_str(&body).unwrap();
+        let messages = request["messages"].as_array().unwrap();
+        let workspace = messages
+            .iter()
+            .filter_map(|m| m["content"].as_str())
+            .find_map(|c| c.strip_prefix("Your workspace is "))
+            .and_then(|rest| rest.split(". ").next())
+            .unwrap_or("/nowhere")
+            .to_owned();
+        let delta = match turns.lock().unwrap().pop_front() {
+            Some((name, args)) => {
+                let args = args.to_string().replace("{workspace}", &workspace);
+                json!({"tool_calls": [{"index": 0, "id": "call-1", "type": "function",
+                    "function": {"name": name, "arguments": args}}]})
+            }
+            None => {
+                let last = messages.last().unwrap();
+                json!({"content": format!("last tool result: {}", last["content"].as_str().unwrap_or("none"))})
+            }
+        };
+        let chunk = json!({"choices": [{"delta": delta}]});
+        Response::builder()
+            .header("content-type", "text/event-stream")
+            .body(Body::from(format!("data: {chunk}\n\ndata: [DONE]\n\n")))
+            .unwrap()
+    }
+
+    let turns: Turns = Arc::new(Mutex::new(calls.into()));
+    let app = Router::new()
+        .route("/v1/chat/completions", post(completions))
+        .with_state(turns);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}/v1")
+}
+
+/// An RFC 3339 time `seconds` from now.
+fn in_seconds(seconds: u64) -> String {
+    let at = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + seconds;
+    let (days, rest) = (at / 86_400, at % 86_400);
+    // Civil from days (Howard Hinnant), for the test's own clock.
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    )
+}
+
+fn config(dir: &std::path::Path, base: &str, extra: &str) -> std::path::PathBuf {
+    let path = dir.join("switchboard.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[server]\ndata_dir = \"{data}\"\n[store]\nurl = \"sqlite://{db}\"\n[agents]\ndefault = \"local\"\n\
+             [agents.local]\nbackend = \"openai\"\nbase_url = \"{base}\"\nmodel = \"scripted\"\nkind = \"main\"\n{extra}",
+            data = dir.join("data").display(),
+            db = dir.join("sb.db").display(),
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// The binary, its stderr collected as it comes (a prompt has no newline).
+struct Asking {
+    child: Child,
+    stderr: Arc<Mutex<String>>,
+}
+
+fn ask(config: &std::path::Path, args: &[&str]) -> Asking {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .arg("--config")
+        .arg(config)
+        .arg("ask")
+        .args(args)
+        .arg("write the notes")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = Arc::new(Mutex::new(String::new()));
+    let mut pipe = child.stderr.take().unwrap();
+    let sink = stderr.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 1024];
+        while let Ok(n) = pipe.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            sink.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    Asking { child, stderr }
+}
+
+impl Asking {
+    fn wait_for_prompt(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !self.stderr.lock().unwrap().contains("Allow? [y/N]") {
+            assert!(
+                Instant::now() < deadline,
+                "no prompt; stderr: {}",
+                self.stderr.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn answer(&mut self, line: &str) {
+        let stdin = self.child.stdin.as_mut().unwrap();
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// stdout and stderr once it exits.
+    fn finish(mut self) -> (String, String) {
+        drop(self.child.stdin.take());
+        let mut out = String::new();
+        self.child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+        let status = self.child.wait().unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let err = self.stderr.lock().unwrap().clone();
+        assert!(
+            status.success(),
+            "exit {status}; stdout {out}; stderr {err}"
+        );
+        (out, err)
+    }
+}
+
+const WRITE_GRANT: &str = "[[agent_grants]]\nid = \"notes\"\nagent = \"local\"\ntool = \"write_file\"\npaths = [\"{workspace}\"]\nmode = \"auto\"\n";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_terminal_prompt_approves_a_write_the_rules_ask_about() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = scripted_model(vec![(
+        "write_file",
+        json!({"path": "{workspace}/notes.md", "content": "hello"}),
+    )])
+    .await;
+    let cfg = config(dir.path(), &base, WRITE_GRANT);
+    let (out, err) = tokio::task::spawn_blocking(move || {
+        let mut a = ask(&cfg, &[]);
+        a.wait_for_prompt();
+        a.answer("y\n");
+        a.finish()
+    })
+    .await
+    .unwrap();
+    assert!(
+        err.contains("the agent asks to fs.write (write_file"),
+        "{err}"
+    );
+    assert!(out.contains("last tool result: wrote 5 bytes to "), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn no_at_the_prompt_refuses_and_nothing_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = scripted_model(vec![(
+        "write_file",
+        json!({"path": "{workspace}/notes.md", "content": "hello"}),
+    )])
+    .await;
+    let cfg = config(dir.path(), &base, WRITE_GRANT);
+    let (out, _) = tokio::task::spawn_blocking(move || {
+        let mut a = ask(&cfg, &[]);
+        a.wait_for_prompt();
+        a.answer("n\n");
+        a.finish()
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.contains("last tool result: refused: fs.write needs a person's approval: refused"),
+        "{out}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_policy_rule_answers_for_the_run_and_is_printed_and_the_org_caps_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = || {
+        (
+            "write_file",
+            json!({"path": "{workspace}/notes.md", "content": "hello"}),
+        )
+    };
+    // The run's rule answers instead of asking: allowed without a prompt.
+    let base = scripted_model(vec![write()]).await;
+    let cfg = config(dir.path(), &base, WRITE_GRANT);
+    let (out, err) = tokio::task::spawn_blocking(move || {
+        ask(&cfg, &["--policy-rule", "fs.write=allow"]).finish()
+    })
+    .await
+    .unwrap();
+    assert!(
+        err.contains("policy rule for this run: action=fs.write => allow"),
+        "{err}"
+    );
+    assert!(!err.contains("Allow? [y/N]"), "{err}");
+    assert!(out.contains("last tool result: wrote 5 bytes"), "{out}");
+    // The org's rule is a ceiling the run's rule cannot lift.
+    let base = scripted_model(vec![write()]).await;
+    let org = format!(
+        "{WRITE_GRANT}[agent_policy]\nrules = [{{ action = \"fs.*\", decision = \"deny\" }}]\n"
+    );
+    let cfg = config(dir.path(), &base, &org);
+    let (out, _) = tokio::task::spawn_blocking(move || {
+        ask(&cfg, &["--policy-rule", "fs.write=allow"]).finish()
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.contains("last tool result: refused: the org policy denies fs.write"),
+        "{out}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_approval_given_after_the_grant_expired_is_a_denial() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = scripted_model(vec![(
+        "shell",
+        json!({"command": "touch ran", "cwd": "{workspace}"}),
+    )])
+    .await;
+    let grant = format!(
+        "[[agent_grants]]\nid = \"brief-shell\"\ntool = \"shell\"\npaths = [\"{{workspace}}\"]\nmode = \"ask\"\nexpires = \"{}\"\n",
+        in_seconds(6)
+    );
+    let cfg = config(dir.path(), &base, &grant);
+    let (out, _) = tokio::task::spawn_blocking(move || {
+        let mut a = ask(&cfg, &["--policy-rule", "shell.exec=allow"]);
+        a.wait_for_prompt();
+        // Past the grant's expiry before the answer arrives.
+        std::thread::sleep(Duration::from_secs(7));
+        a.answer("y\n");
+        a.finish()
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.contains("last tool result: refused: shell.exec: grant-expired"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_malformed_policy_rule_is_refused_before_anything_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "http://127.0.0.1:9/v1", "");
+    for bad in ["fs.write", "*=allow", "net.*.fetch=allow", "fs.write=maybe"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+            .arg("--config")
+            .arg(&cfg)
+            .args(["ask", "--policy-rule", bad, "x"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{bad} was accepted");
+        assert!(err.contains("--policy-rule"), "{bad}: {err}");
+    }
+}

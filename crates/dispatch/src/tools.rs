@@ -1,0 +1,170 @@
+//! The broker's tool loop for one run: the gate an `openai` agent's tool calls pass, built
+//! before the agent starts from the org's rules and grants (`[agent_policy]`,
+//! `[[agent_grants]]`), the workspace's `.switchboard/agent-policy.toml`, the run's own
+//! `--policy-rule`s, the promises of its ancestor runs (their `restriction` events), and the
+//! agent actor acting for the run's principal.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use agents::tools::{Approver, BrokerGate, ExecLimits, GateSettings, NobodyToAsk, Tools};
+use authz_core::{Actor, AgentName, GrantsTable, RunId};
+use broker::ratchet::{Ratchet, RatchetEvent};
+use broker::rules::Rule;
+use broker::{GrantSet, GrantSpec, RuleTable, SessionId, SessionState, Timestamp};
+use store::{RunRecord, Store};
+
+/// How far up the parent chain promises are read.
+const MAX_ANCESTORS: usize = 32;
+
+/// What every run's gate is built from (the server fills it from the config).
+#[derive(Clone)]
+pub struct ToolBroker {
+    /// To resolve agent actors and repo resources.
+    pub table: Arc<GrantsTable>,
+    pub org_rules: Vec<Rule>,
+    pub grants: Vec<GrantSpec>,
+    pub approval_timeout: Duration,
+    /// Who answers a person's ask: a terminal prompt for `switchboard ask`, nobody for
+    /// `serve` (so an ask is refused there until an approval surface answers it).
+    pub person: Arc<dyn Approver>,
+    pub reviewer: Arc<dyn Approver>,
+    pub limits: ExecLimits,
+}
+
+impl Default for ToolBroker {
+    fn default() -> Self {
+        ToolBroker {
+            table: Arc::new(GrantsTable::default()),
+            org_rules: Vec::new(),
+            grants: Vec::new(),
+            approval_timeout: Duration::from_secs(300),
+            person: Arc::new(NobodyToAsk),
+            reviewer: Arc::new(NobodyToAsk),
+            limits: ExecLimits::default(),
+        }
+    }
+}
+
+/// An agent whose back end calls tools: its kind (for the rules) and its model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolProfile {
+    pub kind: Option<String>,
+    pub model: String,
+}
+
+/// What one run's gate is built for.
+pub(crate) struct ForRun<'a> {
+    pub run: &'a RunRecord,
+    pub agent: &'a AgentName,
+    pub principal: &'a Actor,
+    pub profile: &'a ToolProfile,
+    pub workspace: &'a Path,
+    pub run_rules: &'a [Rule],
+    pub now: fn() -> store::Timestamp,
+}
+
+/// The run's gate, or why it cannot have one (the run then fails before its agent starts).
+pub(crate) async fn gate_for(
+    broker: &ToolBroker,
+    store: &dyn Store,
+    r: ForRun<'_>,
+) -> Result<Tools, String> {
+    let project = broker::file::load_project(r.workspace).map_err(|e| e.to_string())?;
+    let repo = r.run.repo.as_ref().map(|slug| slug.as_str().to_owned());
+    let grants = broker
+        .grants
+        .iter()
+        .filter(|g| g.agent.as_deref().is_none_or(|a| a == r.agent.as_str()))
+        .filter(|g| {
+            g.repo
+                .as_ref()
+                .is_none_or(|want| Some(want.to_ascii_lowercase()) == repo)
+        })
+        .map(|g| g.resolve(r.workspace))
+        .collect::<Result<Vec<_>, _>>()
+        .and_then(GrantSet::new)
+        .map_err(|e| format!("the agent's grants: {e}"))?;
+    let table = RuleTable::new(
+        broker.org_rules.clone(),
+        project.rules,
+        r.run_rules.to_vec(),
+    );
+    let ratchet = ancestors_promises(store, r.run.parent_run.clone()).await?;
+    let agent = authz_core::resolve_agent(r.agent, Some(r.principal.clone()), &broker.table);
+    let now = r.now;
+    let settings = GateSettings {
+        session: SessionId::from(r.run.id.clone()),
+        agent,
+        repo: r.run.repo.clone().map(|slug| broker.table.repo(slug)),
+        grants,
+        table,
+        agent_kind: r.profile.kind.clone(),
+        model: r.profile.model.clone(),
+        workspace: r.workspace.to_owned(),
+        deny_read: project.deny_read,
+        ratchet,
+        state: SessionState::default(),
+        limits: broker.limits,
+        person: broker.person.clone(),
+        reviewer: broker.reviewer.clone(),
+        approval_timeout: broker.approval_timeout,
+        clock: Arc::new(move || Timestamp::from_unix_micros(now().micros())),
+    };
+    BrokerGate::new(settings).map(|gate| Tools(Arc::new(gate)))
+}
+
+/// The promises of every ancestor run, oldest first. A restriction that cannot be read fails
+/// the run: a promise must never silently stop binding.
+async fn ancestors_promises(store: &dyn Store, parent: Option<RunId>) -> Result<Ratchet, String> {
+    let mut chain: Vec<Vec<RatchetEvent>> = Vec::new();
+    let mut next = parent;
+    while let Some(id) = next {
+        if chain.len() >= MAX_ANCESTORS {
+            return Err(format!(
+                "the run's ancestors go deeper than {MAX_ANCESTORS} runs"
+            ));
+        }
+        let events = store
+            .events(&id)
+            .await
+            .map_err(|e| format!("reading run {id}'s promises failed: {}", e.token()))?;
+        let promises = events
+            .iter()
+            .filter(|e| e.kind == "restriction")
+            .map(|e| serde_json::from_str::<RatchetEvent>(&e.body))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("run {id} holds a restriction that does not read: {e}"))?;
+        chain.push(promises);
+        next = store
+            .get_run(&id)
+            .await
+            .map_err(|e| format!("reading run {id} failed: {}", e.token()))?
+            .and_then(|run| run.parent_run);
+    }
+    let oldest_first: Vec<RatchetEvent> = chain.into_iter().rev().flatten().collect();
+    Ratchet::fold(&oldest_first).map_err(|e| e.to_string())
+}
+
+/// Where a tool-calling run without a repo keeps its files: a directory of its own under the
+/// scratch directory, removed when the run ends ([`remove_run_workspace`]).
+pub(crate) fn run_workspace(data_dir: &Path, run: &RunId) -> Result<PathBuf, String> {
+    let dir = run_dir(data_dir, run);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    Ok(dir)
+}
+
+fn run_dir(data_dir: &Path, run: &RunId) -> PathBuf {
+    data_dir.join("scratch").join("runs").join(run.as_str())
+}
+
+/// Removes a run's own directory; one that is already gone is not an error.
+pub(crate) fn remove_run_workspace(data_dir: &Path, run: &RunId) {
+    let dir = run_dir(data_dir, run);
+    if let Err(e) = std::fs::remove_dir_all(&dir)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        tracing::warn!(run = %run, error = %e, "removing the run's scratch directory failed");
+    }
+}
