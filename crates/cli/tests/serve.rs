@@ -139,6 +139,12 @@ async fn serve_on_a_fresh_directory_with_no_config_works() {
     assert!(s.summary.contains("agents  echo (echo, default)"));
     assert!(s.summary.contains("off /ingress"));
     assert!(
+        s.summary
+            .contains("off tool broker        no agent calls tools"),
+        "{}",
+        s.summary
+    );
+    assert!(
         s.summary.lines().any(|l| l.contains("off /api /runs")
             && l.contains("needs an [access] section with issuer and audience")),
         "{}",

@@ -84,6 +84,8 @@ pub fn summary(app: &App, addr: SocketAddr) -> Summary {
         slack_line(app),
         mcp_line(app),
         access_line(app),
+        broker_line(app),
+        // Last: tests read the summary up to this line.
         schedules_line(app),
     ];
     Summary {
@@ -96,6 +98,38 @@ pub fn summary(app: &App, addr: SocketAddr) -> Summary {
         memory: memory_line(&c.memory),
         telemetry: telemetry_line(&c.telemetry),
         surfaces,
+    }
+}
+
+/// The tool broker: on when an agent calls tools (its grants, the org's rules, who answers an
+/// ask under `serve`), or off and what turns it on.
+fn broker_line(app: &App) -> SurfaceLine {
+    let c = &app.config;
+    let calling: Vec<String> = c
+        .agent_specs
+        .iter()
+        .filter(|(_, spec)| matches!(spec.backend, crate::config::BackendSpec::OpenAi { .. }))
+        .map(|(name, _)| name.to_string())
+        .collect();
+    if calling.is_empty() {
+        return SurfaceLine {
+            surface: "tool broker",
+            on: false,
+            note: "no agent calls tools (an openai agent does; docs/broker.md)".to_owned(),
+        };
+    }
+    let policy = &c.tool_policy;
+    SurfaceLine {
+        surface: "tool broker",
+        on: true,
+        note: format!(
+            "tool calls of {} pass it: {} grant{}, {} org rule{}; a person's ask is refused under serve (no approval surface yet; `switchboard ask` prompts)",
+            calling.join(", "),
+            policy.grants.len(),
+            if policy.grants.len() == 1 { "" } else { "s" },
+            policy.org_rules.len(),
+            if policy.org_rules.len() == 1 { "" } else { "s" },
+        ),
     }
 }
 

@@ -28,6 +28,22 @@ fn the_embedded_default_and_the_example_load() {
     );
     assert!(!example.table.restrict().agents.is_empty(), "and restrict");
     assert_eq!(example.server.replica_id.unwrap().as_str(), "switchboard-1");
+    let tools = &example.tool_policy;
+    assert_eq!(
+        (tools.grants.len(), tools.org_rules.len()),
+        (3, 2),
+        "and the broker's"
+    );
+    assert_eq!(tools.approval_timeout, Duration::from_secs(300));
+    let write = tools
+        .grants
+        .iter()
+        .find(|g| g.tool == "write_file")
+        .unwrap();
+    let resolved = write.resolve(std::path::Path::new("/srv/ws")).unwrap();
+    assert_eq!(resolved.paths, ["/srv/ws/docs"]);
+    assert!(resolved.expires.is_some());
+    assert!(default.tool_policy.grants.is_empty() && default.tool_policy.org_rules.is_empty());
 }
 
 /// Every fault: the file, the line and column of the key or value at fault, the dotted key,
