@@ -475,13 +475,6 @@ async fn an_approved_shell_call_runs_in_the_sandbox_without_the_network() {
         Turn::Text("ok"),
     ])
     .await;
-    struct Yes;
-    #[async_trait]
-    impl Approver for Yes {
-        async fn approve(&self, _question: &Question) -> Answer {
-            Answer::Yes
-        }
-    }
     let gate = BrokerGate::new(fx.settings(Ratchet::default(), Arc::new(Yes))).unwrap();
     run_model(&base, gate).await;
     let results = script.tool_results();
@@ -604,4 +597,123 @@ async fn links_are_followed_to_their_real_path_before_the_disk_is_touched() {
             .iter()
             .any(|r| r.contains("outside bytes") || r.contains("hunter2"))
     );
+}
+
+struct Yes;
+
+#[async_trait]
+impl Approver for Yes {
+    async fn approve(&self, _question: &Question) -> Answer {
+        Answer::Yes
+    }
+}
+
+/// `policy.widen` is an ordinary action of the table: with nobody to ask it is refused and the
+/// promise stands; with a person's yes the broker writes the event that replaces it.
+#[tokio::test]
+async fn widening_a_promise_needs_the_tables_answer() {
+    let turns = |fx: &Fixture| {
+        vec![
+            Turn::Call("restrict_self", args(json!({"promise": "fs.write=deny"}))),
+            Turn::Call(
+                "widen_self",
+                args(json!({"promise": "fs.write=ask", "now": "fs.write=allow"})),
+            ),
+            Turn::Call(
+                "widen_self",
+                args(json!({"promise": "fs.write=deny", "now": "fs.write=allow"})),
+            ),
+            Turn::Call(
+                "write_file",
+                args(json!({"path": fx.path("a.md"), "content": "x"})),
+            ),
+            Turn::Text("ok"),
+        ]
+    };
+    let fx = Fixture::new();
+    let (base, script) = scripted_model(turns(&fx)).await;
+    let (_, items) = run_model(
+        &base,
+        BrokerGate::new(fx.settings(Ratchet::default(), Arc::new(NobodyToAsk))).unwrap(),
+    )
+    .await;
+    let results = script.tool_results();
+    assert!(
+        results[1].starts_with("refused: there is no promise \"fs.write=ask\""),
+        "{}",
+        results[1]
+    );
+    assert_eq!(
+        results[2],
+        "refused: policy.widen needs a person's approval: nobody to ask"
+    );
+    assert_eq!(
+        results[3],
+        "refused: fs.write is beyond what this run promised (restrict_self)"
+    );
+    assert_eq!(
+        events(&items, "restriction").len(),
+        1,
+        "a refused widening writes nothing"
+    );
+
+    let fx = Fixture::new();
+    let (base, script) = scripted_model(turns(&fx)).await;
+    let (_, items) = run_model(
+        &base,
+        BrokerGate::new(fx.settings(Ratchet::default(), Arc::new(Yes))).unwrap(),
+    )
+    .await;
+    let results = script.tool_results();
+    assert_eq!(results[2], "widened: fs.write=deny is now fs.write=allow");
+    assert!(results[3].starts_with("wrote 1 bytes"), "{}", results[3]);
+    let restriction = events(&items, "restriction");
+    assert_eq!(
+        restriction[1],
+        r#"{"kind":"widened","promise":"fs.write=deny","now":"fs.write=allow"}"#
+    );
+    // The fold of the log gives the same ceiling the run ended with.
+    let folded: Vec<RatchetEvent> = restriction
+        .iter()
+        .map(|b| serde_json::from_str(b).unwrap())
+        .collect();
+    assert_eq!(
+        Ratchet::fold(&folded).unwrap().ceiling("fs.write"),
+        Some(broker::RuleDecision::Allow)
+    );
+}
+
+/// `agent_review` asks the reviewer, not the person.
+#[tokio::test]
+async fn an_agent_review_rule_asks_the_reviewer() {
+    for (reviewer, want) in [
+        (Arc::new(Yes) as Arc<dyn Approver>, "wrote 1 bytes"),
+        (
+            Arc::new(NobodyToAsk) as Arc<dyn Approver>,
+            "refused: fs.write needs a reviewer's approval: nobody to ask",
+        ),
+    ] {
+        let fx = Fixture::new();
+        let (base, script) = scripted_model(vec![
+            Turn::Call(
+                "write_file",
+                args(json!({"path": fx.path("a.md"), "content": "x"})),
+            ),
+            Turn::Text("ok"),
+        ])
+        .await;
+        let mut settings = fx.settings(Ratchet::default(), Arc::new(NobodyToAsk));
+        settings.table = RuleTable::new(
+            vec![],
+            vec![],
+            vec![parse_run_rule("fs.write=agent_review").unwrap()],
+        );
+        settings.reviewer = reviewer;
+        run_model(&base, BrokerGate::new(settings).unwrap()).await;
+        assert!(
+            script.tool_results()[0].starts_with(want),
+            "{:?}",
+            script.tool_results()
+        );
+    }
 }

@@ -124,6 +124,10 @@ pub struct OrgPolicyToml {
     /// An unanswered ask is refused after this many seconds (default 300).
     #[serde(default)]
     pub approval_timeout_seconds: Option<u64>,
+    /// The declared agent that answers `agent_review` (and the first half of
+    /// `agent_then_human`); none: those are refused.
+    #[serde(default)]
+    pub reviewer: Option<String>,
 }
 
 impl OrgPolicyToml {

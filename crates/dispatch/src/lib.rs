@@ -56,7 +56,7 @@ use tracing::Instrument;
 
 pub use limits::{Busy, Slots};
 pub use live::{LiveRuns, StopReason, Subscription};
-pub use reflect::PendingReflections;
+pub use reflect::{BackendModel, PendingReflections, ReviewerAgent};
 pub use tokens::{AgentClaims, AgentTokens, TokenError, random_token};
 pub use tools::{ToolBroker, ToolProfile};
 pub use workspace::WorkspaceError;

@@ -143,6 +143,52 @@ pub struct BackendModel {
     pub sanitizer: Arc<Sanitizer>,
 }
 
+/// A reviewer agent answering the broker's `agent_review`: the question as its request, and
+/// `yes` as the first word of its answer's first line approves; anything else, a failure or no
+/// answer in time refuses.
+pub struct ReviewerAgent(pub BackendModel);
+
+/// What the reviewer is asked.
+fn review_prompt(q: &agents::tools::Question) -> String {
+    let arguments: String = q.arguments.chars().take(2000).collect();
+    format!(
+        "An agent working in run {} asks to do `{}` with the tool `{}` and these arguments:\n{arguments}\n\nShould it? Answer with one word on the first line: yes or no. Then say why in one sentence.",
+        q.run, q.action, q.tool
+    )
+}
+
+/// `yes` (any case, trailing punctuation allowed) as the first word of the first non-empty line.
+fn reviewer_says_yes(answer: &str) -> bool {
+    answer
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .and_then(|l| l.split_whitespace().next())
+        .map(|w| {
+            w.trim_end_matches(['.', ',', '!', ':'])
+                .to_ascii_lowercase()
+        })
+        .is_some_and(|w| w == "yes")
+}
+
+#[async_trait::async_trait]
+impl agents::tools::Approver for ReviewerAgent {
+    async fn approve(&self, question: &agents::tools::Question) -> agents::tools::Answer {
+        use agents::tools::Answer;
+        let answered = self
+            .0
+            .complete(question.run.run(), review_prompt(question))
+            .await;
+        match answered {
+            Ok(text) if reviewer_says_yes(&text) => Answer::Yes,
+            Ok(_) => Answer::No,
+            Err(e) => {
+                tracing::warn!(run = %question.run, error = %e, "the reviewer agent did not answer");
+                Answer::No
+            }
+        }
+    }
+}
+
 impl ModelCall for BackendModel {
     fn complete(&self, run: &RunId, prompt: String) -> BoxFuture<'_, Result<String, String>> {
         let job = AgentJob {
@@ -175,5 +221,33 @@ impl ModelCall for BackendModel {
                 },
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reviewer_says_yes;
+
+    #[test]
+    fn only_a_first_word_yes_approves() {
+        for yes in [
+            "yes",
+            "Yes.",
+            "\n  YES, it only reads the docs",
+            "yes!\nbecause",
+        ] {
+            assert!(reviewer_says_yes(yes), "{yes:?}");
+        }
+        for no in [
+            "",
+            "no",
+            "No. It writes outside",
+            "yesterday",
+            "I would say yes",
+            "maybe\nyes",
+            "y",
+        ] {
+            assert!(!reviewer_says_yes(no), "{no:?}");
+        }
     }
 }

@@ -95,6 +95,30 @@ impl Default for Overrides {
     }
 }
 
+/// The `[agent_policy] reviewer` agent as the broker's reviewer; without one, nobody reviews
+/// and an `agent_review` is refused.
+fn reviewer_agent(
+    config: &config::LoadedConfig,
+    entries: &BTreeMap<AgentName, AgentEntry>,
+    secrets: &Secrets,
+) -> Arc<dyn agents::tools::Approver> {
+    let reviewer = config
+        .tool_policy
+        .reviewer
+        .as_ref()
+        .and_then(|name| entries.get(name).map(|entry| (name, entry)));
+    match reviewer {
+        Some((name, entry)) => Arc::new(dispatch::ReviewerAgent(dispatch::BackendModel {
+            agent: name.clone(),
+            backend: entry.backend.clone(),
+            caps: entry.caps,
+            timeout: entry.timeout,
+            sanitizer: Arc::new(agents::Sanitizer::new(secrets.values_to_redact())),
+        })),
+        None => Arc::new(agents::tools::NobodyToAsk),
+    }
+}
+
 /// How often a process checks the store for stop requests of its runs (`runs stop` from
 /// another process is honoured within this, well inside 2 s).
 pub const STOP_WATCH: std::time::Duration = std::time::Duration::from_millis(500);
@@ -188,6 +212,7 @@ impl App {
             )
         })?;
         let agents = build_agents(&config, &secrets, &scratch)?;
+        let reviewer = reviewer_agent(&config, &agents, &secrets);
         let tokens = match &secrets.agent_token_secret {
             Some(secret) => AgentTokens::new(secret).context(
                 "the agent token secret (SWITCHBOARD_AGENT_TOKEN_SECRET or [server] agent_token_secret_file)",
@@ -228,6 +253,7 @@ impl App {
                     .approver
                     .clone()
                     .unwrap_or_else(|| Arc::new(agents::tools::NobodyToAsk)),
+                reviewer,
                 ..dispatch::ToolBroker::default()
             },
         });

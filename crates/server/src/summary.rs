@@ -123,12 +123,16 @@ fn broker_line(app: &App) -> SurfaceLine {
         surface: "tool broker",
         on: true,
         note: format!(
-            "tool calls of {} pass it: {} grant{}, {} org rule{}; a person's ask is refused under serve (no approval surface yet; `switchboard ask` prompts)",
+            "tool calls of {} pass it: {} grant{}, {} org rule{}; reviews by {}; a person's ask is refused under serve (no approval surface yet; `switchboard ask` prompts)",
             calling.join(", "),
             policy.grants.len(),
             if policy.grants.len() == 1 { "" } else { "s" },
             policy.org_rules.len(),
             if policy.org_rules.len() == 1 { "" } else { "s" },
+            policy.reviewer.as_ref().map_or_else(
+                || "nobody (set [agent_policy] reviewer)".to_owned(),
+                |r| format!("agent {r}")
+            ),
         ),
     }
 }

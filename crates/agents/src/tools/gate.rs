@@ -143,6 +143,13 @@ struct RestrictArgs {
     promise: String,
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WidenArgs {
+    promise: String,
+    now: String,
+}
+
 impl BrokerGate {
     pub fn new(settings: GateSettings) -> Result<BrokerGate, String> {
         let workspace = settings
@@ -353,9 +360,36 @@ impl BrokerGate {
         }
     }
 
+    /// `widen_self`: `policy.widen`, decided by the rule table like any action (no rule: ask;
+    /// nobody to ask: refused). Only after the answer does the broker write the event that
+    /// replaces the named promise.
+    async fn widen(&self, call: &ToolCall, sink: &EventSink) -> Result<String, String> {
+        let args: WidenArgs = serde_json::from_str(&call.arguments).map_err(|e| {
+            refused(format!(
+                "widen_self takes {{\"promise\": \"<as written>\", \"now\": \"<action>=<decision>\"}}: {e}"
+            ))
+        })?;
+        let event = self
+            .with(|m| m.ratchet.widen_request(&args.promise, &args.now))
+            .map_err(refused)?;
+        self.rules(call, "policy.widen", sink).await?;
+        let body = serde_json::to_string(&event)
+            .map_err(|e| refused(format!("the widening could not be recorded: {e}")))?;
+        if !sink.event("restriction", &body).await {
+            return Err(refused(
+                "the widening could not be recorded; nothing changed",
+            ));
+        }
+        self.with(|m| m.ratchet.apply(&event)).map_err(refused)?;
+        Ok(format!("widened: {} is now {}", args.promise, args.now))
+    }
+
     async fn answer(&self, call: &ToolCall, sink: &EventSink) -> Result<String, String> {
         if call.name == "restrict_self" {
             return Ok(self.restrict(call, sink).await);
+        }
+        if call.name == "widen_self" {
+            return self.widen(call, sink).await;
         }
         // The action names the rule; a call whose tool or arguments do not parse has none,
         // and `decide` refuses it (no-grant, invalid-arguments) without asking anyone.

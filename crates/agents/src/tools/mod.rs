@@ -101,6 +101,12 @@ pub fn broker_tool_definitions() -> Vec<Value> {
             &["subcommand", "cwd"],
         ),
         function(
+            "widen_self",
+            "Ask to replace one of your promises, named exactly as you wrote it, with a wider one, e.g. promise \"net.*=deny\", now \"net.*=ask\". The project's policy for policy.widen decides; usually a person must approve.",
+            json!({"promise": string, "now": string}),
+            &["promise", "now"],
+        ),
+        function(
             "restrict_self",
             "Promise to do at most <decision> with an action or class for the rest of this run and its sub-agents, e.g. \"net.*=deny\" or \"fs.write=ask\". A promise cannot be lifted by you.",
             json!({"promise": string}),

@@ -103,6 +103,8 @@ pub struct ToolPolicyConfig {
     /// Per agent and per repo; `{workspace}` resolved per run.
     pub grants: Vec<broker::GrantSpec>,
     pub approval_timeout: Duration,
+    /// The agent that answers `agent_review`.
+    pub reviewer: Option<AgentName>,
 }
 
 /// `[access]`, checked. The surface is on when `issuer` and `audience` are both set.
@@ -820,7 +822,22 @@ fn tool_policy(
         }
         Some(n) => Duration::from_secs(n),
     };
+    let reviewer = match &org.reviewer {
+        None => None,
+        Some(name) => Some(
+            AgentName::parse(name)
+                .ok()
+                .filter(|a| agents.contains(a))
+                .ok_or_else(|| {
+                    t.key(
+                        &["agent_policy", "reviewer"],
+                        format!("`{name}` is not a declared agent; declare [agents.{name}] or remove reviewer"),
+                    )
+                })?,
+        ),
+    };
     Ok(ToolPolicyConfig {
+        reviewer,
         org_rules: org.rules(),
         grants: s.agent_grants.iter().map(|g| g.get_ref().clone()).collect(),
         approval_timeout,

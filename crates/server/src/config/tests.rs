@@ -400,6 +400,10 @@ fn every_fault_names_file_line_column_key_and_fix() {
             "t.toml:2:44: agent_policy.rules[0].decision: unknown variant `never`",
         ),
         (
+            "[agent_policy]\nreviewer = \"ghost\"",
+            "t.toml:2:12: agent_policy.reviewer: `ghost` is not a declared agent; declare [agents.ghost] or remove reviewer",
+        ),
+        (
             "[agent_policy]\napproval_timeout_seconds = 0",
             "t.toml:2:1: agent_policy.approval_timeout_seconds: must be at least 1",
         ),
