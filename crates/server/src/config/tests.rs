@@ -401,7 +401,7 @@ fn every_fault_names_file_line_column_key_and_fix() {
         ),
         (
             "[agent_policy]\nreviewer = \"ghost\"",
-            "t.toml:2:12: agent_policy.reviewer: `ghost` is not a declared agent; declare [agents.ghost] or remove reviewer",
+            "t.toml:2:1: agent_policy.reviewer: `ghost` is not a declared agent; declare [agents.ghost] or remove reviewer",
         ),
         (
             "[agent_policy]\napproval_timeout_seconds = 0",
