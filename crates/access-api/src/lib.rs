@@ -76,6 +76,7 @@ pub fn router(api: Arc<AccessApi>) -> Router {
         .route("/runs/{id}/friction", get(pages::friction))
         .route("/runs/{id}/stream", get(feed::run_stream))
         .route("/runs/{id}/stop", post(pages::stop))
+        .route("/runs/{id}/approvals/{approval}", post(pages::approve))
         .with_state(api)
 }
 

@@ -3,7 +3,9 @@
 //! - `/runs`: the viewer's live runs (`runs list`), kept current by the feed's script;
 //!   `?all=1` the history, a page at a time from the store's cursor; `?stream=1` the feed.
 //! - `/runs/<id>`: one run (`runs get`, `runs events`, `runs friction`), with its stop form
-//!   while live; `/runs/<id>/events` and `/friction` as text; `POST /runs/<id>/stop`.
+//!   while live, and an Approve / Deny form for each tool call waiting for the person it acts
+//!   for; `/runs/<id>/events` and `/friction` as text; `POST /runs/<id>/stop`;
+//!   `POST /runs/<id>/approvals/<approval>`.
 //! - `/runs/scheduled`: the schedules, linking a firing's run only for a viewer who may read it.
 //!
 //! Every read is a registry command as the viewer, so the admission and the predicate are the
@@ -17,7 +19,7 @@ use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use commands::identity::Capability;
-use commands::{Caller, Reply, ReplyKind, Wants};
+use commands::{Answerer, ApprovalError, Caller, PendingApproval, Reply, ReplyKind, Wants};
 use serde_json::{Map, Value, json};
 
 use crate::html::{self, escape, utc};
@@ -240,7 +242,11 @@ pub async fn run(
         Opener::Viewer(_) => None,
     };
     let live = is_live(&run);
-    let body = run_body(&run, &events, &friction, token, live);
+    let waiting = match RunId::parse(&id) {
+        Ok(run_id) if live => api.services.approvals.pending(&run_id, answerer(&opener)),
+        _ => Vec::new(),
+    };
+    let body = run_body(&run, &events, &friction, token, live, &waiting);
     html::page(
         StatusCode::OK,
         &format!("Run {}", text_of(&run, "id")),
@@ -261,12 +267,40 @@ fn token_suffix(token: Option<&str>) -> String {
         .unwrap_or_default()
 }
 
+/// Who the opener answers an approval as.
+fn answerer(opener: &Opener) -> Answerer<'_> {
+    match opener {
+        Opener::Token(..) => Answerer::Capability,
+        Opener::Viewer(caller) => Answerer::Actor(&caller.actor.id),
+    }
+}
+
+/// The Approve / Deny forms, one per waiting ask (its text is the model's: escaped).
+fn approval_forms(base: &str, suffix: &str, waiting: &[PendingApproval]) -> String {
+    if waiting.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("<h2>Waiting for your answer</h2>");
+    for ask in waiting {
+        let arguments: String = ask.arguments.chars().take(2000).collect();
+        out.push_str(&format!(
+            "<form class=\"approval\" method=\"post\" action=\"{base}/approvals/{id}{suffix}\"><p>The agent asks to <code>{action}</code> with <code>{tool}</code>:</p><pre>{arguments}</pre><button name=\"answer\" value=\"approve\" type=\"submit\">Approve</button> <button name=\"answer\" value=\"deny\" type=\"submit\">Deny</button></form>",
+            id = escape(&ask.id),
+            action = escape(&ask.action),
+            tool = escape(&ask.tool),
+            arguments = escape(&arguments),
+        ));
+    }
+    out
+}
+
 fn run_body(
     run: &Value,
     events: &Value,
     friction: &Value,
     token: Option<&str>,
     live: bool,
+    waiting: &[PendingApproval],
 ) -> String {
     let id = text_of(run, "id");
     let suffix = escape(&token_suffix(token));
@@ -309,6 +343,7 @@ fn run_body(
             "<form method=\"post\" action=\"{base}/stop{suffix}\"><button id=\"stop\" type=\"submit\">Stop this run</button></form>"
         ));
     }
+    out.push_str(&approval_forms(&base, &suffix, waiting));
     out.push_str(&format!(
         "<h2>Request</h2><pre id=\"request\">{}</pre>",
         escape(&text_of(run, "request"))
@@ -463,6 +498,79 @@ pub async fn stop(
             None,
         ),
     }
+}
+
+/// `POST /runs/<id>/approvals/<approval>` with `answer=approve|deny` (the run page's form): a
+/// same-origin post by the run's principal or its capability link's holder. Answered, the
+/// browser goes back to the run; an ask that is no longer waiting is 409, someone else's 403.
+pub async fn approve(
+    State(api): State<Arc<AccessApi>>,
+    Path((id, approval)): Path<(String, String)>,
+    RawQuery(query): RawQuery,
+    request: Request,
+) -> Response {
+    let (parts, body) = request.into_parts();
+    if !guard::same_origin(&parts.headers, api.services.public_url.as_deref()) {
+        return cross_site();
+    }
+    let token = param(query.as_deref(), "token");
+    let opener = match opener(&api, &id, token.clone(), &parts.headers).await {
+        Ok(o) => o,
+        Err(r) => return r,
+    };
+    let Ok(run_id) = RunId::parse(&id) else {
+        return html::not_found();
+    };
+    let form = match axum::body::to_bytes(body, 4096).await {
+        Ok(bytes) => bytes,
+        Err(_) => return not_answered(StatusCode::PAYLOAD_TOO_LARGE, &id, "the form is too large"),
+    };
+    let approve = match param(std::str::from_utf8(&form).ok(), "answer").as_deref() {
+        Some("approve") => true,
+        Some("deny") => false,
+        _ => {
+            return not_answered(
+                StatusCode::BAD_REQUEST,
+                &id,
+                "the form must say answer=approve or answer=deny",
+            );
+        }
+    };
+    match api
+        .services
+        .approvals
+        .answer(&run_id, &approval, answerer(&opener), approve)
+    {
+        Ok(()) => {
+            let to = format!("/runs/{id}{}", token_suffix(token.as_deref()));
+            let mut r = StatusCode::SEE_OTHER.into_response();
+            if let Ok(v) = HeaderValue::from_str(&to) {
+                r.headers_mut().insert(header::LOCATION, v);
+            }
+            html::secure(&mut r, None);
+            r
+        }
+        Err(e @ ApprovalError::NotPending) => {
+            not_answered(StatusCode::CONFLICT, &id, &e.to_string())
+        }
+        Err(e @ ApprovalError::NotThePrincipal) => {
+            tracing::warn!(run = %id, reason = "not-the-principal", "[access] an approval was answered by someone else");
+            not_answered(StatusCode::FORBIDDEN, &id, &e.to_string())
+        }
+    }
+}
+
+fn not_answered(status: StatusCode, id: &str, why: &str) -> Response {
+    html::page(
+        status,
+        "Not answered",
+        &format!(
+            "<main><h1>Not answered</h1><p>{}</p><p><a href=\"/runs/{}\">Back to the run</a></p></main>",
+            escape(why),
+            escape(id)
+        ),
+        None,
+    )
 }
 
 /// `GET /runs/scheduled`.

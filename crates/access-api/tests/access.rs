@@ -44,8 +44,17 @@ actions = ["runs:read", "runs:write"]
 channels = "all"
 
 [grants."http:opsbot"]
-actions = ["runs:read", "runs:write", "agent:run:echo", "agent:run:staller"]
+actions = ["runs:read", "runs:write", "agent:run:echo", "agent:run:staller", "agent:run:writer"]
 channels = ["http:ops"]
+
+# The writer (an openai agent; its model is the test's, see Options::model_url) may write in
+# its run's workspace once the person it acts for approves (fs.write asks by default).
+[[agent_grants]]
+id = "writer-notes"
+agent = "writer"
+tool = "write_file"
+paths = ["{workspace}"]
+mode = "auto"
 "#;
 
 const OPSBOT: &str = "opsbot-token-0123456789";
@@ -116,6 +125,8 @@ struct Harness {
 struct Options {
     ttl_seconds: u64,
     keep_alive: Duration,
+    /// The writer agent's model (nothing listens at the default).
+    model_url: String,
 }
 
 impl Default for Options {
@@ -123,6 +134,7 @@ impl Default for Options {
         Options {
             ttl_seconds: 3600,
             keep_alive: Duration::from_secs(15),
+            model_url: "http://127.0.0.1:9/v1".to_owned(),
         }
     }
 }
@@ -133,7 +145,8 @@ async fn start(options: Options) -> Harness {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let text = format!(
-        "{GRANTS}\n[store]\nurl = \"sqlite://{db}\"\n[server]\ndata_dir = {data:?}\npublic_url = \"http://{addr}\"\n[access]\nissuer = \"{ISSUER}\"\naudience = \"{AUDIENCE}\"\njwks_url = \"{url}\"\njwks_ttl_seconds = {ttl}\n",
+        "{GRANTS}\n[agents.writer]\nbackend = \"openai\"\nbase_url = \"{model}\"\nmodel = \"scripted\"\n[store]\nurl = \"sqlite://{db}\"\n[server]\ndata_dir = {data:?}\npublic_url = \"http://{addr}\"\n[access]\nissuer = \"{ISSUER}\"\naudience = \"{AUDIENCE}\"\njwks_url = \"{url}\"\njwks_ttl_seconds = {ttl}\n",
+        model = options.model_url,
         db = dir.path().join("sb.db").display(),
         data = dir.path().join("data").display().to_string(),
         url = jwks.url(),
@@ -1096,4 +1109,138 @@ fn refusal_log_lines_carry_a_reason_and_never_the_token() {
         !log.contains(signature) && !log.contains(&expired[..40]),
         "the token reached the log"
     );
+}
+
+/// A model that asks to write `notes.md` in the workspace it was told about, then answers with
+/// what the tool call returned.
+async fn writing_model() -> String {
+    use axum::Router;
+    use axum::body::Body;
+    use axum::http::Response;
+    use axum::routing::post;
+
+    async fn completions(body: String) -> Response<Body> {
+        let request: Value = serde_json::from_str(&body).unwrap();
+        let messages = request["messages"].as_array().unwrap();
+        let last = messages.last().unwrap();
+        let delta = if last["role"] == "tool" {
+            json!({"content": format!("tool said: {}", last["content"].as_str().unwrap())})
+        } else {
+            let workspace = messages
+                .iter()
+                .filter_map(|m| m["content"].as_str())
+                .find_map(|c| c.strip_prefix("Your workspace is "))
+                .and_then(|rest| rest.split(". ").next())
+                .unwrap()
+                .to_owned();
+            let args = json!({"path": format!("{workspace}/notes.md"), "content": "<b>hi</b>"});
+            json!({"tool_calls": [{"index": 0, "id": "call-1", "type": "function",
+                "function": {"name": "write_file", "arguments": args.to_string()}}]})
+        };
+        let chunk = json!({"choices": [{"delta": delta}]});
+        Response::builder()
+            .header("content-type", "text/event-stream")
+            .body(Body::from(format!("data: {chunk}\n\ndata: [DONE]\n\n")))
+            .unwrap()
+    }
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = Router::new().route("/v1/chat/completions", post(completions));
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}/v1")
+}
+
+/// The form's action on a run page: `/runs/<id>/approvals/<approval>?token=…`.
+fn approval_action(page: &str) -> Option<String> {
+    let start = page.find("/approvals/")?;
+    let from = page[..start].rfind("action=\"")? + "action=\"".len();
+    let end = from + page[from..].find('"')?;
+    Some(page[from..end].replace("&amp;", "&"))
+}
+
+/// A tool call waiting for a person under `serve` is answered on the run's page: only by its
+/// principal (here, the capability link's holder), same-origin, once; the agent reads the
+/// answer and the run finishes with it.
+#[tokio::test]
+async fn the_run_page_answers_a_tool_call_waiting_for_its_person() {
+    for (answer, want) in [
+        ("approve", "tool said: wrote 9 bytes to "),
+        (
+            "deny",
+            "tool said: refused: fs.write needs a person's approval: refused",
+        ),
+    ] {
+        let h = start(Options {
+            model_url: writing_model().await,
+            ..Options::default()
+        })
+        .await;
+        let started = h.ingress("/ingress", "@writer take notes").await;
+        let id = started["run_id"].as_str().unwrap().to_owned();
+        let link = started["link"].as_str().unwrap().to_owned();
+        let path = link.trim_start_matches(&h.base).to_owned();
+        // The ask reaches the page.
+        let mut page = h.get(&path, None).await;
+        for _ in 0..200 {
+            if page.body.contains("Waiting for your answer") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+            page = h.get(&path, None).await;
+        }
+        assert!(
+            page.body
+                .contains("The agent asks to <code>fs.write</code>"),
+            "{}",
+            page.body
+        );
+        assert!(
+            page.body.contains("&lt;b&gt;hi&lt;/b&gt;"),
+            "the model's text is escaped"
+        );
+        let action = approval_action(&page.body).unwrap();
+        // Another signed-in person who may read the run sees no form, and cannot answer.
+        let fleet = token_for("fleet");
+        let theirs = h.get(&format!("/runs/{id}"), Some(&fleet)).await;
+        assert_eq!(theirs.status, 200);
+        assert!(
+            !theirs.body.contains("Waiting for your answer"),
+            "{}",
+            theirs.body
+        );
+        let by_token = action.split('?').next().unwrap();
+        let same_origin = [("sec-fetch-site", "same-origin")];
+        let refused = h
+            .post(by_token, Some(&fleet), &same_origin, "answer=approve")
+            .await;
+        assert_eq!(refused.status, 403, "{}", refused.body);
+        // Cross-site and malformed answers change nothing.
+        let cross = h
+            .post(
+                &action,
+                None,
+                &[("sec-fetch-site", "cross-site")],
+                "answer=approve",
+            )
+            .await;
+        assert_eq!(cross.status, 403);
+        let malformed = h.post(&action, None, &same_origin, "answer=maybe").await;
+        assert_eq!(malformed.status, 400);
+        // The principal's answer (through the capability link) counts, once.
+        let body = format!("answer={answer}");
+        let answered = h.post(&action, None, &same_origin, &body).await;
+        assert_eq!(answered.status, 303, "{}", answered.body);
+        let again = h.post(&action, None, &same_origin, &body).await;
+        assert_eq!(again.status, 409);
+        let run_id = RunId::parse(&id).unwrap();
+        wait_status(&h, &run_id, RunStatus::Completed).await;
+        let run = h.store.get_run(&run_id).await.unwrap().unwrap();
+        assert!(
+            run.answer.as_deref().unwrap_or_default().starts_with(want),
+            "{:?}",
+            run.answer
+        );
+        h.shutdown.cancel();
+    }
 }

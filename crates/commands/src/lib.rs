@@ -50,8 +50,9 @@ pub use args::{ArgError, ArgSpec, Args, ArgsSchema};
 pub use authz_core::Surface;
 pub use deny::{Audit, AuditLine, DenyShape, MemoryAudit, Refusal, TracingAudit};
 pub use ports::{
-    AgentTokenCheck, Busy, CODING_AGENT, CommandRun, LaunchError, LiveFeed, LiveRun, LiveStream,
-    LiveUpdate, RepoTask, RunLauncher, RunOutcome, RunRequest, StartedRun,
+    AgentTokenCheck, Answerer, ApprovalDesk, ApprovalError, Busy, CODING_AGENT, CommandRun,
+    LaunchError, LiveFeed, LiveRun, LiveStream, LiveUpdate, NoApprovals, PendingApproval, RepoTask,
+    RunLauncher, RunOutcome, RunRequest, StartedRun,
 };
 pub use reply::{Reply, ReplyKind};
 pub use schedules::{FireError, ManualFiring, NoSchedules, ScheduleDesk, ScheduleView};
@@ -180,6 +181,8 @@ pub struct Services {
     pub tokens: Option<Arc<TokenMap>>,
     /// `[server] public_url` (no trailing `/`): the base of capability links. `None`: no links.
     pub public_url: Option<String>,
+    /// Tool calls waiting for a person's answer.
+    pub approvals: Arc<dyn ApprovalDesk>,
 }
 
 /// Which of a reply's two forms the surface will show. A handler whose answer is large (a page

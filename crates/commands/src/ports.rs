@@ -44,6 +44,67 @@ pub struct RunRequest {
     pub policy_rules: Vec<broker::rules::Rule>,
 }
 
+/// A tool call waiting for a person's answer (the broker's ask under `serve`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingApproval {
+    /// Unguessable; names the approval in its answer's URL.
+    pub id: String,
+    pub run: RunId,
+    pub action: String,
+    pub tool: String,
+    /// The call's arguments as the model wrote them (agent text: escape before showing).
+    pub arguments: String,
+}
+
+/// Who answers an approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answerer<'a> {
+    /// Whoever holds the run's capability link: the one who started it.
+    Capability,
+    /// A signed-in actor; counts only when it is the run's principal.
+    Actor(&'a authz_core::ActorId),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApprovalError {
+    #[error("no such approval is waiting (it was answered, timed out, or its run ended)")]
+    NotPending,
+    #[error("only the person this run acts for may answer")]
+    NotThePrincipal,
+}
+
+/// The asks waiting for a person, and their answers (the run page's Approve / Deny form).
+pub trait ApprovalDesk: Send + Sync {
+    /// The asks of `run` that `by` may answer.
+    fn pending(&self, run: &RunId, by: Answerer<'_>) -> Vec<PendingApproval>;
+    fn answer(
+        &self,
+        run: &RunId,
+        id: &str,
+        by: Answerer<'_>,
+        approve: bool,
+    ) -> Result<(), ApprovalError>;
+}
+
+/// No asks wait anywhere (the CLI answers its own on the terminal).
+pub struct NoApprovals;
+
+impl ApprovalDesk for NoApprovals {
+    fn pending(&self, _run: &RunId, _by: Answerer<'_>) -> Vec<PendingApproval> {
+        Vec::new()
+    }
+
+    fn answer(
+        &self,
+        _run: &RunId,
+        _id: &str,
+        _by: Answerer<'_>,
+        _approve: bool,
+    ) -> Result<(), ApprovalError> {
+        Err(ApprovalError::NotPending)
+    }
+}
+
 /// `repo test` or `repo build`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RepoTask {

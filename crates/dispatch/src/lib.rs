@@ -24,6 +24,7 @@
 //! - Live-run updates reach a viewer only through a [`Subscription`], filtered by `matches`.
 //! - The concurrency slot is held for the run's whole life and given back when it ends.
 
+mod approvals;
 mod fanout;
 mod limits;
 mod live;
@@ -54,6 +55,7 @@ use store::{Timestamp, TokenHash};
 use tokio::sync::watch;
 use tracing::Instrument;
 
+pub use approvals::PendingApprovals;
 pub use limits::{Busy, Slots};
 pub use live::{LiveRuns, StopReason, Subscription};
 pub use reflect::{BackendModel, PendingReflections, ReviewerAgent};

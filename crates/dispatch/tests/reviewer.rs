@@ -37,6 +37,7 @@ fn reviewer(script: &str, timeout: Duration) -> ReviewerAgent {
 fn question() -> Question {
     Question {
         run: SessionId::parse("01JREVIEW").unwrap(),
+        principal: None,
         action: "fs.write".into(),
         tool: "write_file".into(),
         arguments: r#"{"path":"/w/notes.md","content":"x"}"#.into(),

@@ -213,6 +213,9 @@ impl App {
         })?;
         let agents = build_agents(&config, &secrets, &scratch)?;
         let reviewer = reviewer_agent(&config, &agents, &secrets);
+        // A person's asks wait here for the run page's answer, unless the process answers
+        // them itself (`switchboard ask`: the terminal).
+        let approvals = Arc::new(dispatch::PendingApprovals::default());
         let tokens = match &secrets.agent_token_secret {
             Some(secret) => AgentTokens::new(secret).context(
                 "the agent token secret (SWITCHBOARD_AGENT_TOKEN_SECRET or [server] agent_token_secret_file)",
@@ -252,7 +255,7 @@ impl App {
                 person: overrides
                     .approver
                     .clone()
-                    .unwrap_or_else(|| Arc::new(agents::tools::NobodyToAsk)),
+                    .unwrap_or_else(|| approvals.clone()),
                 reviewer,
                 ..dispatch::ToolBroker::default()
             },
@@ -287,6 +290,7 @@ impl App {
             agent_tokens: Arc::new(dispatcher.clone()),
             tokens: secrets.ingress_tokens.as_ref().map(|(map, _)| map.clone()),
             public_url: config.server.public_url.clone(),
+            approvals,
         });
         let access = access_surface::AccessState::build(&config);
         Ok(App {

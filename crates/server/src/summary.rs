@@ -123,7 +123,7 @@ fn broker_line(app: &App) -> SurfaceLine {
         surface: "tool broker",
         on: true,
         note: format!(
-            "tool calls of {} pass it: {} grant{}, {} org rule{}; reviews by {}; a person's ask is refused under serve (no approval surface yet; `switchboard ask` prompts)",
+            "tool calls of {} pass it: {} grant{}, {} org rule{}; reviews by {}; a person answers on the run's page (/runs/<id>), `switchboard ask` on the terminal",
             calling.join(", "),
             policy.grants.len(),
             if policy.grants.len() == 1 { "" } else { "s" },

@@ -39,6 +39,8 @@ pub enum Who {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Question {
     pub run: SessionId,
+    /// The person the run acts for: the only one whose answer counts.
+    pub principal: Option<authz_core::ActorId>,
     pub action: String,
     pub tool: String,
     /// The call's arguments as the model wrote them.
@@ -205,6 +207,7 @@ impl BrokerGate {
     async fn ask(&self, call: &ToolCall, action: &str, who: Who, sink: &EventSink) -> Answer {
         let question = Question {
             run: self.session.clone(),
+            principal: self.agent.on_behalf_of.as_ref().map(|p| p.id.clone()),
             action: action.to_owned(),
             tool: call.name.clone(),
             arguments: call.arguments.clone(),
