@@ -717,3 +717,31 @@ async fn an_agent_review_rule_asks_the_reviewer() {
         );
     }
 }
+
+/// The policy file cannot be written through the tool, by its path or through a link to it.
+#[tokio::test]
+async fn the_policy_file_cannot_be_written() {
+    let fx = Fixture::new();
+    std::os::unix::fs::symlink(fx.ws.path().join(".switchboard"), fx.ws.path().join("cfg"))
+        .unwrap();
+    let (base, script) = scripted_model(vec![
+        Turn::Call("write_file", args(json!({"path": fx.path(".switchboard/agent-policy.toml"), "content": "deny_read = []"}))),
+        Turn::Call("write_file", args(json!({"path": fx.path("cfg/agent-policy.toml"), "content": "deny_read = []"}))),
+        Turn::Text("ok"),
+    ])
+    .await;
+    run_model(
+        &base,
+        BrokerGate::new(fx.settings(Ratchet::default(), Arc::new(NobodyToAsk))).unwrap(),
+    )
+    .await;
+    let results = script.tool_results();
+    assert_eq!(
+        results,
+        ["refused: the project's policy file is read-only; nothing was written"; 2]
+    );
+    assert_eq!(
+        std::fs::read_to_string(fx.ws.path().join(".switchboard/agent-policy.toml")).unwrap(),
+        "deny_read = [\".env\"]\n"
+    );
+}

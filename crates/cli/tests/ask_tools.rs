@@ -65,30 +65,18 @@ async fn scripted_model(calls: Vec<(&'static str, Value)>) -> String {
     format!("http://{addr}/v1")
 }
 
-/// An RFC 3339 time `seconds` from now.
+/// An RFC 3339 time `seconds` from now (by date(1), the machine's own clock).
 fn in_seconds(seconds: u64) -> String {
     let at = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_secs()
         + seconds;
-    let (days, rest) = (at / 86_400, at % 86_400);
-    // Civil from days (Howard Hinnant), for the test's own clock.
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60
-    )
+    let out = Command::new("date")
+        .args(["-u", "-d", &format!("@{at}"), "+%Y-%m-%dT%H:%M:%SZ"])
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
 fn config(dir: &std::path::Path, base: &str, extra: &str) -> std::path::PathBuf {
@@ -183,8 +171,8 @@ impl Asking {
 
 const WRITE_GRANT: &str = "[[agent_grants]]\nid = \"notes\"\nagent = \"local\"\ntool = \"write_file\"\npaths = [\"{workspace}\"]\nmode = \"auto\"\n";
 
-#[tokio::test(flavor = "multi_thread")]
-async fn the_terminal_prompt_approves_a_write_the_rules_ask_about() {
+/// The model asks to write; the rules ask the person; `line` is typed at the prompt.
+async fn write_answered_with(line: &'static str) -> (String, String) {
     let dir = tempfile::tempdir().unwrap();
     let base = scripted_model(vec![(
         "write_file",
@@ -192,14 +180,19 @@ async fn the_terminal_prompt_approves_a_write_the_rules_ask_about() {
     )])
     .await;
     let cfg = config(dir.path(), &base, WRITE_GRANT);
-    let (out, err) = tokio::task::spawn_blocking(move || {
+    tokio::task::spawn_blocking(move || {
         let mut a = ask(&cfg, &[]);
         a.wait_for_prompt();
-        a.answer("y\n");
+        a.answer(line);
         a.finish()
     })
     .await
-    .unwrap();
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_terminal_prompt_approves_a_write_the_rules_ask_about() {
+    let (out, err) = write_answered_with("y\n").await;
     assert!(
         err.contains("the agent asks to fs.write (write_file"),
         "{err}"
@@ -208,22 +201,8 @@ async fn the_terminal_prompt_approves_a_write_the_rules_ask_about() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn no_at_the_prompt_refuses_and_nothing_is_written() {
-    let dir = tempfile::tempdir().unwrap();
-    let base = scripted_model(vec![(
-        "write_file",
-        json!({"path": "{workspace}/notes.md", "content": "hello"}),
-    )])
-    .await;
-    let cfg = config(dir.path(), &base, WRITE_GRANT);
-    let (out, _) = tokio::task::spawn_blocking(move || {
-        let mut a = ask(&cfg, &[]);
-        a.wait_for_prompt();
-        a.answer("n\n");
-        a.finish()
-    })
-    .await
-    .unwrap();
+async fn no_at_the_prompt_refuses_the_write() {
+    let (out, _) = write_answered_with("n\n").await;
     assert!(
         out.contains("last tool result: refused: fs.write needs a person's approval: refused"),
         "{out}"

@@ -159,6 +159,11 @@ impl Executor {
             ));
         }
         self.refuse_denied(path, Some(&real))?;
+        if real.strip_prefix(&self.workspace).ok()
+            == Some(Path::new(broker::file::PROJECT_POLICY_FILE))
+        {
+            return Err("the project's policy file is read-only; nothing was written".to_owned());
+        }
         self.inside_grant(decision, &parent).await?;
         let temp = parent.join(format!(".{}.switchboard-write", name.to_string_lossy()));
         tokio::fs::write(&temp, content)
