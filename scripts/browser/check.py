@@ -3,8 +3,10 @@
 An issuer made here (an RSA key from `cryptography`, RS256 tokens from PyJWT, the JWKS on a
 loopback HTTP server) signs the viewer's CF_Authorization cookie for a real `switchboard
 serve`. The browser loads /runs, opens a run, sees a new run appear through the feed without a
-reload, never sees a run the viewer may not read (in the DOM or in the feed's raw bytes), and
-stops a live run from its page. Screenshots go to target/browser-check/.
+reload, never sees a run the viewer may not read (in the DOM or in the feed's raw bytes),
+stops a live run from its page, and approves an agent's tool call from the run's page opened
+through its capability link (the agent's model is scripted here, on loopback). Screenshots go
+to target/browser-check/.
 
 Every failure exits non-zero, including a browser that does not start.
 """
@@ -70,13 +72,53 @@ def serve_jwks(public_key):
 
 
 def start_run(base, token, text):
+    return start(base, token, text)["run_id"]
+
+
+def start(base, token, text):
+    """POST /ingress; its JSON reply (run_id, and the capability link)."""
     request = urllib.request.Request(
         f"{base}/ingress",
         data=text.encode(),
         headers={"authorization": f"Bearer {token}", "accept": "application/json"},
     )
     with urllib.request.urlopen(request, timeout=10) as response:
-        return json.load(response)["run_id"]
+        return json.load(response)
+
+
+def serve_model():
+    """A scripted chat-completions model: it asks to write notes.md in the workspace it was
+    told about, then answers with what the tool call returned."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            request = json.loads(self.rfile.read(int(self.headers["content-length"])))
+            messages = request["messages"]
+            last = messages[-1]
+            if last["role"] == "tool":
+                delta = {"content": "tool said: " + last["content"]}
+            else:
+                workspace = next(
+                    m["content"][len("Your workspace is "):].split(". ")[0]
+                    for m in messages
+                    if (m.get("content") or "").startswith("Your workspace is ")
+                )
+                args = json.dumps({"path": workspace + "/notes.md", "content": "from the browser check"})
+                delta = {"tool_calls": [{"index": 0, "id": "call-1", "type": "function",
+                                         "function": {"name": "write_file", "arguments": args}}]}
+            body = f"data: {json.dumps({'choices': [{'delta': delta}]})}\n\ndata: [DONE]\n\n".encode()
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}/v1"
 
 
 def read_feed(base, cookie, seconds, out):
@@ -106,6 +148,7 @@ def main():
     )
     port = free_port()
     base = f"http://127.0.0.1:{port}"
+    model_url = serve_model()
     work = tempfile.mkdtemp(prefix="browser-check-")
     config = os.path.join(work, "switchboard.toml")
     with open(config, "w") as f:
@@ -122,8 +165,18 @@ default = "echo"
 [agents.echo]
 [agents.staller]
 behaviour = "stall"
+[agents.writer]
+backend = "openai"
+base_url = "{model_url}"
+model = "scripted"
+[[agent_grants]]
+id = "writer-notes"
+agent = "writer"
+tool = "write_file"
+paths = ["{{workspace}}"]
+mode = "auto"
 [grants."http:ops"]
-actions = ["agent:run:staller"]
+actions = ["agent:run:staller", "agent:run:writer"]
 [grants."http:secret"]
 actions = ["agent:run:staller"]
 # The viewer reads and stops the ops channel's runs, and nothing of the secret one.
@@ -224,7 +277,45 @@ jwks_url = "{jwks_url}"
             driver.refresh()
             WebDriverWait(driver, 10).until(stopped)
         driver.save_screenshot(os.path.join(SHOTS, "stopped-run.png"))
-        print(f"browser-check: Chromium loaded /runs, followed the feed, stopped {first}; screenshots in {SHOTS}")
+
+        # An agent's tool call waits for the person who started the run: the capability link
+        # shows the Approve / Deny form; Approve lets the write happen and the run finish.
+        writer = start(base, OPS, "@writer take notes")
+        driver.delete_all_cookies()
+        driver.get(writer["link"])
+        approve = (By.CSS_SELECTOR, "form.approval button[value=approve]")
+        for _ in range(3):
+            try:
+                WebDriverWait(driver, 5).until(lambda d: d.find_elements(*approve))
+                break
+            except Exception:
+                driver.refresh()
+        else:
+            fail("the run page never showed the approval form: " + driver.page_source[:800])
+        if "fs.write" not in driver.page_source:
+            fail("the approval form does not say what the agent asks")
+        driver.save_screenshot(os.path.join(SHOTS, "approval.png"))
+        driver.find_element(*approve).click()
+        run_id = writer["run_id"]
+
+        def completed(d):
+            cells = d.find_elements(By.ID, "run-status")
+            return cells and cells[0].text == "completed"
+
+        try:
+            WebDriverWait(driver, 15).until(completed)
+        except Exception:
+            # The capability link opens only a live run; once it ended, the viewer's own page.
+            driver.add_cookie({"name": "CF_Authorization", "value": cookie, "path": "/"})
+            driver.get(f"{base}/runs/{run_id}")
+            WebDriverWait(driver, 10).until(completed)
+        answer = driver.find_elements(By.ID, "answer")
+        if not answer or "tool said: wrote" not in answer[0].text:
+            fail("the approved write did not reach the agent: " + driver.page_source[:800])
+        driver.save_screenshot(os.path.join(SHOTS, "approved-run.png"))
+        print(
+            f"browser-check: Chromium loaded /runs, followed the feed, stopped {first}, approved a tool call of {run_id}; screenshots in {SHOTS}"
+        )
     finally:
         if driver is not None:
             driver.quit()
