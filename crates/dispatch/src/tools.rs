@@ -91,7 +91,7 @@ pub(crate) async fn gate_for(
         project.rules,
         r.run_rules.to_vec(),
     );
-    let ratchet = ancestors_promises(store, r.run.parent_run.clone()).await?;
+    let (ratchet, state) = ancestors(store, r.run.parent_run.clone()).await?;
     let agent = authz_core::resolve_agent(r.agent, Some(r.principal.clone()), &broker.table);
     let now = r.now;
     let settings = GateSettings {
@@ -105,7 +105,7 @@ pub(crate) async fn gate_for(
         workspace: r.workspace.to_owned(),
         deny_read: project.deny_read,
         ratchet,
-        state: SessionState::default(),
+        state,
         limits: broker.limits,
         person: broker.person.clone(),
         reviewer: broker.reviewer.clone(),
@@ -115,10 +115,23 @@ pub(crate) async fn gate_for(
     BrokerGate::new(settings).map(|gate| Tools(Arc::new(gate)))
 }
 
-/// The promises of every ancestor run, oldest first. A restriction that cannot be read fails
-/// the run: a promise must never silently stop binding.
-async fn ancestors_promises(store: &dyn Store, parent: Option<RunId>) -> Result<Ratchet, String> {
+/// A `taint` event's body: the session's state once it rose.
+#[derive(serde::Deserialize)]
+struct TaintEvent {
+    taint: broker::DataClass,
+    untrusted: bool,
+}
+
+/// What a child run inherits from its ancestors: their promises, oldest first, and the highest
+/// taint any of them reached (so a secret one read cannot leave through a child's fetch). A
+/// restriction or taint event that cannot be read fails the run: neither may silently stop
+/// binding.
+async fn ancestors(
+    store: &dyn Store,
+    parent: Option<RunId>,
+) -> Result<(Ratchet, SessionState), String> {
     let mut chain: Vec<Vec<RatchetEvent>> = Vec::new();
+    let mut state = SessionState::default();
     let mut next = parent;
     while let Some(id) = next {
         if chain.len() >= MAX_ANCESTORS {
@@ -137,6 +150,14 @@ async fn ancestors_promises(store: &dyn Store, parent: Option<RunId>) -> Result<
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| format!("run {id} holds a restriction that does not read: {e}"))?;
         chain.push(promises);
+        for event in events.iter().filter(|e| e.kind == "taint") {
+            let taint: TaintEvent = serde_json::from_str(&event.body)
+                .map_err(|e| format!("run {id} holds a taint event that does not read: {e}"))?;
+            state = state.after(broker::Label {
+                class: taint.taint,
+                untrusted: taint.untrusted,
+            });
+        }
         next = store
             .get_run(&id)
             .await
@@ -144,7 +165,8 @@ async fn ancestors_promises(store: &dyn Store, parent: Option<RunId>) -> Result<
             .and_then(|run| run.parent_run);
     }
     let oldest_first: Vec<RatchetEvent> = chain.into_iter().rev().flatten().collect();
-    Ratchet::fold(&oldest_first).map_err(|e| e.to_string())
+    let ratchet = Ratchet::fold(&oldest_first).map_err(|e| e.to_string())?;
+    Ok((ratchet, state))
 }
 
 /// Where a tool-calling run without a repo keeps its files: a directory of its own under the
@@ -166,5 +188,89 @@ pub(crate) fn remove_run_workspace(data_dir: &Path, run: &RunId) {
         && e.kind() != std::io::ErrorKind::NotFound
     {
         tracing::warn!(run = %run, error = %e, "removing the run's scratch directory failed");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use authz_core::{ActorId, ChannelId, ChannelVisibility};
+    use broker::{DataClass, RuleDecision};
+    use store::{NewRun, Timestamp as At};
+
+    async fn run(store: &dyn Store, parent: Option<RunId>, events: &[(&str, &str)]) -> RunId {
+        let mut new = NewRun::fixture(
+            ChannelId::parse("http:ops").unwrap(),
+            ActorId::parse("http:ops").unwrap(),
+            ChannelVisibility::Machine,
+            At::now(),
+        );
+        new.parent_run = parent;
+        let id = store.create_run(new).await.unwrap().id;
+        for (kind, body) in events {
+            store
+                .append_event(&id, At::now(), kind, body)
+                .await
+                .unwrap();
+        }
+        id
+    }
+
+    #[tokio::test]
+    async fn a_child_inherits_every_ancestors_promises_and_highest_taint() {
+        let store = store::open("memory:").await.unwrap();
+        let grandparent = run(
+            store.as_ref(),
+            None,
+            &[
+                (
+                    "restriction",
+                    r#"{"kind":"restricted","promise":"net.*=deny"}"#,
+                ),
+                ("taint", r#"{"taint":"sensitive","untrusted":false}"#),
+                ("text", "not a promise"),
+            ],
+        )
+        .await;
+        let parent = run(
+            store.as_ref(),
+            Some(grandparent.clone()),
+            &[
+                (
+                    "restriction",
+                    r#"{"kind":"restricted","promise":"fs.write=ask"}"#,
+                ),
+                ("taint", r#"{"taint":"secret","untrusted":true}"#),
+            ],
+        )
+        .await;
+        let (ratchet, state) = ancestors(store.as_ref(), Some(parent.clone()))
+            .await
+            .unwrap();
+        assert_eq!(ratchet.ceiling("net.fetch"), Some(RuleDecision::Deny));
+        assert_eq!(ratchet.ceiling("fs.write"), Some(RuleDecision::Ask));
+        assert_eq!((state.taint, state.untrusted), (DataClass::Secret, true));
+        // A run with no parent starts clean.
+        let (ratchet, state) = ancestors(store.as_ref(), None).await.unwrap();
+        assert!(ratchet.promises().is_empty());
+        assert_eq!(state, SessionState::default());
+        // An ancestor's event that does not read fails the child, never loosens it.
+        let bad = run(
+            store.as_ref(),
+            Some(parent),
+            &[("restriction", "{\"kind\":\"lifted\"}")],
+        )
+        .await;
+        let err = ancestors(store.as_ref(), Some(bad.clone()))
+            .await
+            .unwrap_err();
+        assert!(err.contains("does not read"), "{err}");
+        let tainted = run(
+            store.as_ref(),
+            None,
+            &[("taint", "{\"taint\":\"topsecret\"}")],
+        )
+        .await;
+        assert!(ancestors(store.as_ref(), Some(tainted)).await.is_err());
     }
 }
