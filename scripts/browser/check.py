@@ -51,24 +51,33 @@ def fail(message):
     sys.exit(1)
 
 
+class Quiet(http.server.BaseHTTPRequestHandler):
+    """A handler that logs nothing."""
+
+    def log_message(self, *args):
+        pass
+
+
+def serve_on_loopback(handler):
+    """Serves `handler` on a free loopback port in a daemon thread; the port."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server.server_address[1]
+
+
 def serve_jwks(public_key):
     jwk = json.loads(RSAAlgorithm.to_jwk(public_key))
     jwk.update({"kid": KID, "alg": "RS256", "use": "sig"})
     body = json.dumps({"keys": [jwk]}).encode()
 
-    class Handler(http.server.BaseHTTPRequestHandler):
+    class Handler(Quiet):
         def do_GET(self):
             self.send_response(200)
             self.send_header("content-type", "application/json")
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return f"http://127.0.0.1:{server.server_address[1]}/certs"
+    return f"http://127.0.0.1:{serve_on_loopback(Handler)}/certs"
 
 
 def start_run(base, token, text):
@@ -90,7 +99,7 @@ def serve_model():
     """A scripted chat-completions model: it asks to write notes.md in the workspace it was
     told about, then answers with what the tool call returned."""
 
-    class Handler(http.server.BaseHTTPRequestHandler):
+    class Handler(Quiet):
         def do_POST(self):
             request = json.loads(self.rfile.read(int(self.headers["content-length"])))
             messages = request["messages"]
@@ -113,12 +122,7 @@ def serve_model():
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return f"http://127.0.0.1:{server.server_address[1]}/v1"
+    return f"http://127.0.0.1:{serve_on_loopback(Handler)}/v1"
 
 
 def read_feed(base, cookie, seconds, out):
