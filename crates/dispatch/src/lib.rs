@@ -671,6 +671,9 @@ impl Inner {
             {
                 Ok(tools) => Some(tools),
                 Err(why) => {
+                    if run.repo.is_none() {
+                        tools::remove_run_workspace(&self.settings.data_dir, &run.id);
+                    }
                     self.fail_before_start(&run, &why).await;
                     return Err(DispatchError::Policy(why));
                 }
@@ -794,10 +797,12 @@ impl Inner {
                 own.as_path()
             }
         };
+        // A child run is asked for by its parent's agent: the person it acts for is the parent's.
+        let principal = req.actor.on_behalf_of.as_deref().unwrap_or(&req.actor);
         let for_run = tools::ForRun {
             run,
             agent: name,
-            principal: &req.actor,
+            principal,
             profile,
             workspace,
             run_rules: &req.policy_rules,

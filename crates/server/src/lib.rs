@@ -79,7 +79,7 @@ pub struct Overrides {
     /// route serves a log nothing writes to.
     pub span_log: Option<telemetry::SpanLog>,
     /// Who answers a person's ask for a tool call (`switchboard ask`: a prompt on the
-    /// terminal); default: nobody, so an ask is refused.
+    /// terminal); default: the run page's Approve / Deny form (`PendingApprovals`).
     pub approver: Option<Arc<dyn agents::tools::Approver>>,
 }
 
