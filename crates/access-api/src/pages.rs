@@ -361,33 +361,28 @@ fn run_body(
         ));
     }
     out.push_str(&format!("<h2>Events <a class=\"muted\" href=\"{base}/events{suffix}\">text</a></h2><ol id=\"events\">"));
-    for e in events
-        .get("events")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        out.push_str(&format!(
-            "<li><span class=\"muted\">{}</span> {}</li>",
-            escape(&text_of(e, "kind")),
-            escape(&text_of(e, "body"))
-        ));
-    }
+    out.push_str(&items(events, "events", "body"));
     out.push_str(&format!("</ol><h2>Friction <a class=\"muted\" href=\"{base}/friction{suffix}\">text</a></h2><ul id=\"friction\">"));
-    for f in friction
-        .get("friction")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        out.push_str(&format!(
-            "<li><span class=\"muted\">{}</span> {}</li>",
-            escape(&text_of(f, "kind")),
-            escape(&text_of(f, "detail"))
-        ));
-    }
+    out.push_str(&items(friction, "friction", "detail"));
     out.push_str("</ul></main>");
     out
+}
+
+/// The `<li>`s of a reply's list `list`: each entry's kind, then its `text` field, escaped.
+fn items(reply: &Value, list: &str, text: &str) -> String {
+    reply
+        .get(list)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            format!(
+                "<li><span class=\"muted\">{}</span> {}</li>",
+                escape(&text_of(e, "kind")),
+                escape(&text_of(e, text))
+            )
+        })
+        .collect()
 }
 
 /// The two parts of a run served as text.
@@ -477,27 +472,39 @@ pub async fn stop(
         Ok(Opener::Viewer(caller)) => ask(&api, &caller, "runs.stop", json!({"id": id})).await,
     };
     match reply.kind {
-        ReplyKind::Ok => {
-            let to = format!("/runs/{id}{}", token_suffix(token.as_deref()));
-            let mut r = StatusCode::SEE_OTHER.into_response();
-            if let Ok(v) = HeaderValue::from_str(&to) {
-                r.headers_mut().insert(header::LOCATION, v);
-            }
-            html::secure(&mut r, None);
-            r
-        }
+        ReplyKind::Ok => back_to_run(&id, token.as_deref()),
         ReplyKind::NotFound => html::not_found(),
-        kind => html::page(
+        kind => not_done(
             crate::api::status_of(kind),
             "Not stopped",
-            &format!(
-                "<main><h1>Not stopped</h1><pre>{}</pre><p><a href=\"/runs/{}\">Back to the run</a></p></main>",
-                escape(&reply.text),
-                escape(&id)
-            ),
-            None,
+            &id,
+            &format!("<pre>{}</pre>", escape(&reply.text)),
         ),
     }
+}
+
+/// 303 back to the run's page (with its capability token, when it came with one).
+fn back_to_run(id: &str, token: Option<&str>) -> Response {
+    let to = format!("/runs/{id}{}", token_suffix(token));
+    let mut r = StatusCode::SEE_OTHER.into_response();
+    if let Ok(v) = HeaderValue::from_str(&to) {
+        r.headers_mut().insert(header::LOCATION, v);
+    }
+    html::secure(&mut r, None);
+    r
+}
+
+/// A page saying what was not done (`why` is HTML, already escaped), linking back to the run.
+fn not_done(status: StatusCode, title: &str, id: &str, why: &str) -> Response {
+    html::page(
+        status,
+        title,
+        &format!(
+            "<main><h1>{title}</h1>{why}<p><a href=\"/runs/{}\">Back to the run</a></p></main>",
+            escape(id)
+        ),
+        None,
+    )
 }
 
 /// `POST /runs/<id>/approvals/<approval>` with `answer=approve|deny` (the run page's form): a
@@ -541,15 +548,7 @@ pub async fn approve(
         .approvals
         .answer(&run_id, &approval, answerer(&opener), approve)
     {
-        Ok(()) => {
-            let to = format!("/runs/{id}{}", token_suffix(token.as_deref()));
-            let mut r = StatusCode::SEE_OTHER.into_response();
-            if let Ok(v) = HeaderValue::from_str(&to) {
-                r.headers_mut().insert(header::LOCATION, v);
-            }
-            html::secure(&mut r, None);
-            r
-        }
+        Ok(()) => back_to_run(&id, token.as_deref()),
         Err(e @ ApprovalError::NotPending) => {
             not_answered(StatusCode::CONFLICT, &id, &e.to_string())
         }
@@ -561,15 +560,11 @@ pub async fn approve(
 }
 
 fn not_answered(status: StatusCode, id: &str, why: &str) -> Response {
-    html::page(
+    not_done(
         status,
         "Not answered",
-        &format!(
-            "<main><h1>Not answered</h1><p>{}</p><p><a href=\"/runs/{}\">Back to the run</a></p></main>",
-            escape(why),
-            escape(id)
-        ),
-        None,
+        id,
+        &format!("<p>{}</p>", escape(why)),
     )
 }
 

@@ -381,14 +381,6 @@ impl GrantSet {
             .filter_map(|&i| self.entries.get(i))
             .map(|(grant, sha)| (grant, sha))
     }
-
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
 }
 
 /// A grant as configured (`[[agent_grants]]`): paths may start with `{workspace}`, replaced by

@@ -20,9 +20,8 @@
 //! [`ratchet`] folds an agent's `restrict_self` promises; the sandbox that enforces deny_read
 //! for programs is `agents::sandbox`.
 //!
-//! Not built yet (issue 14 is open): the `openai` tool loop that calls this crate for every
-//! call, reading the ratchet's events over the chain of ancestor runs, and the approval
-//! surfaces (CLI prompt, reviewer agent, Slack buttons, the run page's form).
+//! Who calls it: `agents::tools::BrokerGate` for every tool call of an `openai` agent (built per
+//! run by `dispatch`). Not built yet: Slack's approval buttons, and MCP servers' tools.
 
 pub mod args;
 pub mod file;

@@ -268,10 +268,6 @@ impl Layer {
         layer
     }
 
-    pub fn rules(&self) -> &[Rule] {
-        &self.rules
-    }
-
     /// The most specific matching rule's decision; equal specificity takes the more restrictive
     /// decision, so the order of the rules never matters.
     pub fn lookup(&self, key: &RuleKey<'_>) -> Option<RuleDecision> {
@@ -356,18 +352,6 @@ impl RuleTable {
             run: Layer::new(run),
             shipped: Layer::new(shipped_rules()),
         }
-    }
-
-    /// A child run's table: the same org and project rules, none of the parent's `--policy-rule`s.
-    pub fn for_child(&self) -> RuleTable {
-        RuleTable {
-            run: Layer::default(),
-            ..self.clone()
-        }
-    }
-
-    pub fn run_rules(&self) -> &[Rule] {
-        self.run.rules()
     }
 
     /// The run's rule answers instead of the project's, the project's instead of the org's, the
@@ -670,13 +654,16 @@ mod tests {
         assert_eq!(answer("git.commit").source, RuleSource::Shipped);
         assert_eq!(answer("mcp.gh.list").decision, Ask);
         assert_eq!(answer("mcp.gh.list").source, RuleSource::Unnamed);
-        // A child gets none of the run's rules.
-        let child = table.for_child();
+        // Without the run's rules (a child run's table), the project's answer stands.
+        let child = RuleTable::new(
+            vec![rule(Some("net.*"), None, None, None, Ask)],
+            vec![rule(Some("net.fetch"), None, None, None, Deny)],
+            vec![],
+        );
         assert_eq!(
             child.lookup(&key("net.fetch", "x", None, None)).decision,
             Deny
         );
-        assert!(child.run_rules().is_empty());
         // Unconfigured: git.push is denied.
         let bare = RuleTable::new(vec![], vec![], vec![]);
         assert_eq!(

@@ -464,13 +464,13 @@ fn build_agents(
                 backend,
                 timeout: spec.timeout,
                 caps: spec.caps,
-                tools: match &spec.backend {
-                    config::BackendSpec::OpenAi { model, .. } => Some(dispatch::ToolProfile {
+                tools: spec
+                    .backend
+                    .tool_model()
+                    .map(|model| dispatch::ToolProfile {
                         kind: spec.kind.clone(),
-                        model: model.clone(),
+                        model: model.to_owned(),
                     }),
-                    _ => None,
-                },
             },
         );
     }

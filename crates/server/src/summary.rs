@@ -108,7 +108,7 @@ fn broker_line(app: &App) -> SurfaceLine {
     let calling: Vec<String> = c
         .agent_specs
         .iter()
-        .filter(|(_, spec)| matches!(spec.backend, crate::config::BackendSpec::OpenAi { .. }))
+        .filter(|(_, spec)| spec.backend.tool_model().is_some())
         .map(|(name, _)| name.to_string())
         .collect();
     if calling.is_empty() {

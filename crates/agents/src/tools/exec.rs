@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use broker::Decision;
@@ -40,8 +41,26 @@ pub(crate) struct Executor {
     pub(crate) workspace: PathBuf,
     pub(crate) deny_read: Vec<String>,
     pub(crate) limits: ExecLimits,
-    pub(crate) http: reqwest::Client,
     pub(crate) scratch: PathBuf,
+    /// The run's sandbox for `shell` and `git`, prepared at the first such call (the stub
+    /// written, missing denied names made) and reused after.
+    pub(crate) sandbox: OnceLock<Result<Sandbox, String>>,
+}
+
+/// The fetch client, one per process, made at the first fetch. No redirects: the host a grant
+/// was checked against is the only host reached.
+fn fetch_client() -> Result<&'static reqwest::Client, String> {
+    static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
+    CLIENT
+        .get_or_init(|| {
+            reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .connect_timeout(Duration::from_secs(10))
+                .build()
+                .map_err(|e| format!("the fetch client could not be made: {e}"))
+        })
+        .as_ref()
+        .map_err(Clone::clone)
 }
 
 impl Executor {
@@ -194,15 +213,21 @@ impl Executor {
         if !decision.paths().is_empty() {
             self.inside_grant(decision, &real_dir).await?;
         }
-        let sandbox = Sandbox::prepare(&SandboxSpec {
-            workspace: self.workspace.clone(),
-            deny_read: self.deny_read.clone(),
-            read_only_in_workspace: vec![broker::file::PROJECT_POLICY_FILE.to_owned()],
-            read_only: Vec::new(),
-            network: Network::Unshared,
-            scratch: self.scratch.clone(),
-        })
-        .map_err(|e| e.to_string())?;
+        let sandbox = self
+            .sandbox
+            .get_or_init(|| {
+                Sandbox::prepare(&SandboxSpec {
+                    workspace: self.workspace.clone(),
+                    deny_read: self.deny_read.clone(),
+                    read_only_in_workspace: vec![broker::file::PROJECT_POLICY_FILE.to_owned()],
+                    read_only: Vec::new(),
+                    network: Network::Unshared,
+                    scratch: self.scratch.clone(),
+                })
+                .map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .map_err(Clone::clone)?;
         let mut command = sandbox.command_in(&real_dir, program, args);
         command
             .env_clear()
@@ -235,8 +260,7 @@ impl Executor {
             HttpMethod::Head => reqwest::Method::HEAD,
             HttpMethod::Post => reqwest::Method::POST,
         };
-        let mut response = self
-            .http
+        let mut response = fetch_client()?
             .request(method, url)
             .timeout(self.limits.fetch_timeout)
             .send()

@@ -162,12 +162,6 @@ impl BrokerGate {
             .prefix("switchboard-tools-")
             .tempdir()
             .map_err(|e| format!("the tools' scratch directory: {e}"))?;
-        // No redirects: the host a grant was checked against is the only host reached.
-        let http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(Duration::from_secs(10))
-            .build()
-            .map_err(|e| format!("the fetch client: {e}"))?;
         Ok(BrokerGate {
             session: settings.session,
             agent: settings.agent,
@@ -184,8 +178,8 @@ impl BrokerGate {
                 workspace,
                 deny_read: settings.deny_read,
                 limits: settings.limits,
-                http,
                 scratch: scratch.path().to_owned(),
+                sandbox: std::sync::OnceLock::new(),
             },
             mutable: Mutex::new(Mutable {
                 state: settings.state,

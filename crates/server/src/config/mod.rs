@@ -276,6 +276,15 @@ pub enum BackendSpec {
 }
 
 impl BackendSpec {
+    /// The model of a back end whose agent calls tools through the broker (`openai`); `None`
+    /// for the others.
+    pub fn tool_model(&self) -> Option<&str> {
+        match self {
+            BackendSpec::OpenAi { model, .. } => Some(model),
+            BackendSpec::Echo { .. } | BackendSpec::Command { .. } => None,
+        }
+    }
+
     pub fn kind(&self) -> &'static str {
         match self {
             BackendSpec::Echo { .. } => "echo",
