@@ -50,9 +50,9 @@ pub use args::{ArgError, ArgSpec, Args, ArgsSchema};
 pub use authz_core::Surface;
 pub use deny::{Audit, AuditLine, DenyShape, MemoryAudit, Refusal, TracingAudit};
 pub use ports::{
-    AgentTokenCheck, Answerer, ApprovalDesk, ApprovalError, Busy, CODING_AGENT, CommandRun,
-    LaunchError, LiveFeed, LiveRun, LiveStream, LiveUpdate, NoApprovals, PendingApproval, RepoTask,
-    RunLauncher, RunOutcome, RunRequest, StartedRun,
+    AgentTokenCheck, Answerer, ApprovalDesk, ApprovalError, AskedWatch, Busy, CODING_AGENT,
+    CommandRun, LaunchError, LiveFeed, LiveRun, LiveStream, LiveUpdate, NoApprovals,
+    PendingApproval, RepoTask, RunLauncher, RunOutcome, RunRequest, StartedRun,
 };
 pub use reply::{Reply, ReplyKind};
 pub use schedules::{FireError, ManualFiring, NoSchedules, ScheduleDesk, ScheduleView};

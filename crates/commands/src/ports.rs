@@ -73,10 +73,14 @@ pub enum ApprovalError {
     NotThePrincipal,
 }
 
-/// The asks waiting for a person, and their answers (the run page's Approve / Deny form).
+/// The asks waiting for a person, and their answers (the run page's Approve / Deny form,
+/// Slack's buttons).
 pub trait ApprovalDesk: Send + Sync {
     /// The asks of `run` that `by` may answer.
     fn pending(&self, run: &RunId, by: Answerer<'_>) -> Vec<PendingApproval>;
+    /// A watch on new asks, on any run. A surface that offers asks as they come watches
+    /// first, then reads `pending`, so none falls in between.
+    fn asked(&self) -> Box<dyn AskedWatch>;
     fn answer(
         &self,
         run: &RunId,
@@ -86,12 +90,32 @@ pub trait ApprovalDesk: Send + Sync {
     ) -> Result<(), ApprovalError>;
 }
 
+/// Hears of new asks ([`ApprovalDesk::asked`]).
+pub trait AskedWatch: Send {
+    /// Resolves `true` once a new ask has waited since the watch began or since the last
+    /// `true`; `false` when no ask can ever wait on this desk.
+    fn changed(&mut self) -> BoxFuture<'_, bool>;
+}
+
+/// The watch of a desk where nothing ever waits.
+struct NoAsks;
+
+impl AskedWatch for NoAsks {
+    fn changed(&mut self) -> BoxFuture<'_, bool> {
+        Box::pin(std::future::ready(false))
+    }
+}
+
 /// No asks wait anywhere (the CLI answers its own on the terminal).
 pub struct NoApprovals;
 
 impl ApprovalDesk for NoApprovals {
     fn pending(&self, _run: &RunId, _by: Answerer<'_>) -> Vec<PendingApproval> {
         Vec::new()
+    }
+
+    fn asked(&self) -> Box<dyn AskedWatch> {
+        Box::new(NoAsks)
     }
 
     fn answer(

@@ -9,8 +9,9 @@ use std::sync::{Arc, Mutex};
 
 use agents::tools::{Answer, Approver, Question, Who};
 use async_trait::async_trait;
+use authz_core::BoxFuture;
 use authz_core::{ActorId, RunId};
-use commands::{Answerer, ApprovalDesk, ApprovalError, PendingApproval};
+use commands::{Answerer, ApprovalDesk, ApprovalError, AskedWatch, PendingApproval};
 use tokio::sync::oneshot;
 
 struct Waiting {
@@ -19,9 +20,19 @@ struct Waiting {
     answer: oneshot::Sender<bool>,
 }
 
-#[derive(Default)]
 pub struct PendingApprovals {
     waiting: Arc<Mutex<HashMap<String, Waiting>>>,
+    /// Counts the asks so far; a surface watching it offers each new one.
+    asked: tokio::sync::watch::Sender<u64>,
+}
+
+impl Default for PendingApprovals {
+    fn default() -> Self {
+        PendingApprovals {
+            waiting: Arc::default(),
+            asked: tokio::sync::watch::Sender::new(0),
+        }
+    }
 }
 
 impl PendingApprovals {
@@ -79,6 +90,7 @@ impl Approver for PendingApprovals {
             waiting: self.waiting.clone(),
             id,
         };
+        self.asked.send_modify(|n| *n += 1);
         match rx.await {
             Ok(true) => Answer::Yes,
             Ok(false) => Answer::No,
@@ -97,6 +109,10 @@ impl ApprovalDesk for PendingApprovals {
         });
         list.sort_by(|a, b| a.id.cmp(&b.id));
         list
+    }
+
+    fn asked(&self) -> Box<dyn AskedWatch> {
+        Box::new(Asked(self.asked.subscribe()))
     }
 
     fn answer(
@@ -120,6 +136,15 @@ impl ApprovalDesk for PendingApprovals {
                 .send(approve)
                 .map_err(|_| ApprovalError::NotPending)
         })
+    }
+}
+
+/// A watch on the desk's count of asks.
+struct Asked(tokio::sync::watch::Receiver<u64>);
+
+impl AskedWatch for Asked {
+    fn changed(&mut self) -> BoxFuture<'_, bool> {
+        Box::pin(async move { self.0.changed().await.is_ok() })
     }
 }
 
@@ -173,7 +198,9 @@ mod tests {
         let alice = ActorId::parse("access:alice").unwrap();
         let mallory = ActorId::parse("access:mallory").unwrap();
 
+        let mut asked = desk.asked();
         let (task, id) = waiting(&desk, "access:alice").await;
+        assert!(asked.changed().await, "a watcher hears of the new ask");
         assert_eq!(desk.pending(&run, Answerer::Actor(&alice)).len(), 1);
         assert!(
             desk.pending(&run, Answerer::Actor(&mallory)).is_empty(),
@@ -201,6 +228,8 @@ mod tests {
             Err(ApprovalError::NotPending)
         );
         assert!(desk.pending(&run, Answerer::Capability).is_empty());
+        let quiet = tokio::time::timeout(Duration::from_millis(50), asked.changed()).await;
+        assert!(quiet.is_err(), "an answer is not a new ask");
 
         let (task, id) = waiting(&desk, "access:alice").await;
         assert_eq!(desk.answer(&run, &id, Answerer::Capability, false), Ok(()));

@@ -212,6 +212,42 @@ impl SlackApi {
         Ok(res.ts.0)
     }
 
+    /// `chat.postMessage` of Block Kit `blocks` (with `text` as the notification fallback)
+    /// into a thread; the new message's `ts`. Blocks that are not Block Kit are `encode`.
+    pub async fn post_blocks(
+        &self,
+        channel: &str,
+        thread_ts: &str,
+        text: &str,
+        blocks: serde_json::Value,
+    ) -> Result<String, ApiFault> {
+        let blocks: Vec<SlackBlock> =
+            serde_json::from_value(blocks).map_err(|_| ApiFault("encode".to_owned()))?;
+        let content = Self::content(text).with_blocks(blocks);
+        let req = SlackApiChatPostMessageRequest::new(channel.into(), content)
+            .with_thread_ts(thread_ts.into());
+        let res = self
+            .retrying(|| {
+                let req = &req;
+                async move { self.session().chat_post_message(req).await }
+            })
+            .await?;
+        Ok(res.ts.0)
+    }
+
+    /// `chat.update` of a message this bot posted with blocks: `text` replaces it whole (its
+    /// buttons go).
+    pub async fn replace(&self, channel: &str, ts: &str, text: &str) -> Result<(), ApiFault> {
+        let content = Self::content(text).with_blocks(Vec::new());
+        let req = SlackApiChatUpdateRequest::new(channel.into(), content, ts.into());
+        self.retrying(|| {
+            let req = &req;
+            async move { self.session().chat_update(req).await }
+        })
+        .await
+        .map(|_| ())
+    }
+
     /// `chat.update` of a message this bot posted.
     pub async fn update(&self, channel: &str, ts: &str, text: &str) -> Result<(), ApiFault> {
         let req = SlackApiChatUpdateRequest::new(channel.into(), Self::content(text), ts.into());

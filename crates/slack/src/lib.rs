@@ -22,6 +22,7 @@
 //! and the run keeps its outcome.
 
 pub mod api;
+pub mod approvals;
 pub mod directory;
 pub mod event;
 pub mod signature;
@@ -107,10 +108,11 @@ impl SlackSurface {
     }
 }
 
-/// The `/slack/events` route.
+/// The `/slack/events` and `/slack/interactions` routes.
 pub fn router(surface: Arc<SlackSurface>) -> Router {
     Router::new()
         .route("/slack/events", post(events))
+        .route("/slack/interactions", post(interactions))
         .with_state(surface)
 }
 
@@ -119,23 +121,10 @@ fn status(code: StatusCode, text: &'static str) -> Response {
 }
 
 async fn events(State(surface): State<Arc<SlackSurface>>, request: Request) -> Response {
-    let (parts, body) = request.into_parts();
-    let headers = parts.headers;
-    let body = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
-        Ok(b) => b,
-        Err(_) => return status(StatusCode::PAYLOAD_TOO_LARGE, "the body is over 1 MiB"),
+    let body = match surface.signed_body(request, "events").await {
+        Ok(body) => body,
+        Err(refused) => return refused,
     };
-    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    if let Err(why) = surface.secret.verify(
-        header("x-slack-request-timestamp"),
-        header("x-slack-signature"),
-        &body,
-        surface.services.clock.now().micros() / 1_000_000,
-    ) {
-        commands::trace::mark_denied();
-        tracing::warn!(reason = %why, "[slack] refused an events request");
-        return StatusCode::UNAUTHORIZED.into_response();
-    }
     let inbound = match event::read(&body, &surface.bot_user) {
         Ok(i) => i,
         Err(problem) => {
@@ -160,6 +149,54 @@ async fn events(State(surface): State<Arc<SlackSurface>>, request: Request) -> R
             Ok(()) => StatusCode::OK.into_response(),
             Err(Unrecorded) => status(StatusCode::SERVICE_UNAVAILABLE, "try again"),
         },
+    }
+}
+
+async fn interactions(State(surface): State<Arc<SlackSurface>>, request: Request) -> Response {
+    let body = match surface.signed_body(request, "interactions").await {
+        Ok(body) => body,
+        Err(refused) => return refused,
+    };
+    match approvals::read_form(&body) {
+        Ok(interaction) => {
+            surface.interaction(interaction);
+            StatusCode::OK.into_response()
+        }
+        Err(problem) => {
+            tracing::warn!(problem = %problem, "[slack] a signed interaction could not be read");
+            status(
+                StatusCode::BAD_REQUEST,
+                "the body is not a Slack interaction",
+            )
+        }
+    }
+}
+
+impl SlackSurface {
+    /// The body of a request whose Slack signature holds; else the response refusing it
+    /// (401 for a bad or stale signature, 413 for a body over 1 MiB), nothing read further.
+    async fn signed_body(
+        &self,
+        request: Request,
+        route: &str,
+    ) -> Result<axum::body::Bytes, Response> {
+        let (parts, body) = request.into_parts();
+        let headers = parts.headers;
+        let body = axum::body::to_bytes(body, MAX_BODY_BYTES)
+            .await
+            .map_err(|_| status(StatusCode::PAYLOAD_TOO_LARGE, "the body is over 1 MiB"))?;
+        let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+        if let Err(why) = self.secret.verify(
+            header("x-slack-request-timestamp"),
+            header("x-slack-signature"),
+            &body,
+            self.services.clock.now().micros() / 1_000_000,
+        ) {
+            commands::trace::mark_denied();
+            tracing::warn!(reason = %why, "[slack] refused an {route} request");
+            return Err(StatusCode::UNAUTHORIZED.into_response());
+        }
+        Ok(body)
     }
 }
 
@@ -263,6 +300,8 @@ impl SlackSurface {
         match handled.run {
             None => self.reply(&req, &handled.reply.text, None).await,
             Some(run) => {
+                // Watched before anything else, so no ask the agent makes is missed.
+                let asked = self.services.approvals.asked();
                 let id = run.id().clone();
                 let working = self
                     .post(
@@ -286,7 +325,7 @@ impl SlackSurface {
                         self.friction(&id, "the capability link", &fault).await;
                     }
                 }
-                let outcome = match run.finished().await {
+                let outcome = match self.finished_offering_asks(&req, run, asked).await {
                     Some(done) => done.text(),
                     None => format!("run {id} ended without an outcome; see `runs get {id}`"),
                 };
@@ -329,7 +368,7 @@ impl SlackSurface {
         }
     }
 
-    async fn friction(&self, run: &RunId, what: &str, fault: &ApiFault) {
+    pub(crate) async fn friction(&self, run: &RunId, what: &str, fault: &ApiFault) {
         tracing::warn!(run = %run, error = %fault, "[slack] {what} could not be posted");
         let detail = format!("slack: {what} could not be posted ({fault})");
         if let Err(e) = self.services.record_reply_friction(run, &detail).await {

@@ -1,13 +1,14 @@
-//! Socket Mode: the same events over slack-morphism's WebSocket client, for deployments
-//! with no public URL. Each pushed event is read exactly as a signed HTTP body is (after
-//! Slack's app-token handshake proved the connection) and taken by [`SlackSurface::accept`],
-//! so the store's event-id check holds across replicas and transports alike.
+//! Socket Mode: the same events and button clicks over slack-morphism's WebSocket client,
+//! for deployments with no public URL. Each pushed event is read exactly as a signed HTTP
+//! body is (after Slack's app-token handshake proved the connection) and taken by
+//! [`SlackSurface::accept`], so the store's event-id check holds across replicas and
+//! transports alike; each click is read as a `/slack/interactions` payload is.
 
 use std::sync::Arc;
 
 use slack_morphism::prelude::*;
 
-use crate::{Inbound, SlackSurface, event};
+use crate::{Inbound, SlackSurface, approvals, event};
 
 /// Why Socket Mode could not start.
 #[derive(Debug, thiserror::Error)]
@@ -26,7 +27,9 @@ pub async fn start_socket_mode(
             .with_error_handler(on_error)
             .with_user_state(surface),
     );
-    let callbacks = SlackSocketModeListenerCallbacks::new().with_push_events(on_push);
+    let callbacks = SlackSocketModeListenerCallbacks::new()
+        .with_push_events(on_push)
+        .with_interaction_events(on_interaction);
     let listener = SlackClientSocketModeListener::new(
         &SlackClientSocketModeConfig::new(),
         environment,
@@ -83,6 +86,32 @@ async fn on_push(
         Ok(Inbound::Challenge(_)) => {}
         Err(problem) => {
             tracing::warn!(problem = %problem, "[slack] a Socket Mode event could not be read")
+        }
+    }
+    Ok(())
+}
+
+async fn on_interaction(
+    interaction: SlackInteractionEvent,
+    _client: Arc<SlackHyperClient>,
+    state: SlackClientEventsUserState,
+) -> UserCallbackResult<()> {
+    let surface = {
+        let guard = state.read().await;
+        guard.get_user_state::<Arc<SlackSurface>>().cloned()
+    };
+    let Some(surface) = surface else {
+        return Ok(());
+    };
+    // Read back through the same reader as a signed `/slack/interactions` payload.
+    let Ok(body) = serde_json::to_vec(&interaction) else {
+        tracing::warn!("[slack] a Socket Mode interaction could not be re-read");
+        return Ok(());
+    };
+    match approvals::read_payload(&body) {
+        Ok(interaction) => surface.interaction(interaction),
+        Err(problem) => {
+            tracing::warn!(problem = %problem, "[slack] a Socket Mode interaction could not be read")
         }
     }
     Ok(())

@@ -164,6 +164,14 @@ impl FakeSlack {
         let _ = self.frames_tx.send(frame.to_string());
     }
 
+    /// Sends a button click (an interaction payload) over Socket Mode as envelope
+    /// `envelope_id`.
+    pub fn push_interactive(&self, envelope_id: &str, payload: &Value) {
+        let frame = json!({"type": "interactive", "envelope_id": envelope_id,
+            "accepts_response_payload": true, "payload": payload});
+        let _ = self.frames_tx.send(frame.to_string());
+    }
+
     /// The envelope ids the client acknowledged.
     pub fn acks(&self) -> Vec<String> {
         self.lock().acks.clone()
@@ -398,6 +406,35 @@ pub fn callback(event_id: &str, event: Value) -> Vec<u8> {
         "event_id": event_id, "event_time": 1_700_000_000, "event": event})
     .to_string()
     .into_bytes()
+}
+
+/// A `block_actions` payload: `user` clicked the button `action_id` (with its `value`) on the
+/// message `message_ts` in thread `thread_ts` of `channel`.
+pub fn click(
+    user: &str,
+    action_id: &str,
+    value: &str,
+    channel: &str,
+    message_ts: &str,
+    thread_ts: &str,
+) -> Value {
+    json!({"type": "block_actions", "api_app_id": "A1", "trigger_id": "1.2.3",
+        "team": {"id": "T1", "domain": "acme"},
+        "user": {"id": user, "team_id": "T1"},
+        "container": {"type": "message", "message_ts": message_ts, "channel_id": channel,
+            "is_ephemeral": false},
+        "channel": {"id": channel, "name": "c"},
+        "message": {"type": "message", "ts": message_ts, "thread_ts": thread_ts, "text": ""},
+        "actions": [{"type": "button", "action_id": action_id, "block_id": "switchboard_approval",
+            "value": value, "action_ts": "1700000001.000001"}]})
+}
+
+/// An Interactivity request body: `payload` as Slack form-encodes it.
+pub fn interaction_form(payload: &Value) -> Vec<u8> {
+    form_urlencoded::Serializer::new(String::new())
+        .append_pair("payload", &payload.to_string())
+        .finish()
+        .into_bytes()
 }
 
 /// The two headers Slack sends with `body` at `timestamp`.
