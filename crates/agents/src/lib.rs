@@ -29,6 +29,8 @@ mod echo;
 mod openai;
 pub mod sandbox;
 pub mod sanitize;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod tools;
 
 use std::path::PathBuf;

@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agents::tools::{
-    Answer, Approver, BrokerGate, ExecLimits, GateSettings, NobodyToAsk, Question, REFUSED_READ,
-    Tools,
+    Answer, Approver, BrokerGate, ExecLimits, GateSettings, McpServer, McpServers, NobodyToAsk,
+    Question, REFUSED_READ, Tools,
 };
 use agents::{
     AgentBackend, AgentJob, AgentOutcome, CancellationToken, EventSink, MemoryBlock, OpenAiBackend,
@@ -220,6 +220,7 @@ impl Fixture {
             reviewer: Arc::new(NobodyToAsk),
             approval_timeout: Duration::from_secs(5),
             clock: Arc::new(move || Timestamp::from_unix_micros(now.load(Ordering::SeqCst))),
+            mcp: McpServers::none(),
         }
     }
 
@@ -744,4 +745,122 @@ async fn the_policy_file_cannot_be_written() {
         std::fs::read_to_string(fx.ws.path().join(".switchboard/agent-policy.toml")).unwrap(),
         "deny_read = [\".env\"]\n"
     );
+}
+
+/// An MCP server's tools pass the broker like any other: the model is offered them as the
+/// `mcp` tool, a granted call reaches the real server and its answer comes back, while a
+/// tool no grant covers, a server nobody configured and a server that cannot be reached are
+/// refused before anything is sent.
+#[tokio::test]
+async fn mcp_tools_are_called_through_the_broker() {
+    let fx = Fixture::new();
+    let notes = agents::testing::NotesServer::serve().await.unwrap();
+    let url = notes.url.clone();
+    let servers = vec![
+        McpServer {
+            name: "notes".into(),
+            url,
+        },
+        McpServer {
+            name: "gone".into(),
+            url: "http://127.0.0.1:9/mcp".into(),
+        },
+    ];
+    let mcp = McpServers::connect(servers, Duration::from_secs(5)).await;
+    assert_eq!(mcp.problems().len(), 1, "{:?}", mcp.problems());
+    assert_eq!(mcp.problems()[0].0, "gone");
+    let mut settings = fx.settings(Ratchet::default(), Arc::new(NobodyToAsk));
+    settings.mcp = mcp;
+    let mut grants: Vec<Grant> = grants(fx.ws.path());
+    grants.push(grant("notes-shout", "mcp.notes.shout"));
+    grants.push(grant("notes-fail", "mcp.notes.fail"));
+    grants.push(grant("gone-all", "mcp.gone.*"));
+    grants.push(grant("nowhere-all", "mcp.nowhere.*"));
+    settings.grants = GrantSet::new(grants).unwrap();
+    // Unnamed actions ask by default; this run's rules allow the notes server's tools.
+    settings.table = RuleTable::new(
+        vec![],
+        vec![],
+        [
+            "mcp.notes.*=allow",
+            "mcp.gone.*=allow",
+            "mcp.nowhere.*=allow",
+        ]
+        .map(|r| parse_run_rule(r).unwrap())
+        .to_vec(),
+    );
+    let gate = BrokerGate::new(settings).unwrap();
+    let call = |server: &str, tool: &str, arguments: Value| {
+        Turn::Call(
+            "mcp",
+            args(json!({"server": server, "tool": tool, "arguments": arguments})),
+        )
+    };
+    let (base, script) = scripted_model(vec![
+        call("notes", "shout", json!({"text": "hello"})),
+        call("notes", "fail", json!({})),
+        call("notes", "erase_all", json!({})),
+        call("nowhere", "shout", json!({})),
+        call("gone", "anything", json!({})),
+        Turn::Call(
+            "mcp",
+            args(json!({"server": "notes", "tool": "shout", "arguments": [1]})),
+        ),
+        Turn::Text("done"),
+    ])
+    .await;
+    let (outcome, _items) = run_model(&base, gate).await;
+    assert_eq!(outcome.answer(), Some("done"), "{:?}", outcome.error());
+
+    // The model was offered the `mcp` tool with what each server has.
+    let first = script.seen.lock().unwrap()[0].clone();
+    let mcp_tool = first["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "mcp")
+        .cloned()
+        .unwrap();
+    let description = mcp_tool["function"]["description"].as_str().unwrap();
+    assert!(
+        description.contains("server notes, tool shout: Upper-cases the text."),
+        "{description}"
+    );
+    assert!(
+        description.contains("server gone: unreachable"),
+        "{description}"
+    );
+    assert_eq!(
+        mcp_tool["function"]["parameters"]["properties"]["server"]["enum"],
+        json!(["notes", "gone"])
+    );
+
+    let results = script.tool_results();
+    assert_eq!(results[0], "HELLO");
+    assert_eq!(
+        results[1],
+        "the tool reported an error: the notes are locked"
+    );
+    assert!(
+        results[2].starts_with("refused: mcp.notes.erase_all: no-grant"),
+        "{}",
+        results[2]
+    );
+    assert!(
+        results[3].starts_with("refused: no MCP server named nowhere is configured"),
+        "{}",
+        results[3]
+    );
+    assert!(
+        results[4].starts_with("refused: the MCP server gone could not be reached"),
+        "{}",
+        results[4]
+    );
+    assert!(
+        results[5].starts_with("refused: mcp: invalid-arguments"),
+        "{}",
+        results[5]
+    );
+    // Only the two granted calls reached the server.
+    assert_eq!(notes.calls(), 2);
 }

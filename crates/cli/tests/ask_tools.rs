@@ -294,3 +294,43 @@ fn a_malformed_policy_rule_is_refused_before_anything_starts() {
         assert!(err.contains("--policy-rule"), "{bad}: {err}");
     }
 }
+
+/// A server `mcp add` configured is offered to the agent, and its tool call passes the broker:
+/// no rule names `mcp.notes.shout`, so the person is asked, and their yes lets the grant decide.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_added_with_mcp_add_is_called_through_the_broker() {
+    let dir = tempfile::tempdir().unwrap();
+    let notes = agents::testing::NotesServer::serve().await.unwrap();
+    let base = scripted_model(vec![(
+        "mcp",
+        json!({"server": "notes", "tool": "shout", "arguments": {"text": "hi"}}),
+    )])
+    .await;
+    let grant = "[[agent_grants]]\nid = \"notes-shout\"\nagent = \"local\"\ntool = \"mcp.notes.shout\"\nmode = \"auto\"\n";
+    let cfg = config(dir.path(), &base, grant);
+    let added = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .arg("--config")
+        .arg(&cfg)
+        .args(["mcp", "add", "notes", &notes.url, "--org"])
+        .output()
+        .unwrap();
+    assert!(
+        added.status.success(),
+        "{}",
+        String::from_utf8_lossy(&added.stderr)
+    );
+    let (out, err) = tokio::task::spawn_blocking(move || {
+        let mut a = ask(&cfg, &[]);
+        a.wait_for_prompt();
+        a.answer("y\n");
+        a.finish()
+    })
+    .await
+    .unwrap();
+    assert!(
+        err.contains("the agent asks to mcp.notes.shout (mcp"),
+        "{err}"
+    );
+    assert!(out.contains("last tool result: HI"), "{out}");
+    assert_eq!(notes.calls(), 1);
+}

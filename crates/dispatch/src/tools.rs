@@ -8,8 +8,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use agents::tools::{Approver, BrokerGate, ExecLimits, GateSettings, NobodyToAsk, Tools};
-use authz_core::{Actor, AgentName, GrantsTable, RunId};
+use agents::tools::{
+    Approver, BrokerGate, ExecLimits, GateSettings, McpServer, McpServers, NobodyToAsk, Tools,
+};
+use authz_core::{Actor, AgentName, ChannelId, ConfigTier, GrantsTable, RunId};
 use broker::ratchet::{Ratchet, RatchetEvent};
 use broker::rules::Rule;
 use broker::{GrantSet, GrantSpec, RuleTable, SessionId, SessionState, Timestamp};
@@ -31,6 +33,8 @@ pub struct ToolBroker {
     pub person: Arc<dyn Approver>,
     pub reviewer: Arc<dyn Approver>,
     pub limits: ExecLimits,
+    /// How long listing an MCP server's tools at a run's start, or one call, may take.
+    pub mcp_timeout: Duration,
 }
 
 impl Default for ToolBroker {
@@ -43,6 +47,7 @@ impl Default for ToolBroker {
             person: Arc::new(NobodyToAsk),
             reviewer: Arc::new(NobodyToAsk),
             limits: ExecLimits::default(),
+            mcp_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -93,6 +98,8 @@ pub(crate) async fn gate_for(
     );
     let (ratchet, state) = ancestors(store, r.run.parent_run.clone()).await?;
     let agent = authz_core::resolve_agent(r.agent, Some(r.principal.clone()), &broker.table);
+    let servers = mcp_servers(store, &r.run.channel_id).await?;
+    let mcp = McpServers::connect(servers, broker.mcp_timeout).await;
     let now = r.now;
     let settings = GateSettings {
         session: SessionId::from(r.run.id.clone()),
@@ -111,9 +118,33 @@ pub(crate) async fn gate_for(
         reviewer: broker.reviewer.clone(),
         approval_timeout: broker.approval_timeout,
         clock: Arc::new(move || Timestamp::from_unix_micros(now().micros())),
+        mcp,
     };
     BrokerGate::new(settings).map(|gate| Tools(Arc::new(gate)))
 }
+
+/// The MCP servers `mcp add` configured for the run's channel and the org; a channel's server
+/// stands in for the org's of the same name. A store fault fails the run (a server list that
+/// cannot be read is not an empty one).
+async fn mcp_servers(store: &dyn Store, channel: &ChannelId) -> Result<Vec<McpServer>, String> {
+    let mut servers: Vec<McpServer> = Vec::new();
+    for tier in [ConfigTier::Channel(channel.clone()), ConfigTier::Org] {
+        let values = store
+            .list_config(&tier, MCP_PREFIX)
+            .await
+            .map_err(|e| format!("the MCP servers could not be read: {e}"))?;
+        for v in values {
+            let name = v.key.trim_start_matches(MCP_PREFIX).to_owned();
+            if !servers.iter().any(|s| s.name == name) {
+                servers.push(McpServer { name, url: v.value });
+            }
+        }
+    }
+    Ok(servers)
+}
+
+/// The config keys `mcp add` writes.
+const MCP_PREFIX: &str = "mcp.";
 
 /// A `taint` event's body: the session's state once it rose.
 #[derive(serde::Deserialize)]
@@ -272,5 +303,48 @@ mod tests {
         )
         .await;
         assert!(ancestors(store.as_ref(), Some(tainted)).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_runs_mcp_servers_are_its_channels_then_the_orgs() {
+        let store = store::open("memory:").await.unwrap();
+        let ops = ChannelId::parse("http:ops").unwrap();
+        let other = ChannelId::parse("http:other").unwrap();
+        let set = |tier: ConfigTier, name: &str, url: &str| store::ConfigValue {
+            tier,
+            key: format!("mcp.{name}"),
+            value: url.to_owned(),
+            updated_by: ActorId::cli_local(),
+            updated_at: At::now(),
+        };
+        for v in [
+            set(ConfigTier::Org, "github", "https://org.example/gh"),
+            set(ConfigTier::Org, "linear", "https://org.example/linear"),
+            set(
+                ConfigTier::Channel(ops.clone()),
+                "github",
+                "https://ops.example/gh",
+            ),
+            set(
+                ConfigTier::Channel(other),
+                "sentry",
+                "https://other.example/s",
+            ),
+        ] {
+            store.set_config(v).await.unwrap();
+        }
+        let servers = mcp_servers(store.as_ref(), &ops).await.unwrap();
+        let got: Vec<(&str, &str)> = servers
+            .iter()
+            .map(|s| (s.name.as_str(), s.url.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("github", "https://ops.example/gh"),
+                ("linear", "https://org.example/linear")
+            ],
+            "the channel's github stands in for the org's; another channel's are not here"
+        );
     }
 }

@@ -205,7 +205,9 @@ fn slack_line(app: &App) -> SurfaceLine {
             ..
         } => {
             let how = match mode {
-                slack::SlackMode::Events => "events at POST /slack/events, clicks at POST /slack/interactions",
+                slack::SlackMode::Events => {
+                    "events at POST /slack/events, clicks at POST /slack/interactions"
+                }
                 slack::SlackMode::Socket => "Socket Mode",
             };
             let ttl = app

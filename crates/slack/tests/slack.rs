@@ -269,8 +269,9 @@ impl Harness {
 async fn a_mention_starts_one_run_and_its_reply_lands_in_the_thread() {
     let h = start().await;
     assert!(
-        h.summary
-            .contains("events at POST /slack/events, clicks at POST /slack/interactions, as bot user UBOT"),
+        h.summary.contains(
+            "events at POST /slack/events, clicks at POST /slack/interactions, as bot user UBOT"
+        ),
         "{}",
         h.summary
     );

@@ -12,6 +12,7 @@ use broker::Decision;
 use broker::args::{HttpMethod, ToolArgs};
 use tokio::io::AsyncReadExt;
 
+use super::mcp::McpServers;
 use crate::sandbox::{Network, Sandbox, SandboxSpec};
 
 /// What `read_file` and `write_file` answer for a denied path, after the path.
@@ -45,6 +46,7 @@ pub(crate) struct Executor {
     /// The run's sandbox for `shell` and `git`, prepared at the first such call (the stub
     /// written, missing denied names made) and reused after.
     pub(crate) sandbox: OnceLock<Result<Sandbox, String>>,
+    pub(crate) mcp: McpServers,
 }
 
 /// The fetch client, one per process, made at the first fetch. No redirects: the host a grant
@@ -91,9 +93,15 @@ impl Executor {
                 self.program(decision, Path::new(cwd), "git", &argv).await
             }
             ToolArgs::HttpFetch { url, method, .. } => self.fetch(url, *method).await,
-            ToolArgs::Mcp { server, .. } => Err(format!(
-                "MCP tools (server {server}) are not part of this build yet; nothing was called"
-            )),
+            ToolArgs::Mcp {
+                server,
+                tool,
+                arguments,
+            } => {
+                self.mcp
+                    .call(server, tool, arguments, self.limits.output_bytes)
+                    .await
+            }
         }
     }
 

@@ -20,6 +20,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::exec::{ExecLimits, Executor};
+use super::mcp::McpServers;
 use super::{ToolCall, ToolGate, broker_tool_definitions};
 use crate::EventSink;
 
@@ -108,6 +109,8 @@ pub struct GateSettings {
     /// An unanswered ask is refused after this.
     pub approval_timeout: Duration,
     pub clock: Clock,
+    /// The MCP servers of the run's channel and the org, already listed.
+    pub mcp: McpServers,
 }
 
 struct Mutable {
@@ -180,6 +183,7 @@ impl BrokerGate {
                 limits: settings.limits,
                 scratch: scratch.path().to_owned(),
                 sandbox: std::sync::OnceLock::new(),
+                mcp: settings.mcp,
             },
             mutable: Mutex::new(Mutable {
                 state: settings.state,
@@ -436,7 +440,9 @@ impl BrokerGate {
 #[async_trait]
 impl ToolGate for BrokerGate {
     fn definitions(&self) -> Vec<Value> {
-        broker_tool_definitions()
+        let mut tools = broker_tool_definitions();
+        tools.extend(self.executor.mcp.definition());
+        tools
     }
 
     fn instructions(&self) -> String {

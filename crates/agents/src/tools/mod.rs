@@ -6,6 +6,7 @@
 
 mod exec;
 mod gate;
+mod mcp;
 
 use std::fmt;
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use crate::EventSink;
 
 pub use exec::{ExecLimits, REFUSED_READ};
 pub use gate::{Answer, Approver, BrokerGate, Clock, GateSettings, NobodyToAsk, Question, Who};
+pub use mcp::{McpServer, McpServers, McpTool};
 
 /// One call as the model made it.
 #[derive(Debug, Clone, PartialEq, Eq)]
