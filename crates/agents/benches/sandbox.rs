@@ -41,6 +41,7 @@ async fn main() {
         deny_read: vec![".env".into()],
         read_only_in_workspace: vec![".switchboard/agent-policy.toml".into()],
         read_only: vec![],
+        configured: Vec::new(),
         network: Network::Unshared,
         scratch: scratch.path().to_owned(),
     })

@@ -14,7 +14,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufRead
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
-use crate::sandbox::{Network, Sandbox, SandboxSpec};
+use crate::sandbox::{ConfiguredBind, Network, Sandbox, SandboxSpec, find_on_path};
 use crate::{AgentBackend, AgentJob, AgentOutcome, EventSink, SettingsError};
 
 /// How the request reaches the program.
@@ -35,10 +35,14 @@ pub struct CommandSettings {
     pub env: Vec<(String, String)>,
     /// Where the program runs when the job has no workspace.
     pub default_dir: Option<PathBuf>,
-    /// Run the program under bubblewrap (`[agents.<name>] sandbox = true`). A workspace whose
-    /// `.switchboard/agent-policy.toml` names deny_read files is sandboxed whatever this says,
-    /// so a project's denial is never silently skipped.
+    /// Run the program under bubblewrap (`[agents.<name>] sandbox`, on unless set to false).
+    /// A workspace whose `.switchboard/agent-policy.toml` names deny_read files is sandboxed
+    /// whatever this says, so a project's denial is never silently skipped.
     pub sandbox: bool,
+    /// Paths outside the workspace bound in read-write (`sandbox_bind`: the agent's login,
+    /// say) and read-only (`sandbox_read_only`: its tools). Absolute; each must exist.
+    pub sandbox_bind: Vec<PathBuf>,
+    pub sandbox_read_only: Vec<PathBuf>,
 }
 
 /// stderr kept for friction, at most.
@@ -64,7 +68,7 @@ impl CommandBackend {
             None => ("false", &[][..]),
         };
         let mut cmd = match sandbox {
-            Some(sandbox) => sandbox.command(program, args),
+            Some(sandbox) => sandbox.command(sandboxed_program(program), args),
             None => {
                 let mut cmd = Command::new(program);
                 cmd.args(args);
@@ -120,25 +124,54 @@ impl CommandBackend {
             return Ok(None);
         }
         let mut read_only = vec![memory_file.to_path_buf()];
-        // A program named by path (a script beside the config, say) must be visible inside.
+        // The program must be visible inside: a script beside the config, or one PATH finds
+        // outside /usr (`~/.local/bin/claude`), is bound read-only where it is.
         read_only.extend(
             self.settings
                 .argv
                 .first()
-                .map(PathBuf::from)
+                .map(|p| sandboxed_program(p))
                 .filter(|p| p.is_absolute() && !p.starts_with("/usr")),
         );
+        let configured = self
+            .settings
+            .sandbox_bind
+            .iter()
+            .map(|path| ConfiguredBind {
+                path: path.clone(),
+                writable: true,
+            })
+            .chain(
+                self.settings
+                    .sandbox_read_only
+                    .iter()
+                    .map(|path| ConfiguredBind {
+                        path: path.clone(),
+                        writable: false,
+                    }),
+            )
+            .collect();
         let spec = SandboxSpec {
             workspace: dir.clone(),
             deny_read: policy.deny_read,
             read_only_in_workspace: vec![broker::file::PROJECT_POLICY_FILE.to_owned()],
             read_only,
+            configured,
             // A command agent keeps the network its model and SWITCHBOARD_MCP_URL need.
             network: Network::Shared,
             scratch: scratch.to_path_buf(),
         };
         Sandbox::prepare(&spec).map(Some).map_err(|e| e.to_string())
     }
+}
+
+/// The program a sandbox starts: a bare name is looked up on this process's `PATH` (the
+/// sandbox's own lookup sees only what is bound), a path is taken as it is.
+fn sandboxed_program(program: &str) -> PathBuf {
+    if program.contains('/') {
+        return PathBuf::from(program);
+    }
+    find_on_path(program).unwrap_or_else(|| PathBuf::from(program))
 }
 
 /// The memory block in a file of its own (mode 0600, in the system's temp directory), for
@@ -331,6 +364,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_sandboxed_program_named_bare_is_found_on_this_processs_path() {
+        let sh = sandboxed_program("sh");
+        assert!(sh.is_absolute() && sh.is_file(), "{}", sh.display());
+        assert_eq!(sandboxed_program("./agent.sh"), Path::new("./agent.sh"));
+        assert_eq!(sandboxed_program("/opt/a b"), Path::new("/opt/a b"));
+        // Not found: left for the sandbox to refuse by name.
+        assert_eq!(
+            sandboxed_program("no-such-program-here"),
+            Path::new("no-such-program-here")
+        );
+    }
+
+    #[test]
     fn the_answer_is_the_last_block() {
         let l = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert_eq!(last_block(&l(&["a", "b"])), "a\nb");
@@ -364,6 +410,8 @@ mod tests {
             env: vec![],
             default_dir: None,
             sandbox: false,
+            sandbox_bind: vec![],
+            sandbox_read_only: vec![],
         })
         .err()
         .unwrap();

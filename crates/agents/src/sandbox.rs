@@ -51,11 +51,24 @@ pub struct SandboxSpec {
     pub deny_read: Vec<String>,
     /// Project-relative names bound read-only over themselves (the policy file).
     pub read_only_in_workspace: Vec<String>,
-    /// Paths outside the workspace the program may read (its own program, the memory file).
+    /// Paths outside the workspace the program may read (its own program, the memory file),
+    /// bound when they exist.
     pub read_only: Vec<PathBuf>,
+    /// Paths the agent's config binds in at their own place (its login, its tools): each must
+    /// exist. Bound before the workspace, so nothing here can cover the workspace's stubs or
+    /// its read-only policy file.
+    pub configured: Vec<ConfiguredBind>,
     pub network: Network,
     /// A directory outside the workspace for the stub file.
     pub scratch: PathBuf,
+}
+
+/// One path of an agent's `sandbox_bind` or `sandbox_read_only`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfiguredBind {
+    /// Absolute.
+    pub path: PathBuf,
+    pub writable: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -72,6 +85,10 @@ pub enum SandboxError {
     Workspace(PathBuf),
     #[error("deny_read {0:?} must be a project-relative file name inside the workspace")]
     DeniedName(String),
+    #[error(
+        "{0} does not exist, so it cannot be bound into the sandbox; create it, or take it out of the agent's sandbox_bind / sandbox_read_only"
+    )]
+    ConfiguredMissing(PathBuf),
     #[error("preparing the sandbox: {0}")]
     Io(String),
 }
@@ -99,6 +116,17 @@ impl Sandbox {
         std::fs::write(&stub, STUB_TEXT)
             .map_err(|e| SandboxError::Io(format!("{}: {e}", stub.display())))?;
         let mut args = base_args(spec.network);
+        for configured in &spec.configured {
+            if !configured.path.is_absolute() || !configured.path.exists() {
+                return Err(SandboxError::ConfiguredMissing(configured.path.clone()));
+            }
+            let how = if configured.writable {
+                "--bind"
+            } else {
+                "--ro-bind"
+            };
+            bind(&mut args, how, &configured.path, &configured.path);
+        }
         bind(&mut args, "--bind", &workspace, &workspace);
         for path in &spec.read_only {
             if path.exists() {
@@ -262,7 +290,14 @@ fn probe() -> Result<PathBuf, SandboxError> {
     }
 }
 
-fn find_on_path(name: &str) -> Option<PathBuf> {
+/// Whether a sandbox can be made here (bubblewrap present and able to make its namespaces),
+/// probed once per process: the start-up summary says so before any run needs one.
+pub fn available() -> Result<(), SandboxError> {
+    usable_bwrap().map(drop)
+}
+
+/// Where `PATH` finds `name`, as the host sees it.
+pub fn find_on_path(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|dir| dir.join(name))

@@ -8,7 +8,7 @@
     clippy::indexing_slicing
 )]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -77,6 +77,8 @@ fn command(argv: Vec<String>, via: RequestVia) -> CommandBackend {
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
         default_dir: None,
         sandbox: false,
+        sandbox_bind: vec![],
+        sandbox_read_only: vec![],
     })
     .unwrap()
 }
@@ -529,12 +531,32 @@ fn sandboxed(argv: Vec<String>, sandbox: bool) -> CommandBackend {
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
         default_dir: None,
         sandbox,
+        sandbox_bind: vec![],
+        sandbox_read_only: vec![],
     })
     .unwrap()
 }
 
 fn sh(script: &str) -> Vec<String> {
     vec!["/bin/sh".into(), "-c".into(), script.into()]
+}
+
+/// A sandboxed agent with `sandbox_bind` (read-write) and `sandbox_read_only` paths.
+fn sandboxed_with(
+    argv: Vec<String>,
+    bind: Vec<PathBuf>,
+    read_only: Vec<PathBuf>,
+) -> CommandBackend {
+    CommandBackend::new(CommandSettings {
+        argv,
+        request_via: RequestVia::Stdin,
+        env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+        default_dir: None,
+        sandbox: true,
+        sandbox_bind: bind,
+        sandbox_read_only: read_only,
+    })
+    .unwrap()
 }
 
 /// The project's deny_read binds the command agent even when its settings do not ask for a
@@ -603,6 +625,70 @@ async fn a_malformed_policy_file_stops_the_run_before_the_program_starts() {
     let error = outcome.error().unwrap_or_default();
     assert!(
         error.contains("agent-policy.toml:1:14:") && error.contains("glob"),
+        "{error}"
+    );
+    assert!(!marker.exists(), "the program ran");
+}
+
+/// What the agent's config binds in is there (a login directory it writes, tools it only
+/// reads), and nothing else of the host is; a configured path that does not exist stops the
+/// run with the fix, before the program starts.
+#[tokio::test]
+async fn configured_binds_are_the_only_host_paths_a_sandboxed_agent_sees() {
+    let ws = denying_workspace("");
+    let login = tempfile::tempdir().unwrap();
+    let tools = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::fs::write(tools.path().join("tool.txt"), "a tool").unwrap();
+    std::fs::write(elsewhere.path().join("x.txt"), "not bound").unwrap();
+    let script = format!(
+        "echo token > {login}/session && echo wrote-login; cat {tools}/tool.txt; echo; \
+         echo x > {tools}/new 2>/dev/null && echo wrote-tools; \
+         cat {elsewhere}/x.txt 2>/dev/null || echo no-elsewhere",
+        login = login.path().display(),
+        tools = tools.path().display(),
+        elsewhere = elsewhere.path().display(),
+    );
+    let backend = sandboxed_with(
+        sh(&script),
+        vec![login.path().to_owned()],
+        vec![tools.path().to_owned()],
+    );
+    let (outcome, _) = run(
+        &backend,
+        in_workspace("x", ws.path()),
+        CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(
+        outcome.answer(),
+        Some("wrote-login\na tool\nno-elsewhere"),
+        "{:?}",
+        outcome.error()
+    );
+    assert_eq!(
+        std::fs::read_to_string(login.path().join("session")).unwrap(),
+        "token\n"
+    );
+    assert!(!tools.path().join("new").exists());
+
+    let missing = login.path().join("not-yet");
+    let marker = ws.path().join("started");
+    let backend = sandboxed_with(
+        sh(&format!("touch {}", marker.display())),
+        vec![missing.clone()],
+        vec![],
+    );
+    let (outcome, _) = run(
+        &backend,
+        in_workspace("x", ws.path()),
+        CancellationToken::new(),
+    )
+    .await;
+    let error = outcome.error().unwrap_or_default();
+    assert!(
+        error.contains(&format!("{} does not exist", missing.display()))
+            && error.contains("sandbox_bind"),
         "{error}"
     );
     assert!(!marker.exists(), "the program ran");

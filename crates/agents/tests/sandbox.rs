@@ -43,6 +43,7 @@ fn spec(place: &Place, network: Network) -> SandboxSpec {
         deny_read: vec![".env".into(), "config/later.env".into()],
         read_only_in_workspace: vec![".switchboard/agent-policy.toml".into()],
         read_only: vec![],
+        configured: Vec::new(),
         network,
         scratch: place.scratch.path().to_owned(),
     }

@@ -147,6 +147,8 @@ fn dispatcher(w: &World, o: &Options) -> Dispatcher {
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
         default_dir: None,
         sandbox: false,
+        sandbox_bind: vec![],
+        sandbox_read_only: vec![],
     })
     .unwrap();
     agents.insert(n("coding"), entry(Arc::new(pwd), long));
@@ -159,6 +161,8 @@ fn dispatcher(w: &World, o: &Options) -> Dispatcher {
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
         default_dir: None,
         sandbox: false,
+        sandbox_bind: vec![],
+        sandbox_read_only: vec![],
     })
     .unwrap();
     agents.insert(

@@ -406,6 +406,22 @@ impl App {
     }
 }
 
+/// Config paths with a leading `~/` under this process's `$HOME`.
+fn home_paths(paths: &[String]) -> anyhow::Result<Vec<std::path::PathBuf>> {
+    paths
+        .iter()
+        .map(|p| match p.strip_prefix("~/") {
+            None => Ok(std::path::PathBuf::from(p)),
+            Some(rest) => std::env::var_os("HOME")
+                .filter(|h| !h.is_empty())
+                .map(|home| std::path::PathBuf::from(home).join(rest))
+                .with_context(|| {
+                    format!("{p} starts with ~/ but HOME is not set; write the absolute path")
+                }),
+        })
+        .collect()
+}
+
 fn build_agents(
     config: &LoadedConfig,
     secrets: &Secrets,
@@ -425,6 +441,8 @@ fn build_agents(
                 argv,
                 request_via,
                 sandbox,
+                sandbox_bind,
+                sandbox_read_only,
             } => Arc::new(
                 CommandBackend::new(CommandSettings {
                     argv: argv.clone(),
@@ -432,6 +450,10 @@ fn build_agents(
                     env: secrets.agent_env.clone(),
                     default_dir: Some(scratch.to_path_buf()),
                     sandbox: *sandbox,
+                    sandbox_bind: home_paths(sandbox_bind)
+                        .with_context(|| format!("agents.{name}.sandbox_bind"))?,
+                    sandbox_read_only: home_paths(sandbox_read_only)
+                        .with_context(|| format!("agents.{name}.sandbox_read_only"))?,
                 })
                 .with_context(|| format!("agents.{name}"))?,
             ),

@@ -85,6 +85,7 @@ pub fn summary(app: &App, addr: SocketAddr) -> Summary {
         mcp_line(app),
         access_line(app),
         broker_line(app),
+        sandbox_line(app),
         // Last: tests read the summary up to this line.
         schedules_line(app),
     ];
@@ -134,6 +135,62 @@ fn broker_line(app: &App) -> SurfaceLine {
                 |r| format!("agent {r}")
             ),
         ),
+    }
+}
+
+/// bubblewrap: which programs run under it, which `command` agents opted out, and whether it
+/// can run here at all (probed once; a sandboxed run fails without it).
+fn sandbox_line(app: &App) -> SurfaceLine {
+    let specs = &app.config.agent_specs;
+    let command = |sandboxed: bool| -> Vec<String> {
+        specs
+            .iter()
+            .filter(|(_, spec)| {
+                matches!(spec.backend, crate::config::BackendSpec::Command { sandbox, .. } if sandbox == sandboxed)
+            })
+            .map(|(name, _)| name.to_string())
+            .collect()
+    };
+    let (boxed, open) = (command(true), command(false));
+    let tools = specs.values().any(|s| s.backend.tool_model().is_some());
+    let mut users = Vec::new();
+    if !boxed.is_empty() {
+        users.push(format!("command agents {}", boxed.join(", ")));
+    }
+    if tools {
+        users.push("the tool loop's shell and git calls".to_owned());
+    }
+    let opted_out = if open.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; NOT sandboxed (sandbox = false): {} (a project's deny_read still sandboxes them)",
+            open.join(", ")
+        )
+    };
+    if users.is_empty() {
+        return SurfaceLine {
+            surface: "sandbox",
+            on: false,
+            note: format!(
+                "no program runs under it (no sandboxed command agent, no tool-calling agent){opted_out}"
+            ),
+        };
+    }
+    match agents::sandbox::available() {
+        Ok(()) => SurfaceLine {
+            surface: "sandbox",
+            on: true,
+            note: format!("bubblewrap runs {}{opted_out}", users.join(" and ")),
+        },
+        Err(e) => SurfaceLine {
+            surface: "sandbox",
+            on: false,
+            note: format!(
+                "BROKEN: {e}; every run of {} fails until it can{opted_out}",
+                users.join(" and ")
+            ),
+        },
     }
 }
 

@@ -207,6 +207,12 @@ async fn the_summary_says_what_is_off_and_what_it_needs() {
     );
     assert!(summary.contains("off slack"));
     assert!(
+        summary
+            .lines()
+            .any(|l| l.starts_with("  off sandbox") && l.contains("no program runs under it")),
+        "{summary}"
+    );
+    assert!(
         summary.contains("on  schedules          1 schedule (self-improvement); fired in process"),
         "{summary}"
     );
@@ -465,4 +471,29 @@ async fn schedule_fire_over_the_ingress_runs_as_the_schedule_never_as_the_caller
     assert_eq!(firings.len(), 1);
     assert!(firings[0].slot.is_manual());
     assert_eq!(firings[0].run_id.as_ref(), Some(&run.id));
+}
+
+/// The summary names the programs bubblewrap runs and the command agents that opted out.
+#[tokio::test]
+async fn the_summary_names_sandboxed_and_unsandboxed_command_agents() {
+    let dir = tempfile::tempdir().unwrap();
+    let extra = "[agents.boxed]\nbackend = \"command\"\ncommand = [\"/bin/true\"]\n\
+                 [agents.open]\nbackend = \"command\"\ncommand = [\"/bin/true\"]\nsandbox = false\n";
+    let c = config(dir.path(), extra);
+    let secrets = Secrets::from_lookup(&c, env(&[])).unwrap();
+    let (_addr, stop, handle, summary) = start(c, secrets).await;
+    let line = summary
+        .lines()
+        .find(|l| l.contains(" sandbox "))
+        .unwrap_or_else(|| panic!("no sandbox line: {summary}"));
+    assert!(
+        line.starts_with("  on  sandbox") && line.contains("bubblewrap runs command agents boxed"),
+        "{line}"
+    );
+    assert!(
+        line.contains("NOT sandboxed (sandbox = false): open"),
+        "{line}"
+    );
+    stop.send(()).unwrap();
+    handle.await.unwrap().unwrap();
 }

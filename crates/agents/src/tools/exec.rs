@@ -229,6 +229,7 @@ impl Executor {
                     deny_read: self.deny_read.clone(),
                     read_only_in_workspace: vec![broker::file::PROJECT_POLICY_FILE.to_owned()],
                     read_only: Vec::new(),
+                    configured: Vec::new(),
                     network: Network::Unshared,
                     scratch: self.scratch.clone(),
                 })

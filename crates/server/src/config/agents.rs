@@ -116,7 +116,13 @@ impl BackendKind {
     pub fn own_keys(self) -> &'static [&'static str] {
         match self {
             BackendKind::Echo => &["behaviour", "delay_ms"],
-            BackendKind::Command => &["command", "request_via", "sandbox"],
+            BackendKind::Command => &[
+                "command",
+                "request_via",
+                "sandbox",
+                "sandbox_bind",
+                "sandbox_read_only",
+            ],
             BackendKind::Openai => &["base_url", "model", "api_key_env", "system_prompt"],
         }
     }
@@ -174,6 +180,9 @@ pub struct AgentTable {
     pub command: Option<Spanned<Vec<String>>>,
     pub request_via: Option<Spanned<Via>>,
     pub sandbox: Option<Spanned<bool>>,
+    /// Host paths bound into the sandbox read-write (`~/.claude`) and read-only.
+    pub sandbox_bind: Option<Spanned<Vec<Spanned<String>>>>,
+    pub sandbox_read_only: Option<Spanned<Vec<Spanned<String>>>>,
     /// The agent's kind for the broker's rules (`main`, `reviewer`, …).
     pub kind: Option<Spanned<String>>,
     /// The agent that starts this one (its kind's parent), when it is a sub-agent.
@@ -197,6 +206,14 @@ impl AgentTable {
                 "request_via",
             ),
             at(self.sandbox.as_ref().map(|s| s.span().start), "sandbox"),
+            at(
+                self.sandbox_bind.as_ref().map(|s| s.span().start),
+                "sandbox_bind",
+            ),
+            at(
+                self.sandbox_read_only.as_ref().map(|s| s.span().start),
+                "sandbox_read_only",
+            ),
             at(self.base_url.as_ref().map(|s| s.span().start), "base_url"),
             at(self.model.as_ref().map(|s| s.span().start), "model"),
             at(

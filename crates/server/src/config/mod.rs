@@ -263,8 +263,12 @@ pub enum BackendSpec {
     Command {
         argv: Vec<String>,
         request_via: RequestVia,
-        /// Under bubblewrap always (a project's deny_read sandboxes it regardless).
+        /// Under bubblewrap (the default; a project's deny_read sandboxes it regardless).
         sandbox: bool,
+        /// Host paths bound in read-write and read-only, as written: absolute, or `~/…` (the
+        /// server's `$HOME`, filled in when the agent is built).
+        sandbox_bind: Vec<String>,
+        sandbox_read_only: Vec<String>,
     },
     OpenAi {
         base_url: String,
@@ -990,6 +994,35 @@ fn check_lineage(
     Ok(())
 }
 
+/// `sandbox_bind` / `sandbox_read_only`: each an absolute path or one under `~/`, with no `..`.
+fn bind_paths(
+    t: &Text<'_>,
+    paths: Option<&toml::Spanned<Vec<toml::Spanned<String>>>>,
+) -> Result<Vec<String>, LoadError> {
+    let Some(paths) = paths else {
+        return Ok(Vec::new());
+    };
+    paths
+        .get_ref()
+        .iter()
+        .map(|p| {
+            let text = p.get_ref();
+            let rest = text.strip_prefix("~/").unwrap_or(text);
+            let rooted = text.starts_with('/') || text.starts_with("~/");
+            let climbs = rest.split('/').any(|part| part == "..");
+            if !rooted || climbs || rest.trim_matches('/').is_empty() {
+                return Err(t.at(
+                    p.span().start,
+                    format!(
+                        "`{text}` must be an absolute path or one under ~/, without `..`, naming more than the root, like \"~/.claude\""
+                    ),
+                ));
+            }
+            Ok(text.clone())
+        })
+        .collect()
+}
+
 /// An agent's table as the typed back end it names (`echo` by default), refusing keys of
 /// another back end and naming a missing one.
 fn agent_spec(t: &Text<'_>, name: &AgentName, a: &AgentTable) -> Result<AgentSpec, LoadError> {
@@ -1042,7 +1075,9 @@ fn agent_spec(t: &Text<'_>, name: &AgentName, a: &AgentTable) -> Result<AgentSpe
                     .request_via
                     .as_ref()
                     .map_or(RequestVia::Stdin, |v| (*v.get_ref()).into()),
-                sandbox: a.sandbox.as_ref().is_some_and(|v| *v.get_ref()),
+                sandbox: a.sandbox.as_ref().is_none_or(|v| *v.get_ref()),
+                sandbox_bind: bind_paths(t, a.sandbox_bind.as_ref())?,
+                sandbox_read_only: bind_paths(t, a.sandbox_read_only.as_ref())?,
             }
         }
         BackendKind::Openai => BackendSpec::OpenAi {

@@ -194,6 +194,26 @@ fn every_fault_names_file_line_column_key_and_fix() {
             "t.toml:4:11: agents.a.sandbox: invalid type: string \"yes\", expected a boolean",
         ),
         (
+            "[agents.a]\nsandbox_bind = [\"/x\"]",
+            "t.toml:2:16: agents.a.sandbox_bind: `sandbox_bind` is not a setting of the echo back end",
+        ),
+        (
+            "[agents.a]\nbackend = \"command\"\ncommand = [\"x\"]\nsandbox_bind = [\".claude\"]",
+            "t.toml:4:17: agents.a.sandbox_bind: `.claude` must be an absolute path or one under ~/",
+        ),
+        (
+            "[agents.a]\nbackend = \"command\"\ncommand = [\"x\"]\nsandbox_read_only = [\"/opt\", \"~/a/../../etc\"]",
+            "t.toml:4:30: agents.a.sandbox_read_only: `~/a/../../etc` must be an absolute path or one under ~/, without `..`",
+        ),
+        (
+            "[agents.a]\nbackend = \"command\"\ncommand = [\"x\"]\nsandbox_bind = [\"~/\"]",
+            "t.toml:4:17: agents.a.sandbox_bind: `~/` must be",
+        ),
+        (
+            "[agents.a]\nbackend = \"command\"\ncommand = [\"x\"]\nsandbox_bind = \"~/.claude\"",
+            "t.toml:4:16: agents.a.sandbox_bind: invalid type: string \"~/.claude\", expected a sequence",
+        ),
+        (
             "[agents.a]\nkind = \"Main\"",
             "t.toml:2:8: agents.a.kind: an agent kind is one name of [a-z0-9_-]",
         ),
@@ -559,6 +579,8 @@ backend = "command"
 command = ["claude", "-p"]
 request_via = "argument"
 sandbox = true
+sandbox_bind = ["~/.claude", "/var/lib/claude"]
+sandbox_read_only = ["/opt/node"]
 kind = "main"
 timeout_seconds = 900
 description = "Claude Code, headless"
@@ -592,6 +614,8 @@ max_event_bytes = 100
             argv: vec!["claude".into(), "-p".into()],
             request_via: RequestVia::Argument,
             sandbox: true,
+            sandbox_bind: vec!["~/.claude".into(), "/var/lib/claude".into()],
+            sandbox_read_only: vec!["/opt/node".into()],
         }
     );
     assert_eq!(spec("claude").kind.as_deref(), Some("main"));
@@ -613,6 +637,25 @@ max_event_bytes = 100
         "backend defaults to echo"
     );
     assert_eq!(spec("demo").caps.event_bytes, 100);
+}
+
+#[test]
+fn a_command_agent_is_sandboxed_unless_it_says_sandbox_false() {
+    let c = ok(r#"
+[agents.plain]
+backend = "command"
+command = ["claude", "-p"]
+[agents.open]
+backend = "command"
+command = ["claude", "-p"]
+sandbox = false
+"#);
+    let sandbox = |n: &str| match &c.agent_specs[&AgentName::parse(n).unwrap()].backend {
+        BackendSpec::Command { sandbox, .. } => *sandbox,
+        other => panic!("{other:?}"),
+    };
+    assert!(sandbox("plain"), "on by default");
+    assert!(!sandbox("open"));
 }
 
 #[test]
