@@ -365,6 +365,18 @@ async fn every_call_passes_the_broker_and_each_refusal_is_what_the_model_reads()
         [r#"{"taint":"secret","untrusted":false}"#]
     );
     assert_eq!(events(&items, "tool").len(), 10);
+    // Each result is a run event: a private one with its text, a secret one without.
+    let recorded = events(&items, "tool_result");
+    assert_eq!(recorded.len(), 4, "{recorded:#?}");
+    assert_eq!(
+        recorded[0],
+        "read_file returned 29 bytes (private):\npub fn answer() -> u8 { 42 }\n"
+    );
+    assert_eq!(
+        recorded[3],
+        "read_file returned 7 bytes (secret); the text is not recorded above private"
+    );
+    assert!(!recorded.iter().any(|r| r.contains("s3cr3t")));
 }
 
 #[tokio::test]

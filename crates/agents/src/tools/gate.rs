@@ -433,7 +433,26 @@ impl BrokerGate {
             ),
         )
         .await;
+        sink.event("tool_result", &result_event(&call.name, &result, label))
+            .await;
         Ok(result)
+    }
+}
+
+/// A tool result as its run event: its size and label always; its text (capped and sanitised
+/// like every event) only when labelled `private`, so what a grant marks sensitive or secret
+/// reaches the model that was granted it and not everyone who may read the run.
+fn result_event(tool: &str, result: &str, label: broker::Label) -> String {
+    let untrusted = if label.untrusted { ", untrusted" } else { "" };
+    let head = format!(
+        "{tool} returned {} bytes ({}{untrusted})",
+        result.len(),
+        label.class.as_str()
+    );
+    if label.class == broker::DataClass::Private {
+        format!("{head}:\n{result}")
+    } else {
+        format!("{head}; the text is not recorded above private")
     }
 }
 
