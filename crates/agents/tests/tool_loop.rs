@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agents::tools::{
-    Answer, Approver, BrokerGate, ExecLimits, GateSettings, McpServer, McpServers, NobodyToAsk,
-    Question, REFUSED_READ, Tools,
+    Answer, Approver, BrokerGate, ExecLimits, GateSettings, McpServer, McpServers, McpTimeouts,
+    NobodyToAsk, Question, REFUSED_READ, Tools,
 };
 use agents::{
     AgentBackend, AgentJob, AgentOutcome, CancellationToken, EventSink, MemoryBlock, OpenAiBackend,
@@ -778,7 +778,7 @@ async fn mcp_tools_are_called_through_the_broker() {
             url: "http://127.0.0.1:9/mcp".into(),
         },
     ];
-    let mcp = McpServers::connect(servers, Duration::from_secs(5)).await;
+    let mcp = McpServers::connect(servers, McpTimeouts::default()).await;
     assert_eq!(mcp.problems().len(), 1, "{:?}", mcp.problems());
     assert_eq!(mcp.problems()[0].0, "gone");
     let mut settings = fx.settings(Ratchet::default(), Arc::new(NobodyToAsk));

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agents::tools::{
-    Approver, BrokerGate, ExecLimits, GateSettings, McpServer, McpServers, NobodyToAsk, Tools,
+    Approver, BrokerGate, ExecLimits, GateSettings, McpServer, McpServers, McpTimeouts,
+    NobodyToAsk, Tools,
 };
 use authz_core::{Actor, AgentName, ChannelId, ConfigTier, GrantsTable, RunId};
 use broker::ratchet::{Ratchet, RatchetEvent};
@@ -33,8 +34,8 @@ pub struct ToolBroker {
     pub person: Arc<dyn Approver>,
     pub reviewer: Arc<dyn Approver>,
     pub limits: ExecLimits,
-    /// How long listing an MCP server's tools at a run's start, or one call, may take.
-    pub mcp_timeout: Duration,
+    /// How long listing an MCP server's tools at a run's start, and one call, may take.
+    pub mcp_timeouts: McpTimeouts,
 }
 
 impl Default for ToolBroker {
@@ -47,7 +48,7 @@ impl Default for ToolBroker {
             person: Arc::new(NobodyToAsk),
             reviewer: Arc::new(NobodyToAsk),
             limits: ExecLimits::default(),
-            mcp_timeout: Duration::from_secs(30),
+            mcp_timeouts: McpTimeouts::default(),
         }
     }
 }
@@ -99,7 +100,7 @@ pub(crate) async fn gate_for(
     let (ratchet, state) = ancestors(store, r.run.parent_run.clone()).await?;
     let agent = authz_core::resolve_agent(r.agent, Some(r.principal.clone()), &broker.table);
     let servers = mcp_servers(store, &r.run.channel_id).await?;
-    let mcp = McpServers::connect(servers, broker.mcp_timeout).await;
+    let mcp = McpServers::connect(servers, broker.mcp_timeouts).await;
     let now = r.now;
     let settings = GateSettings {
         session: SessionId::from(r.run.id.clone()),

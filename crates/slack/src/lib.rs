@@ -5,21 +5,25 @@
 //! bot answered become requests of the actor `slack:<user>` with the origin
 //! `{ slack:<channel>, thread }`, handled by `Registry::handle`. Replies go into the thread
 //! (`chat.postMessage`); a run posts one "working" message and updates it with the outcome.
+//! While such a run is live, each tool call its agent asks the requester about is posted in
+//! the thread with Approve / Deny buttons, whose clicks arrive signed at
+//! `POST /slack/interactions` (or over Socket Mode) ([`approvals`]).
 //! [`SlackChannelDirectory`] supplies channel visibility and the user's private-channel
 //! memberships behind authz-core's `ChannelDirectory` seam. It depends on `commands` and
 //! `authz-core` only (plus slack-morphism and its own small parts).
 //!
 //! What it must never do: read a body before its signature holds; decide anything (every
 //! decision is the registry's `authorize`; memberships are facts the directory supplies,
-//! never grants); start a second run for an event id any replica has seen; post a capability
-//! link anywhere but ephemerally to the person who asked; post agent text unescaped (no
-//! `@channel`, no forged links); log a token, a signature or a body.
+//! never grants; whose click answers an ask is the approval desk's rule); start a second run
+//! for an event id any replica has seen; post a capability link anywhere but ephemerally to
+//! the person who asked; post agent text unescaped (no `@channel`, no forged links); log a
+//! token, a signature or a body.
 //!
-//! Invariants: a bad or stale signature is 401 and writes nothing (no event id is spent);
-//! every accepted event is acknowledged at once with the work spawned; the bot's own
-//! messages, other bots', edits, deletes and joins are ignored; a failed lookup is `unknown`
-//! visibility and no memberships (deny); a reply that cannot be posted is the run's friction
-//! and the run keeps its outcome.
+//! Invariants: a bad or stale signature is 401 and writes nothing (no event id is spent, no
+//! click counts); every accepted event is acknowledged at once with the work spawned; the
+//! bot's own messages, other bots', edits, deletes and joins are ignored; a failed lookup is
+//! `unknown` visibility and no memberships (deny); a reply that cannot be posted is the run's
+//! friction and the run keeps its outcome; a click counts only from the run's principal.
 
 pub mod api;
 pub mod approvals;

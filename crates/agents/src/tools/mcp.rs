@@ -41,6 +41,26 @@ struct Listed {
 
 type Client = RunningService<RoleClient, ()>;
 
+/// One server's listing: its open session and its tools, or why not.
+type Listing = Result<(Client, Vec<McpTool>), String>;
+
+/// How long listing a server's tools at a run's start may take (a server that does not answer
+/// delays every run by this much), and how long one call may.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct McpTimeouts {
+    pub list: Duration,
+    pub call: Duration,
+}
+
+impl Default for McpTimeouts {
+    fn default() -> Self {
+        McpTimeouts {
+            list: Duration::from_secs(10),
+            call: Duration::from_secs(30),
+        }
+    }
+}
+
 /// The run's MCP servers: what each offered, and one open session per server, made at the
 /// listing (or at the first call after a failed one) and closed with the run.
 pub struct McpServers {
@@ -70,14 +90,34 @@ impl McpServers {
         }
     }
 
-    /// Connects to each server and lists its tools, each within `timeout`. A server that cannot
-    /// be reached keeps its place with the reason; the run goes on without its tools.
-    pub async fn connect(servers: Vec<McpServer>, timeout: Duration) -> McpServers {
+    /// Connects to every server at once and lists its tools, each within `timeout`. A server
+    /// that cannot be reached keeps its place with the reason; the run goes on without its
+    /// tools.
+    pub async fn connect(servers: Vec<McpServer>, timeouts: McpTimeouts) -> McpServers {
+        let timeout = timeouts.list;
+        let mut listings = tokio::task::JoinSet::new();
+        for (index, server) in servers.iter().cloned().enumerate() {
+            listings.spawn(async move {
+                let listed = tokio::time::timeout(timeout, open_and_list(&server.url)).await;
+                (index, listed)
+            });
+        }
+        let mut found: Vec<Option<Listing>> = servers.iter().map(|_| None).collect();
+        while let Some(joined) = listings.join_next().await {
+            let Ok((index, listed)) = joined else {
+                continue; // a listing task that panicked: its server stays unreachable
+            };
+            let listed =
+                listed.unwrap_or_else(|_| Err(format!("no answer within {} s", timeout.as_secs())));
+            if let Some(slot) = found.get_mut(index) {
+                *slot = Some(listed);
+            }
+        }
         let mut listed = Vec::new();
         let mut sessions = HashMap::new();
-        for server in servers {
-            match tokio::time::timeout(timeout, open_and_list(&server.url)).await {
-                Ok(Ok((client, tools))) => {
+        for (server, result) in servers.into_iter().zip(found) {
+            match result.unwrap_or_else(|| Err("the listing did not finish".to_owned())) {
+                Ok((client, tools)) => {
                     sessions.insert(server.name.clone(), Arc::new(client));
                     listed.push(Listed {
                         server,
@@ -85,17 +125,13 @@ impl McpServers {
                         problem: None,
                     });
                 }
-                Ok(Err(problem)) => listed.push(unreachable(server, problem)),
-                Err(_) => listed.push(unreachable(
-                    server,
-                    format!("no answer within {} s", timeout.as_secs()),
-                )),
+                Err(problem) => listed.push(unreachable(server, problem)),
             }
         }
         McpServers {
             listed,
             sessions: tokio::sync::Mutex::new(sessions),
-            timeout,
+            timeout: timeouts.call,
         }
     }
 
@@ -214,7 +250,7 @@ async fn open(url: &str) -> Result<Client, String> {
     ().serve(transport).await.map_err(|e| e.to_string())
 }
 
-async fn open_and_list(url: &str) -> Result<(Client, Vec<McpTool>), String> {
+async fn open_and_list(url: &str) -> Listing {
     let client = open(url).await?;
     let tools = client
         .list_all_tools()
