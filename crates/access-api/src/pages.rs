@@ -243,7 +243,12 @@ pub async fn run(
     };
     let live = is_live(&run);
     let waiting = match RunId::parse(&id) {
-        Ok(run_id) if live => api.services.approvals.pending(&run_id, answerer(&opener)),
+        Ok(run_id) if live => {
+            api.services
+                .approvals
+                .pending(&run_id, answerer(&opener))
+                .await
+        }
         _ => Vec::new(),
     };
     let body = run_body(&run, &events, &friction, token, live, &waiting);
@@ -547,6 +552,7 @@ pub async fn approve(
         .services
         .approvals
         .answer(&run_id, &approval, answerer(&opener), approve)
+        .await
     {
         Ok(()) => back_to_run(&id, token.as_deref()),
         Err(e @ ApprovalError::NotPending) => {
@@ -555,6 +561,9 @@ pub async fn approve(
         Err(e @ ApprovalError::NotThePrincipal) => {
             tracing::warn!(run = %id, reason = "not-the-principal", "[access] an approval was answered by someone else");
             not_answered(StatusCode::FORBIDDEN, &id, &e.to_string())
+        }
+        Err(e @ ApprovalError::Unrecorded) => {
+            not_answered(StatusCode::SERVICE_UNAVAILABLE, &id, &e.to_string())
         }
     }
 }

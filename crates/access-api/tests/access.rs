@@ -127,6 +127,9 @@ struct Options {
     keep_alive: Duration,
     /// The writer agent's model (nothing listens at the default).
     model_url: String,
+    /// The `[store]` section; default: a SQLite file of the harness's own.
+    store: Option<String>,
+    replica: &'static str,
 }
 
 impl Default for Options {
@@ -135,6 +138,8 @@ impl Default for Options {
             ttl_seconds: 3600,
             keep_alive: Duration::from_secs(15),
             model_url: "http://127.0.0.1:9/v1".to_owned(),
+            store: None,
+            replica: "access-test",
         }
     }
 }
@@ -145,9 +150,12 @@ async fn start(options: Options) -> Harness {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let text = format!(
-        "{GRANTS}\n[agents.writer]\nbackend = \"openai\"\nbase_url = \"{model}\"\nmodel = \"scripted\"\n[store]\nurl = \"sqlite://{db}\"\n[server]\ndata_dir = {data:?}\npublic_url = \"http://{addr}\"\n[access]\nissuer = \"{ISSUER}\"\naudience = \"{AUDIENCE}\"\njwks_url = \"{url}\"\njwks_ttl_seconds = {ttl}\n",
+        "{GRANTS}\n[agents.writer]\nbackend = \"openai\"\nbase_url = \"{model}\"\nmodel = \"scripted\"\n{store}\n[server]\ndata_dir = {data:?}\npublic_url = \"http://{addr}\"\n[access]\nissuer = \"{ISSUER}\"\naudience = \"{AUDIENCE}\"\njwks_url = \"{url}\"\njwks_ttl_seconds = {ttl}\n",
         model = options.model_url,
-        db = dir.path().join("sb.db").display(),
+        store = options.store.clone().unwrap_or_else(|| format!(
+            "[store]\nurl = \"sqlite://{}\"",
+            dir.path().join("sb.db").display()
+        )),
         data = dir.path().join("data").display().to_string(),
         url = jwks.url(),
         ttl = options.ttl_seconds,
@@ -164,7 +172,7 @@ async fn start(options: Options) -> Harness {
         directory: Some(Arc::new(PublicSlackChannels)),
         ..server::Overrides::default()
     };
-    let replica = store::ReplicaId::parse("access-test").unwrap();
+    let replica = store::ReplicaId::parse(options.replica).unwrap();
     let app = server::App::build_with(config, secrets, replica, overrides)
         .await
         .unwrap();
@@ -1243,4 +1251,75 @@ async fn the_run_page_answers_a_tool_call_waiting_for_its_person() {
         );
         h.shutdown.cancel();
     }
+}
+
+/// Two replicas on one Postgres database: the run asks on the replica it is live on, and its
+/// page, served by the other replica, shows the ask and takes the answer, which reaches the
+/// agent. (Behind a load balancer, either replica may get the page and the answer.)
+#[tokio::test]
+async fn a_tool_call_is_answered_through_another_replica_on_postgres() {
+    let url = std::env::var("SWITCHBOARD_TEST_POSTGRES_URL")
+        .expect("SWITCHBOARD_TEST_POSTGRES_URL is not set (scripts/test.sh sets it)");
+    let schema = format!(
+        "sb_cli_approvals_{}",
+        store::new_id(store::Timestamp::now()).to_ascii_lowercase()
+    );
+    let store = format!("[store]\nurl = {url:?}\nschema = {schema:?}");
+    let model_url = writing_model().await;
+    let running = start(Options {
+        model_url: model_url.clone(),
+        store: Some(store.clone()),
+        replica: "replica-a",
+        ..Options::default()
+    })
+    .await;
+    let answering = start(Options {
+        model_url,
+        store: Some(store),
+        replica: "replica-b",
+        ..Options::default()
+    })
+    .await;
+    let started = running.ingress("/ingress", "@writer take notes").await;
+    let id = started["run_id"].as_str().unwrap().to_owned();
+    let link = started["link"].as_str().unwrap().to_owned();
+    // The same capability link, on the other replica.
+    let path = link.trim_start_matches(&running.base).to_owned();
+    let mut page = answering.get(&path, None).await;
+    for _ in 0..200 {
+        if page.body.contains("Waiting for your answer") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+        page = answering.get(&path, None).await;
+    }
+    assert!(
+        page.body
+            .contains("The agent asks to <code>fs.write</code>"),
+        "{}",
+        page.body
+    );
+    let action = approval_action(&page.body).unwrap();
+    let answered = answering
+        .post(
+            &action,
+            None,
+            &[("sec-fetch-site", "same-origin")],
+            "answer=approve",
+        )
+        .await;
+    assert_eq!(answered.status, 303, "{}", answered.body);
+    let run_id = RunId::parse(&id).unwrap();
+    wait_status(&running, &run_id, RunStatus::Completed).await;
+    let run = running.store.get_run(&run_id).await.unwrap().unwrap();
+    assert!(
+        run.answer
+            .as_deref()
+            .unwrap_or_default()
+            .starts_with("tool said: wrote 9 bytes to "),
+        "{:?}",
+        run.answer
+    );
+    running.shutdown.cancel();
+    answering.shutdown.cancel();
 }

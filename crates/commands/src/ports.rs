@@ -71,23 +71,29 @@ pub enum ApprovalError {
     NotPending,
     #[error("only the person this run acts for may answer")]
     NotThePrincipal,
+    #[error("the answer could not be recorded; nothing changed, try again")]
+    Unrecorded,
 }
 
 /// The asks waiting for a person, and their answers (the run page's Approve / Deny form,
-/// Slack's buttons).
+/// Slack's buttons), from whichever replica the answer reaches.
 pub trait ApprovalDesk: Send + Sync {
-    /// The asks of `run` that `by` may answer.
-    fn pending(&self, run: &RunId, by: Answerer<'_>) -> Vec<PendingApproval>;
-    /// A watch on new asks, on any run. A surface that offers asks as they come watches
-    /// first, then reads `pending`, so none falls in between.
+    /// The open asks of `run` that `by` may answer (none when they cannot be read).
+    fn pending<'a>(
+        &'a self,
+        run: &'a RunId,
+        by: Answerer<'a>,
+    ) -> BoxFuture<'a, Vec<PendingApproval>>;
+    /// A watch on new asks made in this process, on any run. A surface that offers asks as
+    /// they come watches first, then reads `pending`, so none falls in between.
     fn asked(&self) -> Box<dyn AskedWatch>;
-    fn answer(
-        &self,
-        run: &RunId,
-        id: &str,
-        by: Answerer<'_>,
+    fn answer<'a>(
+        &'a self,
+        run: &'a RunId,
+        id: &'a str,
+        by: Answerer<'a>,
         approve: bool,
-    ) -> Result<(), ApprovalError>;
+    ) -> BoxFuture<'a, Result<(), ApprovalError>>;
 }
 
 /// Hears of new asks ([`ApprovalDesk::asked`]).
@@ -110,22 +116,26 @@ impl AskedWatch for NoAsks {
 pub struct NoApprovals;
 
 impl ApprovalDesk for NoApprovals {
-    fn pending(&self, _run: &RunId, _by: Answerer<'_>) -> Vec<PendingApproval> {
-        Vec::new()
+    fn pending<'a>(
+        &'a self,
+        _run: &'a RunId,
+        _by: Answerer<'a>,
+    ) -> BoxFuture<'a, Vec<PendingApproval>> {
+        Box::pin(std::future::ready(Vec::new()))
     }
 
     fn asked(&self) -> Box<dyn AskedWatch> {
         Box::new(NoAsks)
     }
 
-    fn answer(
-        &self,
-        _run: &RunId,
-        _id: &str,
-        _by: Answerer<'_>,
+    fn answer<'a>(
+        &'a self,
+        _run: &'a RunId,
+        _id: &'a str,
+        _by: Answerer<'a>,
         _approve: bool,
-    ) -> Result<(), ApprovalError> {
-        Err(ApprovalError::NotPending)
+    ) -> BoxFuture<'a, Result<(), ApprovalError>> {
+        Box::pin(std::future::ready(Err(ApprovalError::NotPending)))
     }
 }
 

@@ -1,60 +1,108 @@
-//! The asks waiting for a person under `serve`: the broker's gate asks here
-//! ([`Approver`]), and the run page answers here ([`ApprovalDesk`]). Only the run's principal
-//! (or whoever holds the run's capability link, who started it) can answer. An ask that is
-//! dropped (its timeout, its run stopped) leaves the desk with it. Held in this process: an
-//! answer must reach the replica the run is live on.
+//! The asks waiting for a person under `serve`: the broker's gate asks here ([`Approver`]), and
+//! the run page and Slack's buttons answer here ([`ApprovalDesk`]). Each ask is a row of the
+//! store's `tool_approvals`, so an answer counts from whichever replica it reaches: the store's
+//! conditional write lets exactly one answer count, and the replica whose run asked reads it
+//! (at once when the answer reached it, within [`POLL`] when it reached another). Only the
+//! run's principal (or whoever holds the run's capability link, who started it) can answer. An
+//! ask that is dropped (its timeout, its run stopped) is closed, so a late answer finds nothing.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use agents::tools::{Answer, Approver, Question, Who};
 use async_trait::async_trait;
-use authz_core::BoxFuture;
-use authz_core::{ActorId, RunId};
+use authz_core::{ActorId, BoxFuture, RunId};
 use commands::{Answerer, ApprovalDesk, ApprovalError, AskedWatch, PendingApproval};
+use store::{ApprovalRecord, ApprovalState, Store, Timestamp};
 use tokio::sync::oneshot;
 
-struct Waiting {
-    view: PendingApproval,
-    principal: Option<ActorId>,
-    answer: oneshot::Sender<bool>,
-}
+/// How often a waiting ask reads its state when no answer reached this replica.
+pub const POLL: Duration = Duration::from_millis(500);
+/// The most of a call's arguments kept with its ask (they are shown, not run).
+const ARGUMENTS_KEPT: usize = 8 * 1024;
+
+type Local = Arc<Mutex<HashMap<String, oneshot::Sender<bool>>>>;
 
 pub struct PendingApprovals {
-    waiting: Arc<Mutex<HashMap<String, Waiting>>>,
-    /// Counts the asks so far; a surface watching it offers each new one.
+    store: Arc<dyn Store>,
+    /// The asks of this process, by id: an answer that reaches this replica wakes its wait.
+    local: Local,
+    /// Counts this process's asks; a surface watching it offers each new one.
     asked: tokio::sync::watch::Sender<u64>,
+    poll: Duration,
 }
 
-impl Default for PendingApprovals {
-    fn default() -> Self {
+impl PendingApprovals {
+    pub fn new(store: Arc<dyn Store>) -> PendingApprovals {
         PendingApprovals {
-            waiting: Arc::default(),
+            store,
+            local: Arc::default(),
             asked: tokio::sync::watch::Sender::new(0),
+            poll: POLL,
+        }
+    }
+
+    /// The same desk reading remote answers every `poll` (tests use a short one).
+    pub fn with_poll(mut self, poll: Duration) -> PendingApprovals {
+        self.poll = poll;
+        self
+    }
+
+    fn take_local(&self, id: &str) -> Option<oneshot::Sender<bool>> {
+        match self.local.lock() {
+            Ok(mut local) => local.remove(id),
+            Err(poisoned) => poisoned.into_inner().remove(id),
+        }
+    }
+
+    /// Waits for the ask's answer: from this replica through `rx`, from another through the
+    /// store. A store that cannot be read is read again at the next poll.
+    async fn wait(&self, id: &str, mut rx: oneshot::Receiver<bool>) -> Answer {
+        let mut tick = tokio::time::interval(self.poll);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                local = &mut rx => return match local {
+                    Ok(true) => Answer::Yes,
+                    Ok(false) => Answer::No,
+                    Err(_) => Answer::Nobody,
+                },
+                _ = tick.tick() => {}
+            }
+            match self.store.approval_state(id).await {
+                Ok(Some(ApprovalState::Approved)) => return Answer::Yes,
+                Ok(Some(ApprovalState::Denied)) => return Answer::No,
+                Ok(Some(ApprovalState::Closed) | None) => return Answer::Nobody,
+                Ok(Some(ApprovalState::Open)) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e.token(), "[broker] an ask's state could not be read")
+                }
+            }
         }
     }
 }
 
-impl PendingApprovals {
-    fn with<T>(&self, f: impl FnOnce(&mut HashMap<String, Waiting>) -> T) -> T {
-        let mut guard = match self.waiting.lock() {
-            Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        f(&mut guard)
-    }
-}
-
-/// Removes its ask from the desk when the asking future ends, answered or not.
+/// Closes its ask when the asking future ends, answered or not: a row still open is closed
+/// (timed out, run stopped), so no answer can count after the wait is over.
 struct Leave {
-    waiting: Arc<Mutex<HashMap<String, Waiting>>>,
+    store: Arc<dyn Store>,
+    local: Local,
     id: String,
 }
 
 impl Drop for Leave {
     fn drop(&mut self) {
-        if let Ok(mut waiting) = self.waiting.lock() {
-            waiting.remove(&self.id);
+        if let Ok(mut local) = self.local.lock() {
+            local.remove(&self.id);
+        }
+        let (store, id) = (self.store.clone(), self.id.clone());
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                if let Err(e) = store.close_approval(&id, Timestamp::now()).await {
+                    tracing::warn!(error = %e.token(), "[broker] an ask could not be closed");
+                }
+            });
         }
     }
 }
@@ -66,75 +114,100 @@ impl Approver for PendingApprovals {
             return Answer::Nobody;
         }
         let Ok(id) = crate::random_token() else {
-            return Answer::Nobody;
+            return Answer::Unrecorded;
         };
-        let (tx, rx) = oneshot::channel();
-        let view = PendingApproval {
+        let record = ApprovalRecord {
             id: id.clone(),
-            run: question.run.run().clone(),
+            run_id: question.run.run().clone(),
+            principal: question.principal.clone(),
             action: question.action.clone(),
             tool: question.tool.clone(),
-            arguments: question.arguments.clone(),
+            arguments: cut(&question.arguments, ARGUMENTS_KEPT),
+            state: ApprovalState::Open,
+            asked_at: Timestamp::now(),
         };
-        self.with(|w| {
-            w.insert(
-                id.clone(),
-                Waiting {
-                    view,
-                    principal: question.principal.clone(),
-                    answer: tx,
-                },
-            )
-        });
-        let _leave = Leave {
-            waiting: self.waiting.clone(),
-            id,
-        };
-        self.asked.send_modify(|n| *n += 1);
-        match rx.await {
-            Ok(true) => Answer::Yes,
-            Ok(false) => Answer::No,
-            Err(_) => Answer::Nobody,
+        let (tx, rx) = oneshot::channel();
+        if let Ok(mut local) = self.local.lock() {
+            local.insert(id.clone(), tx);
         }
+        let _leave = Leave {
+            store: self.store.clone(),
+            local: self.local.clone(),
+            id: id.clone(),
+        };
+        if let Err(e) = self.store.open_approval(&record).await {
+            tracing::warn!(error = %e.token(), "[broker] an ask could not be recorded; it is refused");
+            return Answer::Unrecorded;
+        }
+        self.asked.send_modify(|n| *n += 1);
+        self.wait(&id, rx).await
     }
 }
 
 impl ApprovalDesk for PendingApprovals {
-    fn pending(&self, run: &RunId, by: Answerer<'_>) -> Vec<PendingApproval> {
-        let mut list: Vec<PendingApproval> = self.with(|w| {
-            w.values()
-                .filter(|p| &p.view.run == run && counts(p, by))
-                .map(|p| p.view.clone())
-                .collect()
-        });
-        list.sort_by(|a, b| a.id.cmp(&b.id));
-        list
+    fn pending<'a>(
+        &'a self,
+        run: &'a RunId,
+        by: Answerer<'a>,
+    ) -> BoxFuture<'a, Vec<PendingApproval>> {
+        Box::pin(async move {
+            match self.store.open_approvals(run).await {
+                Ok(open) => open
+                    .into_iter()
+                    .filter(|a| counts(a.principal.as_ref(), by))
+                    .map(view)
+                    .collect(),
+                Err(e) => {
+                    tracing::warn!(error = %e.token(), "[broker] the open asks could not be read; none is shown");
+                    Vec::new()
+                }
+            }
+        })
     }
 
     fn asked(&self) -> Box<dyn AskedWatch> {
         Box::new(Asked(self.asked.subscribe()))
     }
 
-    fn answer(
-        &self,
-        run: &RunId,
-        id: &str,
-        by: Answerer<'_>,
+    fn answer<'a>(
+        &'a self,
+        run: &'a RunId,
+        id: &'a str,
+        by: Answerer<'a>,
         approve: bool,
-    ) -> Result<(), ApprovalError> {
-        self.with(|w| {
-            let waiting = w
-                .get(id)
-                .filter(|p| &p.view.run == run)
+    ) -> BoxFuture<'a, Result<(), ApprovalError>> {
+        Box::pin(async move {
+            let open = self.store.open_approvals(run).await.map_err(|e| {
+                tracing::warn!(error = %e.token(), "[broker] the open asks could not be read");
+                ApprovalError::Unrecorded
+            })?;
+            let ask = open
+                .iter()
+                .find(|a| a.id == id)
                 .ok_or(ApprovalError::NotPending)?;
-            if !counts(waiting, by) {
+            if !counts(ask.principal.as_ref(), by) {
                 return Err(ApprovalError::NotThePrincipal);
             }
-            let waiting = w.remove(id).ok_or(ApprovalError::NotPending)?;
-            waiting
-                .answer
-                .send(approve)
-                .map_err(|_| ApprovalError::NotPending)
+            let who = match by {
+                Answerer::Capability => "the run's capability link",
+                Answerer::Actor(actor) => actor.as_str(),
+            };
+            let counted = self
+                .store
+                .answer_approval(id, run, approve, who, Timestamp::now())
+                .await
+                .map_err(|e| {
+                    tracing::warn!(error = %e.token(), "[broker] an answer could not be recorded");
+                    ApprovalError::Unrecorded
+                })?;
+            if !counted {
+                return Err(ApprovalError::NotPending);
+            }
+            // The ask is this replica's: its wait wakes now rather than at the next poll.
+            if let Some(waiting) = self.take_local(id) {
+                let _ = waiting.send(approve);
+            }
+            Ok(())
         })
     }
 }
@@ -148,19 +221,40 @@ impl AskedWatch for Asked {
     }
 }
 
-/// Whether `by`'s answer counts for this ask.
-fn counts(waiting: &Waiting, by: Answerer<'_>) -> bool {
+/// Whether `by`'s answer counts for an ask of `principal`.
+fn counts(principal: Option<&ActorId>, by: Answerer<'_>) -> bool {
     match by {
         Answerer::Capability => true,
-        Answerer::Actor(actor) => waiting.principal.as_ref() == Some(actor),
+        Answerer::Actor(actor) => principal == Some(actor),
     }
+}
+
+fn view(a: ApprovalRecord) -> PendingApproval {
+    PendingApproval {
+        id: a.id,
+        run: a.run_id,
+        action: a.action,
+        tool: a.tool,
+        arguments: a.arguments,
+    }
+}
+
+/// `text` cut at a character boundary at most `max` bytes in, marked when cut.
+fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", text.get(..end).unwrap_or_default())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use broker::SessionId;
-    use std::time::Duration;
 
     fn question(principal: &str) -> Question {
         Question {
@@ -173,6 +267,14 @@ mod tests {
         }
     }
 
+    /// Two replicas' desks over one store, reading remote answers every 20 ms.
+    async fn desks() -> (Arc<PendingApprovals>, Arc<PendingApprovals>) {
+        let store = store::open("memory:").await.unwrap();
+        let desk =
+            || Arc::new(PendingApprovals::new(store.clone()).with_poll(Duration::from_millis(20)));
+        (desk(), desk())
+    }
+
     async fn waiting(
         desk: &Arc<PendingApprovals>,
         principal: &str,
@@ -182,7 +284,7 @@ mod tests {
         let task = tokio::spawn(async move { asking.approve(&q).await });
         let run = RunId::parse("01JAPPROVE").unwrap();
         for _ in 0..100 {
-            if let Some(p) = desk.pending(&run, Answerer::Capability).first() {
+            if let Some(p) = desk.pending(&run, Answerer::Capability).await.first() {
                 return (task, p.id.clone());
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
@@ -192,7 +294,7 @@ mod tests {
 
     #[tokio::test]
     async fn only_the_principal_or_the_capability_answers_once() {
-        let desk = Arc::new(PendingApprovals::default());
+        let (desk, _) = desks().await;
         let run = RunId::parse("01JAPPROVE").unwrap();
         let other_run = RunId::parse("01JOTHER").unwrap();
         let alice = ActorId::parse("access:alice").unwrap();
@@ -201,56 +303,106 @@ mod tests {
         let mut asked = desk.asked();
         let (task, id) = waiting(&desk, "access:alice").await;
         assert!(asked.changed().await, "a watcher hears of the new ask");
-        assert_eq!(desk.pending(&run, Answerer::Actor(&alice)).len(), 1);
+        assert_eq!(desk.pending(&run, Answerer::Actor(&alice)).await.len(), 1);
         assert!(
-            desk.pending(&run, Answerer::Actor(&mallory)).is_empty(),
+            desk.pending(&run, Answerer::Actor(&mallory))
+                .await
+                .is_empty(),
             "shown only to who may answer"
         );
         assert_eq!(
-            desk.answer(&run, &id, Answerer::Actor(&mallory), true),
+            desk.answer(&run, &id, Answerer::Actor(&mallory), true)
+                .await,
             Err(ApprovalError::NotThePrincipal)
         );
         assert_eq!(
-            desk.answer(&other_run, &id, Answerer::Actor(&alice), true),
+            desk.answer(&other_run, &id, Answerer::Actor(&alice), true)
+                .await,
             Err(ApprovalError::NotPending)
         );
         assert_eq!(
-            desk.answer(&run, "guess", Answerer::Actor(&alice), true),
+            desk.answer(&run, "guess", Answerer::Actor(&alice), true)
+                .await,
             Err(ApprovalError::NotPending)
         );
         assert_eq!(
-            desk.answer(&run, &id, Answerer::Actor(&alice), true),
+            desk.answer(&run, &id, Answerer::Actor(&alice), true).await,
             Ok(())
         );
         assert_eq!(task.await.unwrap(), Answer::Yes);
         assert_eq!(
-            desk.answer(&run, &id, Answerer::Actor(&alice), true),
+            desk.answer(&run, &id, Answerer::Actor(&alice), true).await,
             Err(ApprovalError::NotPending)
         );
-        assert!(desk.pending(&run, Answerer::Capability).is_empty());
+        assert!(desk.pending(&run, Answerer::Capability).await.is_empty());
         let quiet = tokio::time::timeout(Duration::from_millis(50), asked.changed()).await;
         assert!(quiet.is_err(), "an answer is not a new ask");
 
         let (task, id) = waiting(&desk, "access:alice").await;
-        assert_eq!(desk.answer(&run, &id, Answerer::Capability, false), Ok(()));
+        assert_eq!(
+            desk.answer(&run, &id, Answerer::Capability, false).await,
+            Ok(())
+        );
         assert_eq!(task.await.unwrap(), Answer::No);
     }
 
     #[tokio::test]
-    async fn an_ask_that_is_dropped_leaves_the_desk() {
-        let desk = Arc::new(PendingApprovals::default());
+    async fn an_answer_counts_from_another_replica() {
+        let (here, there) = desks().await;
         let run = RunId::parse("01JAPPROVE").unwrap();
-        let (task, id) = waiting(&desk, "access:alice").await;
+        let alice = ActorId::parse("access:alice").unwrap();
+        let mallory = ActorId::parse("access:mallory").unwrap();
+        let (task, id) = waiting(&here, "access:alice").await;
+        // The other replica sees the ask, keeps to the same rule, and its answer counts.
+        assert_eq!(there.pending(&run, Answerer::Actor(&alice)).await.len(), 1);
+        assert_eq!(
+            there
+                .answer(&run, &id, Answerer::Actor(&mallory), true)
+                .await,
+            Err(ApprovalError::NotThePrincipal)
+        );
+        assert_eq!(
+            there
+                .answer(&run, &id, Answerer::Actor(&alice), false)
+                .await,
+            Ok(())
+        );
+        assert_eq!(task.await.unwrap(), Answer::No);
+        assert_eq!(
+            here.answer(&run, &id, Answerer::Actor(&alice), true).await,
+            Err(ApprovalError::NotPending),
+            "answered once, wherever"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_ask_that_is_dropped_is_closed_everywhere() {
+        let (here, there) = desks().await;
+        let run = RunId::parse("01JAPPROVE").unwrap();
+        let (task, id) = waiting(&here, "access:alice").await;
         task.abort();
         let _ = task.await;
-        assert!(desk.pending(&run, Answerer::Capability).is_empty());
+        for _ in 0..100 {
+            if there.pending(&run, Answerer::Capability).await.is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(there.pending(&run, Answerer::Capability).await.is_empty());
         assert_eq!(
-            desk.answer(&run, &id, Answerer::Capability, true),
+            there.answer(&run, &id, Answerer::Capability, true).await,
             Err(ApprovalError::NotPending)
         );
         // A reviewer's question is not a person's: nobody here answers it.
         let mut q = question("access:alice");
         q.who = Who::Reviewer;
-        assert_eq!(desk.approve(&q).await, Answer::Nobody);
+        assert_eq!(here.approve(&q).await, Answer::Nobody);
+    }
+
+    #[test]
+    fn long_arguments_are_cut_on_a_character() {
+        assert_eq!(cut("abc", 3), "abc");
+        assert_eq!(cut("abcd", 3), "abc…");
+        assert_eq!(cut("aé", 2), "a…");
     }
 }

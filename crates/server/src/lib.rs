@@ -215,7 +215,7 @@ impl App {
         let reviewer = reviewer_agent(&config, &agents, &secrets);
         // A person's asks wait here for the run page's answer, unless the process answers
         // them itself (`switchboard ask`: the terminal).
-        let approvals = Arc::new(dispatch::PendingApprovals::default());
+        let approvals = Arc::new(dispatch::PendingApprovals::new(store.clone()));
         let tokens = match &secrets.agent_token_secret {
             Some(secret) => AgentTokens::new(secret).context(
                 "the agent token secret (SWITCHBOARD_AGENT_TOKEN_SECRET or [server] agent_token_secret_file)",

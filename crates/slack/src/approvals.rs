@@ -230,6 +230,7 @@ impl SlackSurface {
                 .services
                 .approvals
                 .pending(run, Answerer::Actor(&req.actor))
+                .await
             {
                 if offered.insert(ask.id.clone()) {
                     let (fallback, blocks) = offer(
@@ -256,7 +257,7 @@ impl SlackSurface {
     }
 
     /// Takes a click: the desk counts it only from the run's principal. Acknowledged at
-    /// once; what the clicker is told is posted after.
+    /// once; the answer and what the clicker is told follow.
     pub(crate) fn interaction(self: &std::sync::Arc<Self>, interaction: Interaction) {
         let click = match interaction {
             Interaction::Click(click) => click,
@@ -265,24 +266,29 @@ impl SlackSurface {
                 return;
             }
         };
-        let answered = self.services.approvals.answer(
-            &click.run,
-            &click.approval,
-            Answerer::Actor(&click.clicker),
-            click.approve,
-        );
-        let answer = if click.approve { "approved" } else { "denied" };
-        match &answered {
-            Ok(()) => {
-                tracing::info!(run = %click.run, by = %click.clicker, answer, "[slack] a tool call was answered")
-            }
-            Err(e) => {
-                commands::trace::mark_denied();
-                tracing::warn!(run = %click.run, by = %click.clicker, reason = %e, "[slack] a click did not count");
-            }
-        }
         let surface = self.clone();
-        tokio::spawn(async move { surface.tell(&click, answered).await });
+        tokio::spawn(async move {
+            let answered = surface
+                .services
+                .approvals
+                .answer(
+                    &click.run,
+                    &click.approval,
+                    Answerer::Actor(&click.clicker),
+                    click.approve,
+                )
+                .await;
+            let answer = if click.approve { "approved" } else { "denied" };
+            match &answered {
+                Ok(()) => {
+                    tracing::info!(run = %click.run, by = %click.clicker, answer, "[slack] a tool call was answered")
+                }
+                Err(e) => {
+                    tracing::warn!(run = %click.run, by = %click.clicker, reason = %e, "[slack] a click did not count")
+                }
+            }
+            surface.tell(&click, answered).await;
+        });
     }
 
     /// Shows a click's result: the buttons' message says who answered (or that nothing waits
@@ -299,6 +305,10 @@ impl SlackSurface {
             Err(ApprovalError::NotThePrincipal) => (
                 None,
                 Some("Only the person this run acts for can answer; your click did not count.".to_owned()),
+            ),
+            Err(ApprovalError::Unrecorded) => (
+                None,
+                Some("Your answer could not be recorded; nothing changed. Try again.".to_owned()),
             ),
         };
         let Some(message) = &click.message else {

@@ -1,4 +1,4 @@
-//! # store: runs, memory, config, schedule firings and Slack event ids
+//! # store: runs, memory, config, schedule firings, Slack event ids and tool-call asks
 //!
 //! What it is: the persistence of Switchboard behind one set of traits, with three back ends
 //! chosen by URL — `sqlite://path` (the embedded default: a file in WAL mode, created and
@@ -23,6 +23,8 @@
 //!   (the SQL differential tests).
 //! - A terminal status never changes; every write is one statement or one transaction.
 //! - A row written before the visibility stamp reads `unknown`.
+//! - A tool call's ask is answered or closed at most once, by one conditional write, whichever
+//!   replica answers.
 
 mod error;
 pub mod fanout;
@@ -164,9 +166,34 @@ pub trait SlackEventStore: Send + Sync {
     async fn answered_thread(&self, channel: &str, thread_ts: &str) -> Result<bool>;
 }
 
+/// Tool calls waiting for a person's answer, readable and answerable from every replica.
+#[async_trait]
+pub trait ApprovalStore: Send + Sync {
+    /// Records a new ask (its state must be `Open`).
+    async fn open_approval(&self, ask: &ApprovalRecord) -> Result<()>;
+    /// The open asks of a run, oldest first.
+    async fn open_approvals(&self, run: &RunId) -> Result<Vec<ApprovalRecord>>;
+    /// Answers an open ask of `run`, once: true when this answer counted, false when the ask
+    /// is not open (answered, closed, another run's, or none). `by` says who answered.
+    async fn answer_approval(
+        &self,
+        id: &str,
+        run: &RunId,
+        approve: bool,
+        by: &str,
+        at: Timestamp,
+    ) -> Result<bool>;
+    /// An ask's state; `None` when there is no such ask.
+    async fn approval_state(&self, id: &str) -> Result<Option<ApprovalState>>;
+    /// Closes an open ask (it timed out, or its run ended): false when it was not open.
+    async fn close_approval(&self, id: &str, at: Timestamp) -> Result<bool>;
+}
+
 /// Everything the store keeps.
 #[async_trait]
-pub trait Store: RunStore + MemoryStore + ConfigStore + ScheduleStore + SlackEventStore {
+pub trait Store:
+    RunStore + MemoryStore + ConfigStore + ScheduleStore + SlackEventStore + ApprovalStore
+{
     /// `sqlite`, `postgres` or `memory`.
     fn backend(&self) -> &'static str;
     /// One round trip to the database (`/readyz`).
@@ -296,6 +323,17 @@ pub(crate) fn check_thread(channel: &str, thread_ts: &str) -> Result<()> {
     } else {
         Err(StoreError::Invalid(
             "a Slack channel id and thread ts are 1-64 printable ASCII characters each".into(),
+        ))
+    }
+}
+
+pub(crate) fn check_approval_id(id: &str) -> Result<()> {
+    let ok = !id.is_empty() && id.len() <= 128 && id.chars().all(|c| c.is_ascii_graphic());
+    if ok {
+        Ok(())
+    } else {
+        Err(StoreError::Invalid(
+            "an approval id is 1-128 printable ASCII characters".into(),
         ))
     }
 }

@@ -23,6 +23,7 @@ struct State {
     firings: BTreeMap<(String, String), Firing>,
     slack_events: BTreeMap<String, Timestamp>,
     slack_threads: BTreeMap<(String, String), Timestamp>,
+    approvals: BTreeMap<String, ApprovalRecord>,
     replicas: BTreeMap<String, Timestamp>,
 }
 
@@ -504,6 +505,73 @@ impl SlackEventStore for MemoryStore {
         Ok(self.with(|s| {
             s.slack_threads
                 .contains_key(&(channel.to_owned(), thread_ts.to_owned()))
+        }))
+    }
+}
+
+#[async_trait]
+impl ApprovalStore for MemoryStore {
+    async fn open_approval(&self, ask: &ApprovalRecord) -> Result<()> {
+        check_approval_id(&ask.id)?;
+        if ask.state != ApprovalState::Open {
+            return Err(StoreError::Invalid("a new ask is open".into()));
+        }
+        self.with(|s| {
+            if s.approvals.contains_key(&ask.id) {
+                return Err(StoreError::Invalid("an ask with this id exists".into()));
+            }
+            s.approvals.insert(ask.id.clone(), ask.clone());
+            Ok(())
+        })
+    }
+
+    async fn open_approvals(&self, run: &RunId) -> Result<Vec<ApprovalRecord>> {
+        let mut open: Vec<ApprovalRecord> = self.with(|s| {
+            s.approvals
+                .values()
+                .filter(|a| &a.run_id == run && a.state == ApprovalState::Open)
+                .cloned()
+                .collect()
+        });
+        open.sort_by(|a, b| a.asked_at.cmp(&b.asked_at).then(a.id.cmp(&b.id)));
+        Ok(open)
+    }
+
+    async fn answer_approval(
+        &self,
+        id: &str,
+        run: &RunId,
+        approve: bool,
+        _by: &str,
+        _at: Timestamp,
+    ) -> Result<bool> {
+        check_approval_id(id)?;
+        Ok(self.with(|s| match s.approvals.get_mut(id) {
+            Some(a) if &a.run_id == run && a.state == ApprovalState::Open => {
+                a.state = if approve {
+                    ApprovalState::Approved
+                } else {
+                    ApprovalState::Denied
+                };
+                true
+            }
+            _ => false,
+        }))
+    }
+
+    async fn approval_state(&self, id: &str) -> Result<Option<ApprovalState>> {
+        check_approval_id(id)?;
+        Ok(self.with(|s| s.approvals.get(id).map(|a| a.state)))
+    }
+
+    async fn close_approval(&self, id: &str, _at: Timestamp) -> Result<bool> {
+        check_approval_id(id)?;
+        Ok(self.with(|s| match s.approvals.get_mut(id) {
+            Some(a) if a.state == ApprovalState::Open => {
+                a.state = ApprovalState::Closed;
+                true
+            }
+            _ => false,
         }))
     }
 }

@@ -585,3 +585,52 @@ mod tests {
         assert!(TokenHash::from_hex("00").is_err());
     }
 }
+
+/// Where a tool call's ask for a person stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApprovalState {
+    /// Waiting for its answer.
+    Open,
+    Approved,
+    Denied,
+    /// Timed out, or its run ended: it can no longer be answered.
+    Closed,
+}
+
+impl ApprovalState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalState::Open => "open",
+            ApprovalState::Approved => "approved",
+            ApprovalState::Denied => "denied",
+            ApprovalState::Closed => "closed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<ApprovalState> {
+        Some(match s {
+            "open" => ApprovalState::Open,
+            "approved" => ApprovalState::Approved,
+            "denied" => ApprovalState::Denied,
+            "closed" => ApprovalState::Closed,
+            _ => return None,
+        })
+    }
+}
+
+/// A tool call of a run waiting for a person's answer (the broker's `ask` under `serve`),
+/// kept where every replica can read and answer it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalRecord {
+    /// Unguessable; names the ask in its answer.
+    pub id: String,
+    pub run_id: RunId,
+    /// The person whose answer counts (the run's principal), when the run has one.
+    pub principal: Option<ActorId>,
+    pub action: String,
+    pub tool: String,
+    /// As the model wrote them (agent text).
+    pub arguments: String,
+    pub state: ApprovalState,
+    pub asked_at: Timestamp,
+}

@@ -57,6 +57,8 @@ pub enum Answer {
     TimedOut,
     /// Nobody can be asked (a schedule, an unattended call).
     Nobody,
+    /// The ask could not be recorded where it could be answered.
+    Unrecorded,
 }
 
 impl Answer {
@@ -66,6 +68,7 @@ impl Answer {
             Answer::No => "refused",
             Answer::TimedOut => "timed out",
             Answer::Nobody => "nobody to ask",
+            Answer::Unrecorded => "the ask could not be recorded",
         }
     }
 }

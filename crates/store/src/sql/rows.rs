@@ -1,14 +1,15 @@
 //! Rows read back into their types, the same way on both databases. Every stored string is
 //! parsed; a value that does not parse is `Corrupt`, naming what it was and never skipped.
 
-use authz_core::{ChannelVisibility, RunId, ScheduleName, Surface};
+use authz_core::{ActorId, ChannelVisibility, RunId, ScheduleName, Surface};
 use serde::Deserialize;
 
 use super::dialect::RowAccess;
 use crate::error::{Result, StoreError};
 use crate::types::{
-    ConfigValue, Firing, FiringSlot, Friction, FrictionOfRun, MemoryRecord, RunEvent, RunRecord,
-    RunStatus, Timestamp, TokenHash, scope_from_parts, tier_from_parts,
+    ApprovalRecord, ApprovalState, ConfigValue, Firing, FiringSlot, Friction, FrictionOfRun,
+    MemoryRecord, RunEvent, RunRecord, RunStatus, Timestamp, TokenHash, scope_from_parts,
+    tier_from_parts,
 };
 
 fn parsed<T>(what: &'static str, raw: String, parse: impl FnOnce(&str) -> Option<T>) -> Result<T> {
@@ -214,6 +215,28 @@ pub fn firing(name: &ScheduleName, r: &impl RowAccess) -> Result<Firing> {
 pub fn last_slot(r: &impl RowAccess) -> Result<(ScheduleName, Timestamp)> {
     let name = parsed("schedule name", r.text(0)?, |s| ScheduleName::parse(s).ok())?;
     Ok((name, micros(r.int(1)?)))
+}
+
+/// `id, run_id, principal, action, tool, arguments, state, asked_at` of `tool_approvals`.
+pub fn approval(r: &impl RowAccess) -> Result<ApprovalRecord> {
+    Ok(ApprovalRecord {
+        id: r.text(0)?,
+        run_id: run_id(r.text(1)?)?,
+        principal: match r.opt_text(2)? {
+            None => None,
+            Some(p) => Some(parsed("approval principal", p, |s| ActorId::parse(s).ok())?),
+        },
+        action: r.text(3)?,
+        tool: r.text(4)?,
+        arguments: r.text(5)?,
+        state: parsed("approval state", r.text(6)?, ApprovalState::parse)?,
+        asked_at: micros(r.int(7)?),
+    })
+}
+
+/// `state` of `tool_approvals`.
+pub fn approval_state(r: &impl RowAccess) -> Result<ApprovalState> {
+    parsed("approval state", r.text(0)?, ApprovalState::parse)
 }
 
 /// A run id alone (`RETURNING id`, `SELECT id`).

@@ -2,7 +2,9 @@
 //! threads, on every back end.
 
 use authz_core::{ConfigTier, ScheduleName, ScopeKey};
-use store::{ConfigValue, FiringSlot, NewMemory, StoreError, Timestamp};
+use store::{
+    ApprovalRecord, ApprovalState, ConfigValue, FiringSlot, NewMemory, StoreError, Timestamp,
+};
 
 use crate::contract;
 use crate::support::*;
@@ -15,6 +17,7 @@ contract!(
     a_manual_firing_never_collides_with_or_counts_as_a_timer_slot,
     a_slack_retry_is_seen_once,
     answered_slack_threads_are_recorded_once_and_read_by_key,
+    an_ask_is_answered_once_from_anywhere_and_closed_asks_are_not,
 );
 
 async fn memory_records_supersede_and_forget(b: Backend) {
@@ -324,6 +327,98 @@ async fn a_slack_retry_is_seen_once(b: Backend) {
             .first_sighting("Ev0123ABD", Timestamp::from_micros(9))
             .await
             .unwrap()
+    );
+    u.cleanup().await;
+}
+
+async fn an_ask_is_answered_once_from_anywhere_and_closed_asks_are_not(b: Backend) {
+    let u = open(b).await;
+    let s = &u.store;
+    let run: authz_core::RunId = "01JASKRUN".parse().unwrap();
+    let other: authz_core::RunId = "01JOTHERRUN".parse().unwrap();
+    let ask = |id: &str, run: &authz_core::RunId, at: i64| ApprovalRecord {
+        id: id.into(),
+        run_id: run.clone(),
+        principal: Some("slack:U1".parse().unwrap()),
+        action: "fs.write".into(),
+        tool: "write_file".into(),
+        arguments: r#"{"path": "/w/notes.md", "content": "<b>"}"#.into(),
+        state: ApprovalState::Open,
+        asked_at: Timestamp::from_micros(at),
+    };
+    let at = Timestamp::from_micros(10);
+    s.open_approval(&ask("b-second", &run, 2)).await.unwrap();
+    s.open_approval(&ask("a-first", &run, 1)).await.unwrap();
+    s.open_approval(&ask("elsewhere", &other, 1)).await.unwrap();
+    let open = s.open_approvals(&run).await.unwrap();
+    assert_eq!(
+        open,
+        vec![ask("a-first", &run, 1), ask("b-second", &run, 2)]
+    );
+    // Another run's ask is not answered through this run.
+    assert!(
+        !s.answer_approval("elsewhere", &run, true, "slack:U1", at)
+            .await
+            .unwrap()
+    );
+    // Two answers racing: one counts.
+    let (one, two) = tokio::join!(
+        s.answer_approval("a-first", &run, true, "slack:U1", at),
+        s.answer_approval("a-first", &run, false, "slack:U1", at),
+    );
+    assert!(one.unwrap() ^ two.unwrap(), "exactly one answer counts");
+    assert!(matches!(
+        s.approval_state("a-first").await.unwrap(),
+        Some(ApprovalState::Approved | ApprovalState::Denied)
+    ));
+    // A closed ask cannot be answered, nor closed again.
+    assert!(s.close_approval("b-second", at).await.unwrap());
+    assert!(!s.close_approval("b-second", at).await.unwrap());
+    assert!(
+        !s.answer_approval("b-second", &run, true, "slack:U1", at)
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        s.approval_state("b-second").await.unwrap(),
+        Some(ApprovalState::Closed)
+    );
+    assert!(s.open_approvals(&run).await.unwrap().is_empty());
+    assert_eq!(s.approval_state("never").await.unwrap(), None);
+    assert!(
+        !s.answer_approval("never", &run, true, "x", at)
+            .await
+            .unwrap()
+    );
+    // A second ask with an id in use, a bad id, and a new ask that is not open are refused.
+    assert!(s.open_approval(&ask("elsewhere", &other, 3)).await.is_err());
+    for bad in ["", "a b", &"x".repeat(129)] {
+        assert!(matches!(
+            s.open_approval(&ask(bad, &run, 1)).await,
+            Err(StoreError::Invalid(_))
+        ));
+        assert!(matches!(
+            s.approval_state(bad).await,
+            Err(StoreError::Invalid(_))
+        ));
+    }
+    let answered = ApprovalRecord {
+        state: ApprovalState::Approved,
+        ..ask("pre-answered", &run, 1)
+    };
+    assert!(matches!(
+        s.open_approval(&answered).await,
+        Err(StoreError::Invalid(_))
+    ));
+    // A principal-less ask reads back without one.
+    let anonymous = ApprovalRecord {
+        principal: None,
+        ..ask("nobody", &other, 5)
+    };
+    s.open_approval(&anonymous).await.unwrap();
+    assert_eq!(
+        s.open_approvals(&other).await.unwrap(),
+        vec![ask("elsewhere", &other, 1), anonymous]
     );
     u.cleanup().await;
 }
