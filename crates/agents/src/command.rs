@@ -14,7 +14,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufRead
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
-use crate::sandbox::{ConfiguredBind, Network, Sandbox, SandboxSpec, find_on_path};
+use crate::sandbox::{ConfiguredBind, Network, Sandbox, SandboxSpec, find_in};
 use crate::{AgentBackend, AgentJob, AgentOutcome, EventSink, SettingsError};
 
 /// How the request reaches the program.
@@ -45,6 +45,9 @@ pub struct CommandSettings {
     pub sandbox_read_only: Vec<PathBuf>,
 }
 
+/// Where a program is looked up when its environment has no `PATH`.
+const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
 /// stderr kept for friction, at most.
 const STDERR_KEEP: usize = 16 * 1024;
 
@@ -68,7 +71,7 @@ impl CommandBackend {
             None => ("false", &[][..]),
         };
         let mut cmd = match sandbox {
-            Some(sandbox) => sandbox.command(sandboxed_program(program), args),
+            Some(sandbox) => sandbox.command(self.sandboxed_program(program), args),
             None => {
                 let mut cmd = Command::new(program);
                 cmd.args(args);
@@ -103,6 +106,21 @@ impl CommandBackend {
             .or(self.settings.default_dir.as_ref())
     }
 
+    /// The program a sandbox starts: a bare name is looked up on the `PATH` the program gets
+    /// (the sandbox's own lookup sees only what is bound), a path is taken as it is.
+    fn sandboxed_program(&self, program: &str) -> PathBuf {
+        if program.contains('/') {
+            return PathBuf::from(program);
+        }
+        let path = self
+            .settings
+            .env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map_or(DEFAULT_PATH, |(_, v)| v.as_str());
+        find_in(program, std::ffi::OsStr::new(path)).unwrap_or_else(|| PathBuf::from(program))
+    }
+
     /// The sandbox this run needs, if any: asked for in the settings, or required by the
     /// workspace's policy file naming deny_read files. A policy file that does not parse, or
     /// a sandbox that cannot be made, is an error: the program does not start.
@@ -130,7 +148,7 @@ impl CommandBackend {
             self.settings
                 .argv
                 .first()
-                .map(|p| sandboxed_program(p))
+                .map(|p| self.sandboxed_program(p))
                 .filter(|p| p.is_absolute() && !p.starts_with("/usr")),
         );
         let configured = self
@@ -163,15 +181,6 @@ impl CommandBackend {
         };
         Sandbox::prepare(&spec).map(Some).map_err(|e| e.to_string())
     }
-}
-
-/// The program a sandbox starts: a bare name is looked up on this process's `PATH` (the
-/// sandbox's own lookup sees only what is bound), a path is taken as it is.
-fn sandboxed_program(program: &str) -> PathBuf {
-    if program.contains('/') {
-        return PathBuf::from(program);
-    }
-    find_on_path(program).unwrap_or_else(|| PathBuf::from(program))
 }
 
 /// The memory block in a file of its own (mode 0600, in the system's temp directory), for
@@ -364,15 +373,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_sandboxed_program_named_bare_is_found_on_this_processs_path() {
-        let sh = sandboxed_program("sh");
-        assert!(sh.is_absolute() && sh.is_file(), "{}", sh.display());
-        assert_eq!(sandboxed_program("./agent.sh"), Path::new("./agent.sh"));
-        assert_eq!(sandboxed_program("/opt/a b"), Path::new("/opt/a b"));
-        // Not found: left for the sandbox to refuse by name.
+    fn a_sandboxed_program_named_bare_is_found_on_its_own_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let tool = dir.path().join("my-agent");
+        std::fs::write(&tool, "#!/bin/sh\n").unwrap();
+        let backend = |path: &str| {
+            CommandBackend::new(CommandSettings {
+                argv: vec!["my-agent".into()],
+                request_via: RequestVia::Stdin,
+                env: vec![("PATH".into(), path.to_owned())],
+                default_dir: None,
+                sandbox: true,
+                sandbox_bind: vec![],
+                sandbox_read_only: vec![],
+            })
+            .unwrap()
+        };
+        let on_path = backend(&format!("/usr/bin:{}", dir.path().display()));
+        assert_eq!(on_path.sandboxed_program("my-agent"), tool);
         assert_eq!(
-            sandboxed_program("no-such-program-here"),
-            Path::new("no-such-program-here")
+            on_path.sandboxed_program("./agent.sh"),
+            Path::new("./agent.sh")
+        );
+        // Not on the program's PATH: left for the sandbox to refuse by name.
+        let elsewhere = backend("/usr/bin");
+        assert_eq!(
+            elsewhere.sandboxed_program("my-agent"),
+            Path::new("my-agent")
         );
     }
 

@@ -296,10 +296,13 @@ pub fn available() -> Result<(), SandboxError> {
     usable_bwrap().map(drop)
 }
 
-/// Where `PATH` finds `name`, as the host sees it.
-pub fn find_on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    find_in(name, &std::env::var_os("PATH")?)
+}
+
+/// Where a `PATH` value finds `name` on the host.
+pub fn find_in(name: &str, path: &OsStr) -> Option<PathBuf> {
+    std::env::split_paths(path)
         .map(|dir| dir.join(name))
         .find(|p| p.is_file())
 }

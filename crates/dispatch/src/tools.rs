@@ -1,8 +1,9 @@
 //! The broker's tool loop for one run: the gate an `openai` agent's tool calls pass, built
 //! before the agent starts from the org's rules and grants (`[agent_policy]`,
 //! `[[agent_grants]]`), the workspace's `.switchboard/agent-policy.toml`, the run's own
-//! `--policy-rule`s, the promises of its ancestor runs (their `restriction` events), and the
-//! agent actor acting for the run's principal.
+//! `--policy-rule`s, the promises of its ancestor runs (their `restriction` events), the
+//! agent actor acting for the run's principal, and the MCP servers `mcp add` configured for the
+//! run's channel and the org (connected and listed before the agent starts).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -213,8 +213,7 @@ impl SlackSurface {
         asked: Box<dyn AskedWatch>,
     ) -> Option<RunOutcome> {
         let id = run.id().clone();
-        let finished = std::pin::pin!(run.finished());
-        let mut finished = finished;
+        let mut finished = std::pin::pin!(run.finished());
         tokio::select! {
             done = &mut finished => done,
             () = self.offer_asks(req, &id, asked) => finished.await,
