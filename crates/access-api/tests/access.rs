@@ -1119,44 +1119,28 @@ fn refusal_log_lines_carry_a_reason_and_never_the_token() {
     );
 }
 
-/// A model that asks to write `notes.md` in the workspace it was told about, then answers with
-/// what the tool call returned.
+/// The writer's model: it asks to write `<b>hi</b>` (9 bytes) in its workspace.
 async fn writing_model() -> String {
-    use axum::Router;
-    use axum::body::Body;
-    use axum::http::Response;
-    use axum::routing::post;
+    agents::testing::writing_model("<b>hi</b>").await.unwrap()
+}
 
-    async fn completions(body: String) -> Response<Body> {
-        let request: Value = serde_json::from_str(&body).unwrap();
-        let messages = request["messages"].as_array().unwrap();
-        let last = messages.last().unwrap();
-        let delta = if last["role"] == "tool" {
-            json!({"content": format!("tool said: {}", last["content"].as_str().unwrap())})
-        } else {
-            let workspace = messages
-                .iter()
-                .filter_map(|m| m["content"].as_str())
-                .find_map(|c| c.strip_prefix("Your workspace is "))
-                .and_then(|rest| rest.split(". ").next())
-                .unwrap()
-                .to_owned();
-            let args = json!({"path": format!("{workspace}/notes.md"), "content": "<b>hi</b>"});
-            json!({"tool_calls": [{"index": 0, "id": "call-1", "type": "function",
-                "function": {"name": "write_file", "arguments": args.to_string()}}]})
-        };
-        let chunk = json!({"choices": [{"delta": delta}]});
-        Response::builder()
-            .header("content-type", "text/event-stream")
-            .body(Body::from(format!("data: {chunk}\n\ndata: [DONE]\n\n")))
-            .unwrap()
+/// The run page at `path` once the writer's ask reached it (its form shown).
+async fn asking_page(h: &Harness, path: &str) -> Answer {
+    let mut page = h.get(path, None).await;
+    for _ in 0..200 {
+        if page.body.contains("Waiting for your answer") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+        page = h.get(path, None).await;
     }
-
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let app = Router::new().route("/v1/chat/completions", post(completions));
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    format!("http://{addr}/v1")
+    assert!(
+        page.body
+            .contains("The agent asks to <code>fs.write</code>"),
+        "{}",
+        page.body
+    );
+    page
 }
 
 /// The form's action on a run page: `/runs/<id>/approvals/<approval>?token=…`.
@@ -1188,21 +1172,7 @@ async fn the_run_page_answers_a_tool_call_waiting_for_its_person() {
         let id = started["run_id"].as_str().unwrap().to_owned();
         let link = started["link"].as_str().unwrap().to_owned();
         let path = link.trim_start_matches(&h.base).to_owned();
-        // The ask reaches the page.
-        let mut page = h.get(&path, None).await;
-        for _ in 0..200 {
-            if page.body.contains("Waiting for your answer") {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-            page = h.get(&path, None).await;
-        }
-        assert!(
-            page.body
-                .contains("The agent asks to <code>fs.write</code>"),
-            "{}",
-            page.body
-        );
+        let page = asking_page(&h, &path).await;
         assert!(
             page.body.contains("&lt;b&gt;hi&lt;/b&gt;"),
             "the model's text is escaped"
@@ -1285,20 +1255,7 @@ async fn a_tool_call_is_answered_through_another_replica_on_postgres() {
     let link = started["link"].as_str().unwrap().to_owned();
     // The same capability link, on the other replica.
     let path = link.trim_start_matches(&running.base).to_owned();
-    let mut page = answering.get(&path, None).await;
-    for _ in 0..200 {
-        if page.body.contains("Waiting for your answer") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-        page = answering.get(&path, None).await;
-    }
-    assert!(
-        page.body
-            .contains("The agent asks to <code>fs.write</code>"),
-        "{}",
-        page.body
-    );
+    let page = asking_page(&answering, &path).await;
     let action = approval_action(&page.body).unwrap();
     let answered = answering
         .post(

@@ -201,15 +201,8 @@ impl SlackApi {
         thread_ts: &str,
         text: &str,
     ) -> Result<String, ApiFault> {
-        let req = SlackApiChatPostMessageRequest::new(channel.into(), Self::content(text))
-            .with_thread_ts(thread_ts.into());
-        let res = self
-            .retrying(|| {
-                let req = &req;
-                async move { self.session().chat_post_message(req).await }
-            })
-            .await?;
-        Ok(res.ts.0)
+        self.post_content(channel, thread_ts, Self::content(text))
+            .await
     }
 
     /// `chat.postMessage` of Block Kit `blocks` (with `text` as the notification fallback)
@@ -223,7 +216,16 @@ impl SlackApi {
     ) -> Result<String, ApiFault> {
         let blocks: Vec<SlackBlock> =
             serde_json::from_value(blocks).map_err(|_| ApiFault("encode".to_owned()))?;
-        let content = Self::content(text).with_blocks(blocks);
+        self.post_content(channel, thread_ts, Self::content(text).with_blocks(blocks))
+            .await
+    }
+
+    async fn post_content(
+        &self,
+        channel: &str,
+        thread_ts: &str,
+        content: SlackMessageContent,
+    ) -> Result<String, ApiFault> {
         let req = SlackApiChatPostMessageRequest::new(channel.into(), content)
             .with_thread_ts(thread_ts.into());
         let res = self
@@ -235,22 +237,25 @@ impl SlackApi {
         Ok(res.ts.0)
     }
 
+    /// `chat.update` of a message this bot posted.
+    pub async fn update(&self, channel: &str, ts: &str, text: &str) -> Result<(), ApiFault> {
+        self.update_content(channel, ts, Self::content(text)).await
+    }
+
     /// `chat.update` of a message this bot posted with blocks: `text` replaces it whole (its
     /// buttons go).
     pub async fn replace(&self, channel: &str, ts: &str, text: &str) -> Result<(), ApiFault> {
-        let content = Self::content(text).with_blocks(Vec::new());
-        let req = SlackApiChatUpdateRequest::new(channel.into(), content, ts.into());
-        self.retrying(|| {
-            let req = &req;
-            async move { self.session().chat_update(req).await }
-        })
-        .await
-        .map(|_| ())
+        self.update_content(channel, ts, Self::content(text).with_blocks(Vec::new()))
+            .await
     }
 
-    /// `chat.update` of a message this bot posted.
-    pub async fn update(&self, channel: &str, ts: &str, text: &str) -> Result<(), ApiFault> {
-        let req = SlackApiChatUpdateRequest::new(channel.into(), Self::content(text), ts.into());
+    async fn update_content(
+        &self,
+        channel: &str,
+        ts: &str,
+        content: SlackMessageContent,
+    ) -> Result<(), ApiFault> {
+        let req = SlackApiChatUpdateRequest::new(channel.into(), content, ts.into());
         self.retrying(|| {
             let req = &req;
             async move { self.session().chat_update(req).await }

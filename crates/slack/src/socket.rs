@@ -63,11 +63,7 @@ async fn on_push(
     _client: Arc<SlackHyperClient>,
     state: SlackClientEventsUserState,
 ) -> UserCallbackResult<()> {
-    let surface = {
-        let guard = state.read().await;
-        guard.get_user_state::<Arc<SlackSurface>>().cloned()
-    };
-    let Some(surface) = surface else {
+    let Some(surface) = surface_of(&state).await else {
         return Ok(());
     };
     let Some(body) = as_http_body(&event) else {
@@ -96,11 +92,7 @@ async fn on_interaction(
     _client: Arc<SlackHyperClient>,
     state: SlackClientEventsUserState,
 ) -> UserCallbackResult<()> {
-    let surface = {
-        let guard = state.read().await;
-        guard.get_user_state::<Arc<SlackSurface>>().cloned()
-    };
-    let Some(surface) = surface else {
+    let Some(surface) = surface_of(&state).await else {
         return Ok(());
     };
     // Read back through the same reader as a signed `/slack/interactions` payload.
@@ -115,6 +107,12 @@ async fn on_interaction(
         }
     }
     Ok(())
+}
+
+/// The surface the listener was started for.
+async fn surface_of(state: &SlackClientEventsUserState) -> Option<Arc<SlackSurface>> {
+    let guard = state.read().await;
+    guard.get_user_state::<Arc<SlackSurface>>().cloned()
 }
 
 /// The pushed event as the Events API body it stands for.

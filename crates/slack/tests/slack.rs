@@ -838,46 +838,6 @@ async fn socket_mode_takes_the_same_events_through_the_same_checks() {
     );
 }
 
-/// A model that asks to write `notes.md` in the workspace it was told about, then answers
-/// with what the tool call returned.
-async fn writing_model() -> String {
-    use axum::Router;
-    use axum::body::Body;
-    use axum::http::Response;
-    use axum::routing::post;
-
-    async fn completions(body: String) -> Response<Body> {
-        let request: Value = serde_json::from_str(&body).unwrap();
-        let messages = request["messages"].as_array().unwrap();
-        let last = messages.last().unwrap();
-        let delta = if last["role"] == "tool" {
-            json!({"content": format!("tool said: {}", last["content"].as_str().unwrap())})
-        } else {
-            let workspace = messages
-                .iter()
-                .filter_map(|m| m["content"].as_str())
-                .find_map(|c| c.strip_prefix("Your workspace is "))
-                .and_then(|rest| rest.split(". ").next())
-                .unwrap()
-                .to_owned();
-            let args = json!({"path": format!("{workspace}/notes.md"), "content": "<!channel>"});
-            json!({"tool_calls": [{"index": 0, "id": "call-1", "type": "function",
-                "function": {"name": "write_file", "arguments": args.to_string()}}]})
-        };
-        let chunk = json!({"choices": [{"delta": delta}]});
-        Response::builder()
-            .header("content-type", "text/event-stream")
-            .body(Body::from(format!("data: {chunk}\n\ndata: [DONE]\n\n")))
-            .unwrap()
-    }
-
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let app = Router::new().route("/v1/chat/completions", post(completions));
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    format!("http://{addr}/v1")
-}
-
 /// The writer: an openai agent on `model`, which may write in its run's workspace once the
 /// person it acts for approves (`fs.write` asks by default), and which U1 may run. Goes
 /// after `[slack]`'s keys.
@@ -949,7 +909,7 @@ async fn a_tool_call_waiting_for_its_person_is_answered_with_slack_buttons() {
             "tool said: refused: fs.write needs a person's approval: refused",
         ),
     ] {
-        let model = writing_model().await;
+        let model = agents::testing::writing_model("<!channel>").await.unwrap();
         let h = start_with(FakeSlack::new(), &SLACK_ENV, &writer(&model)).await;
         let thread = "1700000100.000001";
         assert_eq!(
