@@ -39,10 +39,16 @@ pub struct CommandSettings {
     /// A workspace whose `.switchboard/agent-policy.toml` names deny_read files is sandboxed
     /// whatever this says, so a project's denial is never silently skipped.
     pub sandbox: bool,
-    /// Paths outside the workspace bound in read-write (`sandbox_bind`: the agent's login,
-    /// say) and read-only (`sandbox_read_only`: its tools). Absolute; each must exist.
-    pub sandbox_bind: Vec<PathBuf>,
-    pub sandbox_read_only: Vec<PathBuf>,
+    /// Paths outside the workspace bound in (`sandbox_bind` read-write: the agent's login,
+    /// say; `sandbox_read_only`: its tools). Absolute; each must exist.
+    pub sandbox_binds: Vec<ConfiguredBind>,
+}
+
+/// A run's sandbox, the program it starts (found once), and the directory of its stub file.
+struct Boxed {
+    sandbox: Sandbox,
+    program: PathBuf,
+    _scratch: tempfile::TempDir,
 }
 
 /// Where a program is looked up when its environment has no `PATH`.
@@ -65,13 +71,13 @@ impl CommandBackend {
         Ok(CommandBackend { settings })
     }
 
-    fn command(&self, job: &AgentJob, memory_file: &Path, sandbox: Option<&Sandbox>) -> Command {
+    fn command(&self, job: &AgentJob, memory_file: &Path, boxed: Option<&Boxed>) -> Command {
         let (program, args) = match self.settings.argv.split_first() {
             Some((p, a)) => (p.as_str(), a),
             None => ("false", &[][..]),
         };
-        let mut cmd = match sandbox {
-            Some(sandbox) => sandbox.command(self.sandboxed_program(program), args),
+        let mut cmd = match boxed {
+            Some(boxed) => boxed.sandbox.command(&boxed.program, args),
             None => {
                 let mut cmd = Command::new(program);
                 cmd.args(args);
@@ -124,12 +130,7 @@ impl CommandBackend {
     /// The sandbox this run needs, if any: asked for in the settings, or required by the
     /// workspace's policy file naming deny_read files. A policy file that does not parse, or
     /// a sandbox that cannot be made, is an error: the program does not start.
-    fn sandbox(
-        &self,
-        job: &AgentJob,
-        memory_file: &Path,
-        scratch: &Path,
-    ) -> Result<Option<Sandbox>, String> {
+    fn sandbox(&self, job: &AgentJob, memory_file: &Path) -> Result<Option<Boxed>, String> {
         let Some(dir) = self.dir(job) else {
             return if self.settings.sandbox {
                 Err("a sandboxed agent needs a workspace or a scratch directory to bind".into())
@@ -141,45 +142,37 @@ impl CommandBackend {
         if !self.settings.sandbox && policy.deny_read.is_empty() {
             return Ok(None);
         }
+        let program = self
+            .settings
+            .argv
+            .first()
+            .map_or_else(|| PathBuf::from("false"), |p| self.sandboxed_program(p));
         let mut read_only = vec![memory_file.to_path_buf()];
         // The program must be visible inside: a script beside the config, or one PATH finds
         // outside /usr (`~/.local/bin/claude`), is bound read-only where it is.
-        read_only.extend(
-            self.settings
-                .argv
-                .first()
-                .map(|p| self.sandboxed_program(p))
-                .filter(|p| p.is_absolute() && !p.starts_with("/usr")),
-        );
-        let configured = self
-            .settings
-            .sandbox_bind
-            .iter()
-            .map(|path| ConfiguredBind {
-                path: path.clone(),
-                writable: true,
-            })
-            .chain(
-                self.settings
-                    .sandbox_read_only
-                    .iter()
-                    .map(|path| ConfiguredBind {
-                        path: path.clone(),
-                        writable: false,
-                    }),
-            )
-            .collect();
+        if program.is_absolute() && !program.starts_with("/usr") {
+            read_only.push(program.clone());
+        }
+        let scratch = tempfile::Builder::new()
+            .prefix("switchboard-sandbox-")
+            .tempdir()
+            .map_err(|e| format!("could not make the run's sandbox directory: {e}"))?;
         let spec = SandboxSpec {
             workspace: dir.clone(),
             deny_read: policy.deny_read,
             read_only_in_workspace: vec![broker::file::PROJECT_POLICY_FILE.to_owned()],
             read_only,
-            configured,
+            configured: self.settings.sandbox_binds.clone(),
             // A command agent keeps the network its model and SWITCHBOARD_MCP_URL need.
             network: Network::Shared,
-            scratch: scratch.to_path_buf(),
+            scratch: scratch.path().to_path_buf(),
         };
-        Sandbox::prepare(&spec).map(Some).map_err(|e| e.to_string())
+        let sandbox = Sandbox::prepare(&spec).map_err(|e| e.to_string())?;
+        Ok(Some(Boxed {
+            sandbox,
+            program,
+            _scratch: scratch,
+        }))
     }
 }
 
@@ -268,21 +261,13 @@ impl AgentBackend for CommandBackend {
             Ok(f) => f,
             Err(e) => return sink.failed(&format!("could not write the memory block's file: {e}")),
         };
-        let scratch = match tempfile::Builder::new()
-            .prefix("switchboard-sandbox-")
-            .tempdir()
-        {
-            Ok(dir) => dir,
-            Err(e) => {
-                return sink.failed(&format!("could not make the run's sandbox directory: {e}"));
-            }
-        };
-        let sandbox = match self.sandbox(&job, memory_file.path(), scratch.path()) {
-            Ok(sandbox) => sandbox,
+        // Held until the run returns, like the memory file: its stub file lives beside it.
+        let boxed = match self.sandbox(&job, memory_file.path()) {
+            Ok(boxed) => boxed,
             Err(why) => return sink.failed(&why),
         };
         let mut child = match self
-            .command(&job, memory_file.path(), sandbox.as_ref())
+            .command(&job, memory_file.path(), boxed.as_ref())
             .spawn()
         {
             Ok(c) => c,
@@ -384,8 +369,7 @@ mod tests {
                 env: vec![("PATH".into(), path.to_owned())],
                 default_dir: None,
                 sandbox: true,
-                sandbox_bind: vec![],
-                sandbox_read_only: vec![],
+                sandbox_binds: vec![],
             })
             .unwrap()
         };
@@ -437,8 +421,7 @@ mod tests {
             env: vec![],
             default_dir: None,
             sandbox: false,
-            sandbox_bind: vec![],
-            sandbox_read_only: vec![],
+            sandbox_binds: vec![],
         })
         .err()
         .unwrap();

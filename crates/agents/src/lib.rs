@@ -222,6 +222,12 @@ impl EventSink {
         self.tx.send(SinkItem::Event { kind, body }).await.is_ok()
     }
 
+    /// Agent text made safe to show outside the run's own record (an approval's question):
+    /// the same cleaning every event gets, without sending anything.
+    pub fn clean(&self, text: &str) -> String {
+        self.sanitizer.clean(text)
+    }
+
     /// Records friction (a tool error, a retry, a timeout, …).
     pub async fn friction(&self, kind: &str, detail: &str) {
         let detail = cap(&self.sanitizer.clean(detail), self.caps.event_bytes);

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use agents::sandbox::ConfiguredBind;
 use agents::{
     AgentBackend, AgentJob, AgentOutcome, CancellationToken, CommandBackend, CommandSettings,
     EchoBackend, EchoBehaviour, EchoSettings, EventSink, MemoryBlock, OpenAiBackend,
@@ -77,8 +78,7 @@ fn command(argv: Vec<String>, via: RequestVia) -> CommandBackend {
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
         default_dir: None,
         sandbox: false,
-        sandbox_bind: vec![],
-        sandbox_read_only: vec![],
+        sandbox_binds: vec![],
     })
     .unwrap()
 }
@@ -531,8 +531,7 @@ fn sandboxed(argv: Vec<String>, sandbox: bool) -> CommandBackend {
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
         default_dir: None,
         sandbox,
-        sandbox_bind: vec![],
-        sandbox_read_only: vec![],
+        sandbox_binds: vec![],
     })
     .unwrap()
 }
@@ -553,8 +552,17 @@ fn sandboxed_with(
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
         default_dir: None,
         sandbox: true,
-        sandbox_bind: bind,
-        sandbox_read_only: read_only,
+        sandbox_binds: bind
+            .into_iter()
+            .map(|path| ConfiguredBind {
+                path,
+                writable: true,
+            })
+            .chain(read_only.into_iter().map(|path| ConfiguredBind {
+                path,
+                writable: false,
+            }))
+            .collect(),
     })
     .unwrap()
 }

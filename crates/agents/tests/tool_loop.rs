@@ -528,6 +528,55 @@ async fn with_nobody_to_ask_an_asking_rule_is_refused() {
     );
 }
 
+/// Refuses every ask, keeping the questions it was asked.
+#[derive(Default)]
+struct Recording {
+    asked: Mutex<Vec<Question>>,
+}
+
+#[async_trait]
+impl Approver for Recording {
+    async fn approve(&self, question: &Question) -> Answer {
+        self.asked.lock().unwrap().push(question.clone());
+        Answer::No
+    }
+}
+
+/// What a person is asked is the model's text cleaned as every event is: no bidi or control
+/// characters for a terminal, no credential for a page or a Slack thread. (JSON escapes C0
+/// controls in the arguments; a bidi override it carries as it is.)
+#[tokio::test]
+async fn a_question_carries_the_models_text_cleaned() {
+    let fx = Fixture::new();
+    let content = "\u{202e}wiped sk-abcdefghijklmnopqrstuvwx";
+    let (base, script) = scripted_model(vec![
+        Turn::Call(
+            "write_file",
+            args(json!({"path": fx.path("notes.md"), "content": content})),
+        ),
+        Turn::Text("ok"),
+    ])
+    .await;
+    let person = Arc::new(Recording::default());
+    let mut settings = fx.settings(Ratchet::default(), person.clone());
+    // The shipped default for fs.write: ask.
+    settings.table = RuleTable::new(vec![], vec![], vec![]);
+    run_model(&base, BrokerGate::new(settings).unwrap()).await;
+    assert_eq!(
+        script.tool_results(),
+        ["refused: fs.write needs a person's approval: refused"]
+    );
+    let asked = person.asked.lock().unwrap();
+    assert_eq!(asked.len(), 1);
+    let arguments = &asked[0].arguments;
+    assert!(
+        !arguments.contains('\u{202e}') && !arguments.contains("sk-abcdefghijklmnop"),
+        "{arguments}"
+    );
+    assert!(arguments.contains("wiped [redacted]"), "{arguments}");
+    assert_eq!(asked[0].tool, "write_file");
+}
+
 /// The principal bounds the agent down to each tool call: an agent acting for a Slack user with
 /// no grant on a restricted repo cannot read a file in its workspace, though a grant covers it.
 #[tokio::test]

@@ -122,7 +122,7 @@ impl Approver for PendingApprovals {
             principal: question.principal.clone(),
             action: question.action.clone(),
             tool: question.tool.clone(),
-            arguments: cut(&question.arguments, ARGUMENTS_KEPT),
+            arguments: agents::cap(&question.arguments, ARGUMENTS_KEPT),
             state: ApprovalState::Open,
             asked_at: Timestamp::now(),
         };
@@ -237,18 +237,6 @@ fn view(a: ApprovalRecord) -> PendingApproval {
         tool: a.tool,
         arguments: a.arguments,
     }
-}
-
-/// `text` cut at a character boundary at most `max` bytes in, marked when cut.
-fn cut(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", text.get(..end).unwrap_or_default())
 }
 
 #[cfg(test)]
@@ -397,12 +385,5 @@ mod tests {
         let mut q = question("access:alice");
         q.who = Who::Reviewer;
         assert_eq!(here.approve(&q).await, Answer::Nobody);
-    }
-
-    #[test]
-    fn long_arguments_are_cut_on_a_character() {
-        assert_eq!(cut("abc", 3), "abc");
-        assert_eq!(cut("abcd", 3), "abc…");
-        assert_eq!(cut("aé", 2), "a…");
     }
 }

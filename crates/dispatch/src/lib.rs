@@ -39,6 +39,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use agents::tools::{Approver, NobodyToAsk};
 use agents::{AgentBackend, AgentJob, AgentOutcome, CancellationToken, EventSink, OutputCaps};
 use agents::{Sanitizer, SinkItem};
 use authz_core::{
@@ -209,6 +210,8 @@ struct Inner {
     memory: Memory,
     reflections: Arc<PendingReflections>,
     tool_broker: ToolBroker,
+    /// Asked for `agent_review` (built from `tool_broker.reviewer`).
+    reviewer: Arc<dyn Approver>,
 }
 
 /// Everything a dispatcher is built from.
@@ -231,6 +234,7 @@ impl Dispatcher {
         let slots = Slots::new(parts.settings.max_concurrent, parts.settings.max_per_actor);
         let sanitizer = Arc::new(Sanitizer::new(parts.secrets.clone()));
         let memory = memory_of(&parts, &sanitizer);
+        let reviewer = reviewer_of(&parts, &sanitizer);
         let inner = Inner {
             store: parts.store,
             directory: parts.directory,
@@ -247,6 +251,7 @@ impl Dispatcher {
             memory,
             reflections: Arc::default(),
             tool_broker: parts.tool_broker,
+            reviewer,
         };
         Dispatcher {
             inner: Arc::new(inner),
@@ -414,21 +419,36 @@ impl Dispatcher {
 fn memory_of(parts: &DispatcherParts, sanitizer: &Arc<Sanitizer>) -> Memory {
     let store: Arc<dyn store::MemoryStore> = parts.store.clone();
     let memory = Memory::new(store, parts.settings.memory.clone()).with_clock(parts.now);
-    let model = parts
-        .settings
-        .memory_model
-        .as_ref()
-        .and_then(|name| parts.agents.get(name).map(|e| (name, e)));
-    match model {
-        Some((name, entry)) => memory.with_model(Arc::new(reflect::BackendModel {
-            agent: name.clone(),
-            backend: entry.backend.clone(),
-            caps: entry.caps,
-            timeout: entry.timeout,
-            sanitizer: sanitizer.clone(),
-        })),
+    match model_agent(parts, parts.settings.memory_model.as_ref(), sanitizer) {
+        Some(model) => memory.with_model(Arc::new(model)),
         None => memory,
     }
+}
+
+/// The broker's reviewer: the `[agent_policy] reviewer` agent when it is declared; else
+/// nobody, and every `agent_review` is refused.
+fn reviewer_of(parts: &DispatcherParts, sanitizer: &Arc<Sanitizer>) -> Arc<dyn Approver> {
+    match model_agent(parts, parts.tool_broker.reviewer.as_ref(), sanitizer) {
+        Some(model) => Arc::new(ReviewerAgent(model)),
+        None => Arc::new(NobodyToAsk),
+    }
+}
+
+/// A declared agent asked one prompt at a time (the memory model, the reviewer).
+fn model_agent(
+    parts: &DispatcherParts,
+    name: Option<&AgentName>,
+    sanitizer: &Arc<Sanitizer>,
+) -> Option<reflect::BackendModel> {
+    let name = name?;
+    let entry = parts.agents.get(name)?;
+    Some(reflect::BackendModel {
+        agent: name.clone(),
+        backend: entry.backend.clone(),
+        caps: entry.caps,
+        timeout: entry.timeout,
+        sanitizer: sanitizer.clone(),
+    })
 }
 
 /// Where a new run goes and whose it is (see `Inner::place`).
@@ -671,9 +691,6 @@ impl Inner {
             {
                 Ok(tools) => Some(tools),
                 Err(why) => {
-                    if run.repo.is_none() {
-                        tools::remove_run_workspace(&self.settings.data_dir, &run.id);
-                    }
                     self.fail_before_start(&run, &why).await;
                     return Err(DispatchError::Policy(why));
                 }
@@ -789,13 +806,14 @@ impl Inner {
         profile: &ToolProfile,
         workspace: Option<&std::path::Path>,
     ) -> Result<agents::tools::Tools, String> {
-        let own;
-        let workspace = match workspace {
-            Some(dir) => dir,
-            None => {
-                own = tools::run_workspace(&self.settings.data_dir, &run.id)?;
-                own.as_path()
-            }
+        // A run without a repo gets a directory of its own, removed when the run ends (here,
+        // when its gate cannot be built).
+        let (workspace, own) = match workspace {
+            Some(dir) => (dir.to_owned(), false),
+            None => (
+                tools::run_workspace(&self.settings.data_dir, &run.id)?,
+                true,
+            ),
         };
         // A child run is asked for by its parent's agent: the person it acts for is the parent's.
         let principal = req.actor.on_behalf_of.as_deref().unwrap_or(&req.actor);
@@ -804,11 +822,21 @@ impl Inner {
             agent: name,
             principal,
             profile,
-            workspace,
+            workspace: &workspace,
             run_rules: &req.policy_rules,
             now: self.now,
         };
-        tools::gate_for(&self.tool_broker, self.store.as_ref(), for_run).await
+        let gate = tools::gate_for(
+            &self.tool_broker,
+            self.reviewer.clone(),
+            self.store.as_ref(),
+            for_run,
+        )
+        .await;
+        if gate.is_err() && own {
+            tools::remove_run_workspace(&self.settings.data_dir, &run.id);
+        }
+        gate
     }
 
     async fn fail_before_start(&self, run: &RunRecord, why: &str) {

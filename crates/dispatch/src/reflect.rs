@@ -150,7 +150,7 @@ pub struct ReviewerAgent(pub BackendModel);
 
 /// What the reviewer is asked.
 fn review_prompt(q: &agents::tools::Question) -> String {
-    let arguments: String = q.arguments.chars().take(2000).collect();
+    let arguments = agents::cap(&q.arguments, 2000);
     format!(
         "An agent working in run {} asks to do `{}` with the tool `{}` and these arguments:\n{arguments}\n\nShould it? Answer with one word on the first line: yes or no. Then say why in one sentence.",
         q.run, q.action, q.tool

@@ -17,6 +17,7 @@ use authz_core::{Actor, AgentName, ChannelId, ConfigTier, GrantsTable, RunId};
 use broker::ratchet::{Ratchet, RatchetEvent};
 use broker::rules::Rule;
 use broker::{GrantSet, GrantSpec, RuleTable, SessionId, SessionState, Timestamp};
+use commands::catalogue::MCP_PREFIX;
 use store::{RunRecord, Store};
 
 /// How far up the parent chain promises are read.
@@ -30,10 +31,12 @@ pub struct ToolBroker {
     pub org_rules: Vec<Rule>,
     pub grants: Vec<GrantSpec>,
     pub approval_timeout: Duration,
-    /// Who answers a person's ask: a terminal prompt for `switchboard ask`, nobody for
-    /// `serve` (so an ask is refused there until an approval surface answers it).
+    /// Who answers a person's ask: the terminal for `switchboard ask`, the approval desk
+    /// (the run page, Slack's buttons) under `serve`.
     pub person: Arc<dyn Approver>,
-    pub reviewer: Arc<dyn Approver>,
+    /// `[agent_policy] reviewer`: the declared agent asked for `agent_review` (the dispatcher
+    /// runs it like the memory model); none refuses every review.
+    pub reviewer: Option<AgentName>,
     pub limits: ExecLimits,
     /// How long listing an MCP server's tools at a run's start, and one call, may take.
     pub mcp_timeouts: McpTimeouts,
@@ -47,7 +50,7 @@ impl Default for ToolBroker {
             grants: Vec::new(),
             approval_timeout: Duration::from_secs(300),
             person: Arc::new(NobodyToAsk),
-            reviewer: Arc::new(NobodyToAsk),
+            reviewer: None,
             limits: ExecLimits::default(),
             mcp_timeouts: McpTimeouts::default(),
         }
@@ -75,6 +78,7 @@ pub(crate) struct ForRun<'a> {
 /// The run's gate, or why it cannot have one (the run then fails before its agent starts).
 pub(crate) async fn gate_for(
     broker: &ToolBroker,
+    reviewer: Arc<dyn Approver>,
     store: &dyn Store,
     r: ForRun<'_>,
 ) -> Result<Tools, String> {
@@ -117,7 +121,7 @@ pub(crate) async fn gate_for(
         state,
         limits: broker.limits,
         person: broker.person.clone(),
-        reviewer: broker.reviewer.clone(),
+        reviewer,
         approval_timeout: broker.approval_timeout,
         clock: Arc::new(move || Timestamp::from_unix_micros(now().micros())),
         mcp,
@@ -134,7 +138,7 @@ async fn mcp_servers(store: &dyn Store, channel: &ChannelId) -> Result<Vec<McpSe
         let values = store
             .list_config(&tier, MCP_PREFIX)
             .await
-            .map_err(|e| format!("the MCP servers could not be read: {e}"))?;
+            .map_err(|e| format!("the MCP servers could not be read: {}", e.token()))?;
         for v in values {
             let name = v.key.trim_start_matches(MCP_PREFIX).to_owned();
             if !servers.iter().any(|s| s.name == name) {
@@ -144,9 +148,6 @@ async fn mcp_servers(store: &dyn Store, channel: &ChannelId) -> Result<Vec<McpSe
     }
     Ok(servers)
 }
-
-/// The config keys `mcp add` writes.
-const MCP_PREFIX: &str = "mcp.";
 
 /// A `taint` event's body: the session's state once it rose.
 #[derive(serde::Deserialize)]

@@ -147,8 +147,7 @@ fn dispatcher(w: &World, o: &Options) -> Dispatcher {
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
         default_dir: None,
         sandbox: false,
-        sandbox_bind: vec![],
-        sandbox_read_only: vec![],
+        sandbox_binds: vec![],
     })
     .unwrap();
     agents.insert(n("coding"), entry(Arc::new(pwd), long));
@@ -161,8 +160,7 @@ fn dispatcher(w: &World, o: &Options) -> Dispatcher {
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
         default_dir: None,
         sandbox: false,
-        sandbox_bind: vec![],
-        sandbox_read_only: vec![],
+        sandbox_binds: vec![],
     })
     .unwrap();
     agents.insert(

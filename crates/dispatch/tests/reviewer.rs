@@ -23,8 +23,7 @@ fn reviewer(script: &str, timeout: Duration) -> ReviewerAgent {
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
         default_dir: None,
         sandbox: false,
-        sandbox_bind: vec![],
-        sandbox_read_only: vec![],
+        sandbox_binds: vec![],
     })
     .unwrap();
     ReviewerAgent(BackendModel {

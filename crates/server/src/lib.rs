@@ -29,6 +29,7 @@ pub mod telemetry;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use agents::sandbox::ConfiguredBind;
 use agents::{
     AgentBackend, CommandBackend, CommandSettings, EchoBackend, EchoSettings, OpenAiBackend,
     OpenAiSettings,
@@ -92,30 +93,6 @@ impl Default for Overrides {
             span_log: None,
             approver: None,
         }
-    }
-}
-
-/// The `[agent_policy] reviewer` agent as the broker's reviewer; without one, nobody reviews
-/// and an `agent_review` is refused.
-fn reviewer_agent(
-    config: &config::LoadedConfig,
-    entries: &BTreeMap<AgentName, AgentEntry>,
-    secrets: &Secrets,
-) -> Arc<dyn agents::tools::Approver> {
-    let reviewer = config
-        .tool_policy
-        .reviewer
-        .as_ref()
-        .and_then(|name| entries.get(name).map(|entry| (name, entry)));
-    match reviewer {
-        Some((name, entry)) => Arc::new(dispatch::ReviewerAgent(dispatch::BackendModel {
-            agent: name.clone(),
-            backend: entry.backend.clone(),
-            caps: entry.caps,
-            timeout: entry.timeout,
-            sanitizer: Arc::new(agents::Sanitizer::new(secrets.values_to_redact())),
-        })),
-        None => Arc::new(agents::tools::NobodyToAsk),
     }
 }
 
@@ -212,7 +189,6 @@ impl App {
             )
         })?;
         let agents = build_agents(&config, &secrets, &scratch)?;
-        let reviewer = reviewer_agent(&config, &agents, &secrets);
         // A person's asks wait here for the run page's answer, unless the process answers
         // them itself (`switchboard ask`: the terminal).
         let approvals = Arc::new(dispatch::PendingApprovals::new(store.clone()));
@@ -256,7 +232,7 @@ impl App {
                     .approver
                     .clone()
                     .unwrap_or_else(|| approvals.clone()),
-                reviewer,
+                reviewer: config.tool_policy.reviewer.clone(),
                 ..dispatch::ToolBroker::default()
             },
         });
@@ -406,18 +382,21 @@ impl App {
     }
 }
 
-/// Config paths with a leading `~/` under this process's `$HOME`.
-fn home_paths(paths: &[String]) -> anyhow::Result<Vec<std::path::PathBuf>> {
+/// An agent's configured binds, a leading `~/` under this process's `$HOME`.
+fn binds(paths: &[String], writable: bool) -> anyhow::Result<Vec<ConfiguredBind>> {
     paths
         .iter()
-        .map(|p| match p.strip_prefix("~/") {
-            None => Ok(std::path::PathBuf::from(p)),
-            Some(rest) => std::env::var_os("HOME")
-                .filter(|h| !h.is_empty())
-                .map(|home| std::path::PathBuf::from(home).join(rest))
-                .with_context(|| {
-                    format!("{p} starts with ~/ but HOME is not set; write the absolute path")
-                }),
+        .map(|p| {
+            let path = match p.strip_prefix("~/") {
+                None => std::path::PathBuf::from(p),
+                Some(rest) => std::env::var_os("HOME")
+                    .filter(|h| !h.is_empty())
+                    .map(|home| std::path::PathBuf::from(home).join(rest))
+                    .with_context(|| {
+                        format!("{p} starts with ~/ but HOME is not set; write the absolute path")
+                    })?,
+            };
+            Ok(ConfiguredBind { path, writable })
         })
         .collect()
 }
@@ -450,10 +429,14 @@ fn build_agents(
                     env: secrets.agent_env.clone(),
                     default_dir: Some(scratch.to_path_buf()),
                     sandbox: *sandbox,
-                    sandbox_bind: home_paths(sandbox_bind)
-                        .with_context(|| format!("agents.{name}.sandbox_bind"))?,
-                    sandbox_read_only: home_paths(sandbox_read_only)
-                        .with_context(|| format!("agents.{name}.sandbox_read_only"))?,
+                    sandbox_binds: binds(sandbox_bind, true)
+                        .with_context(|| format!("agents.{name}.sandbox_bind"))?
+                        .into_iter()
+                        .chain(
+                            binds(sandbox_read_only, false)
+                                .with_context(|| format!("agents.{name}.sandbox_read_only"))?,
+                        )
+                        .collect(),
                 })
                 .with_context(|| format!("agents.{name}"))?,
             ),

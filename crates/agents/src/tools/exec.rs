@@ -299,7 +299,8 @@ impl Executor {
     }
 }
 
-fn capped(bytes: &[u8], cap: usize) -> String {
+/// `bytes` as text, cut at `cap` bytes and marked when cut (every tool's output).
+pub(super) fn capped(bytes: &[u8], cap: usize) -> String {
     let text = String::from_utf8_lossy(bytes.get(..cap.min(bytes.len())).unwrap_or(bytes));
     if bytes.len() > cap {
         format!("{text}\n[cut at {cap} bytes]")

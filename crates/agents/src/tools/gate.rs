@@ -205,18 +205,27 @@ impl BrokerGate {
         f(&mut guard)
     }
 
-    async fn ask(&self, call: &ToolCall, action: &str, who: Who, sink: &EventSink) -> Answer {
+    /// Asks `who` to allow the call; anything but a yes is the refusal the model reads. The
+    /// question carries the model's text cleaned as every event is (no control sequences, no
+    /// credentials), since it is shown on a terminal, a page or in Slack.
+    async fn require(
+        &self,
+        call: &ToolCall,
+        action: &str,
+        who: Who,
+        sink: &EventSink,
+    ) -> Result<(), String> {
         let question = Question {
             run: self.session.clone(),
             principal: self.agent.on_behalf_of.as_ref().map(|p| p.id.clone()),
             action: action.to_owned(),
-            tool: call.name.clone(),
-            arguments: call.arguments.clone(),
+            tool: sink.clean(&call.name),
+            arguments: sink.clean(&call.arguments),
             who,
         };
-        let whom = match who {
-            Who::Person => "the person this run acts for",
-            Who::Reviewer => "a reviewer agent",
+        let (whom, needs) = match who {
+            Who::Person => ("the person this run acts for", "a person's"),
+            Who::Reviewer => ("a reviewer agent", "a reviewer's"),
         };
         sink.event(
             "approval",
@@ -232,7 +241,14 @@ impl BrokerGate {
             .unwrap_or(Answer::TimedOut);
         sink.event("approval", &format!("{action}: {}", answer.as_str()))
             .await;
-        answer
+        if answer == Answer::Yes {
+            Ok(())
+        } else {
+            Err(refused(format!(
+                "{action} needs {needs} approval: {}",
+                answer.as_str()
+            )))
+        }
     }
 
     /// Step 2: the rule table, bounded by the ratchet. `Ok(true)` when a person already said
@@ -257,22 +273,10 @@ impl BrokerGate {
             return Err(refused(why));
         }
         if decision.needs_a_reviewer() {
-            let answer = self.ask(call, action, Who::Reviewer, sink).await;
-            if answer != Answer::Yes {
-                return Err(refused(format!(
-                    "{action} needs a reviewer's approval: {}",
-                    answer.as_str()
-                )));
-            }
+            self.require(call, action, Who::Reviewer, sink).await?;
         }
         if decision.needs_a_person() {
-            let answer = self.ask(call, action, Who::Person, sink).await;
-            if answer != Answer::Yes {
-                return Err(refused(format!(
-                    "{action} needs a person's approval: {}",
-                    answer.as_str()
-                )));
-            }
+            self.require(call, action, Who::Person, sink).await?;
             return Ok(true);
         }
         Ok(false)
@@ -304,13 +308,7 @@ impl BrokerGate {
             }
             Outcome::Ask(ask) => {
                 if !person_said_yes {
-                    let answer = self.ask(call, action, Who::Person, sink).await;
-                    if answer != Answer::Yes {
-                        return Err(refused(format!(
-                            "{action} needs a person's approval: {}",
-                            answer.as_str()
-                        )));
-                    }
+                    self.require(call, action, Who::Person, sink).await?;
                 }
                 // The grants, state and time as they are now, after the wait.
                 let state = self.with(|m| m.state);

@@ -14,6 +14,8 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
+use super::exec::capped;
+
 /// One configured server: its name (the middle of `mcp.<server>.<tool>`) and URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct McpServer {
@@ -23,11 +25,11 @@ pub struct McpServer {
 
 /// One tool a server offered.
 #[derive(Debug, Clone, PartialEq)]
-pub struct McpTool {
-    pub name: String,
-    pub description: String,
+struct McpTool {
+    name: String,
+    description: String,
     /// Its arguments' JSON Schema, shown to the model.
-    pub input_schema: Value,
+    input_schema: Value,
 }
 
 /// A server as the run found it.
@@ -69,12 +71,6 @@ pub struct McpServers {
     timeout: Duration,
 }
 
-impl Default for McpServers {
-    fn default() -> Self {
-        McpServers::none()
-    }
-}
-
 /// The most of a tool description shown to the model; a server's text is not ours to trust.
 const DESCRIPTION_CHARS: usize = 300;
 /// The most tools listed per server.
@@ -90,33 +86,27 @@ impl McpServers {
         }
     }
 
-    /// Connects to every server at once and lists its tools, each within `timeout`. A server
-    /// that cannot be reached keeps its place with the reason; the run goes on without its
-    /// tools.
+    /// Connects to every server at once and lists its tools, each within `timeouts.list`. A
+    /// server that cannot be reached keeps its place with the reason; the run goes on without
+    /// its tools.
     pub async fn connect(servers: Vec<McpServer>, timeouts: McpTimeouts) -> McpServers {
-        let timeout = timeouts.list;
-        let mut listings = tokio::task::JoinSet::new();
-        for (index, server) in servers.iter().cloned().enumerate() {
-            listings.spawn(async move {
-                let listed = tokio::time::timeout(timeout, open_and_list(&server.url)).await;
-                (index, listed)
-            });
-        }
-        let mut found: Vec<Option<Listing>> = servers.iter().map(|_| None).collect();
-        while let Some(joined) = listings.join_next().await {
-            let Ok((index, listed)) = joined else {
-                continue; // a listing task that panicked: its server stays unreachable
-            };
-            let listed =
-                listed.unwrap_or_else(|_| Err(format!("no answer within {} s", timeout.as_secs())));
-            if let Some(slot) = found.get_mut(index) {
-                *slot = Some(listed);
-            }
-        }
+        let wait = timeouts.list;
+        let listings: Vec<_> = servers
+            .iter()
+            .map(|server| {
+                let url = server.url.clone();
+                tokio::spawn(async move { tokio::time::timeout(wait, open_and_list(&url)).await })
+            })
+            .collect();
         let mut listed = Vec::new();
         let mut sessions = HashMap::new();
-        for (server, result) in servers.into_iter().zip(found) {
-            match result.unwrap_or_else(|| Err("the listing did not finish".to_owned())) {
+        for (server, listing) in servers.into_iter().zip(listings) {
+            let found = match listing.await {
+                Ok(Ok(found)) => found,
+                Ok(Err(_)) => Err(format!("no answer within {} s", wait.as_secs())),
+                Err(_) => Err("the listing failed".to_owned()),
+            };
+            match found {
                 Ok((client, tools)) => {
                     sessions.insert(server.name.clone(), Arc::new(client));
                     listed.push(Listed {
@@ -135,11 +125,7 @@ impl McpServers {
         }
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.listed.is_empty()
-    }
-
-    /// The servers whose tools could not be listed, with why (for the run's events).
+    /// The servers whose tools could not be listed, with why.
     pub fn problems(&self) -> Vec<(String, String)> {
         self.listed
             .iter()
@@ -212,7 +198,7 @@ impl McpServers {
                 )
             })?
             .map_err(|e| format!("mcp.{server}.{tool} could not be called: {e}"))?;
-        Ok(cut(result_text(&result), max_bytes))
+        Ok(capped(result_text(&result).as_bytes(), max_bytes))
     }
 
     /// The open session to `server`, opened again when the listing could not open one.
@@ -295,16 +281,4 @@ fn result_text(result: &CallToolResult) -> String {
     } else {
         text
     }
-}
-
-fn cut(mut text: String, max_bytes: usize) -> String {
-    if text.len() > max_bytes {
-        let mut end = max_bytes;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
-        text.push_str("\n[output cut]");
-    }
-    text
 }

@@ -18,7 +18,7 @@ use crate::EventSink;
 
 pub use exec::{ExecLimits, REFUSED_READ};
 pub use gate::{Answer, Approver, BrokerGate, Clock, GateSettings, NobodyToAsk, Question, Who};
-pub use mcp::{McpServer, McpServers, McpTimeouts, McpTool};
+pub use mcp::{McpServer, McpServers, McpTimeouts};
 
 /// One call as the model made it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,7 +10,8 @@ use super::friction::PROPOSAL_PREFIX;
 use super::{ok, store_failed};
 use crate::{Args, Ctx, Refusal, Registry, Reply, ReplyKind, replies};
 
-pub(crate) const MCP_PREFIX: &str = "mcp.";
+/// The config keys `mcp add` writes: `mcp.<server name>`, valued the server's URL.
+pub const MCP_PREFIX: &str = "mcp.";
 
 fn usage(ctx: &Ctx<'_>, problem: &str) -> Reply {
     Reply::of(

@@ -7,6 +7,8 @@ mod repo;
 pub(crate) mod runs;
 mod system;
 
+pub use config::MCP_PREFIX;
+
 use authz_core::{Action, AgentName, CommandId, Resource};
 use serde_json::Value;
 use store::StoreError;
