@@ -824,12 +824,14 @@ async fn mcp_tools_are_called_through_the_broker() {
         },
         McpServer {
             name: "gone".into(),
-            url: "http://127.0.0.1:9/mcp".into(),
+            // A token in the query: it must reach neither the model nor a log line.
+            url: "http://127.0.0.1:9/mcp?token=PLANTED-MCP-TOKEN".into(),
         },
     ];
     let mcp = McpServers::connect(servers, McpTimeouts::default()).await;
-    assert_eq!(mcp.problems().len(), 1, "{:?}", mcp.problems());
-    assert_eq!(mcp.problems()[0].0, "gone");
+    let mcp_problems = mcp.problems();
+    assert_eq!(mcp_problems.len(), 1, "{mcp_problems:?}");
+    assert_eq!(mcp_problems[0].0, "gone");
     let mut settings = fx.settings(Ratchet::default(), Arc::new(NobodyToAsk));
     settings.mcp = mcp;
     let mut grants: Vec<Grant> = grants(fx.ws.path());
@@ -921,6 +923,11 @@ async fn mcp_tools_are_called_through_the_broker() {
         results[5].starts_with("refused: mcp: invalid-arguments"),
         "{}",
         results[5]
+    );
+    assert!(!description.contains("PLANTED") && !results.iter().any(|r| r.contains("PLANTED")));
+    assert!(
+        !mcp_problems.iter().any(|(_, why)| why.contains("PLANTED")),
+        "{mcp_problems:?}"
     );
     // Only the two granted calls reached the server.
     assert_eq!(notes.calls(), 2);

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock};
-use rmcp::service::RunningService;
+use rmcp::service::{RunningService, ServiceError};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
@@ -197,7 +197,7 @@ impl McpServers {
                     self.timeout.as_secs()
                 )
             })?
-            .map_err(|e| format!("mcp.{server}.{tool} could not be called: {e}"))?;
+            .map_err(|e| format!("mcp.{server}.{tool} could not be called: {}", failure(&e)))?;
         Ok(capped(result_text(&result).as_bytes(), max_bytes))
     }
 
@@ -233,7 +233,11 @@ fn unreachable(server: McpServer, problem: String) -> Listed {
 
 async fn open(url: &str) -> Result<Client, String> {
     let transport = StreamableHttpClientTransport::from_uri(url.to_owned());
-    ().serve(transport).await.map_err(|e| e.to_string())
+    // Never the client's own text: a transport error can quote the URL, and a server's URL may
+    // carry a token in its query.
+    ().serve(transport)
+        .await
+        .map_err(|_| "the connection or the MCP handshake failed".to_owned())
 }
 
 async fn open_and_list(url: &str) -> Listing {
@@ -241,7 +245,7 @@ async fn open_and_list(url: &str) -> Listing {
     let tools = client
         .list_all_tools()
         .await
-        .map_err(|e| format!("tools/list failed: {e}"))?;
+        .map_err(|e| format!("tools/list failed: {}", failure(&e)))?;
     let tools = tools
         .into_iter()
         .take(TOOLS_PER_SERVER)
@@ -258,6 +262,19 @@ async fn open_and_list(url: &str) -> Listing {
         })
         .collect();
     Ok((client, tools))
+}
+
+/// Why a request to a server failed, in words that never quote the URL: the server's own
+/// JSON-RPC refusal (its message), else what kind of failure it was.
+fn failure(e: &ServiceError) -> String {
+    match e {
+        ServiceError::McpError(data) => format!("the server refused: {}", data.message),
+        ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
+            "the connection failed".to_owned()
+        }
+        ServiceError::Timeout { .. } => "it timed out".to_owned(),
+        _ => "the server's answer could not be used".to_owned(),
+    }
 }
 
 /// A result's text parts, joined; other content is named, not shown.
