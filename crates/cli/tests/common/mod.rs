@@ -1,5 +1,8 @@
 //! Helpers shared by the CLI's test binaries.
 
+#[allow(dead_code)] // not every test binary runs a scripted model
+pub mod model;
+
 /// A `[store]` section on the Postgres of `SWITCHBOARD_TEST_POSTGRES_URL`, in a schema of its
 /// own so concurrent tests never see each other's runs.
 pub fn postgres_store_section() -> String {

@@ -1,0 +1,97 @@
+//! A scripted OpenAI-compatible model on loopback for the binary's tests: it answers each
+//! chat-completions request with the next turn of its script, and keeps every request body it
+//! was sent, so a test can say what reached the model.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+
+/// One turn: a tool call (`name`, arguments with `{workspace}` standing for the workspace the
+/// broker told the model about), or the final answer.
+pub type Turn = (&'static str, Value);
+
+pub struct Model {
+    /// `http://127.0.0.1:<port>/v1`.
+    pub base: String,
+    seen: Arc<Mutex<Vec<String>>>,
+}
+
+impl Model {
+    /// Serves `turns` in order across every request it gets; once they are spent, it answers
+    /// `last tool result: <the last message's content>`.
+    pub async fn serve(turns: Vec<Turn>) -> Model {
+        use axum::Router;
+        use axum::body::Body;
+        use axum::extract::State;
+        use axum::http::Response;
+        use axum::routing::post;
+
+        #[derive(Clone)]
+        struct Script {
+            turns: Arc<Mutex<VecDeque<Turn>>>,
+            seen: Arc<Mutex<Vec<String>>>,
+        }
+
+        async fn completions(State(script): State<Script>, body: String) -> Response<Body> {
+            script.seen.lock().unwrap().push(body.clone());
+            let request: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+            let messages = request["messages"].as_array().cloned().unwrap_or_default();
+            let workspace = workspace_of(&messages);
+            let next = script.turns.lock().unwrap().pop_front();
+            let delta = match next {
+                Some((name, args)) => {
+                    let args = args.to_string().replace("{workspace}", &workspace);
+                    json!({"tool_calls": [{"index": 0, "id": "call-1", "type": "function",
+                        "function": {"name": name, "arguments": args}}]})
+                }
+                None => {
+                    let last = messages.last().cloned().unwrap_or(Value::Null);
+                    json!({"content": format!("last tool result: {}", last["content"].as_str().unwrap_or("none"))})
+                }
+            };
+            let chunk = json!({"choices": [{"delta": delta}]});
+            Response::builder()
+                .header("content-type", "text/event-stream")
+                .body(Body::from(format!("data: {chunk}\n\ndata: [DONE]\n\n")))
+                .unwrap()
+        }
+
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let script = Script {
+            turns: Arc::new(Mutex::new(turns.into())),
+            seen: seen.clone(),
+        };
+        let app = Router::new()
+            .route("/v1/chat/completions", post(completions))
+            .with_state(script);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Model {
+            base: format!("http://{addr}/v1"),
+            seen,
+        }
+    }
+
+    /// Every request body the model was sent, in order.
+    pub fn seen(&self) -> String {
+        self.seen.lock().unwrap().join("\n")
+    }
+
+    /// How many requests it answered.
+    pub fn requests(&self) -> usize {
+        self.seen.lock().unwrap().len()
+    }
+}
+
+/// The workspace the broker's system message names.
+pub fn workspace_of(messages: &[Value]) -> String {
+    messages
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .find_map(|c| c.strip_prefix("Your workspace is "))
+        .and_then(|rest| rest.split(". ").next())
+        .unwrap_or("/nowhere")
+        .to_owned()
+}
