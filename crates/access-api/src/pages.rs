@@ -242,13 +242,8 @@ pub async fn run(
         Opener::Viewer(_) => None,
     };
     let live = is_live(&run);
-    let waiting = match RunId::parse(&id) {
-        Ok(run_id) if live => {
-            api.services
-                .approvals
-                .pending(&run_id, answerer(&opener))
-                .await
-        }
+    let waiting = match (RunId::parse(&id), answerer(&opener)) {
+        (Ok(run_id), Some(by)) if live => api.services.approvals.pending(&run_id, by).await,
         _ => Vec::new(),
     };
     let body = run_body(&run, &events, &friction, token, live, &waiting);
@@ -272,11 +267,14 @@ fn token_suffix(token: Option<&str>) -> String {
         .unwrap_or_default()
 }
 
-/// Who the opener answers an approval as.
-fn answerer(opener: &Opener) -> Answerer<'_> {
+/// Who the opener answers an approval as: a signed-in actor (it counts when it is the run's
+/// principal), or a link made for a person. A link made for a machine or an agent answers
+/// nothing: it watches and stops the run.
+fn answerer(opener: &Opener) -> Option<Answerer<'_>> {
     match opener {
-        Opener::Token(..) => Answerer::Capability,
-        Opener::Viewer(caller) => Answerer::Actor(&caller.actor.id),
+        Opener::Token(cap, _) if cap.answers() => Some(Answerer::Capability),
+        Opener::Token(..) => None,
+        Opener::Viewer(caller) => Some(Answerer::Actor(&caller.actor.id)),
     }
 }
 
@@ -287,13 +285,14 @@ fn approval_forms(base: &str, suffix: &str, waiting: &[PendingApproval]) -> Stri
     }
     let mut out = String::from("<h2>Waiting for your answer</h2>");
     for ask in waiting {
-        let arguments: String = ask.arguments.chars().take(2000).collect();
+        // Whole: the broker asks only about a call it can show whole.
+        let arguments = &ask.arguments;
         out.push_str(&format!(
             "<form class=\"approval\" method=\"post\" action=\"{base}/approvals/{id}{suffix}\"><p>The agent asks to <code>{action}</code> with <code>{tool}</code>:</p><pre>{arguments}</pre><button name=\"answer\" value=\"approve\" type=\"submit\">Approve</button> <button name=\"answer\" value=\"deny\" type=\"submit\">Deny</button></form>",
             id = escape(&ask.id),
             action = escape(&ask.action),
             tool = escape(&ask.tool),
-            arguments = escape(&arguments),
+            arguments = escape(arguments),
         ));
     }
     out
@@ -548,10 +547,18 @@ pub async fn approve(
             );
         }
     };
+    let Some(by) = answerer(&opener) else {
+        tracing::warn!(run = %id, reason = "machine-link", "[access] a machine's link tried to answer an approval");
+        return not_answered(
+            StatusCode::FORBIDDEN,
+            &id,
+            "this link watches and stops the run; only the person the run acts for answers its questions",
+        );
+    };
     match api
         .services
         .approvals
-        .answer(&run_id, &approval, answerer(&opener), approve)
+        .answer(&run_id, &approval, by, approve)
         .await
     {
         Ok(()) => back_to_run(&id, token.as_deref()),

@@ -47,6 +47,10 @@ channels = "all"
 actions = ["runs:read", "runs:write", "agent:run:echo", "agent:run:staller", "agent:run:writer"]
 channels = ["http:ops"]
 
+# A person who asks the writer for notes in a Slack channel.
+[grants."slack:UWRITER"]
+actions = ["runs:read", "agent:run:writer"]
+
 # The writer (an openai agent; its model is the test's, see Options::model_url) may write in
 # its run's workspace once the person it acts for approves (fs.write asks by default).
 [[agent_grants]]
@@ -340,6 +344,26 @@ impl Harness {
             .await
             .unwrap();
         serde_json::from_str(&reply.text().await.unwrap()).unwrap()
+    }
+
+    /// A person asks `agent` for `text` in Slack channel `channel` (so its capability link is
+    /// a person's): the run's id and its link.
+    async fn person_asks(&self, user: &str, channel: &str, text: &str) -> (RunId, String) {
+        let actor = resolve_actor(ActorId::parse(user).unwrap(), &self.services.table).with_origin(
+            Origin {
+                channel_id: ChannelId::parse(channel).unwrap(),
+                thread_key: None,
+            },
+        );
+        let handled = commands::start_agent_run(
+            &Caller::new(actor, Surface::Slack),
+            text,
+            None,
+            &self.services,
+        )
+        .await;
+        let run = handled.run.unwrap_or_else(|| panic!("{:?}", handled.reply));
+        (run.id().clone(), run.link(&self.base))
     }
 
     /// Starts a staller run as `user` in `channel` through the dispatcher (so it is live).
@@ -1152,8 +1176,8 @@ fn approval_action(page: &str) -> Option<String> {
 }
 
 /// A tool call waiting for a person under `serve` is answered on the run's page: only by its
-/// principal (here, the capability link's holder), same-origin, once; the agent reads the
-/// answer and the run finishes with it.
+/// principal (here, through the capability link of the person who asked), same-origin, once;
+/// the agent reads the answer and the run finishes with it.
 #[tokio::test]
 async fn the_run_page_answers_a_tool_call_waiting_for_its_person() {
     for (answer, want) in [
@@ -1168,9 +1192,10 @@ async fn the_run_page_answers_a_tool_call_waiting_for_its_person() {
             ..Options::default()
         })
         .await;
-        let started = h.ingress("/ingress", "@writer take notes").await;
-        let id = started["run_id"].as_str().unwrap().to_owned();
-        let link = started["link"].as_str().unwrap().to_owned();
+        let (run_id, link) = h
+            .person_asks("slack:UWRITER", "slack:C1", "@writer take notes")
+            .await;
+        let id = run_id.to_string();
         let path = link.trim_start_matches(&h.base).to_owned();
         let page = asking_page(&h, &path).await;
         assert!(
@@ -1211,7 +1236,6 @@ async fn the_run_page_answers_a_tool_call_waiting_for_its_person() {
         assert_eq!(answered.status, 303, "{}", answered.body);
         let again = h.post(&action, None, &same_origin, &body).await;
         assert_eq!(again.status, 409);
-        let run_id = RunId::parse(&id).unwrap();
         wait_status(&h, &run_id, RunStatus::Completed).await;
         let run = h.store.get_run(&run_id).await.unwrap().unwrap();
         assert!(
@@ -1220,6 +1244,75 @@ async fn the_run_page_answers_a_tool_call_waiting_for_its_person() {
             run.answer
         );
         h.shutdown.cancel();
+    }
+}
+
+/// A run a machine asked for (an ingress token) has nobody to ask: its agent's ask is
+/// refused at once, not after the approval timeout, and the run goes on with the refusal.
+#[tokio::test]
+async fn a_machines_run_has_nobody_to_ask_and_its_link_answers_nothing() {
+    let h = start(Options {
+        model_url: writing_model().await,
+        ..Options::default()
+    })
+    .await;
+    let begun = std::time::Instant::now();
+    let waited = h.ingress("/ingress?wait=30", "@writer take notes").await;
+    assert_eq!(waited["status"], "completed", "{waited}");
+    assert!(
+        waited["answer"]
+            .as_str()
+            .unwrap()
+            .starts_with("tool said: refused: fs.write needs a person's approval: nobody to ask"),
+        "{waited}"
+    );
+    assert!(begun.elapsed() < Duration::from_secs(20), "the ask waited");
+
+    // A link made for a machine opens the run and stops it, and answers no ask, even one a
+    // person's run has waiting; the same link made for a person answers it.
+    for (token, counts) in [
+        ("sbm_machine-link-0123456789", false),
+        ("sbp_person-link-0123456789", true),
+    ] {
+        let run = h.stored_run_opened_by(Place::Public, token).await;
+        let ask = store::ApprovalRecord {
+            id: format!("ask-{}", &token[..3]),
+            run_id: run.id.clone(),
+            principal: Some(ActorId::parse("slack:U1").unwrap()),
+            action: "fs.write".into(),
+            tool: "write_file".into(),
+            arguments: "{}".into(),
+            state: store::ApprovalState::Open,
+            asked_at: Timestamp::now(),
+        };
+        h.store.open_approval(&ask).await.unwrap();
+        let page = h
+            .get(&format!("/runs/{}?token={token}", run.id), None)
+            .await;
+        assert_eq!(page.status, 200, "{}", page.body);
+        assert_eq!(
+            page.body.contains("Waiting for your answer"),
+            counts,
+            "{}",
+            page.body
+        );
+        let answered = h
+            .post(
+                &format!("/runs/{}/approvals/{}?token={token}", run.id, ask.id),
+                None,
+                &[("sec-fetch-site", "same-origin")],
+                "answer=approve",
+            )
+            .await;
+        let want = if counts { 303 } else { 403 };
+        assert_eq!(answered.status, want, "{token}: {}", answered.body);
+        let state = h.store.approval_state(&ask.id).await.unwrap();
+        let want = if counts {
+            store::ApprovalState::Approved
+        } else {
+            store::ApprovalState::Open
+        };
+        assert_eq!(state, Some(want), "{token}");
     }
 }
 
@@ -1250,9 +1343,10 @@ async fn a_tool_call_is_answered_through_another_replica_on_postgres() {
         ..Options::default()
     })
     .await;
-    let started = running.ingress("/ingress", "@writer take notes").await;
-    let id = started["run_id"].as_str().unwrap().to_owned();
-    let link = started["link"].as_str().unwrap().to_owned();
+    let (run_id, link) = running
+        .person_asks("slack:UWRITER", "slack:C1", "@writer take notes")
+        .await;
+    let id = run_id.to_string();
     // The same capability link, on the other replica.
     let path = link.trim_start_matches(&running.base).to_owned();
     let page = asking_page(&answering, &path).await;
@@ -1266,7 +1360,7 @@ async fn a_tool_call_is_answered_through_another_replica_on_postgres() {
         )
         .await;
     assert_eq!(answered.status, 303, "{}", answered.body);
-    let run_id = RunId::parse(&id).unwrap();
+    assert_eq!(run_id.to_string(), id);
     wait_status(&running, &run_id, RunStatus::Completed).await;
     let run = running.store.get_run(&run_id).await.unwrap().unwrap();
     assert!(

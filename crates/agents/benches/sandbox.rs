@@ -13,7 +13,7 @@
 
 use std::time::{Duration, Instant};
 
-use agents::sandbox::{Network, Sandbox, SandboxSpec};
+use agents::sandbox::{Network, Sandbox, SandboxLimits, SandboxSpec};
 
 const ROUNDS: usize = 300;
 
@@ -38,12 +38,13 @@ async fn main() {
     .unwrap();
     let sandbox = Sandbox::prepare(&SandboxSpec {
         workspace: workspace.path().to_owned(),
+        repository: false,
         deny_read: vec![".env".into()],
-        read_only_in_workspace: vec![".switchboard/agent-policy.toml".into()],
         read_only: vec![],
         configured: Vec::new(),
         network: Network::Unshared,
         scratch: scratch.path().to_owned(),
+        limits: SandboxLimits::default(),
     })
     .unwrap();
     let (mut bare, mut boxed) = (Vec::new(), Vec::new());

@@ -3,6 +3,11 @@
 //! non-zero exit, stderr becomes friction. The program runs in its own process group with a
 //! scrubbed environment, and the whole group is killed on stop, timeout, or when it exits
 //! leaving children behind. The memory block is in the file `SWITCHBOARD_MEMORY_FILE` names.
+//!
+//! What it keeps in memory is bounded however much the program prints: a line is read up to
+//! `OutputCaps::event_bytes` (the rest of a longer line is read and dropped), events past
+//! `OutputCaps::total_bytes` are dropped (the program is not killed), the answer's block is
+//! kept up to `OutputCaps::answer_bytes`, and stderr up to 16 KiB.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -14,8 +19,8 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufRead
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
-use crate::sandbox::{ConfiguredBind, Network, Sandbox, SandboxSpec, find_in};
-use crate::{AgentBackend, AgentJob, AgentOutcome, EventSink, SettingsError};
+use crate::sandbox::{ConfiguredBind, Network, Sandbox, SandboxLimits, SandboxSpec, find_in};
+use crate::{AgentBackend, AgentJob, AgentOutcome, EventSink, SettingsError, Workspace};
 
 /// How the request reaches the program.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -33,11 +38,9 @@ pub struct CommandSettings {
     /// The environment the program gets (already filtered to the allow-list by the server),
     /// before `SWITCHBOARD_*` are added.
     pub env: Vec<(String, String)>,
-    /// Where the program runs when the job has no workspace.
-    pub default_dir: Option<PathBuf>,
     /// Run the program under bubblewrap (`[agents.<name>] sandbox`, on unless set to false).
-    /// A workspace whose `.switchboard/agent-policy.toml` names deny_read files is sandboxed
-    /// whatever this says, so a project's denial is never silently skipped.
+    /// A workspace whose project denies files (deny_read) is sandboxed whatever this says, so
+    /// a project's denial is never silently skipped.
     pub sandbox: bool,
     /// Paths outside the workspace bound in (`sandbox_bind` read-write: the agent's login,
     /// say; `sandbox_read_only`: its tools). Absolute; each must exist.
@@ -49,6 +52,44 @@ struct Boxed {
     sandbox: Sandbox,
     program: PathBuf,
     _scratch: tempfile::TempDir,
+}
+
+/// Where one call of the program works: the run's workspace, or (for a call that is not a
+/// run: the memory model, the reviewer) a temporary directory of its own, removed after.
+enum WorkDir {
+    Run(Workspace),
+    Own(tempfile::TempDir),
+}
+
+impl WorkDir {
+    fn of(job: &AgentJob) -> Result<WorkDir, String> {
+        match &job.workspace {
+            Some(w) => Ok(WorkDir::Run(w.clone())),
+            None => tempfile::Builder::new()
+                .prefix("switchboard-call-")
+                .tempdir()
+                .map(WorkDir::Own)
+                .map_err(|e| format!("could not make a working directory: {e}")),
+        }
+    }
+
+    fn path(&self) -> &Path {
+        match self {
+            WorkDir::Run(w) => &w.dir,
+            WorkDir::Own(dir) => dir.path(),
+        }
+    }
+
+    fn repository(&self) -> bool {
+        matches!(self, WorkDir::Run(w) if w.repository)
+    }
+
+    fn deny_read(&self) -> &[String] {
+        match self {
+            WorkDir::Run(w) => &w.deny_read,
+            WorkDir::Own(_) => &[],
+        }
+    }
 }
 
 /// Where a program is looked up when its environment has no `PATH`.
@@ -71,7 +112,13 @@ impl CommandBackend {
         Ok(CommandBackend { settings })
     }
 
-    fn command(&self, job: &AgentJob, memory_file: &Path, boxed: Option<&Boxed>) -> Command {
+    fn command(
+        &self,
+        job: &AgentJob,
+        dir: &Path,
+        memory_file: &Path,
+        boxed: Option<&Boxed>,
+    ) -> Command {
         let (program, args) = match self.settings.argv.split_first() {
             Some((p, a)) => (p.as_str(), a),
             None => ("false", &[][..]),
@@ -100,16 +147,8 @@ impl CommandBackend {
         if let Some(url) = &job.mcp_url {
             cmd.env("SWITCHBOARD_MCP_URL", url);
         }
-        if let Some(dir) = self.dir(job) {
-            cmd.current_dir(dir);
-        }
+        cmd.current_dir(dir);
         cmd
-    }
-
-    fn dir<'a>(&'a self, job: &'a AgentJob) -> Option<&'a PathBuf> {
-        job.workspace
-            .as_ref()
-            .or(self.settings.default_dir.as_ref())
     }
 
     /// The program a sandbox starts: a bare name is looked up on the `PATH` the program gets
@@ -128,18 +167,10 @@ impl CommandBackend {
     }
 
     /// The sandbox this run needs, if any: asked for in the settings, or required by the
-    /// workspace's policy file naming deny_read files. A policy file that does not parse, or
-    /// a sandbox that cannot be made, is an error: the program does not start.
-    fn sandbox(&self, job: &AgentJob, memory_file: &Path) -> Result<Option<Boxed>, String> {
-        let Some(dir) = self.dir(job) else {
-            return if self.settings.sandbox {
-                Err("a sandboxed agent needs a workspace or a scratch directory to bind".into())
-            } else {
-                Ok(None)
-            };
-        };
-        let policy = broker::file::load_project(dir).map_err(|e| e.to_string())?;
-        if !self.settings.sandbox && policy.deny_read.is_empty() {
+    /// project denying files. A sandbox that cannot be made is an error: the program does
+    /// not start.
+    fn sandbox(&self, work: &WorkDir, memory_file: &Path) -> Result<Option<Boxed>, String> {
+        if !self.settings.sandbox && work.deny_read().is_empty() {
             return Ok(None);
         }
         let program = self
@@ -158,14 +189,15 @@ impl CommandBackend {
             .tempdir()
             .map_err(|e| format!("could not make the run's sandbox directory: {e}"))?;
         let spec = SandboxSpec {
-            workspace: dir.clone(),
-            deny_read: policy.deny_read,
-            read_only_in_workspace: vec![broker::file::PROJECT_POLICY_FILE.to_owned()],
+            workspace: work.path().to_owned(),
+            repository: work.repository(),
+            deny_read: work.deny_read().to_vec(),
             read_only,
             configured: self.settings.sandbox_binds.clone(),
             // A command agent keeps the network its model and SWITCHBOARD_MCP_URL need.
             network: Network::Shared,
             scratch: scratch.path().to_path_buf(),
+            limits: SandboxLimits::default(),
         };
         let sandbox = Sandbox::prepare(&spec).map_err(|e| e.to_string())?;
         Ok(Some(Boxed {
@@ -229,24 +261,57 @@ async fn read_capped_line<R: AsyncRead + Unpin>(
     }))
 }
 
-/// The last block of output: the lines after the last blank line.
+/// The last block of output (the lines after the last blank line that is followed by more
+/// output), kept as it streams in at most `max` bytes: a later block replaces it, and a block
+/// longer than `max` keeps its first `max` bytes (the answer is cut there anyway).
+struct AnswerBlock {
+    max: usize,
+    /// The block being read; empty lines after it are not part of it yet.
+    lines: Vec<String>,
+    bytes: usize,
+    /// Blank lines seen since the block's last line.
+    blank_after: bool,
+}
+
+impl AnswerBlock {
+    fn new(max: usize) -> AnswerBlock {
+        AnswerBlock {
+            max,
+            lines: Vec::new(),
+            bytes: 0,
+            blank_after: false,
+        }
+    }
+
+    fn push(&mut self, line: String) {
+        if line.trim().is_empty() {
+            self.blank_after = !self.lines.is_empty();
+            return;
+        }
+        if self.blank_after {
+            self.lines.clear();
+            self.bytes = 0;
+            self.blank_after = false;
+        }
+        if self.bytes >= self.max {
+            return;
+        }
+        self.bytes += line.len() + 1;
+        self.lines.push(line);
+    }
+
+    fn text(&self) -> String {
+        self.lines.join("\n")
+    }
+}
+
+#[cfg(test)]
 fn last_block(lines: &[String]) -> String {
-    let end = lines
-        .iter()
-        .rposition(|l| !l.trim().is_empty())
-        .map_or(0, |i| i + 1);
-    let trimmed = lines.get(..end).unwrap_or_default();
-    let start = trimmed
-        .iter()
-        .rposition(|l| l.trim().is_empty())
-        .map_or(0, |i| i + 1);
-    trimmed
-        .get(start..)
-        .unwrap_or_default()
-        .iter()
-        .map(|s| s.as_str())
-        .collect::<Vec<_>>()
-        .join("\n")
+    let mut block = AnswerBlock::new(usize::MAX);
+    for line in lines {
+        block.push(line.clone());
+    }
+    block.text()
 }
 
 #[async_trait]
@@ -261,13 +326,18 @@ impl AgentBackend for CommandBackend {
             Ok(f) => f,
             Err(e) => return sink.failed(&format!("could not write the memory block's file: {e}")),
         };
+        // Held until the run returns, like the memory file.
+        let work = match WorkDir::of(&job) {
+            Ok(work) => work,
+            Err(why) => return sink.failed(&why),
+        };
         // Held until the run returns, like the memory file: its stub file lives beside it.
-        let boxed = match self.sandbox(&job, memory_file.path()) {
+        let boxed = match self.sandbox(&work, memory_file.path()) {
             Ok(boxed) => boxed,
             Err(why) => return sink.failed(&why),
         };
         let mut child = match self
-            .command(&job, memory_file.path(), boxed.as_ref())
+            .command(&job, work.path(), memory_file.path(), boxed.as_ref())
             .spawn()
         {
             Ok(c) => c,
@@ -299,24 +369,20 @@ impl AgentBackend for CommandBackend {
             String::from_utf8_lossy(&kept).into_owned()
         };
         let stdout = child.stdout.take();
-        let max_line = sink.caps().event_bytes;
+        let caps = sink.caps();
         let sink_for_lines = sink.clone();
         let read_stdout = async move {
-            let mut lines = Vec::new();
+            let mut block = AnswerBlock::new(caps.answer_bytes);
             if let Some(stdout) = stdout {
                 let mut reader = BufReader::new(stdout);
-                while let Ok(Some(line)) = read_capped_line(&mut reader, max_line).await {
+                while let Ok(Some(line)) = read_capped_line(&mut reader, caps.event_bytes).await {
                     if !line.trim().is_empty() {
                         sink_for_lines.event("output", &line).await;
                     }
-                    lines.push(line);
-                    // Keep only what the answer can need: the tail after a blank line.
-                    if lines.len() > 4096 {
-                        lines.drain(..2048);
-                    }
+                    block.push(line);
                 }
             }
-            lines
+            block
         };
         // When the program exits, anything it left running in its group goes with it (so a
         // background child holding stdout open cannot keep the run alive).
@@ -325,19 +391,19 @@ impl AgentBackend for CommandBackend {
             kill_group(pid);
             status
         };
-        let work = async {
-            let ((), stderr, lines, status) = tokio::join!(feed, collect_stderr, read_stdout, wait);
-            (status, stderr, lines)
+        let running = async {
+            let ((), stderr, block, status) = tokio::join!(feed, collect_stderr, read_stdout, wait);
+            (status, stderr, block)
         };
-        let (status, stderr, lines) = tokio::select! {
-            done = work => done,
+        let (status, stderr, block) = tokio::select! {
+            done = running => done,
             () = cancel.cancelled() => {
                 kill_group(pid);
                 return sink.cancelled();
             }
         };
         match status {
-            Ok(s) if s.success() => sink.answered(&last_block(&lines)),
+            Ok(s) if s.success() => sink.answered(&block.text()),
             Ok(s) => {
                 if !stderr.trim().is_empty() {
                     sink.friction("tool_error", stderr.trim()).await;
@@ -367,7 +433,6 @@ mod tests {
                 argv: vec!["my-agent".into()],
                 request_via: RequestVia::Stdin,
                 env: vec![("PATH".into(), path.to_owned())],
-                default_dir: None,
                 sandbox: true,
                 sandbox_binds: vec![],
             })
@@ -419,7 +484,6 @@ mod tests {
             argv: vec![],
             request_via: RequestVia::Stdin,
             env: vec![],
-            default_dir: None,
             sandbox: false,
             sandbox_binds: vec![],
         })

@@ -20,7 +20,9 @@
 //!   elsewhere (`crashed`, `abandoned`) carry only fixed words.
 //! - Output is bounded: each event at `OutputCaps::event_bytes`, all events together at
 //!   `OutputCaps::total_bytes` (past it events are dropped and one `output_capped` friction
-//!   is recorded), the answer at `OutputCaps::answer_bytes`.
+//!   is recorded), the answer at `OutputCaps::answer_bytes`. An event the run's safety needs
+//!   (a taint rise, a promise) is never dropped: [`EventSink::event_kept`] waits until the
+//!   store has it, and the gate fails closed when it cannot.
 //! - Cancellation is honoured: a back end returns promptly once its token is cancelled, and
 //!   the command back end kills the program's whole process group.
 
@@ -39,7 +41,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use authz_core::{AgentName, RepoSlug, RunId};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 pub use tokio_util::sync::CancellationToken;
 
 pub use command::{CommandBackend, CommandSettings, RequestVia};
@@ -56,8 +58,10 @@ pub struct AgentJob {
     /// The memory context block (spec/memory.md) the run was given.
     pub memory: MemoryBlock,
     pub repo: Option<RepoSlug>,
-    /// Where a `command` agent runs: the repo's workspace, else the run's scratch directory.
-    pub workspace: Option<PathBuf>,
+    /// The run's own workspace (`dispatch` makes one per run): where a `command` agent runs
+    /// and what its sandbox binds. `None` for a call that is not a run (the memory model, the
+    /// reviewer): a `command` back end then works in a temporary directory of its own.
+    pub workspace: Option<Workspace>,
     /// Where the agent calls back over MCP, when the MCP surface is on.
     pub mcp_url: Option<String>,
     /// The run-scoped agent token (a JWT); handed to the program, never logged.
@@ -65,6 +69,19 @@ pub struct AgentJob {
     /// The tools the agent may call, through the broker (the `openai` back end's tool loop).
     /// `None`: a model that asks for a tool ends its run with an error saying it has none.
     pub tools: Option<tools::Tools>,
+}
+
+/// A run's workspace: a directory made for this run alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Workspace {
+    /// The working tree (absolute).
+    pub dir: PathBuf,
+    /// Whether `dir/.git` is the run's own repository (a run in a repo): in the sandbox it is
+    /// pinned in place and its config is read-only.
+    pub repository: bool,
+    /// The project's deny_read names (read from the base commit before the workspace was
+    /// made): no bytes of these are in `dir`, and the sandbox covers each with its stub.
+    pub deny_read: Vec<String>,
 }
 
 /// The memory context block as a back end receives it: the rendered text, and how many
@@ -127,9 +144,55 @@ impl Default for OutputCaps {
 /// [`EventSink`], so its text is always sanitised and capped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SinkItem {
-    Event { kind: String, body: String },
-    Friction { kind: String, detail: String },
+    Event {
+        kind: String,
+        body: String,
+        /// Answered once the event is in the store, for an event the back end waits on
+        /// ([`EventSink::event_kept`]).
+        stored: Stored,
+    },
+    Friction {
+        kind: String,
+        detail: String,
+    },
 }
+
+/// The dispatcher's word that an event reached the store (or did not). Most events carry no
+/// one waiting; a kept event's sender waits for it.
+#[derive(Clone, Default)]
+pub struct Stored(Option<Arc<std::sync::Mutex<Option<oneshot::Sender<bool>>>>>);
+
+impl Stored {
+    /// Tells whoever waits whether the event was stored; a second answer changes nothing.
+    pub fn answer(&self, stored: bool) {
+        let sender = self.0.as_ref().and_then(|slot| match slot.lock() {
+            Ok(mut s) => s.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        });
+        if let Some(sender) = sender {
+            let _ = sender.send(stored);
+        }
+    }
+}
+
+impl std::fmt::Debug for Stored {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Stored(waited on)"
+        } else {
+            "Stored"
+        })
+    }
+}
+
+/// Two items are equal by their text; who waits on them is not part of it.
+impl PartialEq for Stored {
+    fn eq(&self, _other: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for Stored {}
 
 /// How a run ended, as its back end saw it. Built only by [`EventSink`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -219,7 +282,28 @@ impl EventSink {
             return false;
         }
         let kind = cap(&self.sanitizer.clean(kind), 64);
-        self.tx.send(SinkItem::Event { kind, body }).await.is_ok()
+        let item = SinkItem::Event {
+            kind,
+            body,
+            stored: Stored::default(),
+        };
+        self.tx.send(item).await.is_ok()
+    }
+
+    /// Sends an event the run's safety depends on (a taint rise, a promise) and waits until
+    /// the store has it. It is never dropped by the total cap (it is cleaned and capped like
+    /// any event). True only once it is stored: false when the store refused it or the
+    /// dispatcher is gone, and the caller then fails closed.
+    pub async fn event_kept(&self, kind: &str, body: &str) -> bool {
+        let body = cap(&self.sanitizer.clean(body), self.caps.event_bytes);
+        let kind = cap(&self.sanitizer.clean(kind), 64);
+        let (tx, rx) = oneshot::channel();
+        let stored = Stored(Some(Arc::new(std::sync::Mutex::new(Some(tx)))));
+        let item = SinkItem::Event { kind, body, stored };
+        if self.tx.send(item).await.is_err() {
+            return false;
+        }
+        rx.await.unwrap_or(false)
     }
 
     /// Agent text made safe to show outside the run's own record (an approval's question):

@@ -1,8 +1,10 @@
-//! Running a program under bubblewrap (Debian's `bubblewrap`, the `bwrap` binary): the
-//! workspace bound read-write at its own path, a read-only toolchain (`/usr` and the few files
-//! of `/etc` programs need), each denied path covered by a stub file, the project's policy
-//! file read-only, fresh user, pid, ipc and uts namespaces, every capability dropped, and the
-//! network unshared unless asked for (spec/broker.md, "deny_read").
+//! Running a program under bubblewrap (Debian's `bubblewrap`, the `bwrap` binary): the run's
+//! own workspace bound read-write at its own path (its `.git`, when it is a repository, pinned
+//! in place with its config read-only), a read-only toolchain (`/usr` and the few files of
+//! `/etc` programs need), each denied path covered by a stub file, the whole `.switchboard/`
+//! directory read-only, a size-bounded `/tmp`, a bounded number of processes, fresh user, pid,
+//! ipc and uts namespaces, every capability dropped, and the network unshared unless asked
+//! for.
 //!
 //! Fail closed: without `bwrap`, or where it cannot make its namespaces (user namespaces off),
 //! [`Sandbox::prepare`] is an error that says so, and the caller does not start the program
@@ -33,6 +35,33 @@ const ETC_READ_ONLY: [&str; 10] = [
 /// Top-level names that are links into `/usr` on a merged-/usr system, or directories.
 const USR_ROOTS: [&str; 4] = ["/bin", "/lib", "/lib64", "/sbin"];
 
+/// The directory every sandbox holds read-only: the project's policy and what goes with it.
+pub const POLICY_DIR: &str = ".switchboard";
+
+/// Sets the process limit inside the sandbox, then runs the program (util-linux, on every
+/// Debian system).
+const PRLIMIT: &str = "/usr/bin/prlimit";
+
+/// How much one sandbox may hold and start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SandboxLimits {
+    /// The size of the sandbox's own `/tmp` (a tmpfs): writing past it fails with ENOSPC.
+    pub tmp_bytes: u64,
+    /// `RLIMIT_NPROC` inside the sandbox: processes (and threads) its user may have at once.
+    /// The kernel does not apply it to a process whose real user is root, so it binds a
+    /// server that runs as its own user (as the deployment files do).
+    pub processes: u32,
+}
+
+impl Default for SandboxLimits {
+    fn default() -> Self {
+        SandboxLimits {
+            tmp_bytes: 128 * 1024 * 1024,
+            processes: 256,
+        }
+    }
+}
+
 /// Whether the program may reach the network.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Network {
@@ -47,10 +76,11 @@ pub enum Network {
 pub struct SandboxSpec {
     /// The run's workspace, bound read-write at the same path.
     pub workspace: PathBuf,
+    /// Whether `workspace/.git` is the run's own repository: bound in place (so it cannot be
+    /// renamed or replaced) with its `config` read-only.
+    pub repository: bool,
     /// Project-relative names kept out (broker's `ProjectPolicy::deny_read`, already checked).
     pub deny_read: Vec<String>,
-    /// Project-relative names bound read-only over themselves (the policy file).
-    pub read_only_in_workspace: Vec<String>,
     /// Paths outside the workspace the program may read (its own program, the memory file),
     /// bound when they exist.
     pub read_only: Vec<PathBuf>,
@@ -61,6 +91,7 @@ pub struct SandboxSpec {
     pub network: Network,
     /// A directory outside the workspace for the stub file.
     pub scratch: PathBuf,
+    pub limits: SandboxLimits,
 }
 
 /// One path of an agent's `sandbox_bind` or `sandbox_read_only`.
@@ -98,6 +129,7 @@ pub enum SandboxError {
 pub struct Sandbox {
     bwrap: PathBuf,
     args: Vec<std::ffi::OsString>,
+    processes: u32,
 }
 
 impl Sandbox {
@@ -115,7 +147,7 @@ impl Sandbox {
         let stub = spec.scratch.join("switchboard-denied-stub");
         std::fs::write(&stub, STUB_TEXT)
             .map_err(|e| SandboxError::Io(format!("{}: {e}", stub.display())))?;
-        let mut args = base_args(spec.network);
+        let mut args = base_args(spec.network, spec.limits.tmp_bytes);
         for configured in &spec.configured {
             if !configured.path.is_absolute() || !configured.path.exists() {
                 return Err(SandboxError::ConfiguredMissing(configured.path.clone()));
@@ -133,20 +165,38 @@ impl Sandbox {
                 bind(&mut args, "--ro-bind", path, path);
             }
         }
-        for name in &spec.read_only_in_workspace {
-            let path = inside(&workspace, name)?;
-            if path.exists() {
-                bind(&mut args, "--ro-bind", &path, &path);
+        if spec.repository {
+            // Pinned: a mount point cannot be renamed or replaced, so `.git` stays the run's
+            // own repository, and its config (which names what git runs) stays Switchboard's.
+            let git = workspace.join(".git");
+            let config = git.join("config");
+            if !git.is_dir() || !config.is_file() {
+                return Err(SandboxError::Io(format!(
+                    "{}: the run's repository is not there",
+                    git.display()
+                )));
             }
+            bind(&mut args, "--bind", &git, &git);
+            bind(&mut args, "--ro-bind", &config, &config);
         }
+        let policy_dir = workspace.join(POLICY_DIR);
+        ensure_dir(&policy_dir)?;
         for name in &spec.deny_read {
             let path = inside(&workspace, name)?;
             ensure_file(&path)?;
+        }
+        bind(&mut args, "--ro-bind", &policy_dir, &policy_dir);
+        for name in &spec.deny_read {
+            let path = inside(&workspace, name)?;
             bind(&mut args, "--ro-bind", &stub, &path);
         }
         args.push("--chdir".into());
         args.push(workspace.into_os_string());
-        Ok(Sandbox { bwrap, args })
+        Ok(Sandbox {
+            bwrap,
+            args,
+            processes: spec.limits.processes,
+        })
     }
 
     /// [`Sandbox::command`] with `dir` (inside the workspace) as the working directory.
@@ -162,14 +212,26 @@ impl Sandbox {
     {
         let mut command = tokio::process::Command::new(&self.bwrap);
         // bwrap reads its options in order: this --chdir replaces the workspace's.
+        command.args(&self.args).arg("--chdir").arg(dir);
+        self.limited(&mut command, program.as_ref(), args);
         command
-            .args(&self.args)
-            .arg("--chdir")
-            .arg(dir)
+    }
+
+    /// `-- prlimit --nproc=N:N -- program args…`: the process limit is set inside the
+    /// sandbox's user namespace, where it counts only the sandbox's own processes.
+    fn limited<I, S>(&self, command: &mut tokio::process::Command, program: &OsStr, args: I)
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let nproc = format!("--nproc={0}:{0}", self.processes);
+        command
+            .arg("--")
+            .arg(PRLIMIT)
+            .arg(nproc)
             .arg("--")
             .arg(program)
             .args(args);
-        command
     }
 
     /// `program args…` under this sandbox, as a command the caller finishes (environment,
@@ -180,12 +242,13 @@ impl Sandbox {
         S: AsRef<OsStr>,
     {
         let mut command = tokio::process::Command::new(&self.bwrap);
-        command.args(&self.args).arg("--").arg(program).args(args);
+        command.args(&self.args);
+        self.limited(&mut command, program.as_ref(), args);
         command
     }
 }
 
-fn base_args(network: Network) -> Vec<std::ffi::OsString> {
+fn base_args(network: Network, tmp_bytes: u64) -> Vec<std::ffi::OsString> {
     let mut args: Vec<std::ffi::OsString> = [
         "--unshare-all",
         "--die-with-parent",
@@ -199,12 +262,14 @@ fn base_args(network: Network) -> Vec<std::ffi::OsString> {
         "/dev",
         "--proc",
         "/proc",
-        "--tmpfs",
-        "/tmp",
     ]
     .into_iter()
     .map(Into::into)
     .collect();
+    args.push("--size".into());
+    args.push(tmp_bytes.to_string().into());
+    args.push("--tmpfs".into());
+    args.push("/tmp".into());
     if network == Network::Shared {
         args.push("--share-net".into());
     }
@@ -247,6 +312,21 @@ fn inside(workspace: &Path, name: &str) -> Result<PathBuf, SandboxError> {
     Ok(workspace.join(relative))
 }
 
+/// The directory exists (created, with its parents, when it did not) and is a directory, not
+/// a link.
+fn ensure_dir(path: &Path) -> Result<(), SandboxError> {
+    let io = |e: std::io::Error| SandboxError::Io(format!("{}: {e}", path.display()));
+    std::fs::create_dir_all(path).map_err(io)?;
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(SandboxError::Io(format!(
+            "{}: must be a directory, not a link",
+            path.display()
+        ))),
+        Err(e) => Err(io(e)),
+    }
+}
+
 /// The file exists (created empty, with its directories, when it did not) and is a file.
 fn ensure_file(path: &Path) -> Result<(), SandboxError> {
     let io = |e: std::io::Error| SandboxError::Io(format!("{}: {e}", path.display()));
@@ -277,9 +357,17 @@ fn usable_bwrap() -> Result<PathBuf, SandboxError> {
 
 fn probe() -> Result<PathBuf, SandboxError> {
     let bwrap = find_on_path("bwrap").ok_or(SandboxError::Missing)?;
+    if !Path::new(PRLIMIT).is_file() {
+        return Err(SandboxError::Unavailable(format!(
+            "{PRLIMIT} is missing (Debian's util-linux); the sandbox's process limit needs it"
+        )));
+    }
     let output = std::process::Command::new(&bwrap)
-        .args(base_args(Network::Unshared))
-        .args(["--", "/usr/bin/true"])
+        .args(base_args(
+            Network::Unshared,
+            SandboxLimits::default().tmp_bytes,
+        ))
+        .args(["--", PRLIMIT, "--nproc=16:16", "--", "/usr/bin/true"])
         .output()
         .map_err(|e| SandboxError::Unavailable(e.to_string()))?;
     if output.status.success() {

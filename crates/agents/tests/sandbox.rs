@@ -1,8 +1,10 @@
 //! The bubblewrap sandbox, for real: a program under it reads the stub for a denied file (one
-//! that exists and one that does not yet), cannot write the policy file, can write the
-//! workspace, sees nothing of the host beyond the toolchain, and with the network unshared
-//! cannot reach a server on the host's loopback that the same call with the network shared
-//! reaches. Needs Debian's bubblewrap (.ci/run installs it); without it these tests fail.
+//! that exists and one that does not yet), cannot write, rename or replace `.switchboard/`,
+//! cannot move the run's `.git` or write its config, can write the workspace, sees nothing of
+//! the host beyond the toolchain, fills its `/tmp` only to its size, starts no more processes
+//! than its limit, and with the network unshared cannot reach a server on the host's
+//! loopback that the same call with the network shared reaches. Needs Debian's bubblewrap
+//! (.ci/run installs it); without it these tests fail.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -14,7 +16,7 @@ use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
 
-use agents::sandbox::{Network, STUB_TEXT, Sandbox, SandboxSpec};
+use agents::sandbox::{Network, STUB_TEXT, Sandbox, SandboxLimits, SandboxSpec};
 
 struct Place {
     workspace: tempfile::TempDir,
@@ -40,12 +42,13 @@ fn place() -> Place {
 fn spec(place: &Place, network: Network) -> SandboxSpec {
     SandboxSpec {
         workspace: place.workspace.path().to_owned(),
+        repository: false,
         deny_read: vec![".env".into(), "config/later.env".into()],
-        read_only_in_workspace: vec![".switchboard/agent-policy.toml".into()],
         read_only: vec![],
         configured: Vec::new(),
         network,
         scratch: place.scratch.path().to_owned(),
+        limits: SandboxLimits::default(),
     }
 }
 
@@ -104,6 +107,157 @@ async fn the_policy_file_is_read_only_and_the_workspace_is_not() {
     assert_eq!(
         std::fs::read_to_string(place.workspace.path().join("notes.txt")).unwrap(),
         "made\n"
+    );
+}
+
+/// The whole `.switchboard/` is read-only: no new file, no rename, no replaced directory.
+#[tokio::test]
+async fn the_policy_directory_cannot_be_written_renamed_or_replaced() {
+    let here = place();
+    let sandbox = Sandbox::prepare(&spec(&here, Network::Unshared)).unwrap();
+    for attempt in [
+        "echo x > .switchboard/new.toml",
+        "mv .switchboard .old",
+        "mv .switchboard/agent-policy.toml .switchboard/x",
+        "rm -rf .switchboard",
+        "rm .switchboard/agent-policy.toml",
+        "mkdir .switchboard/inner",
+    ] {
+        let (ok, _, _) = sh(&sandbox, attempt).await;
+        assert!(!ok, "{attempt} succeeded");
+    }
+    let (_, out, _) = sh(
+        &sandbox,
+        "ls -A .switchboard; cat .switchboard/agent-policy.toml",
+    )
+    .await;
+    assert_eq!(out, "agent-policy.toml\ndeny_read = [\".env\"]\n");
+    // A workspace without the directory gets an empty one, read-only as well.
+    let bare = place();
+    std::fs::remove_dir_all(bare.workspace.path().join(".switchboard")).unwrap();
+    let sandbox = Sandbox::prepare(&spec(&bare, Network::Unshared)).unwrap();
+    let (ok, _, _) = sh(
+        &sandbox,
+        "mkdir -p .switchboard && printf 'deny_read = []' > .switchboard/agent-policy.toml",
+    )
+    .await;
+    assert!(!ok, "a policy file was written");
+    assert!(
+        !bare
+            .workspace
+            .path()
+            .join(".switchboard/agent-policy.toml")
+            .exists()
+    );
+}
+
+/// A run's repository is pinned in place and its config is read-only; the rest of it (its
+/// objects, refs and index) is the run's to write.
+#[tokio::test]
+async fn the_runs_repository_stays_in_place_with_its_config_read_only() {
+    let place = place();
+    let ws = place.workspace.path();
+    let git = |args: &[&str]| {
+        let ok = std::process::Command::new("git")
+            .arg("-C")
+            .arg(ws)
+            .args(args)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    let sandbox = Sandbox::prepare(&SandboxSpec {
+        repository: true,
+        ..spec(&place, Network::Unshared)
+    })
+    .unwrap();
+    for attempt in [
+        "mv .git .git-old",
+        "rmdir .git",
+        "echo '[core]\nhooksPath = /tmp' >> .git/config",
+        "mv .git/config .git/c2",
+        "rm .git/config",
+        "git config core.fsmonitor true",
+    ] {
+        let (ok, _, _) = sh(&sandbox, attempt).await;
+        assert!(!ok, "{attempt} succeeded");
+    }
+    let (ok, _, err) = sh(
+        &sandbox,
+        "echo x > a && git add a && git -c user.name=r -c user.email=r@r commit -qm a",
+    )
+    .await;
+    assert!(ok, "{err}");
+    assert!(ws.join(".git/config").is_file());
+}
+
+/// The sandbox's own `/tmp` holds at most its size.
+#[tokio::test]
+async fn tmp_is_bounded() {
+    let place = place();
+    let sandbox = Sandbox::prepare(&SandboxSpec {
+        limits: SandboxLimits {
+            tmp_bytes: 1024 * 1024,
+            ..SandboxLimits::default()
+        },
+        ..spec(&place, Network::Unshared)
+    })
+    .unwrap();
+    let (ok, _, err) = sh(&sandbox, "head -c 2000000 /dev/zero > /tmp/fill").await;
+    assert!(!ok, "2 MB fit in a 1 MiB /tmp");
+    assert!(err.contains("No space left"), "{err}");
+    let (ok, _, err) = sh(&sandbox, "head -c 500000 /dev/zero > /tmp/fits").await;
+    assert!(ok, "{err}");
+}
+
+/// The process limit is set inside the sandbox, and a program past it cannot fork. The kernel
+/// does not hold root to it, so as root the fork test runs the same sandbox as `nobody`.
+#[tokio::test]
+async fn a_sandbox_starts_no_more_processes_than_its_limit() {
+    let place = place();
+    for dir in [place.workspace.path(), place.scratch.path()] {
+        let mut perms = std::fs::metadata(dir).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+        std::fs::set_permissions(dir, perms).unwrap();
+    }
+    let limits = SandboxLimits {
+        processes: 16,
+        ..SandboxLimits::default()
+    };
+    let sandbox = Sandbox::prepare(&SandboxSpec {
+        limits,
+        ..spec(&place, Network::Unshared)
+    })
+    .unwrap();
+    let (_, out, _) = sh(&sandbox, "grep 'Max processes' /proc/self/limits").await;
+    assert!(
+        out.split_whitespace().filter(|w| *w == "16").count() == 2,
+        "{out}"
+    );
+    let bomb = "n=0; for i in $(seq 60); do sleep 3 & n=$((n+1)); done; wait; echo started $n";
+    let command = sandbox.command("/bin/sh", ["-c", bomb]);
+    let std = command.as_std();
+    let root = std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .unwrap()
+        .stdout
+        == b"0\n";
+    let mut run = if root {
+        let mut run = std::process::Command::new("runuser");
+        run.args(["-u", "nobody", "--"]).arg(std.get_program());
+        run
+    } else {
+        std::process::Command::new(std.get_program())
+    };
+    let out = run.args(std.get_args()).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("fork") || err.contains("Resource temporarily unavailable"),
+        "60 processes started under a limit of 16: {err} {}",
+        String::from_utf8_lossy(&out.stdout)
     );
 }
 

@@ -212,11 +212,12 @@ impl Fixture {
             agent_kind: Some("main".into()),
             model: "scripted".into(),
             workspace: self.ws.path().to_owned(),
+            repository: false,
             deny_read: vec![".env".into()],
             ratchet,
             state: SessionState::default(),
             limits: ExecLimits::default(),
-            person,
+            person: Some(person),
             reviewer: Arc::new(NobodyToAsk),
             approval_timeout: Duration::from_secs(5),
             clock: Arc::new(move || Timestamp::from_unix_micros(now.load(Ordering::SeqCst))),
@@ -259,6 +260,10 @@ async fn run_model(base: &str, gate: BrokerGate) -> (AgentOutcome, Vec<SinkItem>
     let drain = tokio::spawn(async move {
         let mut items = Vec::new();
         while let Some(item) = rx.recv().await {
+            // The dispatcher's part: a kept event is stored.
+            if let SinkItem::Event { stored, .. } = &item {
+                stored.answer(true);
+            }
             items.push(item);
         }
         items
@@ -271,7 +276,7 @@ fn events(items: &[SinkItem], kind: &str) -> Vec<String> {
     items
         .iter()
         .filter_map(|i| match i {
-            SinkItem::Event { kind: k, body } if k == kind => Some(body.clone()),
+            SinkItem::Event { kind: k, body, .. } if k == kind => Some(body.clone()),
             _ => None,
         })
         .collect()
@@ -359,7 +364,10 @@ async fn every_call_passes_the_broker_and_each_refusal_is_what_the_model_reads()
     assert_eq!(results[6], "s3cr3t\n");
     assert_eq!(results[7], "refused: net.fetch: taint-too-high");
     assert_eq!(results[8], "refused: delete_everything: no-grant");
-    assert_eq!(results[9], "refused: read_file: invalid-arguments");
+    assert_eq!(
+        results[9],
+        "refused: read_file: invalid-arguments (path must be an absolute path that stays under /)"
+    );
     assert_eq!(
         events(&items, "taint"),
         [r#"{"taint":"secret","untrusted":false}"#]
@@ -542,17 +550,31 @@ impl Approver for Recording {
     }
 }
 
-/// What a person is asked is the model's text cleaned as every event is: no bidi or control
-/// characters for a terminal, no credential for a page or a Slack thread. (JSON escapes C0
-/// controls in the arguments; a bidi override it carries as it is.)
+/// What a person is asked is exactly what would run: a call whose arguments hold what the
+/// run's sanitiser would change (a bidi override, a credential) or that is too long to show
+/// whole is refused before anyone is asked; a call that can be shown is shown whole.
 #[tokio::test]
-async fn a_question_carries_the_models_text_cleaned() {
+async fn a_question_shows_the_call_whole_or_is_not_asked() {
     let fx = Fixture::new();
-    let content = "\u{202e}wiped sk-abcdefghijklmnopqrstuvwx";
+    let long = "x".repeat(agents::tools::MAX_SHOWN_ARGUMENTS);
     let (base, script) = scripted_model(vec![
         Turn::Call(
             "write_file",
-            args(json!({"path": fx.path("notes.md"), "content": content})),
+            args(json!({"path": fx.path("notes.md"), "content": "\u{202e}wiped"})),
+        ),
+        Turn::Call(
+            "write_file",
+            args(
+                json!({"path": fx.path("notes.md"), "content": "key sk-abcdefghijklmnopqrstuvwx"}),
+            ),
+        ),
+        Turn::Call(
+            "write_file",
+            args(json!({"path": fx.path("notes.md"), "content": long})),
+        ),
+        Turn::Call(
+            "write_file",
+            args(json!({"path": fx.path("notes.md"), "content": "plain words"})),
         ),
         Turn::Text("ok"),
     ])
@@ -562,19 +584,29 @@ async fn a_question_carries_the_models_text_cleaned() {
     // The shipped default for fs.write: ask.
     settings.table = RuleTable::new(vec![], vec![], vec![]);
     run_model(&base, BrokerGate::new(settings).unwrap()).await;
+    let results = script.tool_results();
+    for refused in &results[..2] {
+        assert!(
+            refused.starts_with("refused: fs.write needs an approval, and its arguments hold text that cannot be shown as it is"),
+            "{results:?}"
+        );
+    }
+    assert!(results[2].contains("too long to show whole"), "{results:?}");
     assert_eq!(
-        script.tool_results(),
-        ["refused: fs.write needs a person's approval: refused"]
+        results[3],
+        "refused: fs.write needs a person's approval: refused"
     );
     let asked = person.asked.lock().unwrap();
-    assert_eq!(asked.len(), 1);
-    let arguments = &asked[0].arguments;
-    assert!(
-        !arguments.contains('\u{202e}') && !arguments.contains("sk-abcdefghijklmnop"),
-        "{arguments}"
+    assert_eq!(
+        asked.len(),
+        1,
+        "only the call that can be shown is asked about"
     );
-    assert!(arguments.contains("wiped [redacted]"), "{arguments}");
-    assert_eq!(asked[0].tool, "write_file");
+    assert_eq!(
+        asked[0].arguments,
+        args(json!({"path": fx.path("notes.md"), "content": "plain words"})),
+        "shown exactly as it would run"
+    );
 }
 
 /// The principal bounds the agent down to each tool call: an agent acting for a Slack user with
@@ -780,7 +812,8 @@ async fn an_agent_review_rule_asks_the_reviewer() {
     }
 }
 
-/// The policy file cannot be written through the tool, by its path or through a link to it.
+/// Nothing in `.switchboard/` can be written through the tool, by its path or through a link
+/// to it.
 #[tokio::test]
 async fn the_policy_file_cannot_be_written() {
     let fx = Fixture::new();
@@ -798,10 +831,11 @@ async fn the_policy_file_cannot_be_written() {
     )
     .await;
     let results = script.tool_results();
-    assert_eq!(
-        results,
-        ["refused: the project's policy file is read-only; nothing was written"; 2]
+    let policy = fx.path(".switchboard/agent-policy.toml");
+    let want = format!(
+        "refused: {policy} is in .switchboard/, which no tool writes to; nothing was written"
     );
+    assert_eq!(results, [want.clone(), want]);
     assert_eq!(
         std::fs::read_to_string(fx.ws.path().join(".switchboard/agent-policy.toml")).unwrap(),
         "deny_read = [\".env\"]\n"

@@ -114,6 +114,18 @@ impl Actor {
         self
     }
 
+    /// Whether this actor is a person asking for itself: a user (a Slack member, an Access
+    /// browser session, the local operator), never a machine credential (a bearer token, an
+    /// Access service token), a schedule, or an agent, whoever it acts for.
+    pub fn is_person(&self) -> bool {
+        self.kind == ActorKind::User && self.on_behalf_of.is_none()
+    }
+
+    /// Whom a run this actor asks for is for: an agent's principal, else the actor itself.
+    pub fn principal(&self) -> &Actor {
+        self.on_behalf_of.as_deref().unwrap_or(self)
+    }
+
     /// The ids `is_self` accepts: the actor's own and its principal's.
     pub fn self_ids(&self) -> impl Iterator<Item = &ActorId> {
         std::iter::once(&self.id).chain(self.on_behalf_of.as_deref().map(|p| &p.id))

@@ -115,6 +115,23 @@ impl ToolArgs {
     }
 }
 
+/// The tool whose calls are named `action`, as the rule table's `tool` field reads it: what
+/// a rule keyed on a tool is compared with when the broker weighs an action no call has made
+/// yet (a `restrict_self` promise). `""` for a name no tool makes.
+pub fn tool_for_action(action: &str) -> &'static str {
+    let head = action.split('.').next().unwrap_or_default();
+    match (head, action) {
+        (_, "fs.read") => "read_file",
+        (_, "fs.write") => "write_file",
+        (_, "shell.exec") => "shell",
+        (_, "net.fetch") => "http_fetch",
+        (_, "policy.widen") => "widen_self",
+        ("git", _) => "git",
+        ("mcp", _) => "mcp",
+        _ => "",
+    }
+}
+
 /// The methods `http_fetch` takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 pub enum HttpMethod {
@@ -138,6 +155,9 @@ pub enum ArgsError {
     Url,
     #[error("{field} must be a lower-case name ([a-z0-9_-], starting with a letter)")]
     Name { field: &'static str },
+    /// Outside the `git` tool's vetted surface ([`crate::git`]).
+    #[error("{0}")]
+    Git(crate::git::GitRefusal),
 }
 
 #[derive(Deserialize)]
@@ -238,8 +258,10 @@ pub fn parse(tool: ToolName, raw: &str) -> Result<ToolArgs, ArgsError> {
         }
         ToolName::Git => {
             let json: GitJson = shape(tool, raw)?;
+            let subcommand = name(json.subcommand, "subcommand")?;
+            crate::git::check(&subcommand, &json.args).map_err(ArgsError::Git)?;
             Ok(ToolArgs::Git {
-                subcommand: name(json.subcommand, "subcommand")?,
+                subcommand,
                 args: json.args,
                 cwd: absolute(&json.cwd, "cwd")?,
             })

@@ -20,11 +20,13 @@
 //! [`ratchet`] folds an agent's `restrict_self` promises; the sandbox that enforces deny_read
 //! for programs is `agents::sandbox`.
 //!
-//! Who calls it: `agents::tools::BrokerGate` for every tool call of an `openai` agent (built per
-//! run by `dispatch`). Not built yet: Slack's approval buttons, and MCP servers' tools.
+//! Who calls it: `agents::tools::BrokerGate` for every tool call of an `openai` agent, MCP
+//! servers' tools included (built per run by `dispatch`). [`git`] is the `git` tool's vetted
+//! set of subcommands and arguments, checked when its arguments are parsed.
 
 pub mod args;
 pub mod file;
+pub mod git;
 pub mod grant;
 pub mod policy;
 pub mod ratchet;

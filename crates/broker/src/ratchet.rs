@@ -9,12 +9,37 @@
 //! 2. the fold only appends: no event removes a promise; a widening replaces exactly the promise
 //!    it names, which must exist;
 //! 3. a proposal asking for more than the agent holds is refused before anything is written.
+//!    For a class (`net.*`), what the agent holds is the most restrictive decision the table
+//!    and the promises give any action under it, an action no rule names counting as `ask`:
+//!    a promise of `net.*=allow` while one `net` action asks would be a promise the ratchet
+//!    cannot keep.
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::rules::{Charset, NamePattern, RuleDecision};
+use crate::args::tool_for_action;
+use crate::rules::{Charset, NamePattern, RuleDecision, RuleKey, RuleTable};
+
+/// Who holds the decisions a promise is weighed against: the agent's model and kind, as the
+/// rule table's key reads them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Holder<'a> {
+    pub model: Option<&'a str>,
+    pub agent_kind: Option<&'a str>,
+}
+
+/// A name under `prefix` that no rule can name exactly (`~` is outside every action's
+/// charset): what an action no rule names answers.
+fn unnamed_below(prefix: &str) -> String {
+    format!("{prefix}.~")
+}
+
+/// Whether `name` lies below `prefix` (`net.fetch` below `net`).
+fn is_below(name: &str, prefix: &str) -> bool {
+    name.strip_prefix(prefix)
+        .is_some_and(|rest| rest.starts_with('.') && rest.len() > 1)
+}
 
 /// One promise: the most the agent may still do with an action or a class of actions.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,22 +63,6 @@ impl Promise {
 
     fn covers_action(&self, action: &str) -> bool {
         self.target.matches(action)
-    }
-
-    /// Whether every action `target` names is covered by this promise.
-    fn covers_target(&self, target: &NamePattern) -> bool {
-        match target {
-            NamePattern::Exact(action) => self.covers_action(action),
-            NamePattern::Below(class) => match &self.target {
-                NamePattern::Below(mine) => {
-                    class == mine
-                        || class
-                            .strip_prefix(mine.as_str())
-                            .is_some_and(|r| r.starts_with('.'))
-                }
-                NamePattern::Exact(_) => false,
-            },
-        }
     }
 }
 
@@ -88,6 +97,12 @@ pub enum RatchetError {
     MoreThanHeld { asked: String, holds: RuleDecision },
     #[error("there is no promise {0:?} to widen; name a promise exactly as it was written")]
     NoSuchPromise(String),
+    #[error(
+        "{now} does not widen {promise}: a widening names the same action or class as the promise it lifts"
+    )]
+    OtherTarget { promise: String, now: String },
+    #[error("{now} is not wider than {promise}; to narrow, use restrict_self")]
+    NotWider { promise: String, now: String },
     #[error("a restriction event does not parse: {0}")]
     Event(String),
 }
@@ -149,26 +164,62 @@ impl Ratchet {
             .map_or(answer, |ceiling| ceiling.min(answer))
     }
 
+    /// The most the agent holds for `target` now: for an action, the table's answer lowered by
+    /// the promises; for a class, the most restrictive of that over every action under it (each
+    /// action a rule or a promise names, and one no rule names, which answers `ask` unless a
+    /// class rule says otherwise).
+    pub fn held(
+        &self,
+        table: &RuleTable,
+        target: &NamePattern,
+        holder: Holder<'_>,
+    ) -> RuleDecision {
+        let mut names: Vec<String> = Vec::new();
+        match target {
+            NamePattern::Exact(action) => names.push(action.clone()),
+            NamePattern::Below(prefix) => {
+                names.push(unnamed_below(prefix));
+                let named = table
+                    .named_actions()
+                    .chain(self.promises.iter().map(|p| &p.target));
+                for pattern in named {
+                    match pattern {
+                        NamePattern::Exact(action) if is_below(action, prefix) => {
+                            names.push(action.clone())
+                        }
+                        NamePattern::Below(class) if class == prefix || is_below(class, prefix) => {
+                            names.push(unnamed_below(class))
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        names
+            .iter()
+            .map(|action| {
+                let key = RuleKey {
+                    action,
+                    tool: tool_for_action(action),
+                    model: holder.model,
+                    agent_kind: holder.agent_kind,
+                };
+                self.bound(action, table.lookup(&key).decision)
+            })
+            .min()
+            .unwrap_or(RuleDecision::Ask)
+    }
+
     /// `restrict_self`: the event to write, or the refusal when the proposal asks for more than
-    /// the agent holds. `table` is the rule table's answer for an exact action (what the agent
-    /// holds before any promise), when the caller has one.
+    /// the agent holds ([`Ratchet::held`]) anywhere it covers.
     pub fn propose(
         &self,
         text: &str,
-        table: Option<RuleDecision>,
+        table: &RuleTable,
+        holder: Holder<'_>,
     ) -> Result<RatchetEvent, RatchetError> {
         let promise = Promise::parse(text)?;
-        let promised = self
-            .promises
-            .iter()
-            .filter(|p| p.covers_target(&promise.target))
-            .map(|p| p.most)
-            .min();
-        let holds = [promised, table]
-            .into_iter()
-            .flatten()
-            .min()
-            .unwrap_or(RuleDecision::Allow);
+        let holds = self.held(table, &promise.target, holder);
         if promise.most > holds {
             return Err(RatchetError::MoreThanHeld {
                 asked: promise.to_string(),
@@ -180,13 +231,26 @@ impl Ratchet {
         })
     }
 
-    /// Checks a `policy.widen` request names a promise in force, exactly as written, before it
-    /// goes to the rule table.
+    /// Checks a `policy.widen` request before it goes to the rule table: it names a promise in
+    /// force exactly as written, and asks for more on that same target (a widening lifts
+    /// exactly the promise it names, never another action or class).
     pub fn widen_request(&self, promise: &str, now: &str) -> Result<RatchetEvent, RatchetError> {
         let named = Promise::parse(promise)?;
         let now = Promise::parse(now)?;
         if !self.promises.contains(&named) {
             return Err(RatchetError::NoSuchPromise(promise.to_owned()));
+        }
+        if now.target != named.target {
+            return Err(RatchetError::OtherTarget {
+                promise: named.to_string(),
+                now: now.to_string(),
+            });
+        }
+        if now.most <= named.most {
+            return Err(RatchetError::NotWider {
+                promise: named.to_string(),
+                now: now.to_string(),
+            });
         }
         Ok(RatchetEvent::Widened {
             promise: named.to_string(),
@@ -246,34 +310,92 @@ mod tests {
         }
     }
 
+    fn rule(action: &str, decision: RuleDecision) -> crate::rules::Rule {
+        crate::rules::Rule::for_action(
+            NamePattern::parse(action, Charset::Lower).unwrap(),
+            decision,
+        )
+    }
+
+    fn holder() -> Holder<'static> {
+        Holder {
+            model: Some("m"),
+            agent_kind: Some("main"),
+        }
+    }
+
     #[test]
     fn a_proposal_for_more_than_is_held_is_refused_before_anything_is_written() {
+        let open = RuleTable::new(vec![rule("net.*", Allow)], vec![], vec![]);
         let ratchet = Ratchet::fold(&[restricted("net.*=ask")]).unwrap();
-        assert_eq!(
-            ratchet.propose("net.fetch=deny", None),
-            Ok(restricted("net.fetch=deny"))
-        );
-        assert_eq!(
-            ratchet.propose("net.fetch=ask", None),
-            Ok(restricted("net.fetch=ask"))
-        );
+        let propose = |text: &str| ratchet.propose(text, &open, holder());
+        assert_eq!(propose("net.fetch=deny"), Ok(restricted("net.fetch=deny")));
+        assert_eq!(propose("net.fetch=ask"), Ok(restricted("net.fetch=ask")));
         assert!(matches!(
-            ratchet.propose("net.fetch=allow", None),
+            propose("net.fetch=allow"),
             Err(RatchetError::MoreThanHeld { holds: Ask, .. })
         ));
         assert!(matches!(
-            ratchet.propose("net.fetch.*=agent_review", None),
+            propose("net.fetch.*=agent_review"),
             Err(RatchetError::MoreThanHeld { .. })
         ));
-        // What the table gives counts too.
+        // What the table gives counts too: the shipped fs.write=ask.
+        let shipped = RuleTable::new(vec![], vec![], vec![]);
+        let fresh = Ratchet::default();
         assert!(matches!(
-            ratchet.propose("fs.write=allow", Some(Ask)),
+            fresh.propose("fs.write=allow", &shipped, holder()),
             Err(RatchetError::MoreThanHeld { holds: Ask, .. })
         ));
-        assert!(ratchet.propose("fs.write=deny", Some(Ask)).is_ok());
+        assert!(fresh.propose("fs.write=deny", &shipped, holder()).is_ok());
         for bad in ["net.fetch", "*=deny", "net.*.x=deny", "net.fetch=never"] {
-            assert!(ratchet.propose(bad, None).is_err(), "{bad}");
+            assert!(propose(bad).is_err(), "{bad}");
         }
+    }
+
+    /// A class promise is weighed against every action under it: the most restrictive
+    /// decision the table gives any of them, an action no rule names counting as `ask`.
+    #[test]
+    fn a_class_promise_above_any_action_under_it_is_refused() {
+        let shipped = RuleTable::new(vec![], vec![], vec![]);
+        let fresh = Ratchet::default();
+        let propose = |table: &RuleTable, text: &str| fresh.propose(text, table, holder());
+        // net.fetch asks (shipped); net.* = allow promises more than that.
+        assert!(matches!(
+            propose(&shipped, "net.*=allow"),
+            Err(RatchetError::MoreThanHeld { holds: Ask, .. })
+        ));
+        assert!(propose(&shipped, "net.*=ask").is_ok());
+        // fs.read is allowed but fs.write asks: fs.* holds ask.
+        assert!(propose(&shipped, "fs.*=allow").is_err());
+        // An org allowing every net action: an action no rule names is covered by the class.
+        let open = RuleTable::new(vec![rule("net.*", Allow)], vec![], vec![]);
+        assert!(propose(&open, "net.*=allow").is_ok());
+        // ... unless one action under it is held lower by a rule.
+        let one_asks = RuleTable::new(
+            vec![rule("net.*", Allow)],
+            vec![rule("net.fetch.upload", Ask)],
+            vec![],
+        );
+        assert!(propose(&one_asks, "net.*=allow").is_err());
+        assert!(propose(&one_asks, "net.fetch.*=allow").is_err());
+        // A deeper class rule counts: mcp.github.* = deny under an mcp.* = allow org.
+        let deep = RuleTable::new(
+            vec![rule("mcp.*", Allow)],
+            vec![rule("mcp.github.*", Deny)],
+            vec![],
+        );
+        assert!(matches!(
+            propose(&deep, "mcp.*=agent_review"),
+            Err(RatchetError::MoreThanHeld { holds: Deny, .. })
+        ));
+        assert!(propose(&deep, "mcp.*=deny").is_ok());
+        // A promise already made binds the class.
+        let promised = Ratchet::fold(&[restricted("git.push=deny")]).unwrap();
+        let all_git = RuleTable::new(vec![rule("git.*", Allow)], vec![], vec![]);
+        assert!(matches!(
+            promised.propose("git.*=allow", &all_git, holder()),
+            Err(RatchetError::MoreThanHeld { holds: Deny, .. })
+        ));
     }
 
     #[test]
@@ -293,6 +415,19 @@ mod tests {
             Some(Ask),
             "every other promise is untouched"
         );
+        // A widening lifts exactly the promise it names: the same target, and wider.
+        assert!(matches!(
+            ratchet.widen_request("net.*=deny", "fs.*=allow"),
+            Err(RatchetError::OtherTarget { .. })
+        ));
+        assert!(matches!(
+            ratchet.widen_request("net.*=deny", "net.fetch=allow"),
+            Err(RatchetError::OtherTarget { .. })
+        ));
+        assert!(matches!(
+            ratchet.widen_request("net.*=deny", "net.*=deny"),
+            Err(RatchetError::NotWider { .. })
+        ));
         // A widening event naming nothing in force does not fold.
         let forged = [RatchetEvent::Widened {
             promise: "git.*=deny".into(),

@@ -354,6 +354,14 @@ impl RuleTable {
         }
     }
 
+    /// Every action pattern a rule of any layer names (the shipped defaults included).
+    pub fn named_actions(&self) -> impl Iterator<Item = &NamePattern> {
+        [&self.org, &self.project, &self.run, &self.shipped]
+            .into_iter()
+            .flat_map(|layer| layer.rules.iter())
+            .filter_map(|rule| rule.action.as_ref())
+    }
+
     /// The run's rule answers instead of the project's, the project's instead of the org's, the
     /// org's instead of the shipped default; an action none names answers `ask`. Then the org's
     /// own matching rule, when there is one, is the ceiling: the more restrictive of the two.

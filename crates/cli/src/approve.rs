@@ -34,12 +34,12 @@ async fn read_line() -> Option<String> {
     read.await.ok().flatten()
 }
 
-/// What the person reads: the run, the action, the tool and its arguments (cut long).
+/// What the person reads: the run, the action, the tool and its arguments, whole (the broker
+/// asks only about a call it can show whole and as it is).
 fn prompt(question: &Question) -> String {
-    let arguments: String = question.arguments.chars().take(300).collect();
     format!(
-        "run {}: the agent asks to {} ({} {arguments}). Allow? [y/N] ",
-        question.run, question.action, question.tool
+        "run {}: the agent asks to {} ({} {}). Allow? [y/N] ",
+        question.run, question.action, question.tool, question.arguments
     )
 }
 

@@ -12,7 +12,7 @@ use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
 use anyhow::Context;
-use authz_core::{ActorId, AgentName, ChannelId, Origin, resolve_actor};
+use authz_core::{ActorId, AgentName, ChannelId, Origin, RepoSlug, resolve_actor};
 use commands::{
     CLI_CHANNEL, Caller, LiveFeed, LiveStream, LiveUpdate, RunOutcome, RunStatus, Surface,
 };
@@ -84,28 +84,43 @@ where
     })
 }
 
+/// What `ask` was told besides the request.
+pub struct Choices {
+    pub agent: Option<String>,
+    pub repo: Option<String>,
+    pub policy_rules: Vec<String>,
+}
+
 pub fn run(
     config: Option<PathBuf>,
     json: bool,
     request: String,
-    agent: Option<String>,
-    policy_rules: Vec<String>,
+    choices: Choices,
 ) -> anyhow::Result<u8> {
-    let agent = agent
+    let agent = choices
+        .agent
         .map(|a| AgentName::parse(&a).with_context(|| format!("--agent {a:?}")))
         .transpose()?;
-    let rules = policy_rules
+    let repo = choices
+        .repo
+        .map(|r| RepoSlug::parse(&r).with_context(|| format!("--repo {r:?}")))
+        .transpose()?;
+    let rules = choices
+        .policy_rules
         .iter()
         .map(|r| broker::rules::parse_run_rule(r))
         .collect::<Result<Vec<_>, _>>()?;
+    let options = commands::RunOptions {
+        agent,
+        repo,
+        policy_rules: rules,
+    };
     let approver: std::sync::Arc<dyn agents::tools::Approver> =
         std::sync::Arc::new(crate::approve::TerminalApprover::new());
     with_app_approving(config, "warn", Some(approver), |app| async move {
         let span = commands::trace::request_span("cli", "ask");
         span.record("actor", ActorId::cli_local().as_str());
-        ask(&app, json, &request, agent, rules)
-            .instrument(span)
-            .await
+        ask(&app, json, &request, options).instrument(span).await
     })
 }
 
@@ -113,8 +128,7 @@ async fn ask(
     app: &server::App,
     json: bool,
     request: &str,
-    agent: Option<AgentName>,
-    rules: Vec<broker::rules::Rule>,
+    options: commands::RunOptions,
 ) -> anyhow::Result<u8> {
     let caller = Caller::new(
         resolve_actor(ActorId::cli_local(), &app.services.table).with_origin(Origin {
@@ -127,11 +141,10 @@ async fn ask(
     let mut feed = app.dispatcher.subscribe(&caller.actor);
     // The one part of a run's policy no file records: said before the run starts.
     let progress = Progress::new(json);
-    for rule in &rules {
+    for rule in &options.policy_rules {
         progress.line(&format!("policy rule for this run: {rule}"));
     }
-    let handled =
-        commands::start_agent_run_with_rules(&caller, request, agent, rules, &app.services).await;
+    let handled = commands::start_agent_run_with(&caller, request, options, &app.services).await;
     let Some(started) = handled.run else {
         eprintln!("{}", handled.reply.text);
         return Ok(forward::exit_code(handled.reply.kind));

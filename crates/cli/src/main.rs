@@ -85,6 +85,12 @@ enum Command {
         /// The agent to ask (default: @name in the request, then the configured default).
         #[arg(long, value_name = "NAME")]
         agent: Option<String>,
+        /// The repo the run works in (`repo add` configured it): the run gets a working copy
+        /// of the repo's committed HEAD made for it alone, and its changes are kept on the
+        /// branch switchboard/<run id>. Default: `in owner/name:` at the start of the
+        /// request, then the channel's `repo.default`.
+        #[arg(long, value_name = "OWNER/NAME")]
+        repo: Option<String>,
         /// A tool-policy rule for this run alone, like "net.fetch=allow" (repeatable). It
         /// answers instead of the project's rule for that action; the org's still caps it;
         /// sub-agents do not get it. When the broker asks you about a tool call, answer y.
@@ -205,8 +211,18 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Ask {
             request,
             agent,
+            repo,
             policy_rule,
-        } => ask::run(config, json, request.join(" "), agent, policy_rule),
+        } => ask::run(
+            config,
+            json,
+            request.join(" "),
+            ask::Choices {
+                agent,
+                repo,
+                policy_rules: policy_rule,
+            },
+        ),
         Command::Completions { shell } => {
             clap_complete::generate(
                 shell,

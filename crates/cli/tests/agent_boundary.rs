@@ -92,6 +92,8 @@ struct Project {
     _root: tempfile::TempDir,
     repo: PathBuf,
     markers: [String; 2],
+    /// In a committed file nothing denies: what a sweep must find.
+    control: String,
     head: String,
 }
 
@@ -103,7 +105,9 @@ impl Project {
         std::fs::create_dir_all(repo.join("src")).unwrap();
         git(&repo, &["init", "-q", "-b", "main"]);
         let markers = [random_marker(), random_marker()];
+        let control = random_marker();
         std::fs::write(repo.join("README.md"), "# web\n").unwrap();
+        std::fs::write(repo.join("src/control.txt"), format!("{control}\n")).unwrap();
         std::fs::write(repo.join("src/lib.rs"), "pub fn answer() -> u8 { 42 }\n").unwrap();
         std::fs::write(repo.join(SECRET), format!("token = \"{}\"\n", markers[0])).unwrap();
         if policy {
@@ -123,6 +127,7 @@ impl Project {
             _root: root,
             repo,
             markers,
+            control,
             head,
         }
     }
@@ -355,6 +360,13 @@ async fn a_rename_or_link_never_reaches_a_denied_file() {
     attack(&project, PERMISSIVE, turns).await;
 }
 
+/// A marker as the shell reads it but not as it is written (`MARK''ER…`): the sweep's own
+/// command must not carry it to the model.
+fn split(marker: &str) -> String {
+    let (head, tail) = marker.split_at(4);
+    format!("'{head}''{tail}'")
+}
+
 /// A sweep inside the sandbox: everything readable (the working tree, `.git` with its objects
 /// decompressed, `/tmp`, `/proc/self`) searched for the markers.
 #[tokio::test(flavor = "multi_thread")]
@@ -363,16 +375,30 @@ async fn nothing_readable_inside_the_sandbox_holds_a_denied_files_bytes() {
     let sweep = format!(
         "{{ git cat-file --batch-all-objects --batch 2>&1; \
            for f in $(find . /tmp /etc -type f 2>/dev/null); do cat \"$f\" 2>/dev/null; done; \
-           for f in /proc/self/*; do cat \"$f\" 2>/dev/null; done; \
+           for f in environ cmdline status mountinfo mounts maps limits cgroup comm; do cat /proc/self/$f 2>/dev/null; done; \
            python3 -c 'import zlib,glob,sys\nfor p in glob.glob(\".git/objects/**/*\", recursive=True):\n  try: sys.stdout.buffer.write(zlib.decompress(open(p,\"rb\").read()))\n  except Exception: pass' 2>/dev/null; \
-         }} | grep -a -c -e {} -e {} ; echo swept",
-        project.markers[0], project.markers[1]
+         }} > /tmp/sweep; echo \"denied: $(grep -a -c -e {} -e {} /tmp/sweep)\"; \
+         echo \"control: $(grep -a -c {} /tmp/sweep)\"",
+        split(&project.markers[0]),
+        split(&project.markers[1]),
+        split(&project.control),
     );
     let (_, events, _) = attack(&project, PERMISSIVE, vec![shell(&sweep)]).await;
-    assert!(events.contains("swept"), "{events}");
     assert!(
-        events.contains("stdout ---\\n0\\nswept"),
-        "the sweep found something: {events}"
+        events.contains("denied: 0\\n"),
+        "the sweep found a denied file's bytes: {events}"
+    );
+    // The same sweep finds a committed file's marker, in the tree and in the objects: it reads
+    // what it claims to.
+    let control: usize = events
+        .split("control: ")
+        .nth(1)
+        .and_then(|rest| rest.split("\\n").next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        control >= 2,
+        "the sweep did not see the control file: {events}"
     );
 }
 
@@ -446,8 +472,9 @@ async fn a_flood_of_output_is_cut_and_its_program_stopped() {
     let (run, _, seen) = attack(
         &project,
         PERMISSIVE,
+        // `fin''ished`: the word is in the output only if the program ran to its end.
         vec![shell(
-            "head -c 300000000 /dev/zero | tr '\\\\0' x; echo finished",
+            "head -c 300000000 /dev/zero | tr '\\\\0' x; echo fin''ished",
         )],
     )
     .await;

@@ -37,6 +37,8 @@ pub(crate) enum Denial<'a> {
     Agent(&'a str),
     /// The channel tier of `config set`.
     ChannelConfig(&'a str),
+    /// A repo a request names: answered as a repo that is not configured.
+    Repo(&'a str),
 }
 
 /// Audits a refusal and renders its reply: the one function every deny goes through.
@@ -61,6 +63,9 @@ pub(crate) fn deny(
         Denial::Agent(agent) => Reply::unauthorized(replies::agent_refused(agent, &admins)),
         Denial::ChannelConfig(channel) => {
             Reply::unauthorized(replies::channel_config_denied(channel, &admins))
+        }
+        Denial::Repo(slug) => {
+            Reply::of(crate::ReplyKind::Usage, replies::repo_not_configured(slug))
         }
     }
 }

@@ -6,7 +6,9 @@
 //!   intersected), valid only while its run is live — read from the store, so it holds on
 //!   every replica;
 //! - a capability token: opens one run (its page, events, friction and stop) without an
-//!   identity; the token is the capability, no actor is consulted.
+//!   identity; the token is the capability, no actor is consulted. The token also records
+//!   whether the one it was made for is a person: only then does it answer the run's asks
+//!   ([`Capability::answers`]). A machine's or an agent's link watches and stops.
 //!
 //! Every failure is `None` or a reason for the operator's log: never a hint to the caller.
 
@@ -87,9 +89,45 @@ pub async fn agent_caller(
     })
 }
 
+/// Who a capability token was made for, written into the token itself (the hash the store
+/// keeps covers it, so a holder cannot change it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkHolder {
+    /// A person asked (a Slack member, an Access browser session, the local operator): the
+    /// link also answers the run's asks.
+    Person,
+    /// A machine (a bearer token, a schedule, an Access service token) or an agent asked:
+    /// the link watches and stops the run, nothing more.
+    Machine,
+}
+
+impl LinkHolder {
+    /// The holder a request's actor makes: a person asking for itself, else a machine.
+    pub fn of(actor: &authz_core::Actor) -> LinkHolder {
+        if actor.is_person() {
+            LinkHolder::Person
+        } else {
+            LinkHolder::Machine
+        }
+    }
+
+    fn prefix(self) -> &'static str {
+        match self {
+            LinkHolder::Person => "sbp_",
+            LinkHolder::Machine => "sbm_",
+        }
+    }
+
+    /// A capability token for this holder around `random` (unguessable).
+    pub fn token(self, random: &str) -> String {
+        format!("{}{random}", self.prefix())
+    }
+}
+
 /// One run, opened by its capability token.
 pub struct Capability {
     run: RunRecord,
+    holder: LinkHolder,
 }
 
 impl Capability {
@@ -97,10 +135,20 @@ impl Capability {
     /// a store fault — all alike.
     pub async fn open(services: &Services, id: &RunId, token: &str) -> Option<Capability> {
         let run = services.store.get_run(id).await.ok()??;
+        let holder = if token.starts_with(LinkHolder::Person.prefix()) {
+            LinkHolder::Person
+        } else {
+            LinkHolder::Machine
+        };
         run.capability_token
             .as_ref()
             .is_some_and(|h| h.matches(token))
-            .then_some(Capability { run })
+            .then_some(Capability { run, holder })
+    }
+
+    /// Whether this link answers the run's asks: only one made for a person.
+    pub fn answers(&self) -> bool {
+        self.holder == LinkHolder::Person
     }
 
     pub fn id(&self) -> &RunId {

@@ -45,14 +45,16 @@ use authz_core::{Action, Actor, BoxFuture, CommandId, GrantsTable, Resource, Ver
 use serde_json::{Map, Value};
 use store::Store;
 
-pub use agent_run::{CLI_CHANNEL, start_agent_run, start_agent_run_with_rules};
+pub use agent_run::{
+    CLI_CHANNEL, DEFAULT_REPO_KEY, RunOptions, repo_named_in, start_agent_run, start_agent_run_with,
+};
 pub use args::{ArgError, ArgSpec, Args, ArgsSchema};
 pub use authz_core::Surface;
 pub use deny::{Audit, AuditLine, DenyShape, MemoryAudit, Refusal, TracingAudit};
 pub use ports::{
     AgentTokenCheck, Answerer, ApprovalDesk, ApprovalError, AskedWatch, Busy, CODING_AGENT,
     CommandRun, LaunchError, LiveFeed, LiveRun, LiveStream, LiveUpdate, NoApprovals,
-    PendingApproval, RepoTask, RunLauncher, RunOutcome, RunRequest, StartedRun,
+    PendingApproval, RepoTask, RunLauncher, RunOutcome, RunRequest, StartedRun, run_branch,
 };
 pub use reply::{Reply, ReplyKind};
 pub use schedules::{FireError, ManualFiring, NoSchedules, ScheduleDesk, ScheduleView};

@@ -42,6 +42,16 @@ pub struct RunRequest {
     /// instead of the project's for their actions, under the org's ceiling, and a child run
     /// never inherits them.
     pub policy_rules: Vec<broker::rules::Rule>,
+    /// The repo the run works in (`ask --repo`, MCP `ask` with `repo`, `in <owner/name>:`
+    /// in the text, else the channel's `repo.default`), already authorized `repo:use` for the
+    /// actor; the launcher asks again and makes the run's workspace from the repo's base.
+    pub repo: Option<RepoSlug>,
+}
+
+/// The branch a run in a repo keeps its changes on, in the repo's repository:
+/// `switchboard/<run id>`, on top of the commit the run started from.
+pub fn run_branch(run: &RunId) -> String {
+    format!("switchboard/{run}")
 }
 
 /// A tool call waiting for a person's answer (the broker's ask under `serve`).
@@ -59,7 +69,10 @@ pub struct PendingApproval {
 /// Who answers an approval.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Answerer<'a> {
-    /// Whoever holds the run's capability link: the one who started it.
+    /// Whoever holds the run's capability link, when that link was made for a person (the
+    /// one who started the run: a Slack member, an Access browser session, the local
+    /// operator). A link made for a machine or an agent never answers (it watches and stops
+    /// the run): a surface never builds this from one ([`crate::identity::Capability::answers`]).
     Capability,
     /// A signed-in actor; counts only when it is the run's principal.
     Actor(&'a authz_core::ActorId),

@@ -51,6 +51,12 @@ fn ask(admins: &[ActorId]) -> Option<String> {
     }
 }
 
+/// A repo a request names that is not configured, or that the caller may not use: the two
+/// read the same.
+pub fn repo_not_configured(slug: &str) -> String {
+    format!("repo {slug} is not configured; add it with `repo add {slug} --path P` or `--url U`")
+}
+
 pub fn unknown_command(word: &str) -> String {
     format!("unknown command `{word}`. Try `help` to see the commands you can use.")
 }

@@ -12,6 +12,12 @@
 //! answer recorded as a run, `runs stop` (in this process, and stop requests other processes
 //! wrote to the store for runs this one owns), the live-runs registry, and shutdown.
 //!
+//! A workspace per run ([`workspace`]): a run in a repo (`repo:use` asked again here) starts
+//! from the repo's base, whose policy is read before the run's own working tree and
+//! repository are made; an agent that works in a directory without a repo gets an empty one
+//! of its own. When the run ends, what it changed is kept on its branch and the directory is
+//! removed.
+//!
 //! What it must never do: widen anything on error. A directory that is slow or fails stamps
 //! `unknown` (never a guess); an admission that is not `Allow` starts nothing and records
 //! nothing; a full limit starts nothing; a store that cannot record the run starts nothing.
@@ -46,6 +52,7 @@ use authz_core::{
     Action, Actor, ActorId, AgentName, BoxFuture, ChannelDirectory, ChannelId, ChannelVisibility,
     CommandGroup, ConfigTier, Effect, RepoSlug, Resource, RunId, authorize,
 };
+use commands::identity::LinkHolder;
 use commands::{
     AgentTokenCheck, CODING_AGENT, CommandRun, LaunchError, LiveFeed, LiveRun, LiveStream,
     LiveUpdate, Refusal, RepoTask, RunLauncher, RunRequest, StartedRun,
@@ -62,7 +69,7 @@ pub use live::{LiveRuns, StopReason, Subscription};
 pub use reflect::{BackendModel, PendingReflections, ReviewerAgent};
 pub use tokens::{AgentClaims, AgentTokens, TokenError, random_token};
 pub use tools::{ToolBroker, ToolProfile};
-pub use workspace::WorkspaceError;
+pub use workspace::{RepoSettings, WorkspaceError, sweep as sweep_workspaces};
 
 /// An agent the dispatcher can run.
 pub struct AgentEntry {
@@ -72,6 +79,9 @@ pub struct AgentEntry {
     /// Set for an agent whose back end calls tools (`openai`): every call then passes the
     /// broker's gate, built for each run.
     pub tools: Option<ToolProfile>,
+    /// Whether the back end works in a directory (`command`, or `tools` set): each of its
+    /// runs gets one of its own. A run in a repo gets its workspace whatever this says.
+    pub workspace: bool,
 }
 
 /// The dispatcher's settings (from `[agents]` and `[server]`).
@@ -91,6 +101,8 @@ pub struct DispatchSettings {
     pub memory: MemorySettings,
     /// The agent whose back end the `model` extractor asks.
     pub memory_model: Option<AgentName>,
+    /// `[repos]`: how URL repos are refetched and run branches kept.
+    pub repos: RepoSettings,
 }
 
 impl Default for DispatchSettings {
@@ -105,6 +117,7 @@ impl Default for DispatchSettings {
             cancel_grace: Duration::from_secs(10),
             memory: MemorySettings::default(),
             memory_model: None,
+            repos: RepoSettings::default(),
         }
     }
 }
@@ -212,6 +225,8 @@ struct Inner {
     tool_broker: ToolBroker,
     /// Asked for `agent_review` (built from `tool_broker.reviewer`).
     reviewer: Arc<dyn Approver>,
+    /// One fetch of a URL repo's mirror at a time.
+    mirrors: workspace::MirrorLocks,
 }
 
 /// Everything a dispatcher is built from.
@@ -252,6 +267,7 @@ impl Dispatcher {
             reflections: Arc::default(),
             tool_broker: parts.tool_broker,
             reviewer,
+            mirrors: workspace::MirrorLocks::default(),
         };
         Dispatcher {
             inner: Arc::new(inner),
@@ -290,7 +306,8 @@ impl Dispatcher {
     pub async fn start(&self, req: RunRequest) -> Result<Started, DispatchError> {
         let (name, text) = self.inner.choose_agent(&req).await?;
         admit(&req.actor, Action::AgentRun(name.clone()), name.clone())?;
-        self.inner.launch(req, name, text, None, None).await
+        let repo = req.repo.clone();
+        self.inner.launch(req, name, text, repo).await
     }
 
     /// Starts the coding agent in a repo's workspace. Its admission (`repo:exec` on
@@ -312,16 +329,8 @@ impl Dispatcher {
         if !self.inner.agents.contains_key(&name) {
             return Err(DispatchError::NoCodingAgent(name));
         }
-        let dir = workspace::workspace(
-            self.inner.store.as_ref(),
-            &self.inner.settings.data_dir,
-            &slug,
-        )
-        .await?;
         let text = task.prompt(&slug);
-        self.inner
-            .launch(req, name, text, Some(slug), Some(dir))
-            .await
+        self.inner.launch(req, name, text, Some(slug)).await
     }
 
     /// Cancels a run live in this process (`runs stop`); false when it is not live here.
@@ -449,6 +458,12 @@ fn model_agent(
         timeout: entry.timeout,
         sanitizer: sanitizer.clone(),
     })
+}
+
+/// A run's directory and, for a run in a repo, the base it was made from.
+struct RunPlace {
+    dir: workspace::RunDir,
+    base: Option<workspace::Base>,
 }
 
 /// Where a new run goes and whose it is (see `Inner::place`).
@@ -644,24 +659,52 @@ impl Inner {
             .ok_or_else(|| DispatchError::UnknownAgent(word.chars().take(64).collect()))
     }
 
-    /// Limits, stamp, record, spawn.
+    /// The repo's base (its policy read), for a run the actor may use it in; before anything is
+    /// recorded. A repo the actor may not use is refused as one that is not configured.
+    async fn base_of(
+        &self,
+        actor: &Actor,
+        slug: &RepoSlug,
+    ) -> Result<workspace::Base, DispatchError> {
+        let resource = self.tool_broker.table.repo(slug.clone());
+        if !authorize(actor, &Action::RepoUse, &resource).is_allow() {
+            return Err(WorkspaceError::NotConfigured(slug.clone()).into());
+        }
+        let fetching = workspace::Fetching {
+            interval: self.settings.repos.fetch_interval,
+        };
+        Ok(workspace::resolve(
+            self.store.as_ref(),
+            &self.settings.data_dir,
+            &self.mirrors,
+            fetching,
+            slug,
+        )
+        .await?)
+    }
+
+    /// Limits, the repo's base, stamp, record, the run's workspace, spawn.
     async fn launch(
         self: &Arc<Self>,
         req: RunRequest,
         name: AgentName,
         text: String,
         repo: Option<RepoSlug>,
-        workspace: Option<PathBuf>,
     ) -> Result<Started, DispatchError> {
         if !self.accepting.load(Ordering::SeqCst) {
             return Err(DispatchError::ShuttingDown);
         }
         let entry = self.agents.get(&name).ok_or(DispatchError::NoAgent)?;
+        let base = match &repo {
+            Some(slug) => Some(self.base_of(&req.actor, slug).await?),
+            None => None,
+        };
         let slot = self
             .slots
             .acquire(principal_of(&req.actor))
             .map_err(DispatchError::Busy)?;
-        let capability_token = random_token()?;
+        // The link's token says whether a person asked: only then does it answer asks.
+        let capability_token = LinkHolder::of(&req.actor).token(&random_token()?);
         let capability = Some(TokenHash::of(&capability_token));
         let new = self
             .new_run(
@@ -683,14 +726,37 @@ impl Inner {
                 return Err(e.into());
             }
         };
+        let place = RunPlace {
+            dir: workspace::RunDir::new(&self.settings.data_dir, &run.id),
+            base,
+        };
+        let workspace = if place.base.is_some() || entry.workspace {
+            match workspace::make(place.base.as_ref(), &run.id, &place.dir).await {
+                Ok(w) => Some(w),
+                Err(e) => {
+                    self.fail_before_start(&run, &e.to_string()).await;
+                    return Err(e.into());
+                }
+            }
+        } else {
+            None
+        };
+        if let (Some(base), Some(retention)) =
+            (place.base.clone(), self.settings.repos.branch_retention)
+        {
+            // Old run branches go off the run's path.
+            let now = (self.now)();
+            tokio::spawn(async move { workspace::prune(&base, retention, now).await });
+        }
         let tools = match &entry.tools {
             None => None,
             Some(profile) => match self
-                .tools_for(&run, &name, &req, profile, workspace.as_deref())
+                .tools_for(&run, &name, &req, profile, workspace.as_ref(), &place)
                 .await
             {
                 Ok(tools) => Some(tools),
                 Err(why) => {
+                    workspace::remove(&place.dir).await;
                     self.fail_before_start(&run, &why).await;
                     return Err(DispatchError::Policy(why));
                 }
@@ -737,7 +803,7 @@ impl Inner {
         span.follows_from(tracing::Span::current());
         tokio::spawn(
             async move {
-                let finished = this.clone().drive(record, name, job, cancel).await;
+                let finished = this.clone().drive(record, name, job, cancel, place).await;
                 drop(slot);
                 // Counted before the reply goes out, so whoever waits for the reply and then for
                 // reflections cannot miss this one.
@@ -796,47 +862,110 @@ impl Inner {
         })
     }
 
-    /// The broker's gate for a run of a tool-calling agent: in the repo's workspace, or a
-    /// directory of the run's own.
+    /// The broker's gate for a run of a tool-calling agent, in the run's own workspace, under
+    /// the policy read from its repo's base (none without a repo).
     async fn tools_for(
         &self,
         run: &RunRecord,
         name: &AgentName,
         req: &RunRequest,
         profile: &ToolProfile,
-        workspace: Option<&std::path::Path>,
+        workspace: Option<&agents::Workspace>,
+        place: &RunPlace,
     ) -> Result<agents::tools::Tools, String> {
-        // A run without a repo gets a directory of its own, removed when the run ends (here,
-        // when its gate cannot be built).
-        let (workspace, own) = match workspace {
-            Some(dir) => (dir.to_owned(), false),
-            None => (
-                tools::run_workspace(&self.settings.data_dir, &run.id)?,
-                true,
-            ),
-        };
+        let workspace =
+            workspace.ok_or_else(|| "a tool-calling agent's run has no workspace".to_owned())?;
         // A child run is asked for by its parent's agent: the person it acts for is the parent's.
-        let principal = req.actor.on_behalf_of.as_deref().unwrap_or(&req.actor);
+        let principal = req.actor.principal();
+        // Only a person can be asked: a run for a machine (a schedule, a bearer token, an
+        // Access service token) is refused at an ask at once.
+        let person = principal
+            .is_person()
+            .then(|| self.tool_broker.person.clone());
+        let no_policy = broker::file::ProjectPolicy::default();
+        let project = place.base.as_ref().map_or(&no_policy, |b| &b.policy);
         let for_run = tools::ForRun {
             run,
             agent: name,
             principal,
             profile,
-            workspace: &workspace,
+            workspace,
+            project,
+            person,
             run_rules: &req.policy_rules,
             now: self.now,
         };
-        let gate = tools::gate_for(
+        tools::gate_for(
             &self.tool_broker,
             self.reviewer.clone(),
             self.store.as_ref(),
             for_run,
         )
-        .await;
-        if gate.is_err() && own {
-            tools::remove_run_workspace(&self.settings.data_dir, &run.id);
+        .await
+    }
+
+    /// Appends a run event the dispatcher itself writes (cleaned like the agent's) and
+    /// publishes it to live viewers.
+    async fn record_event(&self, run: &RunRecord, kind: &str, body: &str) -> bool {
+        let body = self
+            .sanitizer
+            .for_run(run.id.as_str(), run.thread_key.as_deref())
+            .clean(body);
+        match self
+            .store
+            .append_event(&run.id, (self.now)(), kind, &body)
+            .await
+        {
+            Ok(seq) => {
+                self.live.publish(LiveUpdate::Event {
+                    run: run.facts(),
+                    seq,
+                    kind: kind.to_owned(),
+                    body,
+                });
+                true
+            }
+            Err(e) => {
+                tracing::error!(run = %run.id, error = %e.token(), "recording an event failed");
+                false
+            }
         }
-        gate
+    }
+
+    /// When the run has ended: what it changed kept on its branch (for a run in a repo), then
+    /// its directory removed. Returns the friction to record.
+    async fn close_workspace(&self, run: &RunRecord, place: &RunPlace) -> Vec<(String, String)> {
+        let mut frictions = Vec::new();
+        if let Some(base) = &place.base {
+            match workspace::keep(base, &run.id, &place.dir).await {
+                Ok(kept) => {
+                    let mut body = format!(
+                        "kept {} commit{} on {} in repo {}",
+                        kept.commits,
+                        if kept.commits == 1 { "" } else { "s" },
+                        kept.branch,
+                        base.slug
+                    );
+                    if !kept.dropped.is_empty() {
+                        let dropped: Vec<&str> = kept.dropped.iter().map(String::as_str).collect();
+                        body.push_str(&format!(
+                            "; not kept (denied or .switchboard/): {}",
+                            dropped.join(", ")
+                        ));
+                    }
+                    for note in &kept.notes {
+                        body.push_str(&format!("; {note}"));
+                    }
+                    self.record_event(run, "branch", &body).await;
+                }
+                Err(e) => {
+                    self.record_event(run, "branch", &e.to_string()).await;
+                    frictions.push(("branch_not_kept".to_owned(), e.to_string()));
+                }
+            }
+        }
+        workspace::remove(&place.dir).await;
+        frictions
     }
 
     async fn fail_before_start(&self, run: &RunRecord, why: &str) {
@@ -859,6 +988,7 @@ impl Inner {
         name: AgentName,
         job: AgentJob,
         cancel: CancellationToken,
+        place: RunPlace,
     ) -> Option<RunRecord> {
         let entry = self.agents.get(&name)?;
         let started = self.store.start_run(&run.id);
@@ -882,11 +1012,12 @@ impl Inner {
                 ));
             }
         }
+        let had_workspace = job.workspace.is_some();
         let (outcome, agent_frictions) = self.supervise(&run, entry, job, &cancel).await;
-        if entry.tools.is_some() && run.repo.is_none() {
-            tools::remove_run_workspace(&self.settings.data_dir, &run.id);
-        }
         frictions.extend(agent_frictions);
+        if had_workspace {
+            frictions.extend(self.close_workspace(&run, &place).await);
+        }
         let reason = self.live.reason(&run.id);
         let finish = self.finish_of(&outcome, reason, entry.timeout);
         if reason == Some(StopReason::Timeout) {
@@ -1004,19 +1135,23 @@ impl Inner {
         frictions: &mut Vec<(String, String)>,
     ) {
         match item {
-            SinkItem::Event { kind, body } => {
+            SinkItem::Event { kind, body, stored } => {
                 let appended = self.store.append_event(&run.id, (self.now)(), &kind, &body);
                 match appended
                     .instrument(tracing::info_span!("store.append_event"))
                     .await
                 {
-                    Ok(seq) => self.live.publish(LiveUpdate::Event {
-                        run: run.facts(),
-                        seq,
-                        kind,
-                        body,
-                    }),
+                    Ok(seq) => {
+                        stored.answer(true);
+                        self.live.publish(LiveUpdate::Event {
+                            run: run.facts(),
+                            seq,
+                            kind,
+                            body,
+                        })
+                    }
                     Err(e) => {
+                        stored.answer(false);
                         tracing::error!(run = %run.id, error = %e.token(), "recording an event failed")
                     }
                 }

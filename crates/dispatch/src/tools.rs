@@ -1,11 +1,13 @@
 //! The broker's tool loop for one run: the gate an `openai` agent's tool calls pass, built
 //! before the agent starts from the org's rules and grants (`[agent_policy]`,
-//! `[[agent_grants]]`), the workspace's `.switchboard/agent-policy.toml`, the run's own
-//! `--policy-rule`s, the promises of its ancestor runs (their `restriction` events), the
-//! agent actor acting for the run's principal, and the MCP servers `mcp add` configured for the
-//! run's channel and the org (connected and listed before the agent starts).
+//! `[[agent_grants]]`), the project's `.switchboard/agent-policy.toml` as its repo's base
+//! commit holds it (read before the run's workspace was made), the run's own
+//! `--policy-rule`s, the promises and taint of its ancestor runs (their `restriction` and
+//! `taint` events), the agent actor acting for the run's principal, who answers a person's
+//! ask (nobody, for a principal that is not a person), and the MCP servers `mcp add`
+//! configured for the run's channel and the org (connected and listed before the agent
+//! starts).
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,7 +34,8 @@ pub struct ToolBroker {
     pub grants: Vec<GrantSpec>,
     pub approval_timeout: Duration,
     /// Who answers a person's ask: the terminal for `switchboard ask`, the approval desk
-    /// (the run page, Slack's buttons) under `serve`.
+    /// (the run page, Slack's buttons) under `serve`. Asked only in a run whose principal is
+    /// a person.
     pub person: Arc<dyn Approver>,
     /// `[agent_policy] reviewer`: the declared agent asked for `agent_review` (the dispatcher
     /// runs it like the memory model); none refuses every review.
@@ -70,7 +73,11 @@ pub(crate) struct ForRun<'a> {
     pub agent: &'a AgentName,
     pub principal: &'a Actor,
     pub profile: &'a ToolProfile,
-    pub workspace: &'a Path,
+    pub workspace: &'a agents::Workspace,
+    /// The project's policy, from the repo's base commit (empty without a repo).
+    pub project: &'a broker::file::ProjectPolicy,
+    /// Who answers a person's ask; `None` when the principal is not a person.
+    pub person: Option<Arc<dyn Approver>>,
     pub run_rules: &'a [Rule],
     pub now: fn() -> store::Timestamp,
 }
@@ -82,7 +89,6 @@ pub(crate) async fn gate_for(
     store: &dyn Store,
     r: ForRun<'_>,
 ) -> Result<Tools, String> {
-    let project = broker::file::load_project(r.workspace).map_err(|e| e.to_string())?;
     let repo = r.run.repo.as_ref().map(|slug| slug.as_str().to_owned());
     let grants = broker
         .grants
@@ -93,13 +99,13 @@ pub(crate) async fn gate_for(
                 .as_ref()
                 .is_none_or(|want| Some(want.to_ascii_lowercase()) == repo)
         })
-        .map(|g| g.resolve(r.workspace))
+        .map(|g| g.resolve(&r.workspace.dir))
         .collect::<Result<Vec<_>, _>>()
         .and_then(GrantSet::new)
         .map_err(|e| format!("the agent's grants: {e}"))?;
     let table = RuleTable::new(
         broker.org_rules.clone(),
-        project.rules,
+        r.project.rules.clone(),
         r.run_rules.to_vec(),
     );
     let (ratchet, state) = ancestors(store, r.run.parent_run.clone()).await?;
@@ -115,12 +121,13 @@ pub(crate) async fn gate_for(
         table,
         agent_kind: r.profile.kind.clone(),
         model: r.profile.model.clone(),
-        workspace: r.workspace.to_owned(),
-        deny_read: project.deny_read,
+        workspace: r.workspace.dir.clone(),
+        repository: r.workspace.repository,
+        deny_read: r.workspace.deny_read.clone(),
         ratchet,
         state,
         limits: broker.limits,
-        person: broker.person.clone(),
+        person: r.person,
         reviewer,
         approval_timeout: broker.approval_timeout,
         clock: Arc::new(move || Timestamp::from_unix_micros(now().micros())),
@@ -201,28 +208,6 @@ async fn ancestors(
     let oldest_first: Vec<RatchetEvent> = chain.into_iter().rev().flatten().collect();
     let ratchet = Ratchet::fold(&oldest_first).map_err(|e| e.to_string())?;
     Ok((ratchet, state))
-}
-
-/// Where a tool-calling run without a repo keeps its files: a directory of its own under the
-/// scratch directory, removed when the run ends ([`remove_run_workspace`]).
-pub(crate) fn run_workspace(data_dir: &Path, run: &RunId) -> Result<PathBuf, String> {
-    let dir = run_dir(data_dir, run);
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    Ok(dir)
-}
-
-fn run_dir(data_dir: &Path, run: &RunId) -> PathBuf {
-    data_dir.join("scratch").join("runs").join(run.as_str())
-}
-
-/// Removes a run's own directory; one that is already gone is not an error.
-pub(crate) fn remove_run_workspace(data_dir: &Path, run: &RunId) {
-    let dir = run_dir(data_dir, run);
-    if let Err(e) = std::fs::remove_dir_all(&dir)
-        && e.kind() != std::io::ErrorKind::NotFound
-    {
-        tracing::warn!(run = %run, error = %e, "removing the run's scratch directory failed");
-    }
 }
 
 #[cfg(test)]

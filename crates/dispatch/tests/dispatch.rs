@@ -95,6 +95,7 @@ fn entry(backend: Arc<dyn AgentBackend>, timeout: Duration) -> AgentEntry {
         timeout,
         caps: OutputCaps::default(),
         tools: None,
+        workspace: false,
     }
 }
 
@@ -145,12 +146,17 @@ fn dispatcher(w: &World, o: &Options) -> Dispatcher {
         argv: vec![script(o.scripts.path(), "echo working\necho\npwd")],
         request_via: RequestVia::Stdin,
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
-        default_dir: None,
         sandbox: false,
         sandbox_binds: vec![],
     })
     .unwrap();
-    agents.insert(n("coding"), entry(Arc::new(pwd), long));
+    agents.insert(
+        n("coding"),
+        AgentEntry {
+            workspace: true,
+            ..entry(Arc::new(pwd), long)
+        },
+    );
     let chatty = CommandBackend::new(CommandSettings {
         argv: vec![script(
             o.scripts.path(),
@@ -158,7 +164,6 @@ fn dispatcher(w: &World, o: &Options) -> Dispatcher {
         )],
         request_via: RequestVia::Stdin,
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
-        default_dir: None,
         sandbox: false,
         sandbox_binds: vec![],
     })
@@ -170,6 +175,7 @@ fn dispatcher(w: &World, o: &Options) -> Dispatcher {
             timeout: long,
             caps: o.chatty_caps,
             tools: None,
+            workspace: false,
         },
     );
     Dispatcher::new(DispatcherParts {
@@ -195,6 +201,7 @@ fn request(w: &World, actor: &str, channel: &str, text: &str) -> RunRequest {
         agent: None,
         parent: None,
         policy_rules: vec![],
+        repo: None,
     }
 }
 
@@ -802,14 +809,43 @@ async fn add_repo(w: &World, slug: &str, source: store::repos::RepoSource) {
     .unwrap();
 }
 
+/// `git` in `dir` as a test's author.
+fn git_in(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// A repository with one commit.
+fn repository() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    git_in(dir.path(), &["init", "-q"]);
+    std::fs::write(dir.path().join("README"), "hi").unwrap();
+    git_in(dir.path(), &["add", "README"]);
+    git_in(dir.path(), &["commit", "-qm", "init"]);
+    dir
+}
+
 #[tokio::test]
-async fn repo_runs_happen_in_the_configured_path_or_a_clone_of_the_url() {
+async fn repo_runs_work_in_a_copy_of_their_own_made_from_the_base() {
     let w = world().await;
     let data = tempfile::tempdir().unwrap();
     let mut o = Options::default();
     o.settings.data_dir = data.path().to_path_buf();
     let d = dispatcher(&w, &o);
-    let local = tempfile::tempdir().unwrap();
+    let local = repository();
     let local_path = std::fs::canonicalize(local.path()).unwrap();
     add_repo(
         &w,
@@ -837,32 +873,26 @@ async fn repo_runs_happen_in_the_configured_path_or_a_clone_of_the_url() {
         .unwrap();
     assert_eq!(s.run.repo.as_ref(), Some(&slug));
     assert!(s.run.request.starts_with("Run the test suite of acme/web"));
+    let id = s.run.id.clone();
     let r = s.finished().await.unwrap();
+    let own = std::fs::canonicalize(data.path())
+        .unwrap()
+        .join(format!("runs/{id}/work"));
     assert_eq!(
         r.answer.as_deref(),
-        Some(local_path.to_str().unwrap()),
-        "ran in the workspace"
+        Some(own.to_str().unwrap()),
+        "ran in a workspace of its own"
+    );
+    assert!(!own.exists(), "the workspace is removed when the run ends");
+    // Its branch is in the user's repository, at the base (it changed nothing).
+    let head = git_in(&local_path, &["rev-parse", "HEAD"]);
+    assert_eq!(
+        git_in(&local_path, &["rev-parse", &format!("switchboard/{id}")]),
+        head
     );
 
-    // A URL: cloned once into the data directory.
-    let origin = tempfile::tempdir().unwrap();
-    let git = |args: &[&str]| {
-        let ok = std::process::Command::new("git")
-            .args(args)
-            .current_dir(origin.path())
-            .env("GIT_AUTHOR_NAME", "t")
-            .env("GIT_AUTHOR_EMAIL", "t@t")
-            .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@t")
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "git {args:?}");
-    };
-    git(&["init", "-q"]);
-    std::fs::write(origin.path().join("README"), "hi").unwrap();
-    git(&["add", "README"]);
-    git(&["commit", "-qm", "init"]);
+    // A URL: mirrored into the data directory; each run gets its own copy too.
+    let origin = repository();
     add_repo(
         &w,
         "acme/api",
@@ -874,22 +904,42 @@ async fn repo_runs_happen_in_the_configured_path_or_a_clone_of_the_url() {
         .start_repo(req.clone(), api.clone(), RepoTask::Build)
         .await
         .unwrap();
+    let id = s.run.id.clone();
     let r = s.finished().await.unwrap();
-    let clone = data.path().join("repos/acme/api");
-    assert!(clone.join("README").is_file());
-    assert_eq!(
-        r.answer.as_deref(),
-        Some(std::fs::canonicalize(&clone).unwrap().to_str().unwrap())
+    let mirror = data.path().join("repos/acme/api.git");
+    assert!(mirror.join("switchboard-fetched").is_file());
+    assert!(
+        r.answer
+            .as_deref()
+            .unwrap()
+            .ends_with(&format!("runs/{id}/work"))
     );
 
     let ghost = RepoSlug::parse("acme/ghost").unwrap();
     let e = d
-        .start_repo(req, ghost, RepoTask::Test)
+        .start_repo(req.clone(), ghost, RepoTask::Test)
         .await
         .err()
         .unwrap();
     assert!(
         e.to_string().contains("repo acme/ghost is not configured"),
+        "{e}"
+    );
+    // A path that is not a git repository is refused for runs, saying why.
+    let plain = tempfile::tempdir().unwrap();
+    add_repo(
+        &w,
+        "acme/plain",
+        store::repos::RepoSource::Path(plain.path().display().to_string()),
+    )
+    .await;
+    let e = d
+        .start_repo(req, RepoSlug::parse("acme/plain").unwrap(), RepoTask::Test)
+        .await
+        .err()
+        .unwrap();
+    assert!(
+        e.to_string().contains("is not the top of a git repository"),
         "{e}"
     );
 }

@@ -8,7 +8,7 @@
 
 use std::time::Instant;
 
-use authz_core::AgentName;
+use authz_core::{AgentName, RepoSlug};
 use commands::{Caller, Handled, Reply, ReplyKind, RunOutcome, Services, StartedRun};
 use rmcp::RoleServer;
 use rmcp::model::{CallToolResult, JsonObject, ProgressNotificationParam, Tool, ToolAnnotations};
@@ -20,7 +20,7 @@ use crate::{MAX_WAIT, Mcp, caller_key};
 
 pub(crate) const ASK: &str = "ask";
 
-const USAGE: &str = "usage: ask {\"request\": \"<text for an agent>\", \"agent\"?: \"<name>\", \"wait\"?: true|false}";
+const USAGE: &str = "usage: ask {\"request\": \"<text for an agent>\", \"agent\"?: \"<name>\", \"repo\"?: \"<owner/name>\", \"wait\"?: true|false}";
 
 /// The `ask` tool's description and schema.
 pub(crate) fn tool() -> Tool {
@@ -29,6 +29,7 @@ pub(crate) fn tool() -> Tool {
         "properties": {
             "request": {"type": "string", "description": "what to ask, as you would say it in chat (`@agent` at the start picks the agent)"},
             "agent": {"type": "string", "description": "the agent to run, when the request does not name one"},
+            "repo": {"type": "string", "description": "the repo the run works in (owner/name, as `repo list` shows): it gets a working copy of the repo's committed HEAD of its own, and its changes are kept on the branch switchboard/<run id>"},
             "wait": {"type": "boolean", "description": "wait for the answer (at most 300 s); otherwise return the run id at once"}
         },
         "required": ["request"],
@@ -61,12 +62,14 @@ pub(crate) fn may_ask(services: &Services, caller: &Caller) -> bool {
 struct AskArgs {
     request: String,
     agent: Option<AgentName>,
+    repo: Option<RepoSlug>,
     wait: bool,
 }
 
 fn parse(args: &JsonObject) -> Result<AskArgs, String> {
     let mut request = None;
     let mut agent = None;
+    let mut repo = None;
     let mut wait = false;
     for (key, value) in args {
         match (key.as_str(), value) {
@@ -77,6 +80,11 @@ fn parse(args: &JsonObject) -> Result<AskArgs, String> {
             }
             ("agent", Value::Null) => {}
             ("agent", _) => return Err("`agent` must be a string".into()),
+            ("repo", Value::String(s)) => {
+                repo = Some(RepoSlug::parse(s).map_err(|e| format!("`repo`: {e}"))?);
+            }
+            ("repo", Value::Null) => {}
+            ("repo", _) => return Err("`repo` must be a string like \"owner/name\"".into()),
             ("wait", Value::Bool(b)) => wait = *b,
             ("wait", _) => return Err("`wait` must be true or false".into()),
             (other, _) => return Err(format!("unknown argument `{other}`")),
@@ -88,6 +96,7 @@ fn parse(args: &JsonObject) -> Result<AskArgs, String> {
     Ok(AskArgs {
         request,
         agent,
+        repo,
         wait,
     })
 }
@@ -104,9 +113,15 @@ pub(crate) async fn call(
             return tool_result(Reply::of(ReplyKind::Usage, format!("{problem}\n{USAGE}")));
         }
     };
-    // An agent's run is its own run's child: `start_agent_run` reads that from the caller.
+    // An agent's run is its own run's child: `start_agent_run_with` reads that from the
+    // caller (and gives an agent no link).
+    let options = commands::RunOptions {
+        agent: args.agent,
+        repo: args.repo,
+        policy_rules: Vec::new(),
+    };
     let Handled { reply, run } =
-        commands::start_agent_run(caller, &args.request, args.agent, &mcp.services).await;
+        commands::start_agent_run_with(caller, &args.request, options, &mcp.services).await;
     let Some(run) = run else {
         return tool_result(reply);
     };
@@ -189,12 +204,13 @@ mod tests {
     fn ask_arguments_parse_or_say_what_is_wrong() {
         assert_eq!(
             parse(&obj(
-                json!({"request": "hi", "agent": "echo", "wait": true})
+                json!({"request": "hi", "agent": "echo", "repo": "Acme/Web", "wait": true})
             ))
             .unwrap(),
             AskArgs {
                 request: "hi".into(),
                 agent: Some(AgentName::parse("echo").unwrap()),
+                repo: Some(RepoSlug::parse("acme/web").unwrap()),
                 wait: true
             }
         );
@@ -211,6 +227,12 @@ mod tests {
                 "`agent` must be a string",
             ),
             (json!({"request": "x", "agent": "no spaces"}), "`agent`:"),
+            (
+                json!({"request": "x", "repo": 7}),
+                "`repo` must be a string",
+            ),
+            (json!({"request": "x", "repo": "no-slash"}), "`repo`:"),
+            (json!({"request": "x", "repo": "a/../b"}), "`repo`:"),
             (
                 json!({"request": "x", "channel": "slack:C1"}),
                 "unknown argument `channel`",

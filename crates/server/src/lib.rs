@@ -181,14 +181,15 @@ impl App {
                 config.store.url.redacted()
             )
         })?;
-        let scratch = config.server.data_dir.join("scratch");
-        std::fs::create_dir_all(&scratch).with_context(|| {
+        // Each run's workspace is made under it (`runs/<run id>`), URL repos' mirrors too.
+        let data_dir = &config.server.data_dir;
+        std::fs::create_dir_all(data_dir).with_context(|| {
             format!(
                 "creating the data directory {} ([server] data_dir)",
                 config.server.data_dir.display()
             )
         })?;
-        let agents = build_agents(&config, &secrets, &scratch)?;
+        let agents = build_agents(&config, &secrets)?;
         // A person's asks wait here for the run page's answer, unless the process answers
         // them itself (`switchboard ask`: the terminal).
         let approvals = Arc::new(dispatch::PendingApprovals::new(store.clone()));
@@ -206,6 +207,7 @@ impl App {
             data_dir: config.server.data_dir.clone(),
             memory: config.memory.settings.clone(),
             memory_model: config.memory.model_agent.clone(),
+            repos: config.repos,
             ..DispatchSettings::default()
         };
         let slack = slack_surface::SlackState::build(&config, &secrets);
@@ -315,6 +317,15 @@ impl App {
             .await
             .context("recovering live runs left from before")?;
         self.store.heartbeat(&self.replica, now).await?;
+        // The workspaces of runs that are not live any more (a crash left them).
+        let swept =
+            dispatch::sweep_workspaces(self.store.as_ref(), &self.config.server.data_dir).await;
+        if swept > 0 {
+            tracing::info!(
+                count = swept,
+                "removed the workspaces of runs a crash left behind"
+            );
+        }
         Ok(tombstoned.len())
     }
 
@@ -404,7 +415,6 @@ fn binds(paths: &[String], writable: bool) -> anyhow::Result<Vec<ConfiguredBind>
 fn build_agents(
     config: &LoadedConfig,
     secrets: &Secrets,
-    scratch: &std::path::Path,
 ) -> anyhow::Result<BTreeMap<AgentName, AgentEntry>> {
     let mut out = BTreeMap::new();
     // Every declared agent has its spec (the config parser reads both from the same tables).
@@ -427,7 +437,6 @@ fn build_agents(
                     argv: argv.clone(),
                     request_via: *request_via,
                     env: secrets.agent_env.clone(),
-                    default_dir: Some(scratch.to_path_buf()),
                     sandbox: *sandbox,
                     sandbox_binds: binds(sandbox_bind, true)
                         .with_context(|| format!("agents.{name}.sandbox_bind"))?
@@ -476,6 +485,7 @@ fn build_agents(
                         kind: spec.kind.clone(),
                         model: model.to_owned(),
                     }),
+                workspace: spec.backend.works_in_a_directory(),
             },
         );
     }

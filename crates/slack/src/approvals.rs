@@ -17,8 +17,9 @@ use crate::{SlackRequest, SlackSurface, text};
 pub const APPROVE: &str = "switchboard_approve";
 /// The Deny button's `action_id`.
 pub const DENY: &str = "switchboard_deny";
-/// The most of a call's arguments shown in the message; the rest is cut with an ellipsis.
-const SHOWN_ARGUMENTS: usize = 1_500;
+/// The most characters of a call's arguments in one preformatted block; a longer call is shown
+/// whole across several (the broker asks only about a call it can show whole).
+const BLOCK_CHARS: usize = 2_500;
 /// The longest approval id taken from a button's value (ours are 43 characters).
 const MAX_APPROVAL_ID: usize = 128;
 
@@ -165,8 +166,10 @@ fn parse_value(value: &str) -> Option<(RunId, String)> {
     Some((RunId::parse(run).ok()?, approval.to_owned()))
 }
 
-/// The message offering one ask: its plain-text fallback and its blocks. Everything the
-/// agent wrote is escaped (no mentions, no forged links) and its arguments are cut short.
+/// The message offering one ask: its plain-text fallback and its blocks. The call's arguments
+/// are shown whole and exactly as they will run, as preformatted rich text (literal text: no
+/// mention, link or formatting in them is read as such); the header names only the action
+/// and the tool, escaped.
 pub fn offer(
     run: &RunId,
     approval: &str,
@@ -175,32 +178,45 @@ pub fn offer(
     arguments: &str,
     principal: &str,
 ) -> (String, Value) {
-    let shown: String = arguments.chars().take(SHOWN_ARGUMENTS).collect();
-    let cut = if shown.len() < arguments.len() {
-        "…"
-    } else {
-        ""
-    };
     let action = text::escape(action);
     let tool = text::escape(tool);
     let fallback = format!(
         "Run {run}: the agent asks to {action} with {tool}. Approve or deny it here or on the run's page."
     );
-    let body = format!(
-        ":raised_hand: Run {run}: the agent asks to `{action}` with `{tool}`:\n```{}{cut}```\nOnly <@{principal}> can answer.",
-        text::escape(&shown).replace("```", "'''"),
+    let header = format!(
+        ":raised_hand: Run {run}: the agent asks to `{action}` with `{tool}`, with the arguments below. Only <@{principal}> can answer."
     );
     let value = format!("{run}/{approval}");
-    let blocks = json!([
-        {"type": "section", "text": {"type": "mrkdwn", "text": body}},
-        {"type": "actions", "block_id": "switchboard_approval", "elements": [
+    let mut blocks = vec![json!({"type": "section", "text": {"type": "mrkdwn", "text": header}})];
+    let chars: Vec<char> = arguments.chars().collect();
+    for chunk in chars.chunks(BLOCK_CHARS) {
+        let text: String = chunk.iter().collect();
+        blocks.push(json!({"type": "rich_text", "elements": [
+            {"type": "rich_text_preformatted", "elements": [{"type": "text", "text": text}]}
+        ]}));
+    }
+    blocks.push(
+        json!({"type": "actions", "block_id": "switchboard_approval", "elements": [
             {"type": "button", "action_id": APPROVE, "style": "primary", "value": value,
              "text": {"type": "plain_text", "text": "Approve"}},
             {"type": "button", "action_id": DENY, "style": "danger", "value": value,
              "text": {"type": "plain_text", "text": "Deny"}}
-        ]}
-    ]);
-    (fallback, blocks)
+        ]}),
+    );
+    (fallback, Value::Array(blocks))
+}
+
+/// The arguments an offer shows, put back together from its preformatted blocks.
+pub fn shown_arguments(blocks: &Value) -> String {
+    blocks
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|b| b["type"] == "rich_text")
+        .flat_map(|b| b["elements"].as_array().into_iter().flatten())
+        .flat_map(|e| e["elements"].as_array().into_iter().flatten())
+        .filter_map(|t| t["text"].as_str())
+        .collect()
 }
 
 impl SlackSurface {
@@ -478,18 +494,37 @@ mod tests {
     }
 
     #[test]
-    fn the_offer_escapes_what_the_agent_wrote_and_carries_the_ids() {
+    fn the_offer_shows_the_call_whole_as_literal_text_and_carries_the_ids() {
         let run = RunId::parse("01JRUN").unwrap();
-        let args = format!("{{\"content\": \"<!channel> ```{}\"}}", "x".repeat(2_000));
+        let args = format!(
+            "{{\"content\": \"<!channel> ```*bold* <https://evil|ok> {}\"}}",
+            "x".repeat(3_000)
+        );
         let (fallback, blocks) = offer(&run, "abc", "fs.write", "write_file", &args, "U1");
         assert!(fallback.contains("fs.write"));
-        let body = blocks[0]["text"]["text"].as_str().unwrap();
-        assert!(body.contains("&lt;!channel&gt;") && !body.contains("<!channel>"));
-        assert!(body.contains("'''x") && body.contains("x…```"), "{body}");
-        assert!(body.contains("Only <@U1> can answer."));
-        assert_eq!(blocks[1]["elements"][0]["value"], "01JRUN/abc");
-        assert_eq!(blocks[1]["elements"][0]["action_id"], APPROVE);
-        assert_eq!(blocks[1]["elements"][1]["action_id"], DENY);
+        let header = blocks[0]["text"]["text"].as_str().unwrap();
+        assert!(header.contains("`fs.write` with `write_file`"), "{header}");
+        assert!(header.contains("Only <@U1> can answer."));
+        assert!(
+            !header.contains("channel"),
+            "no agent text in the mrkdwn: {header}"
+        );
+        // Whole, exactly, across two preformatted blocks.
+        assert_eq!(shown_arguments(&blocks), args);
+        assert_eq!(
+            blocks
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|b| b["type"] == "rich_text")
+                .count(),
+            2
+        );
+        let actions = blocks.as_array().unwrap().last().unwrap();
+        assert_eq!(actions["type"], "actions");
+        assert_eq!(actions["elements"][0]["value"], "01JRUN/abc");
+        assert_eq!(actions["elements"][0]["action_id"], APPROVE);
+        assert_eq!(actions["elements"][1]["action_id"], DENY);
         // Slack-morphism reads them as Block Kit blocks.
         let typed: Result<Vec<slack_morphism::prelude::SlackBlock>, _> =
             serde_json::from_value(blocks);

@@ -861,11 +861,15 @@ async fn offered(h: &Harness, channel: &str, thread: &str) -> (String, String) {
             let body = blocks[0]["text"]["text"].as_str().unwrap();
             assert!(body.contains("`fs.write` with `write_file`"), "{body}");
             assert!(
-                body.contains("&lt;!channel&gt;"),
-                "the agent's text is escaped: {body}"
+                !body.contains("<!channel>"),
+                "no agent text in the mrkdwn: {body}"
+            );
+            assert!(
+                slack::approvals::shown_arguments(&blocks).contains("<!channel>"),
+                "the call is shown whole, as literal text: {blocks}"
             );
             assert!(body.contains("Only <@U1> can answer."), "{body}");
-            let buttons = &blocks[1]["elements"];
+            let buttons = &blocks.as_array().unwrap().last().unwrap()["elements"];
             assert_eq!(buttons[0]["action_id"], slack::approvals::APPROVE);
             assert_eq!(buttons[1]["action_id"], slack::approvals::DENY);
             return (

@@ -515,6 +515,24 @@ pub fn new_id(at: Timestamp) -> String {
     out
 }
 
+/// When an id [`new_id`] made was made; `None` for a string it could not have made.
+pub fn id_time(id: &str) -> Option<Timestamp> {
+    let digits = id.as_bytes().get(..13)?;
+    let mut micros: u64 = 0;
+    for (n, c) in digits.iter().enumerate() {
+        let value = CROCKFORD.iter().position(|d| d == c)? as u64;
+        if n == 0 {
+            if value > 0xf {
+                return None;
+            }
+            micros = value << 60;
+        } else {
+            micros |= value << (5 * (12 - n));
+        }
+    }
+    Some(Timestamp::from_micros(i64::try_from(micros).ok()?))
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -541,6 +559,22 @@ mod tests {
         assert_eq!(a.len(), 26);
         assert!(a < b && b != c);
         assert!(RunId::parse(&a).is_ok());
+    }
+
+    #[test]
+    fn an_ids_time_reads_back() {
+        for micros in [0, 1_000, 1_764_786_600_123_456, i64::MAX] {
+            let at = Timestamp::from_micros(micros);
+            assert_eq!(id_time(&new_id(at)), Some(at), "{micros}");
+        }
+        for bad in [
+            "",
+            "short",
+            "zzzzzzzzzzzzzzzzzzzzzzzzzz",
+            "GZZZZZZZZZZZZ0000000000000",
+        ] {
+            assert_eq!(id_time(bad), None, "{bad}");
+        }
     }
 
     #[test]

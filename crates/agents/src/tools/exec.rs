@@ -1,8 +1,11 @@
 //! Running one tool, only with a `broker::Decision` in hand. The decision was lexical; here the
 //! real path (symlinks resolved) is checked again against the winning grant's paths before the
-//! disk is touched, denied files are refused by name, and every program runs under the sandbox
-//! with the network unshared. Outputs are capped.
+//! disk is touched, denied files are refused by name, `write_file` never writes into the run's
+//! `.git` or `.switchboard/`, and every program runs under the sandbox with the network
+//! unshared. A program's output is read with its cap while it streams, and the program is
+//! stopped at the cap. `http_fetch` connects only to the address it checked.
 
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::OnceLock;
@@ -10,10 +13,11 @@ use std::time::Duration;
 
 use broker::Decision;
 use broker::args::{HttpMethod, ToolArgs};
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncRead, AsyncReadExt};
 
 use super::mcp::McpServers;
-use crate::sandbox::{Network, Sandbox, SandboxSpec};
+use super::net::is_internal;
+use crate::sandbox::{Network, POLICY_DIR, Sandbox, SandboxLimits, SandboxSpec};
 
 /// What `read_file` and `write_file` answer for a denied path, after the path.
 pub const REFUSED_READ: &str = "is denied by this project (deny_read in .switchboard/agent-policy.toml); its contents are not available to you, so do not ask for it again";
@@ -40,6 +44,8 @@ impl Default for ExecLimits {
 pub(crate) struct Executor {
     /// Canonical.
     pub(crate) workspace: PathBuf,
+    /// Whether `workspace/.git` is the run's own repository.
+    pub(crate) repository: bool,
     pub(crate) deny_read: Vec<String>,
     pub(crate) limits: ExecLimits,
     pub(crate) scratch: PathBuf,
@@ -49,21 +55,19 @@ pub(crate) struct Executor {
     pub(crate) mcp: McpServers,
 }
 
-/// The fetch client, one per process, made at the first fetch. No redirects: the host a grant
-/// was checked against is the only host reached.
-fn fetch_client() -> Result<&'static reqwest::Client, String> {
-    static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
-    CLIENT
-        .get_or_init(|| {
-            reqwest::Client::builder()
-                .redirect(reqwest::redirect::Policy::none())
-                .connect_timeout(Duration::from_secs(10))
-                .build()
-                .map_err(|e| format!("the fetch client could not be made: {e}"))
-        })
-        .as_ref()
-        .map_err(Clone::clone)
-}
+/// What git reads as config in the `git` tool: nothing of the system's or the user's, the
+/// repository's own (Switchboard wrote it, and it is read-only in the sandbox), and these,
+/// which name no program: no hooks, no file-system monitor, no pager, no network.
+const GIT_SAFE_CONFIG: [&str; 5] = [
+    "core.hooksPath=/dev/null",
+    "core.fsmonitor=false",
+    "core.pager=cat",
+    "protocol.allow=never",
+    "credential.helper=",
+];
+
+/// Where the workspace's directories that no file tool may write to start.
+const UNWRITABLE: [&str; 2] = [".git", POLICY_DIR];
 
 impl Executor {
     /// The tool's result, or a refusal; both are text the model reads.
@@ -88,11 +92,15 @@ impl Executor {
                 args,
                 cwd,
             } => {
-                let mut argv = vec![subcommand.clone()];
+                let mut argv: Vec<String> = GIT_SAFE_CONFIG
+                    .iter()
+                    .flat_map(|c| ["-c".to_owned(), (*c).to_owned()])
+                    .collect();
+                argv.push(subcommand.clone());
                 argv.extend(args.iter().cloned());
                 self.program(decision, Path::new(cwd), "git", &argv).await
             }
-            ToolArgs::HttpFetch { url, method, .. } => self.fetch(url, *method).await,
+            ToolArgs::HttpFetch { url, method, .. } => self.fetch(decision, url, *method).await,
             ToolArgs::Mcp {
                 server,
                 tool,
@@ -155,6 +163,26 @@ impl Executor {
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 
+    /// A path in the run's `.git` or `.switchboard/`: neither is written by a file tool (the
+    /// repository's config names what git runs; the policy directory is the project's).
+    fn refuse_unwritable(&self, path: &Path) -> Result<(), String> {
+        let Ok(relative) = path.strip_prefix(&self.workspace) else {
+            return Ok(());
+        };
+        match relative.components().next() {
+            Some(std::path::Component::Normal(first))
+                if UNWRITABLE.iter().any(|u| first == std::ffi::OsStr::new(u)) =>
+            {
+                Err(format!(
+                    "{} is in {}/, which no tool writes to; nothing was written",
+                    path.display(),
+                    first.to_string_lossy()
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Written to a temporary file beside the target and renamed over it: a reader sees the
     /// old content or the new, never half.
     async fn write(
@@ -164,11 +192,7 @@ impl Executor {
         content: &str,
     ) -> Result<String, String> {
         self.refuse_denied(path, None)?;
-        if path.strip_prefix(&self.workspace).ok()
-            == Some(Path::new(broker::file::PROJECT_POLICY_FILE))
-        {
-            return Err("the project's policy file is read-only; nothing was written".to_owned());
-        }
+        self.refuse_unwritable(path)?;
         let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
             return Err(format!("{}: not a file path", path.display()));
         };
@@ -186,11 +210,7 @@ impl Executor {
             ));
         }
         self.refuse_denied(path, Some(&real))?;
-        if real.strip_prefix(&self.workspace).ok()
-            == Some(Path::new(broker::file::PROJECT_POLICY_FILE))
-        {
-            return Err("the project's policy file is read-only; nothing was written".to_owned());
-        }
+        self.refuse_unwritable(&real)?;
         self.inside_grant(decision, &parent).await?;
         let temp = parent.join(format!(".{}.switchboard-write", name.to_string_lossy()));
         tokio::fs::write(&temp, content)
@@ -207,7 +227,9 @@ impl Executor {
         ))
     }
 
-    /// A program under the sandbox, network unshared, in `dir`, bounded in time and output.
+    /// A program under the sandbox, network unshared, in `dir`, bounded in time and output:
+    /// each of stdout and stderr is read up to the cap as it streams, and the program is
+    /// stopped (its whole sandbox) the moment either passes it.
     async fn program(
         &self,
         decision: &Decision,
@@ -226,12 +248,13 @@ impl Executor {
             .get_or_init(|| {
                 Sandbox::prepare(&SandboxSpec {
                     workspace: self.workspace.clone(),
+                    repository: self.repository,
                     deny_read: self.deny_read.clone(),
-                    read_only_in_workspace: vec![broker::file::PROJECT_POLICY_FILE.to_owned()],
                     read_only: Vec::new(),
                     configured: Vec::new(),
                     network: Network::Unshared,
                     scratch: self.scratch.clone(),
+                    limits: SandboxLimits::default(),
                 })
                 .map_err(|e| e.to_string())
             })
@@ -243,33 +266,136 @@ impl Executor {
             .env("PATH", "/usr/local/bin:/usr/bin:/bin")
             .env("HOME", "/tmp")
             .env("LANG", "C.UTF-8")
+            // git reads no system or user config, fetches no missing object (a denied file's
+            // bytes are missing on purpose), and asks nobody anything.
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_NO_LAZY_FETCH", "1")
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .env("GIT_PAGER", "cat")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-        let output = tokio::time::timeout(self.limits.shell_timeout, command.output())
-            .await
-            .map_err(|_| format!("stopped after {} s", self.limits.shell_timeout.as_secs()))?
+        if program == "git" && self.repository {
+            // The run's own repository, and no other: a `commondir` or `.git` file the run
+            // wrote cannot point git elsewhere.
+            let git_dir = self.workspace.join(".git");
+            command
+                .env("GIT_DIR", &git_dir)
+                .env("GIT_COMMON_DIR", &git_dir)
+                .env("GIT_WORK_TREE", &self.workspace);
+        }
+        let mut child = command
+            .spawn()
             .map_err(|e| format!("could not start {program}: {e}"))?;
         let cap = self.limits.output_bytes;
-        let status = output.status.code().map_or_else(
-            || "killed by a signal".to_owned(),
-            |c| format!("exit status {c}"),
-        );
+        let stdout = read_capped(child.stdout.take(), cap);
+        let stderr = read_capped(child.stderr.take(), cap);
+        let deadline = tokio::time::sleep(self.limits.shell_timeout);
+        tokio::pin!(stdout, stderr, deadline);
+        let (mut out, mut err) = (None, None);
+        let mut stopped = None;
+        while out.is_none() || err.is_none() {
+            tokio::select! {
+                o = &mut stdout, if out.is_none() => out = Some(o),
+                e = &mut stderr, if err.is_none() => err = Some(e),
+                () = &mut deadline => {
+                    stopped = Some(Stopped::Timeout);
+                    break;
+                }
+            }
+            if out.as_ref().is_some_and(|o| o.cut) || err.as_ref().is_some_and(|e| e.cut) {
+                stopped = Some(Stopped::Cap);
+                break;
+            }
+        }
+        let status = if stopped.is_some() {
+            let _ = child.start_kill();
+            child.wait().await.ok()
+        } else {
+            tokio::select! {
+                status = child.wait() => status.ok(),
+                () = &mut deadline => {
+                    stopped = Some(Stopped::Timeout);
+                    let _ = child.start_kill();
+                    child.wait().await.ok()
+                }
+            }
+        };
+        if stopped == Some(Stopped::Timeout) {
+            return Err(format!(
+                "stopped after {} s",
+                self.limits.shell_timeout.as_secs()
+            ));
+        }
+        let status = match (stopped, status.and_then(|s| s.code())) {
+            (Some(_), _) => "stopped at the output cap".to_owned(),
+            (None, Some(c)) => format!("exit status {c}"),
+            (None, None) => "killed by a signal".to_owned(),
+        };
+        let shown = |read: Option<Capped>| read.map(|r| r.text(cap)).unwrap_or_default();
         Ok(format!(
             "{status}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-            capped(&output.stdout, cap),
-            capped(&output.stderr, cap)
+            shown(out),
+            shown(err)
         ))
     }
 
-    async fn fetch(&self, url: &str, method: HttpMethod) -> Result<String, String> {
+    /// `http_fetch`: the host resolved once, each address checked, and the connection made to
+    /// a checked address only (no second lookup, no proxy from the environment, no redirect).
+    /// An internal address is refused unless the winning grant names it literally.
+    async fn fetch(
+        &self,
+        decision: &Decision,
+        url: &str,
+        method: HttpMethod,
+    ) -> Result<String, String> {
+        let parsed = reqwest::Url::parse(url).map_err(|_| "the URL does not parse".to_owned())?;
+        let port = parsed
+            .port_or_known_default()
+            .ok_or_else(|| "the URL has no port".to_owned())?;
+        let literal = |ip: IpAddr| decision.hosts().iter().any(|h| h.parse() == Ok(ip));
+        let (name, addresses) = match parsed.host() {
+            Some(url::Host::Ipv4(ip)) => (None, vec![SocketAddr::new(IpAddr::V4(ip), port)]),
+            Some(url::Host::Ipv6(ip)) => (None, vec![SocketAddr::new(IpAddr::V6(ip), port)]),
+            Some(url::Host::Domain(name)) => {
+                let found: Vec<SocketAddr> = tokio::net::lookup_host((name, port))
+                    .await
+                    .map_err(|_| format!("{name} does not resolve"))?
+                    .collect();
+                (Some(name.to_owned()), found)
+            }
+            None => return Err("the URL has no host".to_owned()),
+        };
+        let (allowed, internal): (Vec<SocketAddr>, Vec<SocketAddr>) = addresses
+            .into_iter()
+            .partition(|a| !is_internal(a.ip()) || literal(a.ip()));
+        if allowed.is_empty() {
+            let first = internal
+                .first()
+                .map_or_else(|| "nothing".to_owned(), |a| a.ip().to_string());
+            return Err(format!(
+                "{} resolves to {first}, an internal address; a grant must name that address itself to reach it",
+                parsed.host_str().unwrap_or_default()
+            ));
+        }
+        let mut client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .connect_timeout(Duration::from_secs(10));
+        if let Some(name) = &name {
+            client = client.resolve_to_addrs(name, &allowed);
+        }
+        let client = client
+            .build()
+            .map_err(|e| format!("the fetch client could not be made: {e}"))?;
         let method = match method {
             HttpMethod::Get => reqwest::Method::GET,
             HttpMethod::Head => reqwest::Method::HEAD,
             HttpMethod::Post => reqwest::Method::POST,
         };
-        let mut response = fetch_client()?
+        let mut response = client
             .request(method, url)
             .timeout(self.limits.fetch_timeout)
             .send()
@@ -296,6 +422,53 @@ impl Executor {
             "HTTP {status}\n{}",
             capped(&body, self.limits.output_bytes)
         ))
+    }
+}
+
+/// Why a program was stopped before it ended by itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stopped {
+    Cap,
+    Timeout,
+}
+
+/// A stream read up to its cap: the bytes kept, and whether more came.
+struct Capped {
+    bytes: Vec<u8>,
+    cut: bool,
+}
+
+impl Capped {
+    fn text(&self, cap: usize) -> String {
+        let text = String::from_utf8_lossy(&self.bytes);
+        if self.cut {
+            format!("{text}\n[cut at {cap} bytes; the program was stopped]")
+        } else {
+            text.into_owned()
+        }
+    }
+}
+
+/// Reads `stream` until its end or until it passes `cap` bytes; never holds more than `cap`.
+async fn read_capped<R: AsyncRead + Unpin>(stream: Option<R>, cap: usize) -> Capped {
+    let mut bytes = Vec::new();
+    let Some(mut stream) = stream else {
+        return Capped { bytes, cut: false };
+    };
+    let mut chunk = vec![0u8; 16 * 1024];
+    loop {
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => return Capped { bytes, cut: false },
+            Ok(n) => {
+                let room = cap.saturating_sub(bytes.len());
+                let read = chunk.get(..n).unwrap_or_default();
+                if n > room {
+                    bytes.extend_from_slice(read.get(..room).unwrap_or_default());
+                    return Capped { bytes, cut: true };
+                }
+                bytes.extend_from_slice(read);
+            }
+        }
     }
 }
 

@@ -3,6 +3,12 @@
 //! asks for), then `decide` at the moment of execution (`redecide` after a person approved an
 //! `Ask`, with the grants, state and time as they are then). A tool runs only with a
 //! `Decision`; every refusal is text the model reads, and every step is a run event.
+//!
+//! An approver is shown exactly what will run: a call whose arguments are longer than
+//! [`MAX_SHOWN_ARGUMENTS`], or hold text the sanitiser would change (a control sequence, a
+//! credential), is refused before anyone is asked. A run with nobody to ask (its principal is
+//! not a person) is refused at an ask at once. A taint rise is stored before the result that
+//! raised it reaches the model; when it cannot be, the result is withheld and the gate closes.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -27,6 +33,11 @@ use crate::EventSink;
 /// The time, as the gate reads it (tests move it).
 pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
 
+/// The most of a call's arguments an approver can be shown whole (every approver shows them
+/// whole: the terminal, the run page, Slack, the reviewer). A longer call that needs an
+/// approval is refused, never shown cut.
+pub const MAX_SHOWN_ARGUMENTS: usize = 4096;
+
 /// Who an approval is asked of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Who {
@@ -44,7 +55,8 @@ pub struct Question {
     pub principal: Option<authz_core::ActorId>,
     pub action: String,
     pub tool: String,
-    /// The call's arguments as the model wrote them.
+    /// The call's arguments exactly as the model wrote them (at most
+    /// [`MAX_SHOWN_ARGUMENTS`] bytes, and nothing the sanitiser would change).
     pub arguments: String,
     pub who: Who,
 }
@@ -100,14 +112,18 @@ pub struct GateSettings {
     pub agent_kind: Option<String>,
     pub model: String,
     pub workspace: PathBuf,
-    /// From the project's policy file.
+    /// Whether `workspace/.git` is the run's own repository.
+    pub repository: bool,
+    /// From the project's policy file, read from the base commit.
     pub deny_read: Vec<String>,
     /// Folded from the events of the run's ancestors and its own.
     pub ratchet: Ratchet,
     /// Likewise.
     pub state: SessionState,
     pub limits: ExecLimits,
-    pub person: Arc<dyn Approver>,
+    /// Who answers a person's ask; `None` when the run's principal is not a person (a
+    /// schedule, a bearer token, an Access service token): its asks are refused at once.
+    pub person: Option<Arc<dyn Approver>>,
     pub reviewer: Arc<dyn Approver>,
     /// An unanswered ask is refused after this.
     pub approval_timeout: Duration,
@@ -120,6 +136,9 @@ struct Mutable {
     state: SessionState,
     ratchet: Ratchet,
     calls: u64,
+    /// Why every later call is refused, once something the run's safety needs could not be
+    /// recorded.
+    closed: Option<&'static str>,
 }
 
 pub struct BrokerGate {
@@ -130,7 +149,7 @@ pub struct BrokerGate {
     table: RuleTable,
     agent_kind: Option<String>,
     model: String,
-    person: Arc<dyn Approver>,
+    person: Option<Arc<dyn Approver>>,
     reviewer: Arc<dyn Approver>,
     approval_timeout: Duration,
     clock: Clock,
@@ -182,6 +201,7 @@ impl BrokerGate {
             clock: settings.clock,
             executor: Executor {
                 workspace,
+                repository: settings.repository,
                 deny_read: settings.deny_read,
                 limits: settings.limits,
                 scratch: scratch.path().to_owned(),
@@ -192,6 +212,7 @@ impl BrokerGate {
                 state: settings.state,
                 ratchet: settings.ratchet,
                 calls: 0,
+                closed: None,
             }),
             _scratch: scratch,
         })
@@ -205,9 +226,25 @@ impl BrokerGate {
         f(&mut guard)
     }
 
+    /// The call as an approver is shown it, or the refusal when it cannot be shown whole and
+    /// as it is: too long, or holding what the sanitiser would change.
+    fn shown(&self, call: &ToolCall, action: &str, sink: &EventSink) -> Result<String, String> {
+        if call.arguments.len() > MAX_SHOWN_ARGUMENTS {
+            return Err(refused(format!(
+                "{action} needs an approval, and its arguments ({} bytes) are too long to show whole (at most {MAX_SHOWN_ARGUMENTS}); nothing was asked. Split the work into smaller calls",
+                call.arguments.len()
+            )));
+        }
+        if sink.clean(&call.arguments) != call.arguments || sink.clean(&call.name) != call.name {
+            return Err(refused(format!(
+                "{action} needs an approval, and its arguments hold text that cannot be shown as it is (a control sequence or a credential); nothing was asked"
+            )));
+        }
+        Ok(call.arguments.clone())
+    }
+
     /// Asks `who` to allow the call; anything but a yes is the refusal the model reads. The
-    /// question carries the model's text cleaned as every event is (no control sequences, no
-    /// credentials), since it is shown on a terminal, a page or in Slack.
+    /// approver is shown the call exactly as it will run ([`BrokerGate::shown`]).
     async fn require(
         &self,
         call: &ToolCall,
@@ -215,12 +252,19 @@ impl BrokerGate {
         who: Who,
         sink: &EventSink,
     ) -> Result<(), String> {
+        let approver = match who {
+            Who::Person => match &self.person {
+                Some(person) => person,
+                None => return Err(self.nobody_to_ask(action, sink).await),
+            },
+            Who::Reviewer => &self.reviewer,
+        };
         let question = Question {
             run: self.session.clone(),
             principal: self.agent.on_behalf_of.as_ref().map(|p| p.id.clone()),
             action: action.to_owned(),
-            tool: sink.clean(&call.name),
-            arguments: sink.clean(&call.arguments),
+            tool: call.name.clone(),
+            arguments: self.shown(call, action, sink)?,
             who,
         };
         let (whom, needs) = match who {
@@ -232,10 +276,6 @@ impl BrokerGate {
             &format!("asked {whom} to allow {action} ({})", call.name),
         )
         .await;
-        let approver = match who {
-            Who::Person => &self.person,
-            Who::Reviewer => &self.reviewer,
-        };
         let answer = tokio::time::timeout(self.approval_timeout, approver.approve(&question))
             .await
             .unwrap_or(Answer::TimedOut);
@@ -249,6 +289,24 @@ impl BrokerGate {
                 answer.as_str()
             )))
         }
+    }
+
+    /// The refusal of an ask in a run whose principal is not a person: at once, never after
+    /// a wait.
+    async fn nobody_to_ask(&self, action: &str, sink: &EventSink) -> String {
+        let principal = self
+            .agent
+            .on_behalf_of
+            .as_ref()
+            .map_or_else(|| self.agent.id.to_string(), |p| p.id.to_string());
+        sink.event(
+            "approval",
+            &format!("{action}: nobody to ask ({principal} is not a person)"),
+        )
+        .await;
+        refused(format!(
+            "{action} needs a person's approval: nobody to ask (this run acts for {principal}, which is not a person at a keyboard)"
+        ))
     }
 
     /// Step 2: the rule table, bounded by the ratchet. `Ok(true)` when a person already said
@@ -271,6 +329,10 @@ impl BrokerGate {
                 format!("the {} policy denies {action}", answer.source.as_str())
             };
             return Err(refused(why));
+        }
+        // The person half first: with nobody to ask, the reviewer is not asked in vain.
+        if decision.needs_a_person() && self.person.is_none() {
+            return Err(self.nobody_to_ask(action, sink).await);
         }
         if decision.needs_a_reviewer() {
             self.require(call, action, Who::Reviewer, sink).await?;
@@ -327,22 +389,11 @@ impl BrokerGate {
                 ));
             }
         };
-        let held = broker::ratchet::Promise::parse(&promise)
-            .ok()
-            .and_then(|p| match p.target {
-                broker::rules::NamePattern::Exact(action) => Some(
-                    self.table
-                        .lookup(&RuleKey {
-                            action: &action,
-                            tool: "",
-                            model: Some(&self.model),
-                            agent_kind: self.agent_kind.as_deref(),
-                        })
-                        .decision,
-                ),
-                broker::rules::NamePattern::Below(_) => None,
-            });
-        let event = match self.with(|m| m.ratchet.propose(&promise, held)) {
+        let holder = broker::ratchet::Holder {
+            model: Some(&self.model),
+            agent_kind: self.agent_kind.as_deref(),
+        };
+        let event = match self.with(|m| m.ratchet.propose(&promise, &self.table, holder)) {
             Ok(event) => event,
             Err(e) => return refused(e),
         };
@@ -350,8 +401,8 @@ impl BrokerGate {
             Ok(body) => body,
             Err(e) => return refused(format!("the promise could not be recorded: {e}")),
         };
-        // Written before it binds: a promise that is not in the log does not exist.
-        if !sink.event("restriction", &body).await {
+        // Stored before it binds: a promise that is not in the log does not exist.
+        if !sink.event_kept("restriction", &body).await {
             return refused("the promise could not be recorded; nothing changed");
         }
         match self.with(|m| m.ratchet.apply(&event)) {
@@ -377,7 +428,7 @@ impl BrokerGate {
         self.rules(call, "policy.widen", sink).await?;
         let body = serde_json::to_string(&event)
             .map_err(|e| refused(format!("the widening could not be recorded: {e}")))?;
-        if !sink.event("restriction", &body).await {
+        if !sink.event_kept("restriction", &body).await {
             return Err(refused(
                 "the widening could not be recorded; nothing changed",
             ));
@@ -387,6 +438,9 @@ impl BrokerGate {
     }
 
     async fn answer(&self, call: &ToolCall, sink: &EventSink) -> Result<String, String> {
+        if let Some(why) = self.with(|m| m.closed) {
+            return Err(refused(why));
+        }
         if call.name == "restrict_self" {
             return Ok(self.restrict(call, sink).await);
         }
@@ -395,9 +449,11 @@ impl BrokerGate {
         }
         // The action names the rule; a call whose tool or arguments do not parse has none,
         // and `decide` refuses it (no-grant, invalid-arguments) without asking anyone.
-        let action = ToolName::parse(&call.name)
-            .and_then(|tool| args::parse(tool, &call.arguments).ok())
-            .map(|args| args.action());
+        let parsed = ToolName::parse(&call.name).map(|tool| args::parse(tool, &call.arguments));
+        let action = match &parsed {
+            Some(Ok(args)) => Some(args.action()),
+            _ => None,
+        };
         let person_said_yes = match &action {
             Some(action) => {
                 if let Some(repo) = &self.repo
@@ -412,7 +468,14 @@ impl BrokerGate {
             None => false,
         };
         let action = action.unwrap_or_else(|| call.name.clone());
-        let decision = self.grant(call, &action, person_said_yes, sink).await?;
+        let decision = self
+            .grant(call, &action, person_said_yes, sink)
+            .await
+            .map_err(|refusal| match &parsed {
+                // The model reads why its arguments were refused, not only that they were.
+                Some(Err(why)) => format!("{refusal} ({why})"),
+                _ => refusal,
+            })?;
         let result = self.executor.run(&decision).await.map_err(refused)?;
         let label = decision.label();
         let raised = self.with(|m| {
@@ -423,7 +486,13 @@ impl BrokerGate {
         if let Some(state) = raised {
             let body =
                 serde_json::json!({"taint": state.taint.as_str(), "untrusted": state.untrusted});
-            sink.event("taint", &body.to_string()).await;
+            // Stored before the result reaches the model: a child it starts reads it.
+            if !sink.event_kept("taint", &body.to_string()).await {
+                let why =
+                    "the session's taint could not be recorded, so this run's tools are closed";
+                self.with(|m| m.closed = Some(why));
+                return Err(refused(format!("{why}; the result is withheld")));
+            }
         }
         sink.event(
             "tool",

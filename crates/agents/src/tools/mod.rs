@@ -7,6 +7,7 @@
 mod exec;
 mod gate;
 mod mcp;
+pub mod net;
 
 use std::fmt;
 use std::sync::Arc;
@@ -17,7 +18,10 @@ use serde_json::{Value, json};
 use crate::EventSink;
 
 pub use exec::{ExecLimits, REFUSED_READ};
-pub use gate::{Answer, Approver, BrokerGate, Clock, GateSettings, NobodyToAsk, Question, Who};
+pub use gate::{
+    Answer, Approver, BrokerGate, Clock, GateSettings, MAX_SHOWN_ARGUMENTS, NobodyToAsk, Question,
+    Who,
+};
 pub use mcp::{McpServer, McpServers, McpTimeouts};
 
 /// One call as the model made it.
@@ -98,7 +102,10 @@ pub fn broker_tool_definitions() -> Vec<Value> {
         ),
         function(
             "git",
-            "Run one git subcommand in cwd (absolute).",
+            &format!(
+                "Run one git subcommand in cwd (absolute), in this run's own repository (its history is the base commit only). Offered: {}.",
+                broker::git::SUBCOMMANDS.join(", ")
+            ),
             json!({"subcommand": string, "args": {"type": "array", "items": string}, "cwd": string}),
             &["subcommand", "cwd"],
         ),

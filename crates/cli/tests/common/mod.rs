@@ -5,6 +5,7 @@ pub mod model;
 
 /// A `[store]` section on the Postgres of `SWITCHBOARD_TEST_POSTGRES_URL`, in a schema of its
 /// own so concurrent tests never see each other's runs.
+#[allow(dead_code)] // not every test binary runs on Postgres
 pub fn postgres_store_section() -> String {
     let url = std::env::var("SWITCHBOARD_TEST_POSTGRES_URL")
         .expect("SWITCHBOARD_TEST_POSTGRES_URL is not set");

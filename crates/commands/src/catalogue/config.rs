@@ -8,6 +8,7 @@ use store::ConfigValue;
 
 use super::friction::PROPOSAL_PREFIX;
 use super::{ok, store_failed};
+use crate::agent_run::DEFAULT_REPO_KEY;
 use crate::{Args, Ctx, Refusal, Registry, Reply, ReplyKind, replies};
 
 /// The config keys `mcp add` writes: `mcp.<server name>`, valued the server's URL.
@@ -87,7 +88,8 @@ fn check_key(ctx: &Ctx<'_>, key: &str) -> Result<(), Reply> {
         (store::repos::KEY_PREFIX, "repo add|remove"),
         (PROPOSAL_PREFIX, "friction propose"),
     ] {
-        if key.starts_with(prefix) {
+        // `repo.default` is a channel's repo, not a repo of the family (no slug is `default`).
+        if key.starts_with(prefix) && key != DEFAULT_REPO_KEY {
             return Err(usage(
                 ctx,
                 &format!("`{prefix}*` keys are managed with `{owner}`"),
@@ -174,6 +176,19 @@ pub fn set<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
             return refused;
         }
         let value = args.text("value").unwrap_or_default().to_owned();
+        if key == DEFAULT_REPO_KEY {
+            if matches!(tier, ConfigTier::User(_)) {
+                return usage(
+                    ctx,
+                    &format!(
+                        "`{DEFAULT_REPO_KEY}` is set on a channel (`--channel C`) or the org (`--org`), not a user"
+                    ),
+                );
+            }
+            if let Err(e) = authz_core::RepoSlug::parse(value.trim()) {
+                return usage(ctx, &format!("`{DEFAULT_REPO_KEY}` names a repo: {e}"));
+            }
+        }
         let v = ConfigValue {
             tier: tier.clone(),
             key: key.clone(),

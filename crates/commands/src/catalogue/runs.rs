@@ -37,6 +37,12 @@ pub(crate) async fn load_run(
     }
 }
 
+/// The branch a run in a repo keeps its changes on (its workspace is made from the repo's base
+/// and its changes kept there when it ends).
+fn branch_of(r: &RunRecord) -> Option<String> {
+    r.repo.as_ref().map(|_| crate::ports::run_branch(&r.id))
+}
+
 pub(crate) fn run_json(r: &RunRecord) -> serde_json::Value {
     json!({
         "id": r.id.as_str(),
@@ -46,6 +52,7 @@ pub(crate) fn run_json(r: &RunRecord) -> serde_json::Value {
         "user": r.user_id.as_str(),
         "agent": r.agent,
         "repo": r.repo.as_ref().map(|x| x.as_str()),
+        "branch": branch_of(r),
         "surface": r.surface,
         "request": r.request,
         "answer": r.answer,
@@ -237,6 +244,11 @@ pub(crate) fn run_reply(run: &RunRecord, now: store::Timestamp) -> Reply {
     );
     if let Some(repo) = &run.repo {
         text.push_str(&format!("repo     {repo}\n"));
+    }
+    if let Some(branch) = branch_of(run) {
+        text.push_str(&format!(
+            "branch   {branch} (its changes, in the repo's repository, on top of the commit it started from)\n"
+        ));
     }
     if let Some(parent) = &run.parent_run {
         text.push_str(&format!("parent   {parent} (started by its agent)\n"));

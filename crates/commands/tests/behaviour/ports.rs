@@ -136,7 +136,7 @@ async fn an_agent_token_acts_for_the_runs_principal_only_while_the_run_is_live()
         .unwrap();
     assert!(authorize(&admins_agent.actor, &write, &org).is_allow());
     // Any run the agent starts is its own run's child: a repo run as much as an `ask`.
-    let workspace = tempfile::tempdir().unwrap();
+    let workspace = crate::harness::git_repository();
     let add = format!("repo add acme/tools --path {}", workspace.path().display());
     let added = w.say(&w.caller("slack:UADMIN"), &add).await;
     assert_eq!(added.kind, ReplyKind::Ok, "{}", added.text);

@@ -224,7 +224,13 @@ impl Server {
 
     /// The token and MCP URL the holder agent of run `id` was handed.
     pub async fn holder_env(&self, id: &RunId) -> (String, String) {
-        let file = self.data.join("scratch").join(format!("token-{id}"));
+        // Written in the run's own workspace.
+        let file = self
+            .data
+            .join("runs")
+            .join(id.as_str())
+            .join("work")
+            .join(format!("token-{id}"));
         for _ in 0..500 {
             if let Ok(text) = std::fs::read_to_string(&file)
                 && let Some((token, url)) = text.split_once('\n')

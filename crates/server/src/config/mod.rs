@@ -94,6 +94,8 @@ pub struct LoadedConfig {
     pub access: Option<AccessConfig>,
     /// `[agent_policy]` and `[[agent_grants]]`: what the broker decides tool calls with.
     pub tool_policy: ToolPolicyConfig,
+    /// `[repos]`.
+    pub repos: dispatch::RepoSettings,
 }
 
 /// The org's agent policy rules and the configured grants (docs/broker.md).
@@ -280,6 +282,11 @@ pub enum BackendSpec {
 }
 
 impl BackendSpec {
+    /// Whether the back end works in a directory: each of its runs then gets one of its own.
+    pub fn works_in_a_directory(&self) -> bool {
+        matches!(self, BackendSpec::Command { .. }) || self.tool_model().is_some()
+    }
+
     /// The model of a back end whose agent calls tools through the broker (`openai`); `None`
     /// for the others.
     pub fn tool_model(&self) -> Option<&str> {
@@ -482,7 +489,27 @@ pub fn parse(source: Source, text: &str) -> Result<LoadedConfig, LoadError> {
         agent_specs,
         schedules,
         tool_policy,
+        repos: repos(&sections.repos),
     })
+}
+
+/// `[repos]`, its defaults where a key is absent.
+fn repos(section: &sections::ReposSection) -> dispatch::RepoSettings {
+    let default = dispatch::RepoSettings::default();
+    dispatch::RepoSettings {
+        fetch_interval: section
+            .fetch_interval_seconds
+            .map_or(default.fetch_interval, |w| {
+                std::time::Duration::from_secs(w.0)
+            }),
+        branch_retention: match section.branch_retention_days {
+            None => default.branch_retention,
+            Some(sections::Whole(0)) => None,
+            Some(sections::Whole(days)) => Some(std::time::Duration::from_secs(
+                days.saturating_mul(24 * 3600),
+            )),
+        },
+    }
 }
 
 /// `[[schedules]]`: each a unique name (not a built-in one), a cron and zone that parse, and

@@ -282,4 +282,17 @@ pub struct FileSections {
     pub agent_policy: Option<broker::file::OrgPolicyToml>,
     #[serde(default)]
     pub agent_grants: Vec<Spanned<broker::GrantSpec>>,
+    #[serde(default)]
+    pub repos: ReposSection,
+}
+
+/// `[repos]`: how URL repos are refetched and run branches kept.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReposSection {
+    /// A URL repo is fetched again before a run when its last fetch is older than this
+    /// (0: before every run).
+    pub fetch_interval_seconds: Option<Whole>,
+    /// A run's branch is deleted once the run is older than this many days (0: kept).
+    pub branch_retention_days: Option<Whole>,
 }

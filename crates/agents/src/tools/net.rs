@@ -1,0 +1,127 @@
+//! Where `http_fetch` may connect: the address a name resolves to is checked once, and the
+//! connection goes to that checked address. An internal address (loopback, private,
+//! link-local, the metadata address, shared address space, multicast, unspecified, and the
+//! IPv4-mapped, IPv4-compatible, NAT64 and 6to4 forms of these) is refused unless the grant
+//! that allowed the call names that address literally.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+/// Whether `ip` is internal: not somewhere a grant's host name may lead without naming it.
+pub fn is_internal(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => internal_v4(v4),
+        IpAddr::V6(v6) => internal_v6(v6),
+    }
+}
+
+fn internal_v4(ip: Ipv4Addr) -> bool {
+    let [a, b, ..] = ip.octets();
+    ip.is_loopback() // 127.0.0.0/8
+        || ip.is_private() // 10/8, 172.16/12, 192.168/16
+        || ip.is_link_local() // 169.254/16, the metadata address among them
+        || ip.is_multicast() // 224/4
+        || ip.is_broadcast()
+        || a == 0 // 0.0.0.0/8
+        || (a == 100 && (64..=127).contains(&b)) // 100.64/10, shared address space
+        || a >= 240 // reserved
+        || (a == 192 && b == 0 && ip.octets()[2] == 0) // 192.0.0.0/24, protocol assignments
+        || (a == 198 && (b == 18 || b == 19)) // 198.18/15, benchmarking
+}
+
+fn internal_v6(ip: Ipv6Addr) -> bool {
+    if let Some(v4) = embedded_v4(ip) {
+        return internal_v4(v4);
+    }
+    let first = ip.segments()[0];
+    ip.is_loopback() // ::1
+        || ip.is_unspecified() // ::
+        || ip.is_multicast() // ff00::/8
+        || (first & 0xfe00) == 0xfc00 // fc00::/7, unique local
+        || (first & 0xffc0) == 0xfe80 // fe80::/10, link-local
+        || (first & 0xffc0) == 0xfec0 // fec0::/10, site-local (deprecated)
+}
+
+/// The IPv4 address an IPv6 address carries: mapped (`::ffff:a.b.c.d`), compatible
+/// (`::a.b.c.d`), NAT64 (`64:ff9b::/96`) or 6to4 (`2002:AABB:CCDD::/48`).
+fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
+    let s = ip.segments();
+    let tail = || Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
+    if let Some(v4) = ip.to_ipv4_mapped() {
+        return Some(v4);
+    }
+    if s[..6] == [0, 0, 0, 0, 0, 0] && !ip.is_loopback() && !ip.is_unspecified() {
+        return Some(tail());
+    }
+    if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+        return Some(tail());
+    }
+    if s[0] == 0x2002 {
+        return Some(Ipv4Addr::new(
+            (s[1] >> 8) as u8,
+            s[1] as u8,
+            (s[2] >> 8) as u8,
+            s[2] as u8,
+        ));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn internal_addresses_in_every_form() {
+        for internal in [
+            "127.0.0.1",
+            "127.255.0.9",
+            "10.1.2.3",
+            "172.16.0.1",
+            "172.31.255.255",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "100.127.255.255",
+            "0.0.0.0",
+            "0.1.2.3",
+            "224.0.0.1",
+            "239.255.255.255",
+            "255.255.255.255",
+            "240.0.0.1",
+            "::1",
+            "::",
+            "fc00::1",
+            "fd12:3456::1",
+            "fe80::1",
+            "ff02::1",
+            "::ffff:127.0.0.1",
+            "::ffff:169.254.169.254",
+            "::ffff:10.0.0.1",
+            "::127.0.0.1",
+            "64:ff9b::a9fe:a9fe",
+            "2002:7f00:1::1",
+            "2002:a9fe:a9fe::1",
+        ] {
+            let ip: IpAddr = internal.parse().unwrap();
+            assert!(is_internal(ip), "{internal} passed as public");
+        }
+    }
+
+    #[test]
+    fn public_addresses_pass() {
+        for public in [
+            "93.184.216.34",
+            "8.8.8.8",
+            "172.32.0.1",
+            "100.128.0.1",
+            "192.169.0.1",
+            "2606:4700::1111",
+            "::ffff:93.184.216.34",
+            "64:ff9b::808:808",
+            "2002:0808:0808::1",
+        ] {
+            let ip: IpAddr = public.parse().unwrap();
+            assert!(!is_internal(ip), "{public} refused as internal");
+        }
+    }
+}

@@ -1,0 +1,491 @@
+//! A repo's base: the commit every run in it starts from, and what the base says of runs.
+//!
+//! - A `--path` repo's base is its checked-out `HEAD` commit (uncommitted and untracked files
+//!   are not part of it). A path that is not the top of a git repository is refused.
+//! - A URL repo's base is the default branch of Switchboard's mirror of it
+//!   (`<data_dir>/repos/<owner>/<name>.git`), fetched again before a run when its last fetch
+//!   is older than `[repos] fetch_interval_seconds`.
+//!
+//! The project's policy (`.switchboard/agent-policy.toml`) is read here, from the base commit,
+//! once, before the run's workspace exists: nothing any run writes is read as policy.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use authz_core::RepoSlug;
+use broker::file::{PROJECT_POLICY_FILE, ProjectPolicy};
+use store::Store;
+use store::repos::{self, RepoSource};
+
+use super::WorkspaceError;
+use super::git::Git;
+
+/// The most of a policy file read.
+const MAX_POLICY_BYTES: usize = 1024 * 1024;
+
+/// The ref a URL mirror keeps its fetched default branch at.
+const MIRROR_BASE: &str = "refs/switchboard/base";
+/// The file whose time says when a mirror was last fetched.
+const FETCHED: &str = "switchboard-fetched";
+
+/// A tree entry of the base commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Entry {
+    pub mode: String,
+    /// `blob`, `tree` or `commit` (a submodule).
+    pub kind: String,
+    pub oid: String,
+    pub path: String,
+}
+
+impl Entry {
+    pub fn is_symlink(&self) -> bool {
+        self.mode == "120000"
+    }
+}
+
+/// The base a run's workspace is made from.
+#[derive(Debug, Clone)]
+pub(crate) struct Base {
+    pub slug: RepoSlug,
+    /// The repository holding the base (the user's `.git`, or the mirror).
+    pub git_dir: PathBuf,
+    /// Its object directory (a linked worktree's objects live in the common directory).
+    pub objects: PathBuf,
+    pub commit: String,
+    /// The base commit's root tree.
+    pub root_tree: String,
+    /// `sha1` or `sha256`.
+    pub object_format: String,
+    /// Every entry of the base's tree, recursively, trees included.
+    pub tree: Vec<Entry>,
+    /// The project's policy, read from the base commit.
+    pub policy: ProjectPolicy,
+    /// The denied names that are files of the base (their bytes never leave the base).
+    pub denied_entries: Vec<Entry>,
+}
+
+impl Base {
+    pub(super) fn git(&self) -> Git {
+        Git::at(&self.git_dir)
+    }
+}
+
+/// Serialises fetches of one mirror in this process (another process's fetch is kept out by
+/// git's own lock files).
+#[derive(Default)]
+pub(crate) struct MirrorLocks(Mutex<HashMap<RepoSlug, Arc<tokio::sync::Mutex<()>>>>);
+
+impl MirrorLocks {
+    fn of(&self, slug: &RepoSlug) -> Arc<tokio::sync::Mutex<()>> {
+        let mut map = match self.0.lock() {
+            Ok(m) => m,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        map.entry(slug.clone()).or_default().clone()
+    }
+}
+
+/// How URL repos are kept.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Fetching {
+    pub interval: Duration,
+}
+
+/// The repo's source, or why it has none usable.
+pub(crate) async fn source(
+    store: &dyn Store,
+    slug: &RepoSlug,
+) -> Result<RepoSource, WorkspaceError> {
+    let source = repos::source(store, slug)
+        .await
+        .map_err(|_| WorkspaceError::Store(slug.clone()))?
+        .ok_or_else(|| WorkspaceError::NotConfigured(slug.clone()))?;
+    match source {
+        RepoSource::Unset | RepoSource::Unreadable => Err(WorkspaceError::BadSource(slug.clone())),
+        usable => Ok(usable),
+    }
+}
+
+/// The base of `slug`, its tree listed and its policy read.
+pub(crate) async fn resolve(
+    store: &dyn Store,
+    data_dir: &Path,
+    locks: &MirrorLocks,
+    fetching: Fetching,
+    slug: &RepoSlug,
+) -> Result<Base, WorkspaceError> {
+    let (git_dir, commit) = match source(store, slug).await? {
+        RepoSource::Path(path) => checkout(slug, Path::new(&path)).await?,
+        RepoSource::Url(url) => mirror(data_dir, locks, fetching, slug, &url).await?,
+        RepoSource::Unset | RepoSource::Unreadable => {
+            return Err(WorkspaceError::BadSource(slug.clone()));
+        }
+    };
+    let git = Git::at(&git_dir);
+    let fail = |e: super::git::GitError| WorkspaceError::Git {
+        slug: slug.clone(),
+        detail: e.to_string(),
+    };
+    let facts = git
+        .text([
+            "rev-parse",
+            "--show-object-format",
+            "--path-format=absolute",
+            "--git-path",
+            "objects",
+            &format!("{commit}^{{tree}}"),
+        ])
+        .await
+        .map_err(fail)?;
+    let mut lines = facts.lines();
+    let (Some(object_format), Some(objects), Some(root_tree)) =
+        (lines.next(), lines.next(), lines.next())
+    else {
+        return Err(WorkspaceError::Git {
+            slug: slug.clone(),
+            detail: format!("rev-parse answered {facts:?}"),
+        });
+    };
+    let (object_format, objects, root_tree) = (
+        object_format.to_owned(),
+        PathBuf::from(objects),
+        root_tree.to_owned(),
+    );
+    let listing = git
+        .run(["ls-tree", "-r", "-t", "-z", "--full-tree", &commit])
+        .await
+        .map_err(fail)?;
+    let tree = parse_tree(&listing).ok_or_else(|| WorkspaceError::Git {
+        slug: slug.clone(),
+        detail: "the base's tree listing did not read".to_owned(),
+    })?;
+    let short: String = commit.chars().take(12).collect();
+    let policy = read_policy(&git, slug, &short, &tree).await?;
+    let denied_entries = denied_entries(slug, &policy, &tree)?;
+    Ok(Base {
+        slug: slug.clone(),
+        git_dir,
+        objects,
+        commit,
+        root_tree,
+        object_format,
+        tree,
+        policy,
+        denied_entries,
+    })
+}
+
+/// A local checkout: its git directory and its `HEAD` commit.
+async fn checkout(slug: &RepoSlug, path: &Path) -> Result<(PathBuf, String), WorkspaceError> {
+    let not_repo = || WorkspaceError::NotARepository {
+        slug: slug.clone(),
+        path: path.display().to_string(),
+    };
+    if !path.is_dir() {
+        return Err(WorkspaceError::MissingPath {
+            slug: slug.clone(),
+            path: path.display().to_string(),
+        });
+    }
+    // Found from the path alone: a `.git` directory or file at its top, or the path itself
+    // when it is a bare repository. Never a repository above it.
+    let git_dir = if path.join(".git").exists() {
+        path.join(".git")
+    } else {
+        path.to_owned()
+    };
+    let git = Git::at(&git_dir);
+    let dir = git
+        .text(["rev-parse", "--absolute-git-dir"])
+        .await
+        .map_err(|_| not_repo())?;
+    let git = Git::at(&dir);
+    let commit = git
+        .text(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
+        .await
+        .map_err(|_| WorkspaceError::NoCommits(slug.clone()))?;
+    if commit.is_empty() {
+        return Err(WorkspaceError::NoCommits(slug.clone()));
+    }
+    Ok((PathBuf::from(dir), commit))
+}
+
+/// A URL repo's mirror, cloned at its first run and fetched again when its last fetch is
+/// older than the interval; its base commit.
+async fn mirror(
+    data_dir: &Path,
+    locks: &MirrorLocks,
+    fetching: Fetching,
+    slug: &RepoSlug,
+    url: &str,
+) -> Result<(PathBuf, String), WorkspaceError> {
+    let dir = data_dir
+        .join("repos")
+        .join(format!("{}.git", slug.as_str().to_ascii_lowercase()));
+    let lock = locks.of(slug);
+    let _held = lock.lock().await;
+    let fail = |detail: String| WorkspaceError::Clone {
+        slug: slug.clone(),
+        detail,
+    };
+    if !dir.join(FETCHED).is_file() {
+        clone(data_dir, &dir, slug, url).await?;
+    } else if fetched_before(&dir, fetching.interval) {
+        let fetched = Git::at(&dir)
+            .operator()
+            .network([
+                "fetch",
+                "--quiet",
+                "--no-tags",
+                "--depth",
+                "1",
+                "origin",
+                &format!("+HEAD:{MIRROR_BASE}"),
+            ])
+            .await;
+        match fetched {
+            Ok(()) => mark_fetched(&dir).map_err(&fail)?,
+            // The base fetched last time stands; the run says so in its events.
+            Err(e) => {
+                tracing::warn!(repo = %slug, error = %e, "fetching a repo failed; its runs start from the last fetch")
+            }
+        }
+    }
+    let commit = Git::at(&dir)
+        .text([
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("{MIRROR_BASE}^{{commit}}"),
+        ])
+        .await
+        .map_err(|e| fail(e.to_string()))?;
+    Ok((dir, commit))
+}
+
+/// Clones into a staging name, then renames into place (a clone cut short leaves nothing).
+async fn clone(
+    data_dir: &Path,
+    dir: &Path,
+    slug: &RepoSlug,
+    url: &str,
+) -> Result<(), WorkspaceError> {
+    let fail = |detail: String| WorkspaceError::Clone {
+        slug: slug.clone(),
+        detail,
+    };
+    let parent = dir.parent().unwrap_or(data_dir).to_path_buf();
+    tokio::fs::create_dir_all(&parent)
+        .await
+        .map_err(|e| fail(format!("creating {}: {e}", parent.display())))?;
+    let staging = parent.join(format!(
+        ".clone-{}",
+        crate::tokens::random_token().map_err(|e| fail(e.to_string()))?
+    ));
+    let cloned = Git::outside()
+        .operator()
+        .network([
+            OsArg::from("clone"),
+            "--quiet".into(),
+            "--bare".into(),
+            "--no-tags".into(),
+            "--depth".into(),
+            "1".into(),
+            "--template=".into(),
+            "--".into(),
+            url.into(),
+            staging.clone().into_os_string(),
+        ])
+        .await;
+    let marked = match cloned {
+        Ok(()) => {
+            let git = Git::at(&staging);
+            let head = git
+                .text(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"])
+                .await
+                .map_err(|e| fail(e.to_string()))?;
+            git.run(["update-ref", MIRROR_BASE, &head])
+                .await
+                .map_err(|e| fail(e.to_string()))?;
+            mark_fetched(&staging).map_err(&fail)
+        }
+        Err(e) => Err(fail(e.detail)),
+    };
+    if let Err(e) = marked {
+        let _ = tokio::fs::remove_dir_all(&staging).await;
+        return Err(e);
+    }
+    if let Some(old) = dir.exists().then(|| dir.with_extension("git.old")) {
+        // A mirror from before without its fetch mark: replaced.
+        let _ = tokio::fs::rename(dir, &old).await;
+        let _ = tokio::fs::remove_dir_all(&old).await;
+    }
+    match tokio::fs::rename(&staging, dir).await {
+        Ok(()) => Ok(()),
+        // Another process cloned it first: theirs stands.
+        Err(_) if dir.join(FETCHED).is_file() => {
+            let _ = tokio::fs::remove_dir_all(&staging).await;
+            Ok(())
+        }
+        Err(e) => Err(fail(format!("moving the clone into place: {e}"))),
+    }
+}
+
+type OsArg = std::ffi::OsString;
+
+fn mark_fetched(dir: &Path) -> Result<(), String> {
+    std::fs::write(dir.join(FETCHED), b"")
+        .map_err(|e| format!("marking {} fetched: {e}", dir.display()))
+}
+
+/// Whether the mirror's last fetch is older than `interval` (an unreadable time counts).
+fn fetched_before(dir: &Path, interval: Duration) -> bool {
+    std::fs::metadata(dir.join(FETCHED))
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| SystemTime::now().duration_since(t).ok())
+        .is_none_or(|age| age >= interval)
+}
+
+/// `ls-tree -r -t -z` output: `<mode> <type> <oid>\t<path>\0`…
+pub(crate) fn parse_tree(listing: &[u8]) -> Option<Vec<Entry>> {
+    listing
+        .split(|b| *b == 0)
+        .filter(|record| !record.is_empty())
+        .map(|record| {
+            let record = std::str::from_utf8(record).ok()?;
+            let (meta, path) = record.split_once('\t')?;
+            let mut parts = meta.split(' ');
+            let (mode, kind, oid) = (parts.next()?, parts.next()?, parts.next()?);
+            Some(Entry {
+                mode: mode.to_owned(),
+                kind: kind.to_owned(),
+                oid: oid.to_owned(),
+                path: path.to_owned(),
+            })
+        })
+        .collect()
+}
+
+/// The policy file of the base commit, parsed whole: none is the empty policy. A file that is
+/// not a plain file, too large or not UTF-8 is a fault, like one that does not parse.
+async fn read_policy(
+    git: &Git,
+    slug: &RepoSlug,
+    short: &str,
+    tree: &[Entry],
+) -> Result<ProjectPolicy, WorkspaceError> {
+    let Some(entry) = tree.iter().find(|e| e.path == PROJECT_POLICY_FILE) else {
+        return Ok(ProjectPolicy::default());
+    };
+    let file = format!("{slug}@{short}:{PROJECT_POLICY_FILE}");
+    let fault = |message: &str| WorkspaceError::Policy(format!("{file}:0:0: {message}"));
+    if entry.kind != "blob" || entry.is_symlink() {
+        return Err(fault(
+            "must be a file committed as it is, not a link or a directory",
+        ));
+    }
+    let bytes = git
+        .run(["cat-file", "blob", &entry.oid])
+        .await
+        .map_err(|e| fault(&format!("cannot be read: {e}")))?;
+    if bytes.len() > MAX_POLICY_BYTES {
+        return Err(fault("is larger than 1 MiB"));
+    }
+    let text = String::from_utf8(bytes).map_err(|_| fault("is not UTF-8"))?;
+    let dirs: BTreeSet<&str> = tree
+        .iter()
+        .filter(|e| e.kind == "tree")
+        .map(|e| e.path.as_str())
+        .collect();
+    let is_dir = |name: &str| dirs.contains(name);
+    broker::file::parse_project(&text, Path::new(&file), &is_dir)
+        .map_err(|e| WorkspaceError::Policy(e.to_string()))
+}
+
+/// The base's entries at denied names. A denied name under a directory that is a symbolic
+/// link in the base is refused: its bytes would be in the tree under the link's target.
+fn denied_entries(
+    slug: &RepoSlug,
+    policy: &ProjectPolicy,
+    tree: &[Entry],
+) -> Result<Vec<Entry>, WorkspaceError> {
+    let by_path: HashMap<&str, &Entry> = tree.iter().map(|e| (e.path.as_str(), e)).collect();
+    let mut out = Vec::new();
+    for name in &policy.deny_read {
+        let mut prefix = String::new();
+        for segment in name.split('/') {
+            if !prefix.is_empty() {
+                if by_path.get(prefix.as_str()).is_some_and(|e| e.is_symlink()) {
+                    return Err(WorkspaceError::Policy(format!(
+                        "{slug}:{PROJECT_POLICY_FILE}: deny_read {name:?}: {prefix} is a symbolic link in the repository, so the name would reach another file; name the file at its real path"
+                    )));
+                }
+                prefix.push('/');
+            }
+            prefix.push_str(segment);
+        }
+        if let Some(entry) = by_path.get(name.as_str()) {
+            if entry.is_symlink() {
+                return Err(WorkspaceError::Policy(format!(
+                    "{slug}:{PROJECT_POLICY_FILE}: deny_read {name:?} is a symbolic link in the repository; name the file it points to"
+                )));
+            }
+            out.push((*entry).clone());
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tree_listings_parse_and_bad_ones_do_not() {
+        let listing =
+            b"040000 tree aa\tsrc\x00100644 blob bb\tsrc/a b.rs\x00120000 blob cc\tlink\x00";
+        let tree = parse_tree(listing).unwrap();
+        assert_eq!(tree.len(), 3);
+        assert_eq!(tree[1].path, "src/a b.rs");
+        assert!(tree[2].is_symlink());
+        assert!(parse_tree(b"100644 blob\x00").is_none());
+        assert!(parse_tree(b"\xff\xfe\t\x00").is_none());
+        assert_eq!(parse_tree(b"").unwrap(), vec![]);
+    }
+
+    #[test]
+    fn a_denied_name_under_a_linked_directory_is_refused() {
+        let slug = RepoSlug::parse("acme/web").unwrap();
+        let entry = |mode: &str, kind: &str, path: &str| Entry {
+            mode: mode.into(),
+            kind: kind.into(),
+            oid: "00".into(),
+            path: path.into(),
+        };
+        let tree = vec![
+            entry("120000", "blob", "config"),
+            entry("040000", "tree", "real"),
+            entry("100644", "blob", "real/secret.toml"),
+            entry("100644", "blob", ".env"),
+            entry("120000", "blob", "pointer"),
+        ];
+        let policy = |names: &[&str]| ProjectPolicy {
+            deny_read: names.iter().map(|n| n.to_string()).collect(),
+            ..ProjectPolicy::default()
+        };
+        assert!(denied_entries(&slug, &policy(&["config/secret.toml"]), &tree).is_err());
+        assert!(denied_entries(&slug, &policy(&["pointer"]), &tree).is_err());
+        let found = denied_entries(
+            &slug,
+            &policy(&["real/secret.toml", ".env", "absent"]),
+            &tree,
+        )
+        .unwrap();
+        let paths: Vec<&str> = found.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(paths, ["real/secret.toml", ".env"]);
+    }
+}

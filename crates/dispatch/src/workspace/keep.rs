@@ -1,0 +1,476 @@
+//! Keeping what a run changed, when it ends, as commits on `switchboard/<run id>` in the
+//! repo's base repository (the user's checkout, or the mirror), on top of the base commit.
+//!
+//! The run's repository was the run's to write, so nothing of it is trusted: its objects are
+//! copied (regular files only) into a repository of Switchboard's own, its branch's tip is
+//! read from its ref files (never through its config), and each commit is rebuilt as the
+//! base plus the changes it may keep. A change to a denied name or to `.switchboard/` is never
+//! kept (so the stub is never committed over the real file, and the branch merges cleanly), a
+//! submodule entry is not kept, and a kept change must refer to an object the run itself
+//! has: an entry naming a blob it only knew by its hash is refused, never resolved from the
+//! base's objects. What it left uncommitted is kept as one last commit. Only then are the new
+//! objects written into the base repository (checked by git's `index-pack --strict`) and the
+//! run's own branch moved, from the base to the last kept commit; no other ref is written.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use agents::sandbox::POLICY_DIR;
+use authz_core::RunId;
+
+use super::WorkspaceError;
+use super::base::Base;
+use super::git::{Git, GitError};
+use super::make::{RunDir, branch};
+
+/// The most commits of a run that are kept (its first-parent chain).
+const MAX_COMMITS: usize = 1000;
+/// The most of a commit message kept.
+const MAX_MESSAGE: usize = 64 * 1024;
+
+/// What was kept of a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Kept {
+    pub branch: String,
+    /// Commits on the branch beyond the base.
+    pub commits: usize,
+    /// Paths whose changes were not kept (denied names, `.switchboard/`, submodules).
+    pub dropped: BTreeSet<String>,
+    /// What the person should know (a branch that was gone, history that was rewritten).
+    pub notes: Vec<String>,
+}
+
+fn fail(e: GitError) -> WorkspaceError {
+    WorkspaceError::Keep(e.to_string())
+}
+
+/// Keeps the run's changes on its branch.
+pub(crate) async fn keep(base: &Base, run: &RunId, dir: &RunDir) -> Result<Kept, WorkspaceError> {
+    let work = dir.work();
+    let run_git = work.join(".git");
+    let keep_dir = dir.keep();
+    Git::outside()
+        .run([
+            "init".into(),
+            "--quiet".into(),
+            "--bare".into(),
+            "--template=".into(),
+            format!("--object-format={}", base.object_format).into(),
+            keep_dir.clone().into_os_string(),
+        ])
+        .await
+        .map_err(fail)?;
+    copy_objects(&run_git.join("objects"), &keep_dir.join("objects")).await?;
+    tokio::fs::write(keep_dir.join("shallow"), format!("{}\n", base.commit))
+        .await
+        .map_err(|e| WorkspaceError::Keep(format!("{}: {e}", keep_dir.display())))?;
+    let mine = Git::at(&keep_dir);
+    let branch = branch(run);
+    let mut kept = Kept {
+        branch: branch.clone(),
+        commits: 0,
+        dropped: BTreeSet::new(),
+        notes: Vec::new(),
+    };
+    let tip = read_ref(&run_git, &format!("refs/heads/{branch}"), base)
+        .filter(|tip| tip == &base.commit || is_hex(tip, base));
+    let commits = match &tip {
+        None => {
+            kept.notes
+                .push(format!("the run's branch {branch} was gone from its repository; only its working tree was kept"));
+            Vec::new()
+        }
+        Some(tip) if tip == &base.commit => Vec::new(),
+        Some(tip) => {
+            let descends = mine
+                .holds(["merge-base", "--is-ancestor", &base.commit, tip])
+                .await
+                .map_err(fail)?;
+            if descends {
+                first_parents(&mine, &base.commit, tip, &mut kept).await?
+            } else {
+                kept.notes.push(format!(
+                    "the run's branch {branch} did not descend from its base; its commits were not kept, only its working tree"
+                ));
+                Vec::new()
+            }
+        }
+    };
+    let index = dir.root.join("keep.index");
+    let mut parent = base.commit.clone();
+    let mut last_tree = base.root_tree.clone();
+    for commit in &commits {
+        let candidate = mine
+            .text(["rev-parse", &format!("{commit}^{{tree}}")])
+            .await
+            .map_err(fail)?;
+        let tree = kept_tree(&mine, base, &candidate, &index, &mut kept.dropped).await?;
+        if tree == last_tree {
+            continue;
+        }
+        let (author, message) = authored(&mine, commit).await?;
+        parent = commit_tree(&mine, run, &tree, &parent, Some(author), message).await?;
+        last_tree = tree;
+        kept.commits += 1;
+    }
+    // What it left uncommitted, as git would commit it (its .gitignore holds).
+    let start = tip.as_deref().unwrap_or(&base.commit);
+    let snapshot = Git::at(&keep_dir).work_tree(&work).index(&index);
+    snapshot.run(["read-tree", start]).await.map_err(fail)?;
+    snapshot.run(["add", "-A"]).await.map_err(fail)?;
+    let candidate = snapshot
+        .text(["write-tree", "--missing-ok"])
+        .await
+        .map_err(fail)?;
+    let tree = kept_tree(&mine, base, &candidate, &index, &mut kept.dropped).await?;
+    if tree != last_tree {
+        let message = format!("Uncommitted changes at the end of run {run}\n").into_bytes();
+        parent = commit_tree(&mine, run, &tree, &parent, None, message).await?;
+        kept.commits += 1;
+    }
+    if parent != base.commit {
+        let input = format!("{parent}\n^{}\n", base.commit).into_bytes();
+        mine.pipe(
+            &["pack-objects", "--revs", "--stdout", "-q"],
+            input,
+            &base.git(),
+            &["index-pack", "--stdin", "--strict"],
+        )
+        .await
+        .map_err(fail)?;
+        base.git()
+            .run([
+                "update-ref",
+                &format!("refs/heads/{branch}"),
+                &parent,
+                &base.commit,
+            ])
+            .await
+            .map_err(fail)?;
+    }
+    Ok(kept)
+}
+
+/// The run's commits from the base to `tip`, oldest first, following first parents.
+async fn first_parents(
+    git: &Git,
+    base: &str,
+    tip: &str,
+    kept: &mut Kept,
+) -> Result<Vec<String>, WorkspaceError> {
+    let listed = git
+        .text(["rev-list", "--first-parent", &format!("{base}..{tip}")])
+        .await
+        .map_err(fail)?;
+    let mut commits: Vec<String> = listed.lines().map(str::to_owned).collect();
+    if commits.len() > MAX_COMMITS {
+        kept.notes.push(format!(
+            "the run made {} commits; its last {MAX_COMMITS} were kept one by one, the rest only as their result",
+            commits.len()
+        ));
+        commits.truncate(MAX_COMMITS);
+    }
+    commits.reverse();
+    Ok(commits)
+}
+
+/// One change of a tree against the base's, from `diff-tree -r -z --raw`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Change {
+    new_mode: String,
+    new_oid: String,
+    deleted: bool,
+    path: String,
+}
+
+/// `:<old mode> <new mode> <old oid> <new oid> <status>\0<path>\0`…
+fn parse_changes(raw: &[u8]) -> Option<Vec<Change>> {
+    let mut fields = raw.split(|b| *b == 0).filter(|f| !f.is_empty());
+    let mut out = Vec::new();
+    while let Some(meta) = fields.next() {
+        let meta = std::str::from_utf8(meta).ok()?.strip_prefix(':')?;
+        let path = std::str::from_utf8(fields.next()?).ok()?;
+        let parts: Vec<&str> = meta.split(' ').collect();
+        let [_, new_mode, _, new_oid, status] = parts.as_slice() else {
+            return None;
+        };
+        out.push(Change {
+            new_mode: (*new_mode).to_owned(),
+            new_oid: (*new_oid).to_owned(),
+            deleted: status.starts_with('D'),
+            path: path.to_owned(),
+        });
+    }
+    Some(out)
+}
+
+/// Whether a change at `path` would touch a denied name or `.switchboard/`: the name itself,
+/// anything below it, or a directory above it.
+fn protected(path: &str, deny_read: &[String]) -> bool {
+    let related = |name: &str| {
+        path == name
+            || path
+                .strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with('/'))
+            || name
+                .strip_prefix(path)
+                .is_some_and(|rest| rest.starts_with('/'))
+    };
+    related(POLICY_DIR) || deny_read.iter().any(|d| related(d))
+}
+
+/// The tree kept for `candidate`: the base's, with `candidate`'s changes that may be kept.
+async fn kept_tree(
+    git: &Git,
+    base: &Base,
+    candidate: &str,
+    index: &Path,
+    dropped: &mut BTreeSet<String>,
+) -> Result<String, WorkspaceError> {
+    if candidate == base.root_tree {
+        return Ok(base.root_tree.clone());
+    }
+    let raw = git
+        .run([
+            "diff-tree",
+            "-r",
+            "-z",
+            "--no-renames",
+            &base.root_tree,
+            candidate,
+        ])
+        .await
+        .map_err(fail)?;
+    let changes = parse_changes(&raw)
+        .ok_or_else(|| WorkspaceError::Keep("the run's changes did not read".to_owned()))?;
+    let mut keep = Vec::new();
+    for change in changes {
+        if protected(&change.path, &base.policy.deny_read) || change.new_mode == "160000" {
+            dropped.insert(change.path);
+        } else {
+            keep.push(change);
+        }
+    }
+    if keep.is_empty() {
+        return Ok(base.root_tree.clone());
+    }
+    present(git, &keep).await?;
+    let edit = git.clone().index(index);
+    edit.run(["read-tree", &base.root_tree])
+        .await
+        .map_err(fail)?;
+    let zero = "0".repeat(base.commit.len());
+    let mut info = Vec::new();
+    // Deletions first, so a file can replace a directory and a directory a file.
+    for change in keep.iter().filter(|c| c.deleted) {
+        info.extend_from_slice(format!("0 {zero}\t{}\0", change.path).as_bytes());
+    }
+    for change in keep.iter().filter(|c| !c.deleted) {
+        info.extend_from_slice(
+            format!("{} {}\t{}\0", change.new_mode, change.new_oid, change.path).as_bytes(),
+        );
+    }
+    edit.input(["update-index", "-z", "--index-info"], info)
+        .await
+        .map_err(fail)?;
+    edit.text(["write-tree", "--missing-ok"])
+        .await
+        .map_err(fail)
+}
+
+/// Every kept change's blob is in the run's own objects: a change that names a blob only by
+/// its hash (a denied file's, say) is refused, never looked up in the base.
+async fn present(git: &Git, changes: &[Change]) -> Result<(), WorkspaceError> {
+    let wanted: Vec<&Change> = changes.iter().filter(|c| !c.deleted).collect();
+    if wanted.is_empty() {
+        return Ok(());
+    }
+    let input: String = wanted.iter().map(|c| format!("{}\n", c.new_oid)).collect();
+    let out = git
+        .input(["cat-file", "--batch-check"], input.into_bytes())
+        .await
+        .map_err(fail)?;
+    let out = String::from_utf8_lossy(&out);
+    let answers: Vec<&str> = out.lines().collect();
+    if answers.len() != wanted.len() {
+        return Err(WorkspaceError::Keep(
+            "the run's objects could not be checked".to_owned(),
+        ));
+    }
+    for (change, answer) in wanted.iter().zip(answers) {
+        if !answer.ends_with(|c: char| c.is_ascii_digit()) || !answer.contains(" blob ") {
+            return Err(WorkspaceError::Keep(format!(
+                "the run's change to {} refers to an object it does not have; nothing of the run was kept",
+                change.path
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A commit's author line (name, email, date) and message, as the run wrote them, cleaned of
+/// control characters and bounded.
+async fn authored(git: &Git, commit: &str) -> Result<([String; 3], Vec<u8>), WorkspaceError> {
+    let raw = git
+        .run(["log", "-1", "--format=%an%x00%ae%x00%aI%x00%B", commit])
+        .await
+        .map_err(fail)?;
+    let text = String::from_utf8_lossy(&raw);
+    let mut parts = text.splitn(4, '\0');
+    let mut field = || {
+        parts
+            .next()
+            .unwrap_or_default()
+            .chars()
+            .filter(|c| !c.is_control() && !matches!(c, '<' | '>'))
+            .take(200)
+            .collect::<String>()
+    };
+    let author = [field(), field(), field()];
+    let message: String = text
+        .splitn(4, '\0')
+        .nth(3)
+        .unwrap_or_default()
+        .chars()
+        .filter(|c| *c == '\n' || !c.is_control())
+        .take(MAX_MESSAGE)
+        .collect();
+    Ok((author, message.into_bytes()))
+}
+
+/// A commit of `tree` on `parent`, committed by the run; authored as the run's own commit was
+/// (when it made one).
+async fn commit_tree(
+    git: &Git,
+    run: &RunId,
+    tree: &str,
+    parent: &str,
+    author: Option<[String; 3]>,
+    message: Vec<u8>,
+) -> Result<String, WorkspaceError> {
+    let name = format!("Switchboard run {run}");
+    let email = format!("run-{run}@switchboard.invalid");
+    let [a_name, a_email, a_date] =
+        author.unwrap_or_else(|| [name.clone(), email.clone(), String::new()]);
+    let mut commit = git
+        .clone()
+        .with_env("GIT_COMMITTER_NAME", name)
+        .with_env("GIT_COMMITTER_EMAIL", email)
+        .with_env("GIT_AUTHOR_NAME", a_name)
+        .with_env("GIT_AUTHOR_EMAIL", a_email);
+    if !a_date.is_empty() {
+        commit = commit.with_env("GIT_AUTHOR_DATE", a_date);
+    }
+    let message = if message.iter().all(u8::is_ascii_whitespace) {
+        format!("Changes of run {run}\n").into_bytes()
+    } else {
+        message
+    };
+    commit
+        .input(["commit-tree", tree, "-p", parent], message)
+        .await
+        .map(|out| String::from_utf8_lossy(&out).trim().to_owned())
+        .map_err(fail)
+}
+
+fn is_hex(oid: &str, base: &Base) -> bool {
+    oid.len() == base.commit.len() && oid.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// The value of `name` in the run's repository, read from its ref files: a loose ref (a
+/// regular file holding an object id), else `packed-refs`. A symbolic ref is not followed.
+fn read_ref(git_dir: &Path, name: &str, base: &Base) -> Option<String> {
+    let regular = |path: &Path, max: u64| {
+        std::fs::symlink_metadata(path)
+            .ok()
+            .filter(|m| m.is_file() && m.len() <= max)
+            .and_then(|_| std::fs::read_to_string(path).ok())
+    };
+    if let Some(text) = regular(&git_dir.join(name), 256) {
+        let oid = text.trim();
+        return is_hex(oid, base).then(|| oid.to_ascii_lowercase());
+    }
+    let packed = regular(&git_dir.join("packed-refs"), 64 * 1024 * 1024)?;
+    packed.lines().find_map(|line| {
+        let (oid, refname) = line.split_once(' ')?;
+        (refname == name && is_hex(oid, base)).then(|| oid.to_ascii_lowercase())
+    })
+}
+
+/// Copies the run's object files (loose objects and packs; regular files only, never a link,
+/// never `info/`, so no alternates) into `to`.
+async fn copy_objects(from: &Path, to: &Path) -> Result<(), WorkspaceError> {
+    let (from, to) = (from.to_owned(), to.to_owned());
+    tokio::task::spawn_blocking(move || copy_tree(&from, &to, true))
+        .await
+        .map_err(|e| WorkspaceError::Keep(format!("copying the run's objects: {e}")))?
+}
+
+fn copy_tree(from: &Path, to: &Path, top: bool) -> Result<(), WorkspaceError> {
+    let io =
+        |path: &Path, e: std::io::Error| WorkspaceError::Keep(format!("{}: {e}", path.display()));
+    let entries = match std::fs::read_dir(from) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io(from, e)),
+    };
+    std::fs::create_dir_all(to).map_err(|e| io(to, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| io(from, e))?;
+        let name = entry.file_name();
+        if top && name == "info" {
+            continue;
+        }
+        let kind = entry.file_type().map_err(|e| io(&entry.path(), e))?;
+        let target = to.join(&name);
+        if kind.is_dir() && top {
+            copy_tree(&entry.path(), &target, false)?;
+        } else if kind.is_file() && std::fs::hard_link(entry.path(), &target).is_err() {
+            std::fs::copy(entry.path(), &target).map_err(|e| io(&target, e))?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn changes_parse_and_bad_listings_do_not() {
+        let raw = b":100644 100644 aa bb M\x00src/a.rs\x00:100644 000000 cc 00 D\x00gone\x00";
+        let changes = parse_changes(raw).unwrap();
+        assert_eq!(changes.len(), 2);
+        assert_eq!(changes[0].path, "src/a.rs");
+        assert!(!changes[0].deleted);
+        assert!(changes[1].deleted);
+        assert!(parse_changes(b":100644 aa M\x00x\x00").is_none());
+        assert!(parse_changes(b":100644 100644 aa bb M\x00").is_none());
+        assert!(parse_changes(b"100644 100644 aa bb M\x00x\x00").is_none());
+        assert_eq!(parse_changes(b"").unwrap(), vec![]);
+    }
+
+    #[test]
+    fn denied_names_and_the_policy_directory_are_protected_at_every_depth() {
+        let deny = vec!["config/secret.toml".to_owned(), ".env".to_owned()];
+        for path in [
+            "config/secret.toml",
+            "config/secret.toml/inner",
+            "config",
+            ".env",
+            ".switchboard",
+            ".switchboard/agent-policy.toml",
+            ".switchboard/new",
+        ] {
+            assert!(protected(path, &deny), "{path}");
+        }
+        for path in [
+            "config/other.toml",
+            "configs",
+            ".envrc",
+            "src/.switchboard-notes",
+        ] {
+            assert!(!protected(path, &deny), "{path}");
+        }
+    }
+}

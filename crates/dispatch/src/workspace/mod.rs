@@ -1,0 +1,174 @@
+//! A workspace per run.
+//!
+//! Every run whose agent works in a directory (a `command` agent, an `openai` agent with
+//! tools) gets one made for it alone, `<data_dir>/runs/<run id>/work`, before its agent
+//! starts, and removed when it ends (and, for a run a crash left behind, at the next start).
+//! Without a repo it is an empty directory. In a repo it is made from the repo's base
+//! ([`base`]): the policy is read from the base commit first, then the working tree and the
+//! run's own repository are made without a denied file's bytes ([`make`]); when the run ends,
+//! what it changed is kept as commits on `switchboard/<run id>` in the base repository
+//! ([`keep`]). No run writes the base's checkout, refs or objects: only Switchboard writes
+//! that one branch there, after the run.
+
+mod base;
+mod git;
+mod keep;
+mod make;
+
+use std::path::Path;
+use std::time::Duration;
+
+use agents::Workspace;
+use authz_core::{RepoSlug, RunId};
+use store::Store;
+
+pub(crate) use base::{Base, Fetching, MirrorLocks, resolve};
+pub(crate) use keep::keep;
+pub(crate) use make::{RunDir, branch, runs_dir};
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkspaceError {
+    #[error("repo {0} is not configured; add it with `repo add {0} --path P` or `--url U`")]
+    NotConfigured(RepoSlug),
+    #[error("repo {slug}: its path {path} is not a directory here")]
+    MissingPath { slug: RepoSlug, path: String },
+    #[error(
+        "repo {slug}: {path} is not the top of a git repository; a run works from a repository's committed HEAD, so point `repo add {slug} --path` at a checkout (or `git init` and commit there)"
+    )]
+    NotARepository { slug: RepoSlug, path: String },
+    #[error(
+        "repo {0} has no commits; a run starts from the repository's HEAD commit, so commit first"
+    )]
+    NoCommits(RepoSlug),
+    /// The source itself is not repeated: a clone URL may carry credentials.
+    #[error("repo {0} has no usable source; set one with `repo add {0} --path P` or `--url U`")]
+    BadSource(RepoSlug),
+    #[error("repo {slug}: git clone failed ({detail})")]
+    Clone { slug: RepoSlug, detail: String },
+    #[error("repo {slug}: {detail}")]
+    Git { slug: RepoSlug, detail: String },
+    #[error("reading repo {0}'s config failed")]
+    Store(RepoSlug),
+    /// The project's policy file does not parse: `file:line:column: what was expected`.
+    #[error("{0}")]
+    Policy(String),
+    #[error("the run's workspace could not be made: {0}")]
+    Make(String),
+    #[error("the run's changes could not be kept: {0}")]
+    Keep(String),
+}
+
+/// How repos are kept (`[repos]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RepoSettings {
+    /// A URL repo is fetched again before a run when its last fetch is older than this.
+    pub fetch_interval: Duration,
+    /// A run's branch `switchboard/<run id>` is deleted once the run is older than this;
+    /// `None` keeps them all.
+    pub branch_retention: Option<Duration>,
+}
+
+impl Default for RepoSettings {
+    fn default() -> Self {
+        RepoSettings {
+            fetch_interval: Duration::from_secs(60),
+            branch_retention: Some(Duration::from_secs(30 * 24 * 3600)),
+        }
+    }
+}
+
+/// Makes the workspace of a run in `base` (or of a run without a repo), in `dir`.
+pub(crate) async fn make(
+    base: Option<&Base>,
+    run: &RunId,
+    dir: &RunDir,
+) -> Result<Workspace, WorkspaceError> {
+    let made = match base {
+        Some(base) => {
+            let made = make::repo(base, run, dir).await;
+            if made.is_ok() {
+                // The run's own branch, in the base repository, from the base commit.
+                let zero = "0".repeat(base.commit.len());
+                base.git()
+                    .run([
+                        "update-ref",
+                        &format!("refs/heads/{}", branch(run)),
+                        &base.commit,
+                        &zero,
+                    ])
+                    .await
+                    .map_err(|e| WorkspaceError::Make(e.to_string()))?;
+            }
+            made
+        }
+        None => make::scratch(dir).await,
+    };
+    if made.is_err() {
+        remove(dir).await;
+    }
+    made
+}
+
+/// Removes a run's directory; one already gone is not an error.
+pub(crate) async fn remove(dir: &RunDir) {
+    let root = dir.root.clone();
+    let removed = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(&root)).await;
+    if let Ok(Err(e)) = removed
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        tracing::warn!(dir = %dir.root.display(), error = %e, "removing a run's workspace failed");
+    }
+}
+
+/// Removes the workspaces of runs that are not live (a crash left them): run at start, after
+/// the store's recovery. A directory whose run is live (another process's, sharing the data
+/// directory) or cannot be looked up is left. Returns how many were removed.
+pub async fn sweep(store: &dyn Store, data_dir: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(runs_dir(data_dir)) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(run) = name.to_str().and_then(|n| RunId::parse(n).ok()) else {
+            continue;
+        };
+        match store.get_run(&run).await {
+            Ok(Some(record)) if record.status.is_live() => continue,
+            Ok(_) => {}
+            Err(_) => continue,
+        }
+        remove(&RunDir::new(data_dir, &run)).await;
+        removed += 1;
+    }
+    removed
+}
+
+/// Deletes the base repository's run branches (`switchboard/<run id>`) of runs older than
+/// `retention`. A branch whose name is not a run id is left alone.
+pub(crate) async fn prune(base: &Base, retention: Duration, now: store::Timestamp) {
+    let listed = base
+        .git()
+        .text([
+            "for-each-ref",
+            "--format=%(refname)",
+            "refs/heads/switchboard/",
+        ])
+        .await;
+    let Ok(listed) = listed else {
+        return;
+    };
+    let oldest = now
+        .micros()
+        .saturating_sub(i64::try_from(retention.as_micros()).unwrap_or(i64::MAX));
+    for name in listed.lines() {
+        let Some(id) = name.strip_prefix("refs/heads/switchboard/") else {
+            continue;
+        };
+        let old =
+            RunId::parse(id).is_ok() && store::id_time(id).is_some_and(|at| at.micros() < oldest);
+        if old && let Err(e) = base.git().run(["update-ref", "-d", name]).await {
+            tracing::warn!(repo = %base.slug, error = %e, "deleting an old run branch failed");
+        }
+    }
+}
