@@ -47,7 +47,12 @@
 #   broker  `decide` over 100 grants (a read, a fetch, a call no grant covers) and the rule
 #           table over 1,000 rules (exact, prefix, unnamed), per call, in batches of 1,000
 #           (crates/broker/benches/decide.rs); then `sh -c true` bare and under bubblewrap,
-#           interleaved (crates/agents/benches/sandbox.rs). Installs bubblewrap if missing.
+#           interleaved (crates/agents/benches/sandbox.rs); the peak resident size of the
+#           process making a `shell` call that floods 300 MB of output, beside `true` and beside
+#           the same flood read whole (crates/agents/benches/flood.rs); and a run's own
+#           workspace in a repo of 10,000 files: the base, the working tree and repository,
+#           keeping its branch, removing it, on the disk and on a tmpfs
+#           (crates/dispatch/benches/workspace.rs). Installs bubblewrap if missing.
 #
 # Raw output goes to target/bench/<name>.txt; docs/benchmarks.md records the figures with the
 # machine and this command.
@@ -119,6 +124,10 @@ case "$what" in
     cargo bench --locked -p broker --bench decide | tee target/bench/broker.txt
     echo "== bubblewrap: a shell call sandboxed against a bare spawn"
     cargo bench --locked -p agents --bench sandbox | tee -a target/bench/broker.txt
+    echo "== a flood of output: the peak memory of the process making the call"
+    cargo bench --locked -p agents --bench flood | tee -a target/bench/broker.txt
+    echo "== a run's own workspace in a repo of 10,000 files"
+    cargo bench --locked -p dispatch --bench workspace | tee -a target/bench/broker.txt
     ;;
   *)
     echo "unknown benchmark '$what'; known: authz, store, ingress, mcp, memory, schedule, tracing, slack, access, broker" >&2

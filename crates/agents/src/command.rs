@@ -463,6 +463,21 @@ mod tests {
         assert_eq!(last_block(&l(&[])), "");
     }
 
+    /// However much a program prints, the answer's block holds at most its bound (plus one
+    /// line), and a later block replaces it.
+    #[test]
+    fn the_answer_block_is_bounded_as_it_streams() {
+        let mut block = AnswerBlock::new(1000);
+        for i in 0..100_000 {
+            block.push(format!("line {i} of a long answer"));
+        }
+        assert!(block.bytes <= 1000 + 30, "{}", block.bytes);
+        assert!(block.text().starts_with("line 0 "));
+        block.push(String::new());
+        block.push("the answer".into());
+        assert_eq!(block.text(), "the answer");
+    }
+
     #[tokio::test]
     async fn long_lines_are_cut_and_the_rest_dropped() {
         let data = format!("{}\nshort\n", "x".repeat(100));

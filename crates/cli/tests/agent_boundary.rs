@@ -14,13 +14,13 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::model::{Model, Turn};
+use common::project::{Project, SECRET, Switchboard, branch_diff, git};
 use serde_json::{Value, json};
-
-const SECRET: &str = "config/production-secrets.toml";
 
 /// What the org allows in these tests: everything the attacks use, and no push.
 const PERMISSIVE: &str = r#"rules = [
@@ -48,195 +48,6 @@ rules = [
   { action = "git.log", decision = "allow" },
 ]"#;
 
-fn random_marker() -> String {
-    let bytes: [u8; 12] = std::array::from_fn(|_| rand_byte());
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!("MARKER{hex}")
-}
-
-fn rand_byte() -> u8 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64,
-    );
-    h.finish() as u8
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args([
-            "-c",
-            "user.name=Owner",
-            "-c",
-            "user.email=owner@example.com",
-        ])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
-/// The user's repository: two commits, the secret rotated in the second.
-struct Project {
-    _root: tempfile::TempDir,
-    repo: PathBuf,
-    markers: [String; 2],
-    /// In a committed file nothing denies: what a sweep must find.
-    control: String,
-    head: String,
-}
-
-impl Project {
-    fn new(policy: bool) -> Project {
-        let root = tempfile::tempdir().unwrap();
-        let repo = root.path().join("web");
-        std::fs::create_dir_all(repo.join("config")).unwrap();
-        std::fs::create_dir_all(repo.join("src")).unwrap();
-        git(&repo, &["init", "-q", "-b", "main"]);
-        let markers = [random_marker(), random_marker()];
-        let control = random_marker();
-        std::fs::write(repo.join("README.md"), "# web\n").unwrap();
-        std::fs::write(repo.join("src/control.txt"), format!("{control}\n")).unwrap();
-        std::fs::write(repo.join("src/lib.rs"), "pub fn answer() -> u8 { 42 }\n").unwrap();
-        std::fs::write(repo.join(SECRET), format!("token = \"{}\"\n", markers[0])).unwrap();
-        if policy {
-            std::fs::create_dir_all(repo.join(".switchboard")).unwrap();
-            std::fs::write(
-                repo.join(".switchboard/agent-policy.toml"),
-                format!("deny_read = [\".env\", \"{SECRET}\"]\n"),
-            )
-            .unwrap();
-        }
-        git(&repo, &["add", "-A"]);
-        git(&repo, &["commit", "-q", "-m", "first"]);
-        std::fs::write(repo.join(SECRET), format!("token = \"{}\"\n", markers[1])).unwrap();
-        git(&repo, &["commit", "-q", "-am", "rotate the token"]);
-        let head = git(&repo, &["rev-parse", "HEAD"]);
-        Project {
-            _root: root,
-            repo,
-            markers,
-            control,
-            head,
-        }
-    }
-
-    /// The user's checkout is as it was: the same HEAD on main, nothing changed or moved.
-    fn assert_untouched(&self) {
-        assert_eq!(git(&self.repo, &["rev-parse", "main"]), self.head);
-        assert_eq!(
-            git(&self.repo, &["symbolic-ref", "HEAD"]),
-            "refs/heads/main"
-        );
-        assert_eq!(git(&self.repo, &["status", "--porcelain"]), "");
-        assert!(
-            std::fs::read_to_string(self.repo.join(SECRET))
-                .unwrap()
-                .contains(&self.markers[1])
-        );
-    }
-
-    /// Fails when `text` holds either marker.
-    fn assert_clean(&self, what: &str, text: &str) {
-        for marker in &self.markers {
-            assert!(!text.contains(marker.as_str()), "the secret reached {what}");
-        }
-    }
-}
-
-/// A Switchboard whose default and coding agent is the scripted model's.
-struct Switchboard {
-    dir: tempfile::TempDir,
-}
-
-impl Switchboard {
-    fn new(model: &Model, org: &str) -> Switchboard {
-        let dir = tempfile::tempdir().unwrap();
-        let grants: String = ["read_file", "write_file", "shell", "git"]
-            .iter()
-            .map(|tool| {
-                format!(
-                    "[[agent_grants]]\nid = \"{tool}\"\ntool = \"{tool}\"\npaths = [\"{{workspace}}\"]\nmode = \"auto\"\n"
-                )
-            })
-            .collect();
-        std::fs::write(
-            dir.path().join("switchboard.toml"),
-            format!(
-                "[server]\ndata_dir = \"{data}\"\n[store]\nurl = \"sqlite://{db}\"\n\
-                 [agents]\ndefault = \"coding\"\n\
-                 [agents.coding]\nbackend = \"openai\"\nbase_url = \"{base}\"\nmodel = \"scripted\"\nkind = \"main\"\n\
-                 [agent_policy]\n{org}\n{grants}",
-                data = dir.path().join("data").display(),
-                db = dir.path().join("sb.db").display(),
-                base = model.base,
-            ),
-        )
-        .unwrap();
-        Switchboard { dir }
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_switchboard"))
-            .arg("--config")
-            .arg(self.dir.path().join("switchboard.toml"))
-            .args(args)
-            .env("NO_COLOR", "1")
-            .output()
-            .unwrap()
-    }
-
-    fn add(&self, project: &Project) {
-        let out = self.run(&[
-            "repo",
-            "add",
-            "acme/web",
-            "--path",
-            project.repo.to_str().unwrap(),
-        ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
-    /// `repo test acme/web`, followed to its end: the run's id.
-    fn repo_run(&self) -> String {
-        let out = self.run(&["repo", "test", "acme/web", "--json"]);
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let reply: Value = serde_json::from_str(stdout.trim())
-            .unwrap_or_else(|e| panic!("{e}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr)));
-        reply["run_id"].as_str().unwrap().to_owned()
-    }
-
-    fn json(&self, args: &[&str]) -> Value {
-        let mut args = args.to_vec();
-        args.push("--json");
-        let out = self.run(&args);
-        serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
-    }
-
-    /// The run's record and its events, as text.
-    fn record(&self, id: &str) -> (Value, String) {
-        let run = self.json(&["runs", "get", id]);
-        let events = self.json(&["runs", "events", id]);
-        (run, events.to_string())
-    }
-}
-
 /// Runs `turns` as one repo run; asserts nothing of the secret got out. Returns the run's
 /// record, its events and what the model was sent.
 async fn attack(project: &Project, org: &str, turns: Vec<Turn>) -> (Value, String, String) {
@@ -258,25 +69,6 @@ async fn attack(project: &Project, org: &str, turns: Vec<Turn>) -> (Value, Strin
     project.assert_untouched();
     project.assert_clean("the run's branch", &branch_diff(project, &run));
     (run, events, seen)
-}
-
-/// What the run's branch holds beyond the base it started from.
-fn branch_diff(project: &Project, run: &Value) -> String {
-    let id = run["run_id"].as_str().or(run["id"].as_str()).unwrap_or("");
-    let branch = format!("switchboard/{id}");
-    let listed = git(&project.repo, &["branch", "--list", &branch]);
-    if listed.is_empty() {
-        return String::new();
-    }
-    git(
-        &project.repo,
-        &[
-            "log",
-            "-p",
-            "--format=%H %s",
-            &format!("{}..{branch}", project.head),
-        ],
-    )
 }
 
 fn shell(command: &str) -> Turn {
@@ -485,4 +277,115 @@ async fn a_flood_of_output_is_cut_and_its_program_stopped() {
         &seen[..seen.len().min(2000)]
     );
     assert!(!seen.contains("finished"), "the program ran to its end");
+}
+
+/// A run that knows a denied file's blob only by its hash commits it under another name, and
+/// points its object store at the user's: nothing of it reaches the run's branch (a kept
+/// change must refer to an object the run itself has; alternates are never read).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_commit_naming_a_denied_blob_by_hash_is_never_kept() {
+    let project = Project::new(true);
+    let forge = format!(
+        "echo {objects} > .git/objects/info/alternates; \
+         blob=$(git rev-parse HEAD:{SECRET}); \
+         tree=$( (git ls-tree HEAD; printf '100644 blob %s\\tleak.txt\\n' $blob) | git mktree --missing); \
+         c=$(git -c user.name=a -c user.email=a@b commit-tree $tree -p HEAD -m leak); \
+         git update-ref $(git symbolic-ref HEAD) $c; git log --oneline -2",
+        objects = project.repo.join(".git/objects").display()
+    );
+    let (run, events, _) = attack(&project, PERMISSIVE, vec![shell(&forge)]).await;
+    let branch = format!("switchboard/{}", run["id"].as_str().unwrap());
+    assert!(
+        git(&project.repo, &["ls-tree", "-r", "--name-only", &branch])
+            .lines()
+            .all(|p| p != "leak.txt"),
+        "the forged entry reached the branch"
+    );
+    assert!(
+        events.contains("refers to an object it does not have"),
+        "{events}"
+    );
+}
+
+/// An HTTP server on loopback that answers `reached` and counts the requests it got.
+async fn counting_server() -> (u16, Arc<AtomicUsize>) {
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counted = hits.clone();
+    let app = axum::Router::new().fallback(move || {
+        let counted = counted.clone();
+        async move {
+            counted.fetch_add(1, Ordering::SeqCst);
+            "reached"
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (port, hits)
+}
+
+/// `http_fetch` reaches only what its grant names: a name that resolves to loopback is refused
+/// under a grant for that name, the address itself is reached under a grant naming it, and a
+/// proxy in the server's environment is never used.
+#[tokio::test(flavor = "multi_thread")]
+async fn http_fetch_reaches_only_the_address_its_grant_names() {
+    let (port, hits) = counting_server().await;
+    let (proxy_port, proxied) = counting_server().await;
+    // The model elsewhere on loopback, so the proxy below is bypassed for it alone.
+    let model = Model::serve_at(
+        "127.0.0.2",
+        vec![
+            (
+                "http_fetch",
+                json!({"url": format!("http://localhost:{port}/")}),
+            ),
+            (
+                "http_fetch",
+                json!({"url": format!("http://127.0.0.1:{port}/")}),
+            ),
+        ],
+    )
+    .await;
+    // One grant names the host name, the other the address.
+    let fetch = "[[agent_grants]]\nid = \"by-name\"\ntool = \"http_fetch\"\nhosts = [\"localhost\"]\nmode = \"auto\"\n\
+                 [[agent_grants]]\nid = \"by-address\"\ntool = \"http_fetch\"\nhosts = [\"127.0.0.1\"]\nmode = \"auto\"\n";
+    let org = "rules = [{ action = \"net.fetch\", decision = \"allow\" }]";
+    let sb = Switchboard::with_agents(&[("coding", &model)], org, fetch);
+    let proxy = format!("http://127.0.0.1:{proxy_port}");
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_switchboard"))
+            .arg("--config")
+            .arg(sb.dir.path().join("switchboard.toml"))
+            .args(["ask", "fetch it"])
+            .env("HTTP_PROXY", &proxy)
+            .env("http_proxy", &proxy)
+            .env("ALL_PROXY", &proxy)
+            .env("NO_PROXY", "127.0.0.2")
+            .env("no_proxy", "127.0.0.2")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen = model.seen();
+    assert!(
+        seen.contains("refused: localhost resolves to 127.0.0.1, an internal address"),
+        "{seen}\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("last tool result: HTTP 200 OK\nreached")
+    );
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        1,
+        "the address's grant reached it, the name's did not"
+    );
+    assert_eq!(proxied.load(Ordering::SeqCst), 0, "a proxy was used");
 }

@@ -37,7 +37,7 @@ mod live;
 mod reflect;
 mod tokens;
 mod tools;
-mod workspace;
+pub mod workspace;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

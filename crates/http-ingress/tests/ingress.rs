@@ -630,6 +630,75 @@ async fn a_restricted_repo_is_refused_to_a_token_that_does_not_own_it() {
     assert_eq!(s.listed(token("fleet")).await.len(), 1);
 }
 
+/// A request names its repo in its text (`in <owner/name>: …`), or the channel's
+/// `repo.default` names it; a repo the token may not use reads exactly as one that is not
+/// configured, and its refusal is audited.
+#[tokio::test]
+async fn a_request_names_its_repo_in_its_text_or_by_its_channels_default() {
+    let s = start(Some(token_map()), 64 * 1024).await;
+    s.add_repos(&["acme/web", "acme/secret"]).await;
+    let run_of = |body: &str| {
+        let reply: serde_json::Value = serde_json::from_str(body).unwrap();
+        reply["run_id"]
+            .as_str()
+            .unwrap()
+            .parse::<authz_core::RunId>()
+            .unwrap()
+    };
+    let started = s
+        .say(token("opsbot"), "in acme/web: fix the flaky test")
+        .await;
+    assert_eq!(started.status, 202, "{}", started.body);
+    let run = s
+        .store
+        .get_run(&run_of(&started.body))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(run.repo.unwrap().as_str(), "acme/web");
+    assert_eq!(run.request, "fix the flaky test");
+    let secret = s.say(token("opsbot"), "in acme/secret: read it").await;
+    let ghost = s.say(token("opsbot"), "in acme/ghost: read it").await;
+    assert_eq!(secret.status, ghost.status);
+    assert_eq!(secret.body.replace("secret", "ghost"), ghost.body);
+    assert!(
+        ghost.body.contains("repo acme/ghost is not configured"),
+        "{}",
+        ghost.body
+    );
+    assert!(
+        s.audit
+            .lines()
+            .iter()
+            .any(|l| l.to_string().contains("action=repo:use")
+                && l.to_string().contains("actor=http:opsbot")),
+        "{:?}",
+        s.audit.lines()
+    );
+    // The channel's default repo, set by the local operator.
+    store::ConfigStore::set_config(
+        s.store.as_ref(),
+        store::ConfigValue {
+            tier: authz_core::ConfigTier::Channel("http:ops".parse().unwrap()),
+            key: "repo.default".into(),
+            value: "acme/web".into(),
+            updated_by: authz_core::ActorId::cli_local(),
+            updated_at: Timestamp::now(),
+        },
+    )
+    .await
+    .unwrap();
+    let defaulted = s.say(token("opsbot"), "hello").await;
+    assert_eq!(defaulted.status, 202, "{}", defaulted.body);
+    let run = s
+        .store
+        .get_run(&run_of(&defaulted.body))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(run.repo.unwrap().as_str(), "acme/web");
+}
+
 /// Fault 1: `curl -d` sends a form content type with the text as written; the README's
 /// examples use it. A body that is one encoded `text` field (an HTML form, `curl
 /// --data-urlencode text=…`) is decoded.

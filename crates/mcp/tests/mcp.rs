@@ -237,6 +237,84 @@ async fn refusals_unknown_tools_and_bad_arguments_are_tool_errors_not_protocol_e
     assert_eq!(s.run_count().await, before, "nothing was written");
 }
 
+/// `ask` names the repo its run works in; a repo the caller may not use reads exactly as one
+/// that is not configured.
+#[tokio::test]
+async fn ask_names_its_repo_and_an_unusable_one_reads_as_missing() {
+    let s = start(Some(token_map()), "").await;
+    let repo = tempfile::tempdir().unwrap();
+    for args in [
+        &["init", "-q"][..],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "init",
+        ][..],
+    ] {
+        let ok = std::process::Command::new("git")
+            .arg("-C")
+            .arg(repo.path())
+            .args(args)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+    }
+    for slug in ["acme/web", "acme/secret"] {
+        store::repos::set(
+            s.store.as_ref(),
+            &slug.parse().unwrap(),
+            &store::repos::RepoSource::Path(repo.path().display().to_string()),
+            &authz_core::ActorId::cli_local(),
+            store::Timestamp::now(),
+        )
+        .await
+        .unwrap();
+    }
+    let ops = s.client(OPSBOT).await;
+    let started = call(
+        &ops,
+        "ask",
+        json!({"request": "hello", "repo": "Acme/Web", "wait": true}),
+    )
+    .await;
+    assert_eq!(started.is_error, Some(false), "{}", text(&started));
+    let id = started.structured_content.unwrap()["run_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(s.run(&id).await.repo.unwrap().as_str(), "acme/web");
+    let secret = call(
+        &ops,
+        "ask",
+        json!({"request": "hello", "repo": "acme/secret"}),
+    )
+    .await;
+    let ghost = call(
+        &ops,
+        "ask",
+        json!({"request": "hello", "repo": "acme/ghost"}),
+    )
+    .await;
+    assert_eq!(secret.is_error, Some(true));
+    assert_eq!(
+        text(&secret).replace("secret", "ghost"),
+        text(&ghost),
+        "a restricted repo reads as a missing one"
+    );
+    assert!(
+        text(&ghost).contains("repo acme/ghost is not configured"),
+        "{}",
+        text(&ghost)
+    );
+}
+
 #[tokio::test]
 async fn ask_records_a_run_in_the_tokens_channel_and_can_wait_for_the_answer() {
     let s = start(Some(token_map()), "").await;
@@ -246,9 +324,10 @@ async fn ask_records_a_run_in_the_tokens_channel_and_can_wait_for_the_answer() {
     let sc = started.structured_content.clone().unwrap();
     let id = sc["run_id"].as_str().unwrap().to_owned();
     assert!(text(&started).contains(&id));
-    // The capability link goes to the one who asked, in the data and the text.
+    // The capability link goes to the one who asked, in the data and the text: a machine's
+    // link (it watches and stops the run; it answers no ask).
     let link = sc["link"].as_str().unwrap_or_else(|| panic!("{sc}"));
-    assert!(link.contains(&format!("/runs/{id}?token=")), "{link}");
+    assert!(link.contains(&format!("/runs/{id}?token=sbm_")), "{link}");
     assert!(text(&started).contains(link));
     let run = s.run(&id).await;
     assert_eq!(run.channel_id.as_str(), "mcp:ops", "the token's channel");
@@ -335,6 +414,25 @@ async fn an_agent_token_reads_only_what_its_principal_may_and_dies_with_its_run(
         "the principal is still Alice"
     );
     assert_eq!(child.surface.as_str(), "mcp");
+    // An agent's own ask gets no link at all: a child's asks are its person's to answer.
+    let unlinked = call(
+        &agent,
+        "ask",
+        json!({"request": "another", "agent": "echo"}),
+    )
+    .await;
+    assert_eq!(unlinked.is_error, Some(false), "{}", text(&unlinked));
+    assert!(
+        unlinked
+            .structured_content
+            .as_ref()
+            .unwrap()
+            .get("link")
+            .is_none()
+            && !text(&unlinked).contains("token="),
+        "{}",
+        text(&unlinked)
+    );
     // Alice's agent reads its child run, which names its parent.
     let got = call(&agent, "runs_get", json!({"id": child.id.to_string()})).await;
     assert_eq!(got.is_error, Some(false), "{}", text(&got));

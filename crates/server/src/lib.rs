@@ -189,6 +189,15 @@ impl App {
                 config.server.data_dir.display()
             )
         })?;
+        // The workspaces of runs that are not live any more (a crash left them): every process
+        // that can start runs removes them when it starts.
+        let swept = dispatch::sweep_workspaces(store.as_ref(), data_dir).await;
+        if swept > 0 {
+            tracing::info!(
+                count = swept,
+                "removed the workspaces of runs a crash left behind"
+            );
+        }
         let agents = build_agents(&config, &secrets)?;
         // A person's asks wait here for the run page's answer, unless the process answers
         // them itself (`switchboard ask`: the terminal).

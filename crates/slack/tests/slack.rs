@@ -323,6 +323,60 @@ async fn a_mention_starts_one_run_and_its_reply_lands_in_the_thread() {
     }
 }
 
+/// A mention names the repo its run works in with `in <owner/name>:` at its start.
+#[tokio::test]
+async fn a_mention_names_its_repo_in_its_text() {
+    let h = start().await;
+    let repo = tempfile::tempdir().unwrap();
+    for args in [
+        &["init", "-q"][..],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "init",
+        ][..],
+    ] {
+        let ok = std::process::Command::new("git")
+            .arg("-C")
+            .arg(repo.path())
+            .args(args)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+    }
+    store::repos::set(
+        h.store.as_ref(),
+        &"acme/web".parse().unwrap(),
+        &store::repos::RepoSource::Path(repo.path().display().to_string()),
+        &authz_core::ActorId::cli_local(),
+        store::Timestamp::now(),
+    )
+    .await
+    .unwrap();
+    let status = h
+        .event(
+            "EvRepo",
+            mention(
+                "U1",
+                "C1",
+                "1700000009.000100",
+                "<@UBOT> in acme/web: tidy the docs",
+            ),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let runs = h.finished_runs(1).await;
+    assert_eq!(runs[0].repo.as_ref().map(|r| r.as_str()), Some("acme/web"));
+    assert_eq!(runs[0].request, "tidy the docs");
+}
+
 #[tokio::test]
 async fn a_retried_event_id_starts_nothing() {
     let h = start().await;

@@ -2,6 +2,8 @@
 
 #[allow(dead_code)] // not every test binary runs a scripted model
 pub mod model;
+#[allow(dead_code)] // nor works in a repository
+pub mod project;
 
 /// A `[store]` section on the Postgres of `SWITCHBOARD_TEST_POSTGRES_URL`, in a schema of its
 /// own so concurrent tests never see each other's runs.

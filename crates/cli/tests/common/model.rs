@@ -21,6 +21,29 @@ impl Model {
     /// Serves `turns` in order across every request it gets; once they are spent, it answers
     /// `last tool result: <the last message's content>`.
     pub async fn serve(turns: Vec<Turn>) -> Model {
+        Model::serve_gated(turns, None).await
+    }
+
+    /// [`Model::serve`] on another loopback address (`127.0.0.2`): a test can keep its
+    /// traffic apart from what goes to `127.0.0.1`.
+    pub async fn serve_at(ip: &str, turns: Vec<Turn>) -> Model {
+        Model::serve_with(ip, turns, None).await
+    }
+
+    /// [`Model::serve`], waiting at `barrier` before it answers request number `at` (from
+    /// 0): runs of two models meet there.
+    pub async fn serve_gated(
+        turns: Vec<Turn>,
+        gate: Option<(usize, Arc<tokio::sync::Barrier>)>,
+    ) -> Model {
+        Model::serve_with("127.0.0.1", turns, gate).await
+    }
+
+    async fn serve_with(
+        ip: &str,
+        turns: Vec<Turn>,
+        gate: Option<(usize, Arc<tokio::sync::Barrier>)>,
+    ) -> Model {
         use axum::Router;
         use axum::body::Body;
         use axum::extract::State;
@@ -31,10 +54,20 @@ impl Model {
         struct Script {
             turns: Arc<Mutex<VecDeque<Turn>>>,
             seen: Arc<Mutex<Vec<String>>>,
+            gate: Option<(usize, Arc<tokio::sync::Barrier>)>,
         }
 
         async fn completions(State(script): State<Script>, body: String) -> Response<Body> {
-            script.seen.lock().unwrap().push(body.clone());
+            let number = {
+                let mut seen = script.seen.lock().unwrap();
+                seen.push(body.clone());
+                seen.len() - 1
+            };
+            if let Some((at, barrier)) = &script.gate
+                && *at == number
+            {
+                barrier.wait().await;
+            }
             let request: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
             let messages = request["messages"].as_array().cloned().unwrap_or_default();
             let workspace = workspace_of(&messages);
@@ -61,11 +94,12 @@ impl Model {
         let script = Script {
             turns: Arc::new(Mutex::new(turns.into())),
             seen: seen.clone(),
+            gate,
         };
         let app = Router::new()
             .route("/v1/chat/completions", post(completions))
             .with_state(script);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         Model {

@@ -32,7 +32,7 @@ const FETCHED: &str = "switchboard-fetched";
 
 /// A tree entry of the base commit.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Entry {
+pub struct Entry {
     pub mode: String,
     /// `blob`, `tree` or `commit` (a submodule).
     pub kind: String,
@@ -48,7 +48,7 @@ impl Entry {
 
 /// The base a run's workspace is made from.
 #[derive(Debug, Clone)]
-pub(crate) struct Base {
+pub struct Base {
     pub slug: RepoSlug,
     /// The repository holding the base (the user's `.git`, or the mirror).
     pub git_dir: PathBuf,
@@ -76,7 +76,7 @@ impl Base {
 /// Serialises fetches of one mirror in this process (another process's fetch is kept out by
 /// git's own lock files).
 #[derive(Default)]
-pub(crate) struct MirrorLocks(Mutex<HashMap<RepoSlug, Arc<tokio::sync::Mutex<()>>>>);
+pub struct MirrorLocks(Mutex<HashMap<RepoSlug, Arc<tokio::sync::Mutex<()>>>>);
 
 impl MirrorLocks {
     fn of(&self, slug: &RepoSlug) -> Arc<tokio::sync::Mutex<()>> {
@@ -90,7 +90,7 @@ impl MirrorLocks {
 
 /// How URL repos are kept.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Fetching {
+pub struct Fetching {
     pub interval: Duration,
 }
 
@@ -110,7 +110,7 @@ pub(crate) async fn source(
 }
 
 /// The base of `slug`, its tree listed and its policy read.
-pub(crate) async fn resolve(
+pub async fn resolve(
     store: &dyn Store,
     data_dir: &Path,
     locks: &MirrorLocks,

@@ -30,7 +30,7 @@ const MAX_MESSAGE: usize = 64 * 1024;
 
 /// What was kept of a run.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Kept {
+pub struct Kept {
     pub branch: String,
     /// Commits on the branch beyond the base.
     pub commits: usize,
@@ -45,7 +45,7 @@ fn fail(e: GitError) -> WorkspaceError {
 }
 
 /// Keeps the run's changes on its branch.
-pub(crate) async fn keep(base: &Base, run: &RunId, dir: &RunDir) -> Result<Kept, WorkspaceError> {
+pub async fn keep(base: &Base, run: &RunId, dir: &RunDir) -> Result<Kept, WorkspaceError> {
     let work = dir.work();
     let run_git = work.join(".git");
     let keep_dir = dir.keep();
@@ -113,11 +113,20 @@ pub(crate) async fn keep(base: &Base, run: &RunId, dir: &RunDir) -> Result<Kept,
         last_tree = tree;
         kept.commits += 1;
     }
-    // What it left uncommitted, as git would commit it (its .gitignore holds).
+    // What it left uncommitted, as git would commit it (its .gitignore holds). The run's own
+    // index, when it has one, spares hashing every file again; it is only a starting point
+    // (what it claims is checked like any change), and without it the tip's tree is.
     let start = tip.as_deref().unwrap_or(&base.commit);
     let snapshot = Git::at(&keep_dir).work_tree(&work).index(&index);
-    snapshot.run(["read-tree", start]).await.map_err(fail)?;
-    snapshot.run(["add", "-A"]).await.map_err(fail)?;
+    if !copy_regular(&run_git.join("index"), &index) {
+        snapshot.run(["read-tree", start]).await.map_err(fail)?;
+    }
+    if snapshot.run(["add", "-A"]).await.is_err() {
+        // An index that does not read is the run's own damage: start from the tip instead.
+        let _ = tokio::fs::remove_file(&index).await;
+        snapshot.run(["read-tree", start]).await.map_err(fail)?;
+        snapshot.run(["add", "-A"]).await.map_err(fail)?;
+    }
     let candidate = snapshot
         .text(["write-tree", "--missing-ok"])
         .await
@@ -395,6 +404,11 @@ fn read_ref(git_dir: &Path, name: &str, base: &Base) -> Option<String> {
         let (oid, refname) = line.split_once(' ')?;
         (refname == name && is_hex(oid, base)).then(|| oid.to_ascii_lowercase())
     })
+}
+
+/// Copies `from` to `to` when it is a regular file (never through a link); whether it did.
+fn copy_regular(from: &Path, to: &Path) -> bool {
+    std::fs::symlink_metadata(from).is_ok_and(|m| m.is_file()) && std::fs::copy(from, to).is_ok()
 }
 
 /// Copies the run's object files (loose objects and packs; regular files only, never a link,

@@ -28,7 +28,7 @@ pub(crate) fn branch(run: &RunId) -> String {
 
 /// A run's directory and what lives in it.
 #[derive(Debug, Clone)]
-pub(crate) struct RunDir {
+pub struct RunDir {
     pub root: PathBuf,
 }
 
@@ -132,7 +132,18 @@ pub(crate) async fn repo(
             args.extend(denied.iter().copied());
             checkout.run(args).await?;
         }
-        checkout.run(["checkout-index", "-a", "-u", "-q"]).await
+        // Writing files waits on the disk more than the CPU: parallel workers (git's own
+        // `checkout--worker`) hide that wait.
+        checkout
+            .run([
+                "-c",
+                "checkout.workers=16",
+                "checkout-index",
+                "-a",
+                "-u",
+                "-q",
+            ])
+            .await
     };
     let (copied, checked_out) = tokio::join!(copy, files);
     let pack = copied.map_err(fail)?;

@@ -22,9 +22,10 @@ use agents::Workspace;
 use authz_core::{RepoSlug, RunId};
 use store::Store;
 
-pub(crate) use base::{Base, Fetching, MirrorLocks, resolve};
-pub(crate) use keep::keep;
-pub(crate) use make::{RunDir, branch, runs_dir};
+pub use base::{Base, Fetching, MirrorLocks, resolve};
+pub use keep::{Kept, keep};
+pub use make::RunDir;
+pub(crate) use make::{branch, runs_dir};
 
 #[derive(Debug, thiserror::Error)]
 pub enum WorkspaceError {
@@ -78,7 +79,7 @@ impl Default for RepoSettings {
 }
 
 /// Makes the workspace of a run in `base` (or of a run without a repo), in `dir`.
-pub(crate) async fn make(
+pub async fn make(
     base: Option<&Base>,
     run: &RunId,
     dir: &RunDir,
@@ -110,7 +111,7 @@ pub(crate) async fn make(
 }
 
 /// Removes a run's directory; one already gone is not an error.
-pub(crate) async fn remove(dir: &RunDir) {
+pub async fn remove(dir: &RunDir) {
     let root = dir.root.clone();
     let removed = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(&root)).await;
     if let Ok(Err(e)) = removed
@@ -120,9 +121,10 @@ pub(crate) async fn remove(dir: &RunDir) {
     }
 }
 
-/// Removes the workspaces of runs that are not live (a crash left them): run at start, after
-/// the store's recovery. A directory whose run is live (another process's, sharing the data
-/// directory) or cannot be looked up is left. Returns how many were removed.
+/// Removes the workspaces of runs that have ended (a crash left them): run when a process that
+/// can start runs starts. A directory whose run is live (another process's, sharing the data
+/// directory), is not in this store, or cannot be looked up is left. Returns how many were
+/// removed.
 pub async fn sweep(store: &dyn Store, data_dir: &Path) -> usize {
     let Ok(entries) = std::fs::read_dir(runs_dir(data_dir)) else {
         return 0;
@@ -134,9 +136,8 @@ pub async fn sweep(store: &dyn Store, data_dir: &Path) -> usize {
             continue;
         };
         match store.get_run(&run).await {
-            Ok(Some(record)) if record.status.is_live() => continue,
-            Ok(_) => {}
-            Err(_) => continue,
+            Ok(Some(record)) if !record.status.is_live() => {}
+            _ => continue,
         }
         remove(&RunDir::new(data_dir, &run)).await;
         removed += 1;
@@ -146,7 +147,7 @@ pub async fn sweep(store: &dyn Store, data_dir: &Path) -> usize {
 
 /// Deletes the base repository's run branches (`switchboard/<run id>`) of runs older than
 /// `retention`. A branch whose name is not a run id is left alone.
-pub(crate) async fn prune(base: &Base, retention: Duration, now: store::Timestamp) {
+pub async fn prune(base: &Base, retention: Duration, now: store::Timestamp) {
     let listed = base
         .git()
         .text([
@@ -169,6 +170,81 @@ pub(crate) async fn prune(base: &Base, retention: Duration, now: store::Timestam
             RunId::parse(id).is_ok() && store::id_time(id).is_some_and(|at| at.micros() < oldest);
         if old && let Err(e) = base.git().run(["update-ref", "-d", name]).await {
             tracing::warn!(repo = %base.slug, error = %e, "deleting an old run branch failed");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use authz_core::ActorId;
+    use store::Timestamp;
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    #[tokio::test]
+    async fn run_branches_older_than_the_retention_are_deleted_and_no_other() {
+        let repo = tempfile::tempdir().unwrap();
+        git(repo.path(), &["init", "-q"]);
+        git(
+            repo.path(),
+            &["commit", "-q", "--allow-empty", "-m", "init"],
+        );
+        let store = store::open("memory:").await.unwrap();
+        let slug = RepoSlug::parse("acme/web").unwrap();
+        store::repos::set(
+            store.as_ref(),
+            &slug,
+            &store::repos::RepoSource::Path(repo.path().display().to_string()),
+            &ActorId::cli_local(),
+            Timestamp::now(),
+        )
+        .await
+        .unwrap();
+        let data = tempfile::tempdir().unwrap();
+        let fetching = Fetching {
+            interval: Duration::from_secs(60),
+        };
+        let base = resolve(
+            store.as_ref(),
+            data.path(),
+            &MirrorLocks::default(),
+            fetching,
+            &slug,
+        )
+        .await
+        .unwrap();
+        let now = Timestamp::now();
+        let day = 24 * 3600 * 1_000_000;
+        let old = store::new_id(Timestamp::from_micros(now.micros() - 40 * day));
+        let recent = store::new_id(Timestamp::from_micros(now.micros() - day));
+        for name in [old.as_str(), recent.as_str(), "not-a-run"] {
+            git(repo.path(), &["branch", &format!("switchboard/{name}")]);
+        }
+        git(repo.path(), &["branch", "main-work"]);
+        prune(&base, Duration::from_secs(30 * 24 * 3600), now).await;
+        let left = git(repo.path(), &["branch", "--format=%(refname:short)"]);
+        let left: Vec<&str> = left.lines().collect();
+        assert!(
+            !left.contains(&format!("switchboard/{old}").as_str()),
+            "{left:?}"
+        );
+        for kept in [
+            format!("switchboard/{recent}"),
+            "switchboard/not-a-run".into(),
+            "main-work".into(),
+        ] {
+            assert!(left.contains(&kept.as_str()), "{kept} went: {left:?}");
         }
     }
 }

@@ -24,6 +24,7 @@ pub const SECRET: &str = "mcp-test-agent-token-secret-0123456789";
 pub const CONFIG: &str = r#"
 [restrict]
 agents = ["coding"]
+repos = ["acme/secret"]
 
 [agents]
 default = "echo"
