@@ -38,6 +38,7 @@ async fn main() {
     .unwrap();
     let sandbox = Sandbox::prepare(&SandboxSpec {
         workspace: workspace.path().to_owned(),
+        workspace_read_only: false,
         repository: false,
         deny_read: vec![".env".into()],
         read_only: vec![],

@@ -190,6 +190,7 @@ impl CommandBackend {
             .map_err(|e| format!("could not make the run's sandbox directory: {e}"))?;
         let spec = SandboxSpec {
             workspace: work.path().to_owned(),
+            workspace_read_only: false,
             repository: work.repository(),
             deny_read: work.deny_read().to_vec(),
             read_only,

@@ -74,8 +74,10 @@ pub enum Network {
 /// What one sandbox holds.
 #[derive(Debug, Clone)]
 pub struct SandboxSpec {
-    /// The run's workspace, bound read-write at the same path.
+    /// The run's workspace, bound at the same path: read-write, unless `workspace_read_only`.
     pub workspace: PathBuf,
+    /// Bind the workspace read-only (a look at what a run left, never a change to it).
+    pub workspace_read_only: bool,
     /// Whether `workspace/.git` is the run's own repository: bound in place (so it cannot be
     /// renamed or replaced) with its `config` read-only.
     pub repository: bool,
@@ -130,6 +132,9 @@ pub struct Sandbox {
     bwrap: PathBuf,
     args: Vec<std::ffi::OsString>,
     processes: u32,
+    /// Canonical.
+    workspace: PathBuf,
+    deny_read: Vec<String>,
 }
 
 impl Sandbox {
@@ -159,7 +164,12 @@ impl Sandbox {
             };
             bind(&mut args, how, &configured.path, &configured.path);
         }
-        bind(&mut args, "--bind", &workspace, &workspace);
+        let how = if spec.workspace_read_only {
+            "--ro-bind"
+        } else {
+            "--bind"
+        };
+        bind(&mut args, how, &workspace, &workspace);
         for path in &spec.read_only {
             if path.exists() {
                 bind(&mut args, "--ro-bind", path, path);
@@ -183,20 +193,34 @@ impl Sandbox {
         ensure_dir(&policy_dir)?;
         for name in &spec.deny_read {
             let path = inside(&workspace, name)?;
-            ensure_file(&path)?;
+            ensure_file(&workspace, &path)?;
         }
         bind(&mut args, "--ro-bind", &policy_dir, &policy_dir);
         for name in &spec.deny_read {
             let path = inside(&workspace, name)?;
             bind(&mut args, "--ro-bind", &stub, &path);
         }
-        args.push("--chdir".into());
-        args.push(workspace.into_os_string());
         Ok(Sandbox {
             bwrap,
             args,
             processes: spec.limits.processes,
+            workspace,
+            deny_read: spec.deny_read.clone(),
         })
+    }
+
+    /// Checks, before a program starts in a sandbox prepared earlier, that each place a stub
+    /// is mounted is still a file inside the workspace reached through real directories: a run
+    /// that moved a directory and left a symbolic link in its place would otherwise have
+    /// bubblewrap follow the link when it mounts the stub (onto the host). A name that went
+    /// missing is made again.
+    pub fn verify(&self) -> Result<(), SandboxError> {
+        ensure_dir(&self.workspace.join(POLICY_DIR))?;
+        for name in &self.deny_read {
+            let path = inside(&self.workspace, name)?;
+            ensure_file(&self.workspace, &path)?;
+        }
+        Ok(())
     }
 
     /// [`Sandbox::command`] with `dir` (inside the workspace) as the working directory.
@@ -211,7 +235,6 @@ impl Sandbox {
         S: AsRef<OsStr>,
     {
         let mut command = tokio::process::Command::new(&self.bwrap);
-        // bwrap reads its options in order: this --chdir replaces the workspace's.
         command.args(&self.args).arg("--chdir").arg(dir);
         self.limited(&mut command, program.as_ref(), args);
         command
@@ -241,10 +264,7 @@ impl Sandbox {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        let mut command = tokio::process::Command::new(&self.bwrap);
-        command.args(&self.args);
-        self.limited(&mut command, program.as_ref(), args);
-        command
+        self.command_in(&self.workspace, program, args)
     }
 }
 
@@ -312,26 +332,36 @@ fn inside(workspace: &Path, name: &str) -> Result<PathBuf, SandboxError> {
     Ok(workspace.join(relative))
 }
 
-/// The directory exists (created, with its parents, when it did not) and is a directory, not
-/// a link.
+/// The directory exists (created when it did not) and is a directory, not a link.
 fn ensure_dir(path: &Path) -> Result<(), SandboxError> {
     let io = |e: std::io::Error| SandboxError::Io(format!("{}: {e}", path.display()));
-    std::fs::create_dir_all(path).map_err(io)?;
     match std::fs::symlink_metadata(path) {
         Ok(meta) if meta.is_dir() => Ok(()),
         Ok(_) => Err(SandboxError::Io(format!(
-            "{}: must be a directory, not a link",
+            "{}: must be a directory, not a link or a file",
             path.display()
         ))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::create_dir(path).map_err(io),
         Err(e) => Err(io(e)),
     }
 }
 
-/// The file exists (created empty, with its directories, when it did not) and is a file.
-fn ensure_file(path: &Path) -> Result<(), SandboxError> {
+/// The file `path` (inside `workspace`) exists and is a file, reached through real
+/// directories: each directory on the way is made when missing and refused when it is a link
+/// (never followed), and the file is made empty when missing.
+fn ensure_file(workspace: &Path, path: &Path) -> Result<(), SandboxError> {
     let io = |e: std::io::Error| SandboxError::Io(format!("{}: {e}", path.display()));
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(io)?;
+    let relative = path
+        .strip_prefix(workspace)
+        .map_err(|_| SandboxError::Io(format!("{}: not in the workspace", path.display())))?;
+    let mut dir = workspace.to_path_buf();
+    let parents: Vec<_> = relative
+        .parent()
+        .map(|p| p.components().collect())
+        .unwrap_or_default();
+    for component in parents {
+        dir.push(component);
+        ensure_dir(&dir)?;
     }
     match std::fs::symlink_metadata(path) {
         Ok(meta) if meta.is_file() => Ok(()),
@@ -410,14 +440,19 @@ mod tests {
     }
 
     #[test]
-    fn a_missing_name_becomes_an_empty_file_and_a_directory_is_refused() {
+    fn a_missing_name_becomes_an_empty_file_and_a_directory_or_link_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let later = dir.path().join("config/later.env");
-        ensure_file(&later).unwrap();
+        ensure_file(dir.path(), &later).unwrap();
         assert_eq!(std::fs::read(&later).unwrap(), b"");
         std::fs::write(&later, "kept").unwrap();
-        ensure_file(&later).unwrap();
+        ensure_file(dir.path(), &later).unwrap();
         assert_eq!(std::fs::read_to_string(&later).unwrap(), "kept");
-        assert!(ensure_file(&dir.path().join("config")).is_err());
+        assert!(ensure_file(dir.path(), &dir.path().join("config")).is_err());
+        // A directory on the way that is a link is never followed, nor made through.
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), dir.path().join("linked")).unwrap();
+        assert!(ensure_file(dir.path(), &dir.path().join("linked/secret.toml")).is_err());
+        assert!(!elsewhere.path().join("secret.toml").exists());
     }
 }

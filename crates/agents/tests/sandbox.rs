@@ -42,6 +42,7 @@ fn place() -> Place {
 fn spec(place: &Place, network: Network) -> SandboxSpec {
     SandboxSpec {
         workspace: place.workspace.path().to_owned(),
+        workspace_read_only: false,
         repository: false,
         deny_read: vec![".env".into(), "config/later.env".into()],
         read_only: vec![],
@@ -320,6 +321,7 @@ fn bad_specs_are_refused_before_anything_runs() {
             "a missing workspace",
             SandboxSpec {
                 workspace: place.workspace.path().join("nope"),
+                workspace_read_only: false,
                 ..spec(&place, Network::Unshared)
             },
         ),

@@ -302,6 +302,15 @@ async fn a_commit_naming_a_denied_blob_by_hash_is_never_kept() {
         "the forged entry reached the branch"
     );
     assert!(
+        events.contains("names a denied file's contents; nothing of the run was kept"),
+        "{events}"
+    );
+    // A blob the run has never had, by any hash: refused for that, too.
+    let absent = "tree=$( (git ls-tree HEAD; printf '100644 blob %s\\tghost.txt\\n' 1234567890123456789012345678901234567890) | git mktree --missing); \
+         c=$(git -c user.name=a -c user.email=a@b commit-tree $tree -p HEAD -m ghost); \
+         git update-ref $(git symbolic-ref HEAD) $c";
+    let (_, events, _) = attack(&project, PERMISSIVE, vec![shell(absent)]).await;
+    assert!(
         events.contains("refers to an object it does not have"),
         "{events}"
     );
@@ -388,4 +397,135 @@ async fn http_fetch_reaches_only_the_address_its_grant_names() {
         "the address's grant reached it, the name's did not"
     );
     assert_eq!(proxied.load(Ordering::SeqCst), 0, "a proxy was used");
+}
+
+/// A run leaves a nested repository whose own config names a filter, tracked as a submodule:
+/// keeping the run's changes reads its working tree with git, which asks the nested
+/// repository's status and so runs the filter. It runs in a sandbox, never on the host.
+#[tokio::test(flavor = "multi_thread")]
+async fn keeping_a_runs_changes_never_runs_what_its_files_name() {
+    let project = Project::new(true);
+    let host = tempfile::tempdir().unwrap();
+    let pwned = host.path().join("pwned");
+    let plant = format!(
+        "mkdir sub && cd sub && git init -q && git config filter.x.clean \"sh -c 'touch {pwned}; cat'\" && \
+         echo '* filter=x' > .gitattributes && echo a > f && git add -A && \
+         git -c user.name=a -c user.email=b commit -qm s && cd .. && git add sub && echo b > sub/f; \
+         printf 'gitdir: {repo}/.git\\n' > other; mkdir linked && mv other linked/.git; git status --short | head",
+        pwned = pwned.display(),
+        repo = project.repo.display(),
+    );
+    attack(&project, PERMISSIVE, vec![shell(&plant)]).await;
+    assert!(!pwned.exists(), "a filter the run wrote ran on the host");
+}
+
+/// `write_file` never writes through a link the run planted, at its target or anywhere it
+/// might write on the way.
+#[tokio::test(flavor = "multi_thread")]
+async fn write_file_never_writes_through_a_planted_link() {
+    let project = Project::new(true);
+    let host = tempfile::tempdir().unwrap();
+    let target = host.path().join("written");
+    let plant = format!(
+        "ln -s {t} .notes.md.switchboard-write; ln -s {t} notes.md; ls -la",
+        t = target.display()
+    );
+    let (_, _, seen) = attack(
+        &project,
+        PERMISSIVE,
+        vec![
+            shell(&plant),
+            (
+                "write_file",
+                json!({"path": "{workspace}/notes.md", "content": "x"}),
+            ),
+            (
+                "write_file",
+                json!({"path": "{workspace}/other.md", "content": "y"}),
+            ),
+        ],
+    )
+    .await;
+    assert!(!target.exists(), "a write went through a planted link");
+    assert!(
+        seen.contains("is a symbolic link; write_file does not follow links"),
+        "{seen}"
+    );
+}
+
+/// A run swaps its `.git/objects` for a link to the user's objects and stages a denied blob
+/// under another name: nothing of it is kept (a link is never followed, and a denied blob is
+/// never kept under any name).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_linked_object_store_never_carries_a_denied_blob_to_the_branch() {
+    let project = Project::new(true);
+    let swap = format!(
+        "blob=$(git rev-parse HEAD:{SECRET}); \
+         git update-index --add --cacheinfo 100644,$blob,leak.txt && git update-index --skip-worktree leak.txt; \
+         mv .git/objects .git/objects.real && ln -s {objects} .git/objects; ls -la .git",
+        objects = project.repo.join(".git/objects").display()
+    );
+    let (run, _, _) = attack(&project, PERMISSIVE, vec![shell(&swap)]).await;
+    let branch = format!("switchboard/{}", run["id"].as_str().unwrap());
+    assert_eq!(git(&project.repo, &["rev-parse", &branch]), project.head);
+}
+
+/// A FIFO in the workspace: `read_file` refuses it at once instead of waiting on it forever.
+#[tokio::test(flavor = "multi_thread")]
+async fn read_file_refuses_what_is_not_a_regular_file() {
+    let project = Project::new(true);
+    let (run, _, seen) = attack(
+        &project,
+        PERMISSIVE,
+        vec![
+            shell("mkfifo pipe && ls -la pipe"),
+            ("read_file", json!({"path": "{workspace}/pipe"})),
+        ],
+    )
+    .await;
+    assert_eq!(run["status"], "completed", "{run}");
+    assert!(seen.contains("is not a regular file"), "{seen}");
+}
+
+/// A run moves the directory a stub is mounted in and leaves a link to a host directory in
+/// its place: the next sandbox refuses to start rather than have bubblewrap follow the link.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_link_in_a_stubs_place_stops_the_next_sandbox() {
+    let project = Project::new(true);
+    let host = tempfile::tempdir().unwrap();
+    let steer = format!(
+        "mv config config2; ln -s {} config; ls -la",
+        host.path().display()
+    );
+    let (_, _, seen) = attack(
+        &project,
+        PERMISSIVE,
+        vec![shell(&steer), shell("echo second call")],
+    )
+    .await;
+    assert!(
+        !host.path().join("production-secrets.toml").exists(),
+        "the stub's mount made a file on the host"
+    );
+    assert!(seen.contains("must be a directory, not a link"), "{seen}");
+}
+
+/// An abbreviated option git would expand to one the git tool refuses is refused by git.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_git_tool_refuses_abbreviated_options() {
+    let project = Project::new(true);
+    let (_, _, seen) = attack(
+        &project,
+        PERMISSIVE,
+        vec![
+            git_tool("grep", &["--open-files=touch pwned", "token"]),
+            shell("ls pwned"),
+        ],
+    )
+    .await;
+    assert!(
+        seen.contains("disallowed abbreviated or ambiguous option"),
+        "{seen}"
+    );
+    assert!(seen.contains("No such file"), "{seen}");
 }

@@ -86,6 +86,7 @@ pub fn summary(app: &App, addr: SocketAddr) -> Summary {
         access_line(app),
         broker_line(app),
         sandbox_line(app),
+        workspaces_line(app),
         // Last: tests read the summary up to this line.
         schedules_line(app),
     ];
@@ -178,11 +179,19 @@ fn sandbox_line(app: &App) -> SurfaceLine {
         };
     }
     match agents::sandbox::available() {
-        Ok(()) => SurfaceLine {
-            surface: "sandbox",
-            on: true,
-            note: format!("bubblewrap runs {}{opted_out}", users.join(" and ")),
-        },
+        Ok(()) => {
+            let limits = agents::sandbox::SandboxLimits::default();
+            SurfaceLine {
+                surface: "sandbox",
+                on: true,
+                note: format!(
+                    "bubblewrap runs {} (each sandbox: /tmp {} MiB, {} processes){opted_out}",
+                    users.join(" and "),
+                    limits.tmp_bytes / (1024 * 1024),
+                    limits.processes
+                ),
+            }
+        }
         Err(e) => SurfaceLine {
             surface: "sandbox",
             on: false,
@@ -191,6 +200,25 @@ fn sandbox_line(app: &App) -> SurfaceLine {
                 users.join(" and ")
             ),
         },
+    }
+}
+
+/// Runs' own workspaces: where they are made, how URL repos are refetched and how long run
+/// branches are kept.
+fn workspaces_line(app: &App) -> SurfaceLine {
+    let repos = &app.config.repos;
+    let kept = match repos.branch_retention {
+        Some(d) => format!("run branches kept {} days", d.as_secs() / (24 * 3600)),
+        None => "run branches kept".to_owned(),
+    };
+    SurfaceLine {
+        surface: "workspaces",
+        on: true,
+        note: format!(
+            "one per run in {}; URL repos fetched again after {} s; {kept}",
+            app.config.server.data_dir.join("runs").display(),
+            repos.fetch_interval.as_secs()
+        ),
     }
 }
 

@@ -494,6 +494,19 @@ async fn the_summary_names_sandboxed_and_unsandboxed_command_agents() {
         line.contains("NOT sandboxed (sandbox = false): open"),
         "{line}"
     );
+    assert!(
+        line.contains("(each sandbox: /tmp 128 MiB, 256 processes)"),
+        "{line}"
+    );
+    let workspaces = summary
+        .lines()
+        .find(|l| l.contains(" workspaces "))
+        .unwrap_or_else(|| panic!("no workspaces line: {summary}"));
+    assert!(
+        workspaces.contains("one per run in ")
+            && workspaces.contains("URL repos fetched again after 60 s; run branches kept 30 days"),
+        "{workspaces}"
+    );
     stop.send(()).unwrap();
     handle.await.unwrap().unwrap();
 }

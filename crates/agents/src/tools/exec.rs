@@ -152,13 +152,27 @@ impl Executor {
             .map_err(|e| format!("{}: {e}", path.display()))?;
         self.refuse_denied(path, Some(&real))?;
         self.inside_grant(decision, &real).await?;
-        let file = tokio::fs::File::open(&real)
+        // Never through a link, never waiting on a FIFO or a device: only a regular file is
+        // read, and the read is bounded in time.
+        let file = tokio::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(&real)
             .await
             .map_err(|e| format!("{}: {e}", path.display()))?;
+        let regular = file.metadata().await.is_ok_and(|m| m.is_file());
+        if !regular {
+            return Err(format!(
+                "{} is not a regular file; read_file reads only files",
+                path.display()
+            ));
+        }
         let mut bytes = Vec::new();
-        file.take(self.limits.output_bytes as u64)
-            .read_to_end(&mut bytes)
+        let mut limited = file.take(self.limits.output_bytes as u64);
+        let reading = limited.read_to_end(&mut bytes);
+        tokio::time::timeout(self.limits.fetch_timeout, reading)
             .await
+            .map_err(|_| format!("{}: the read timed out", path.display()))?
             .map_err(|e| format!("{}: {e}", path.display()))?;
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
@@ -212,10 +226,26 @@ impl Executor {
         self.refuse_denied(path, Some(&real))?;
         self.refuse_unwritable(&real)?;
         self.inside_grant(decision, &parent).await?;
-        let temp = parent.join(format!(".{}.switchboard-write", name.to_string_lossy()));
-        tokio::fs::write(&temp, content)
-            .await
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        // A name of its own, made new (never an existing file, never through a link the run
+        // planted there), then renamed over the target (which replaces a link, never follows it).
+        let temp = parent.join(format!(
+            ".switchboard-write-{}",
+            random_suffix().map_err(|e| format!("{}: {e}", path.display()))?
+        ));
+        let written = async {
+            let mut file = tokio::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(&temp)
+                .await?;
+            tokio::io::AsyncWriteExt::write_all(&mut file, content.as_bytes()).await?;
+            tokio::io::AsyncWriteExt::flush(&mut file).await
+        };
+        if let Err(e) = written.await {
+            let _ = tokio::fs::remove_file(&temp).await;
+            return Err(format!("{}: {e}", path.display()));
+        }
         if let Err(e) = tokio::fs::rename(&temp, &real).await {
             let _ = tokio::fs::remove_file(&temp).await;
             return Err(format!("{}: {e}", path.display()));
@@ -248,6 +278,7 @@ impl Executor {
             .get_or_init(|| {
                 Sandbox::prepare(&SandboxSpec {
                     workspace: self.workspace.clone(),
+                    workspace_read_only: false,
                     repository: self.repository,
                     deny_read: self.deny_read.clone(),
                     read_only: Vec::new(),
@@ -260,6 +291,9 @@ impl Executor {
             })
             .as_ref()
             .map_err(Clone::clone)?;
+        // The run may have moved things since the last call: every stub's place is checked
+        // again before bubblewrap mounts onto it.
+        sandbox.verify().map_err(|e| e.to_string())?;
         let mut command = sandbox.command_in(&real_dir, program, args);
         command
             .env_clear()
@@ -273,6 +307,9 @@ impl Executor {
             .env("GIT_NO_LAZY_FETCH", "1")
             .env("GIT_TERMINAL_PROMPT", "0")
             .env("GIT_PAGER", "cat")
+            // An abbreviated option (`--open-files` for `--open-files-in-pager`) is an error,
+            // so the git tool's vetting of whole option names holds.
+            .env("GIT_TEST_DISALLOW_ABBREVIATED_OPTIONS", "true")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -423,6 +460,14 @@ impl Executor {
             capped(&body, self.limits.output_bytes)
         ))
     }
+}
+
+/// 16 random hex digits for a temporary file's name.
+fn random_suffix() -> std::io::Result<String> {
+    let mut bytes = [0u8; 8];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// Why a program was stopped before it ended by itself.

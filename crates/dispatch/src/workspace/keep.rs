@@ -1,10 +1,14 @@
 //! Keeping what a run changed, when it ends, as commits on `switchboard/<run id>` in the
 //! repo's base repository (the user's checkout, or the mirror), on top of the base commit.
 //!
-//! The run's repository was the run's to write, so nothing of it is trusted: its objects are
-//! copied (regular files only) into a repository of Switchboard's own, its branch's tip is
-//! read from its ref files (never through its config), and each commit is rebuilt as the
-//! base plus the changes it may keep. A change to a denied name or to `.switchboard/` is never
+//! The run's repository and working tree were the run's to write, so nothing of them is
+//! trusted: its objects are copied (regular files, through real directories only) into a
+//! repository of Switchboard's own, its branch's tip is read from its ref files (never through
+//! its config), and each commit is rebuilt as the base plus the changes it may keep. What it
+//! left uncommitted is read by `git add -A` *inside a sandbox* (the working tree read-only, no
+//! network): git run on the run's files may run what they name (a nested repository's filter,
+//! its `status`), so it never runs on them outside one; only the objects it wrote (copied the
+//! same way) and the tree's id come out. A change to a denied name or to `.switchboard/` is never
 //! kept (so the stub is never committed over the real file, and the branch merges cleanly), a
 //! submodule entry is not kept, and a kept change must refer to an object the run itself
 //! has: an entry naming a blob it only knew by its hash is refused, never resolved from the
@@ -14,9 +18,12 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
 
-use agents::sandbox::POLICY_DIR;
+use agents::sandbox::{ConfiguredBind, Network, POLICY_DIR, Sandbox, SandboxLimits, SandboxSpec};
 use authz_core::RunId;
+use tokio::io::AsyncReadExt;
 
 use super::WorkspaceError;
 use super::base::Base;
@@ -27,6 +34,8 @@ use super::make::{RunDir, branch};
 const MAX_COMMITS: usize = 1000;
 /// The most of a commit message kept.
 const MAX_MESSAGE: usize = 64 * 1024;
+/// How long reading the run's working tree (in its sandbox) may take.
+const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// What was kept of a run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,24 +122,10 @@ pub async fn keep(base: &Base, run: &RunId, dir: &RunDir) -> Result<Kept, Worksp
         last_tree = tree;
         kept.commits += 1;
     }
-    // What it left uncommitted, as git would commit it (its .gitignore holds). The run's own
-    // index, when it has one, spares hashing every file again; it is only a starting point
-    // (what it claims is checked like any change), and without it the tip's tree is.
+    // What it left uncommitted, as git would commit it (its .gitignore holds), read in a
+    // sandbox; its objects and tree id come out and are checked like any change.
     let start = tip.as_deref().unwrap_or(&base.commit);
-    let snapshot = Git::at(&keep_dir).work_tree(&work).index(&index);
-    if !copy_regular(&run_git.join("index"), &index) {
-        snapshot.run(["read-tree", start]).await.map_err(fail)?;
-    }
-    if snapshot.run(["add", "-A"]).await.is_err() {
-        // An index that does not read is the run's own damage: start from the tip instead.
-        let _ = tokio::fs::remove_file(&index).await;
-        snapshot.run(["read-tree", start]).await.map_err(fail)?;
-        snapshot.run(["add", "-A"]).await.map_err(fail)?;
-    }
-    let candidate = snapshot
-        .text(["write-tree", "--missing-ok"])
-        .await
-        .map_err(fail)?;
+    let candidate = snapshot(base, dir, start).await?;
     let tree = kept_tree(&mine, base, &candidate, &index, &mut kept.dropped).await?;
     if tree != last_tree {
         let message = format!("Uncommitted changes at the end of run {run}\n").into_bytes();
@@ -259,6 +254,16 @@ async fn kept_tree(
         } else {
             keep.push(change);
         }
+    }
+    // Whatever else holds, a denied file's blob never reaches the branch under any name.
+    if let Some(leak) = keep
+        .iter()
+        .find(|c| base.denied_entries.iter().any(|d| d.oid == c.new_oid))
+    {
+        return Err(WorkspaceError::Keep(format!(
+            "the run's change to {} names a denied file's contents; nothing of the run was kept",
+            leak.path
+        )));
     }
     if keep.is_empty() {
         return Ok(base.root_tree.clone());
@@ -389,7 +394,17 @@ fn is_hex(oid: &str, base: &Base) -> bool {
 /// The value of `name` in the run's repository, read from its ref files: a loose ref (a
 /// regular file holding an object id), else `packed-refs`. A symbolic ref is not followed.
 fn read_ref(git_dir: &Path, name: &str, base: &Base) -> Option<String> {
+    // Through real directories only: a link on the way could lead to another repository's
+    // refs.
     let regular = |path: &Path, max: u64| {
+        let relative = path.strip_prefix(git_dir).ok()?;
+        let mut on_the_way = git_dir.to_path_buf();
+        for part in relative.parent()?.components() {
+            on_the_way.push(part);
+            if !std::fs::symlink_metadata(&on_the_way).is_ok_and(|m| m.is_dir()) {
+                return None;
+            }
+        }
         std::fs::symlink_metadata(path)
             .ok()
             .filter(|m| m.is_file() && m.len() <= max)
@@ -406,15 +421,143 @@ fn read_ref(git_dir: &Path, name: &str, base: &Base) -> Option<String> {
     })
 }
 
-/// Copies `from` to `to` when it is a regular file (never through a link); whether it did.
-fn copy_regular(from: &Path, to: &Path) -> bool {
-    std::fs::symlink_metadata(from).is_ok_and(|m| m.is_file()) && std::fs::copy(from, to).is_ok()
+/// The tree of the run's working tree as `git add -A` sees it, on top of `start`: git runs in
+/// a sandbox with the working tree read-only, the network unshared, and a scratch repository
+/// of its own (its config Switchboard's and read-only, the kept objects read through
+/// alternates) as the only thing it writes. The objects it wrote are then copied into the
+/// keeping repository; its answer is one object id, checked for shape.
+async fn snapshot(base: &Base, dir: &RunDir, start: &str) -> Result<String, WorkspaceError> {
+    let keep_dir = dir.keep();
+    let scratch = dir.root.join("snapshot.git");
+    let io = |e: std::io::Error| WorkspaceError::Keep(format!("{}: {e}", scratch.display()));
+    Git::outside()
+        .run([
+            "init".into(),
+            "--quiet".into(),
+            "--bare".into(),
+            "--template=".into(),
+            format!("--object-format={}", base.object_format).into(),
+            scratch.clone().into_os_string(),
+        ])
+        .await
+        .map_err(fail)?;
+    let format_line = if base.object_format == "sha1" {
+        String::new()
+    } else {
+        format!("[extensions]\n\tobjectFormat = {}\n", base.object_format)
+    };
+    let version = if format_line.is_empty() { 0 } else { 1 };
+    std::fs::write(
+        scratch.join("config"),
+        format!(
+            "[core]\n\trepositoryformatversion = {version}\n\tbare = false\n\thooksPath = /dev/null\n\tfsmonitor = false\n{format_line}"
+        ),
+    )
+    .map_err(io)?;
+    std::fs::create_dir_all(scratch.join("objects/info")).map_err(io)?;
+    std::fs::write(
+        scratch.join("objects/info/alternates"),
+        format!("{}\n", keep_dir.join("objects").display()),
+    )
+    .map_err(io)?;
+    let sandboxed = |e: agents::sandbox::SandboxError| {
+        WorkspaceError::Keep(format!(
+            "the run's working tree could not be read in a sandbox: {e}"
+        ))
+    };
+    // Where the sandbox keeps its stub file (it covers no name here).
+    let stub_dir = dir.root.join("snapshot-stub");
+    std::fs::create_dir_all(&stub_dir).map_err(io)?;
+    let sandbox = Sandbox::prepare(&SandboxSpec {
+        workspace: dir.work(),
+        workspace_read_only: true,
+        repository: false,
+        deny_read: Vec::new(),
+        read_only: vec![keep_dir.clone(), scratch.join("config")],
+        configured: vec![ConfiguredBind {
+            path: scratch.clone(),
+            writable: true,
+        }],
+        network: Network::Unshared,
+        scratch: stub_dir,
+        limits: SandboxLimits::default(),
+    })
+    .map_err(sandboxed)?;
+    let script = "set -e; git read-tree \"$1\"; git add -A; git write-tree --missing-ok";
+    let mut command = sandbox.command("/bin/sh", ["-c", script, "snapshot", start]);
+    command
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", "/tmp")
+        .env("GIT_DIR", &scratch)
+        .env("GIT_COMMON_DIR", &scratch)
+        .env("GIT_WORK_TREE", dir.work())
+        .env("GIT_INDEX_FILE", scratch.join("index"))
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_NO_LAZY_FETCH", "1")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = command
+        .spawn()
+        .map_err(|e| WorkspaceError::Keep(format!("could not start the snapshot: {e}")))?;
+    let mut out = Vec::new();
+    let mut err = Vec::new();
+    let (mut stdout, mut stderr) = (child.stdout.take(), child.stderr.take());
+    let reading = async {
+        if let Some(s) = stdout.as_mut() {
+            let _ = s.take(4096).read_to_end(&mut out).await;
+        }
+        if let Some(s) = stderr.as_mut() {
+            let _ = s.take(4096).read_to_end(&mut err).await;
+        }
+        child.wait().await
+    };
+    let status = tokio::time::timeout(SNAPSHOT_TIMEOUT, reading)
+        .await
+        .map_err(|_| WorkspaceError::Keep("reading the run's working tree timed out".to_owned()))?
+        .map_err(|e| WorkspaceError::Keep(format!("the snapshot: {e}")))?;
+    if !status.success() {
+        let said = String::from_utf8_lossy(&err);
+        let first = said.lines().next().unwrap_or("no message");
+        return Err(WorkspaceError::Keep(format!(
+            "reading the run's working tree failed: {}",
+            first.chars().take(300).collect::<String>()
+        )));
+    }
+    let tree = String::from_utf8_lossy(&out)
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .trim()
+        .to_owned();
+    if !is_hex(&tree, base) {
+        return Err(WorkspaceError::Keep(
+            "reading the run's working tree gave no tree".to_owned(),
+        ));
+    }
+    copy_objects(&scratch.join("objects"), &keep_dir.join("objects")).await?;
+    Ok(tree)
 }
 
 /// Copies the run's object files (loose objects and packs; regular files only, never a link,
 /// never `info/`, so no alternates) into `to`.
 async fn copy_objects(from: &Path, to: &Path) -> Result<(), WorkspaceError> {
     let (from, to) = (from.to_owned(), to.to_owned());
+    match std::fs::symlink_metadata(&from) {
+        Ok(meta) if meta.is_dir() => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        // A link in its place is never followed: it could lead to any repository's objects.
+        _ => {
+            return Err(WorkspaceError::Keep(format!(
+                "{} is not a directory of the run's own; nothing of its repository was kept",
+                from.display()
+            )));
+        }
+    }
     tokio::task::spawn_blocking(move || copy_tree(&from, &to, true))
         .await
         .map_err(|e| WorkspaceError::Keep(format!("copying the run's objects: {e}")))?
