@@ -47,6 +47,8 @@ const PRLIMIT: &str = "/usr/bin/prlimit";
 pub struct SandboxLimits {
     /// The size of the sandbox's own `/tmp` (a tmpfs): writing past it fails with ENOSPC.
     pub tmp_bytes: u64,
+    /// The size of its `/dev/shm` (a tmpfs; the rest of its `/dev` is read-only).
+    pub shm_bytes: u64,
     /// `RLIMIT_NPROC` inside the sandbox: processes (and threads) its user may have at once.
     /// The kernel does not apply it to a process whose real user is root, so it binds a
     /// server that runs as its own user (as the deployment files do).
@@ -57,6 +59,7 @@ impl Default for SandboxLimits {
     fn default() -> Self {
         SandboxLimits {
             tmp_bytes: 128 * 1024 * 1024,
+            shm_bytes: 64 * 1024 * 1024,
             processes: 256,
         }
     }
@@ -152,7 +155,7 @@ impl Sandbox {
         let stub = spec.scratch.join("switchboard-denied-stub");
         std::fs::write(&stub, STUB_TEXT)
             .map_err(|e| SandboxError::Io(format!("{}: {e}", stub.display())))?;
-        let mut args = base_args(spec.network, spec.limits.tmp_bytes);
+        let mut args = base_args(spec.network, spec.limits);
         for configured in &spec.configured {
             if !configured.path.is_absolute() || !configured.path.exists() {
                 return Err(SandboxError::ConfiguredMissing(configured.path.clone()));
@@ -268,7 +271,7 @@ impl Sandbox {
     }
 }
 
-fn base_args(network: Network, tmp_bytes: u64) -> Vec<std::ffi::OsString> {
+fn base_args(network: Network, limits: SandboxLimits) -> Vec<std::ffi::OsString> {
     let mut args: Vec<std::ffi::OsString> = [
         "--unshare-all",
         "--die-with-parent",
@@ -280,16 +283,23 @@ fn base_args(network: Network, tmp_bytes: u64) -> Vec<std::ffi::OsString> {
         "/usr",
         "--dev",
         "/dev",
-        "--proc",
-        "/proc",
     ]
     .into_iter()
     .map(Into::into)
     .collect();
-    args.push("--size".into());
-    args.push(tmp_bytes.to_string().into());
-    args.push("--tmpfs".into());
-    args.push("/tmp".into());
+    // Every tmpfs the sandbox can write is sized: its /dev/shm, then /dev read-only, its /tmp.
+    for (size, mount) in [(limits.shm_bytes, "/dev/shm"), (limits.tmp_bytes, "/tmp")] {
+        args.push("--size".into());
+        args.push(size.to_string().into());
+        args.push("--tmpfs".into());
+        args.push(mount.into());
+        if mount == "/dev/shm" {
+            args.push("--remount-ro".into());
+            args.push("/dev".into());
+        }
+    }
+    args.push("--proc".into());
+    args.push("/proc".into());
     if network == Network::Shared {
         args.push("--share-net".into());
     }
@@ -393,10 +403,7 @@ fn probe() -> Result<PathBuf, SandboxError> {
         )));
     }
     let output = std::process::Command::new(&bwrap)
-        .args(base_args(
-            Network::Unshared,
-            SandboxLimits::default().tmp_bytes,
-        ))
+        .args(base_args(Network::Unshared, SandboxLimits::default()))
         .args(["--", PRLIMIT, "--nproc=16:16", "--", "/usr/bin/true"])
         .output()
         .map_err(|e| SandboxError::Unavailable(e.to_string()))?;

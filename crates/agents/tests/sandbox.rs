@@ -194,13 +194,15 @@ async fn the_runs_repository_stays_in_place_with_its_config_read_only() {
     assert!(ws.join(".git/config").is_file());
 }
 
-/// The sandbox's own `/tmp` holds at most its size.
+/// The sandbox's own `/tmp` and `/dev/shm` hold at most their size; the rest of `/dev` is
+/// read-only.
 #[tokio::test]
 async fn tmp_is_bounded() {
     let place = place();
     let sandbox = Sandbox::prepare(&SandboxSpec {
         limits: SandboxLimits {
             tmp_bytes: 1024 * 1024,
+            shm_bytes: 1024 * 1024,
             ..SandboxLimits::default()
         },
         ..spec(&place, Network::Unshared)
@@ -210,6 +212,13 @@ async fn tmp_is_bounded() {
     assert!(!ok, "2 MB fit in a 1 MiB /tmp");
     assert!(err.contains("No space left"), "{err}");
     let (ok, _, err) = sh(&sandbox, "head -c 500000 /dev/zero > /tmp/fits").await;
+    assert!(ok, "{err}");
+    let (ok, _, err) = sh(&sandbox, "head -c 2000000 /dev/zero > /dev/shm/fill").await;
+    assert!(!ok, "2 MB fit in a 1 MiB /dev/shm");
+    assert!(err.contains("No space left"), "{err}");
+    let (ok, _, _) = sh(&sandbox, "echo x > /dev/new").await;
+    assert!(!ok, "/dev was writable");
+    let (ok, _, err) = sh(&sandbox, "echo x > /dev/null").await;
     assert!(ok, "{err}");
 }
 

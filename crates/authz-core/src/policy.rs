@@ -463,6 +463,11 @@ pub fn builtin_rules() -> Vec<Rule> {
     let a = Action::command;
     let mut rows = Vec::new();
 
+    // What governs later runs (config values, repos, MCP servers) is written by people,
+    // services and schedules, never by an agent: nothing a run does changes what any run is
+    // governed by.
+    let not_an_agent = [ActorKind::User, ActorKind::Service, ActorKind::Schedule];
+    let governs = [a(Config, Write), a(Repo, Write), a(Mcp, Write)];
     // Every command action × command: [has_grant(action)], plus a person's own config scope.
     for action in CATALOGUE_ACTIONS {
         if action == a(Config, Write) {
@@ -475,14 +480,17 @@ pub fn builtin_rules() -> Vec<Rule> {
                 .actor_kinds([ActorKind::User]),
             );
         }
-        rows.push(
-            Rule::new(
-                format!("{action} × command"),
-                exact(&action),
-                Target::Command,
-            )
-            .when([grant(&action)]),
-        );
+        let row = Rule::new(
+            format!("{action} × command"),
+            exact(&action),
+            Target::Command,
+        )
+        .when([grant(&action)]);
+        rows.push(if governs.contains(&action) {
+            row.actor_kinds(not_an_agent)
+        } else {
+            row
+        });
     }
     rows.push(
         Rule::new(
@@ -501,6 +509,7 @@ pub fn builtin_rules() -> Vec<Rule> {
             exact(&config_write),
             Target::ConfigScope(ConfigKind::Channel),
         )
+        .actor_kinds(not_an_agent)
         .when([grant(&config_write)]),
     );
     rows.push(
@@ -509,6 +518,7 @@ pub fn builtin_rules() -> Vec<Rule> {
             exact(&config_write),
             Target::ConfigScope(ConfigKind::User),
         )
+        .actor_kinds(not_an_agent)
         .when([Condition::IsSelf]),
     );
     rows.push(
@@ -517,6 +527,7 @@ pub fn builtin_rules() -> Vec<Rule> {
             exact(&config_write),
             Target::ConfigScope(ConfigKind::User),
         )
+        .actor_kinds(not_an_agent)
         .when([grant(&config_write)]),
     );
     rows.push(
@@ -525,6 +536,7 @@ pub fn builtin_rules() -> Vec<Rule> {
             exact(&config_write),
             Target::ConfigScope(ConfigKind::Org),
         )
+        .actor_kinds(not_an_agent)
         .when([grant(&config_write)]),
     );
 
@@ -537,6 +549,7 @@ pub fn builtin_rules() -> Vec<Rule> {
         let target = Target::ConfigScope(kind);
         rows.push(
             Rule::new(format!("mcp:write × {target}"), exact(&mcp_write), target)
+                .actor_kinds(not_an_agent)
                 .when([grant(&person_grant)]),
         );
         rows.push(

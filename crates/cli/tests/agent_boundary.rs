@@ -529,3 +529,59 @@ async fn the_git_tool_refuses_abbreviated_options() {
     );
     assert!(seen.contains("No such file"), "{seen}");
 }
+
+/// A run rewrites one of its own object files so a base subtree reads with a denied blob in
+/// it, then commits on top: git does not re-hash a loose object it reads, so the run's copy
+/// of the base says what the run wants. The base repository's own objects decide what is
+/// kept, and a denied blob under another name refuses the branch.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_forged_base_tree_never_carries_a_denied_blob_to_the_branch() {
+    let project = Project::new(true);
+    let forge = format!(
+        "set -e; sec=$(git rev-parse HEAD:{SECRET}); s=$(git rev-parse HEAD:src); lst=$(git ls-tree HEAD:src); \
+         mkdir -p /tmp/p; mv .git/objects/pack/* /tmp/p/; for p in /tmp/p/*.pack; do git unpack-objects -q < $p; done; \
+         f=$( (echo \"$lst\"; printf '100644 blob %s\\tleak.txt\\n' $sec) | git mktree --missing); \
+         obj() {{ echo .git/objects/$(echo $1 | cut -c1-2)/$(echo $1 | cut -c3-); }}; \
+         rm -f $(obj $s); cp $(obj $f) $(obj $s); \
+         n=$(printf 'notes\\n' | git hash-object -w --stdin); \
+         t=$( (echo \"$lst\"; printf '100644 blob %s\\tleak.txt\\n100644 blob %s\\tnotes.txt\\n' $sec $n) | git mktree --missing); \
+         root=$( (git ls-tree HEAD | grep -v 'src$'; printf '040000 tree %s\\tsrc\\n' $t) | git mktree --missing); \
+         c=$(git -c user.name=a -c user.email=b commit-tree $root -p HEAD -m notes); \
+         git update-ref $(git symbolic-ref HEAD) $c; git cat-file -p $s | tail -2"
+    );
+    let (run, events, _) = attack(&project, PERMISSIVE, vec![shell(&forge)]).await;
+    let branch = format!("switchboard/{}", run["id"].as_str().unwrap());
+    assert_eq!(
+        git(&project.repo, &["rev-parse", &branch]),
+        project.head,
+        "{events}"
+    );
+    assert!(events.contains("nothing of the run was kept"), "{events}");
+}
+
+/// A repo whose path is a run's own workspace is never a base: what a run wrote is not the
+/// user's history (its alternates could name the user's objects).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_runs_workspace_is_never_a_repo() {
+    let model = Model::serve(vec![]).await;
+    let sb = Switchboard::new(&model, PERMISSIVE);
+    let inside = sb.data().join("runs/01JSOMEWHERE/work");
+    std::fs::create_dir_all(&inside).unwrap();
+    git(&inside, &["init", "-q"]);
+    git(&inside, &["commit", "-q", "--allow-empty", "-m", "x"]);
+    let added = sb.run(&[
+        "repo",
+        "add",
+        "acme/own",
+        "--path",
+        inside.to_str().unwrap(),
+    ]);
+    assert!(added.status.success());
+    let out = sb.run(&["ask", "--agent", "echo", "--repo", "acme/own", "hi"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("inside Switchboard's data directory"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

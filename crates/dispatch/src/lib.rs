@@ -196,6 +196,9 @@ impl Started {
     }
 }
 
+/// How long keeping a run's changes on its branch may take, in all.
+const KEEP_TIMEOUT: Duration = Duration::from_secs(300);
+
 /// What a command run records as its agent: no agent name can be written so.
 pub const COMMAND_AGENT: &str = "(command)";
 
@@ -907,10 +910,11 @@ impl Inner {
     /// Appends a run event the dispatcher itself writes (cleaned like the agent's) and
     /// publishes it to live viewers.
     async fn record_event(&self, run: &RunRecord, kind: &str, body: &str) -> bool {
-        let body = self
+        let cleaned = self
             .sanitizer
             .for_run(run.id.as_str(), run.thread_key.as_deref())
             .clean(body);
+        let body = agents::cap(&cleaned, agents::OutputCaps::default().event_bytes);
         match self
             .store
             .append_event(&run.id, (self.now)(), kind, &body)
@@ -937,7 +941,16 @@ impl Inner {
     async fn close_workspace(&self, run: &RunRecord, place: &RunPlace) -> Vec<(String, String)> {
         let mut frictions = Vec::new();
         if let Some(base) = &place.base {
-            match workspace::keep(base, &run.id, &place.dir).await {
+            let keeping = workspace::keep(base, &run.id, &place.dir);
+            let kept = tokio::time::timeout(KEEP_TIMEOUT, keeping)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(WorkspaceError::Keep(format!(
+                        "keeping the run's changes took longer than {}",
+                        human(KEEP_TIMEOUT)
+                    )))
+                });
+            match kept {
                 Ok(kept) => {
                     let mut body = format!(
                         "kept {} commit{} on {} in repo {}",
@@ -946,11 +959,19 @@ impl Inner {
                         kept.branch,
                         base.slug
                     );
-                    if !kept.dropped.is_empty() {
+                    if kept.dropped_count > 0 {
                         let dropped: Vec<&str> = kept.dropped.iter().map(String::as_str).collect();
+                        let more = kept.dropped_count.saturating_sub(dropped.len());
                         body.push_str(&format!(
-                            "; not kept (denied or .switchboard/): {}",
-                            dropped.join(", ")
+                            "; {} change{} not kept (denied, .switchboard/ or a submodule): {}{}",
+                            kept.dropped_count,
+                            if kept.dropped_count == 1 { "" } else { "s" },
+                            dropped.join(", "),
+                            if more > 0 {
+                                format!(" and {more} more")
+                            } else {
+                                String::new()
+                            }
                         ));
                     }
                     for note in &kept.notes {

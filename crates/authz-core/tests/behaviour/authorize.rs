@@ -225,6 +225,45 @@ fn effective_grants_of_an_agent_never_exceed_its_principal() {
     );
 }
 
+/// What governs later runs (config values, repos, MCP servers) is never written by an agent,
+/// whoever it acts for: nothing a run does changes what any run is governed by.
+#[test]
+fn an_agent_never_writes_what_governs_runs_even_for_an_admin() {
+    let t = GrantsTable::default();
+    let admin = actor("slack:U1", "all", "all", "all");
+    let agent = resolve_agent(&agent_name("coding"), Some(admin.clone()), &t);
+    for (action, target) in [
+        ("config:write", "command:id=config.set"),
+        ("repo:write", "command:id=repo.add"),
+        ("mcp:write", "command:id=mcp.add"),
+        ("config:write", "config-scope:tier=org"),
+        ("config:write", "config-scope:tier=channel,id=slack:C1"),
+        ("config:write", "config-scope:tier=user,id=slack:U1"),
+        ("mcp:write", "config-scope:tier=org"),
+        ("mcp:write", "config-scope:tier=channel,id=slack:C1"),
+    ] {
+        let resource = resource(target);
+        assert!(
+            authorize(&admin, &act(action), &resource).is_allow(),
+            "the admin may {action} {target}"
+        );
+        assert!(
+            !authorize(&agent, &act(action), &resource).is_allow(),
+            "the admin's agent may {action} {target}"
+        );
+    }
+    // What it reads and runs, it still may.
+    assert!(
+        authorize(
+            &agent,
+            &act("config:read"),
+            &resource("command:id=config.get")
+        )
+        .is_allow()
+    );
+    assert!(authorize(&agent, &act("repo:exec"), &resource("command:id=repo.test")).is_allow());
+}
+
 #[test]
 fn predicate_for_derivation() {
     let member = actor("slack:U1", "runs:read", "slack:G1,http:ops", "");

@@ -134,7 +134,16 @@ async fn an_agent_token_acts_for_the_runs_principal_only_while_the_run_is_live()
     let admins_agent = agent_caller(&w.services, Surface::Mcp, &admin_token)
         .await
         .unwrap();
-    assert!(authorize(&admins_agent.actor, &write, &org).is_allow());
+    // Nor, acting for an admin: what governs later runs is never an agent's to write.
+    assert!(authorize(&w.caller("slack:UADMIN").actor, &write, &org).is_allow());
+    assert!(!authorize(&admins_agent.actor, &write, &org).is_allow());
+    let refused = w
+        .say(
+            &admins_agent,
+            "mcp add notes https://notes.example.com/mcp --org",
+        )
+        .await;
+    assert_eq!(refused.kind, ReplyKind::Unauthorized, "{}", refused.text);
     // Any run the agent starts is its own run's child: a repo run as much as an `ask`.
     let workspace = crate::harness::git_repository();
     let add = format!("repo add acme/tools --path {}", workspace.path().display());

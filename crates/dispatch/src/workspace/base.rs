@@ -118,7 +118,7 @@ pub async fn resolve(
     slug: &RepoSlug,
 ) -> Result<Base, WorkspaceError> {
     let (git_dir, commit) = match source(store, slug).await? {
-        RepoSource::Path(path) => checkout(slug, Path::new(&path)).await?,
+        RepoSource::Path(path) => checkout(slug, Path::new(&path), data_dir).await?,
         RepoSource::Url(url) => mirror(data_dir, locks, fetching, slug, &url).await?,
         RepoSource::Unset | RepoSource::Unreadable => {
             return Err(WorkspaceError::BadSource(slug.clone()));
@@ -178,14 +178,36 @@ pub async fn resolve(
     })
 }
 
-/// A local checkout: its git directory and its `HEAD` commit.
-async fn checkout(slug: &RepoSlug, path: &Path) -> Result<(PathBuf, String), WorkspaceError> {
+/// A local checkout: its git directory and its `HEAD` commit. Never one inside the data
+/// directory's `runs/` or `repos/`: those are runs' own workspaces and Switchboard's mirrors,
+/// and a repository a run wrote is no base.
+async fn checkout(
+    slug: &RepoSlug,
+    path: &Path,
+    data_dir: &Path,
+) -> Result<(PathBuf, String), WorkspaceError> {
     let not_repo = || WorkspaceError::NotARepository {
         slug: slug.clone(),
         path: path.display().to_string(),
     };
     if !path.is_dir() {
         return Err(WorkspaceError::MissingPath {
+            slug: slug.clone(),
+            path: path.display().to_string(),
+        });
+    }
+    let ours = |real: &Path| {
+        ["runs", "repos"].iter().any(|own| {
+            data_dir
+                .join(own)
+                .canonicalize()
+                .is_ok_and(|own| real.starts_with(own))
+        })
+    };
+    if let Ok(real) = path.canonicalize()
+        && ours(&real)
+    {
+        return Err(WorkspaceError::InDataDir {
             slug: slug.clone(),
             path: path.display().to_string(),
         });

@@ -18,7 +18,7 @@ const LOCAL: Duration = Duration::from_secs(120);
 /// How long a clone or fetch of a URL repo may take.
 pub(super) const NETWORK: Duration = Duration::from_secs(300);
 /// The most of a command's output kept (a tree listing of a large repository fits).
-const MAX_OUTPUT: usize = 256 * 1024 * 1024;
+const MAX_OUTPUT: usize = 64 * 1024 * 1024;
 
 /// Config on every command: no program named by any repository runs, and git may read a
 /// checkout owned by another user (it runs only plumbing there, with the above off).

@@ -13,8 +13,13 @@
 //! submodule entry is not kept, and a kept change must refer to an object the run itself
 //! has: an entry naming a blob it only knew by its hash is refused, never resolved from the
 //! base's objects. What it left uncommitted is kept as one last commit. Only then are the new
-//! objects written into the base repository (checked by git's `index-pack --strict`) and the
-//! run's own branch moved, from the base to the last kept commit; no other ref is written.
+//! objects written into the base repository (checked by git's `index-pack --strict`, which
+//! hashes every object it is given), and each kept commit checked there again against the
+//! base's own objects: a change to a protected name, or a blob that is neither the run's own
+//! (in the pack just written) nor one the base shows outside the denied names, refuses the
+//! whole branch. The copy's objects are only a working space: a run can forge what its own
+//! object files say, never what the base repository holds. Only then is the run's own branch
+//! moved, from the base to the last kept commit; no other ref is written.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -31,7 +36,9 @@ use super::git::{Git, GitError};
 use super::make::{RunDir, branch};
 
 /// The most commits of a run that are kept (its first-parent chain).
-const MAX_COMMITS: usize = 1000;
+const MAX_COMMITS: usize = 100;
+/// The most names of changes not kept that a run's `branch` event lists.
+const MAX_DROPPED_NAMES: usize = 50;
 /// The most of a commit message kept.
 const MAX_MESSAGE: usize = 64 * 1024;
 /// How long reading the run's working tree (in its sandbox) may take.
@@ -43,8 +50,11 @@ pub struct Kept {
     pub branch: String,
     /// Commits on the branch beyond the base.
     pub commits: usize,
-    /// Paths whose changes were not kept (denied names, `.switchboard/`, submodules).
+    /// Paths whose changes were not kept (denied names, `.switchboard/`, submodules): the
+    /// first [`MAX_DROPPED_NAMES`] of them.
     pub dropped: BTreeSet<String>,
+    /// How many changes were not kept, listed or not.
+    pub dropped_count: usize,
     /// What the person should know (a branch that was gone, history that was rewritten).
     pub notes: Vec<String>,
 }
@@ -79,6 +89,7 @@ pub async fn keep(base: &Base, run: &RunId, dir: &RunDir) -> Result<Kept, Worksp
         branch: branch.clone(),
         commits: 0,
         dropped: BTreeSet::new(),
+        dropped_count: 0,
         notes: Vec::new(),
     };
     let tip = read_ref(&run_git, &format!("refs/heads/{branch}"), base)
@@ -106,6 +117,7 @@ pub async fn keep(base: &Base, run: &RunId, dir: &RunDir) -> Result<Kept, Worksp
         }
     };
     let index = dir.root.join("keep.index");
+    let mut kept_commits: Vec<String> = Vec::new();
     let mut parent = base.commit.clone();
     let mut last_tree = base.root_tree.clone();
     for commit in &commits {
@@ -113,12 +125,13 @@ pub async fn keep(base: &Base, run: &RunId, dir: &RunDir) -> Result<Kept, Worksp
             .text(["rev-parse", &format!("{commit}^{{tree}}")])
             .await
             .map_err(fail)?;
-        let tree = kept_tree(&mine, base, &candidate, &index, &mut kept.dropped).await?;
+        let tree = kept_tree(&mine, base, &candidate, &index, &mut kept).await?;
         if tree == last_tree {
             continue;
         }
         let (author, message) = authored(&mine, commit).await?;
         parent = commit_tree(&mine, run, &tree, &parent, Some(author), message).await?;
+        kept_commits.push(parent.clone());
         last_tree = tree;
         kept.commits += 1;
     }
@@ -126,22 +139,25 @@ pub async fn keep(base: &Base, run: &RunId, dir: &RunDir) -> Result<Kept, Worksp
     // sandbox; its objects and tree id come out and are checked like any change.
     let start = tip.as_deref().unwrap_or(&base.commit);
     let candidate = snapshot(base, dir, start).await?;
-    let tree = kept_tree(&mine, base, &candidate, &index, &mut kept.dropped).await?;
+    let tree = kept_tree(&mine, base, &candidate, &index, &mut kept).await?;
     if tree != last_tree {
         let message = format!("Uncommitted changes at the end of run {run}\n").into_bytes();
         parent = commit_tree(&mine, run, &tree, &parent, None, message).await?;
+        kept_commits.push(parent.clone());
         kept.commits += 1;
     }
     if parent != base.commit {
         let input = format!("{parent}\n^{}\n", base.commit).into_bytes();
-        mine.pipe(
-            &["pack-objects", "--revs", "--stdout", "-q"],
-            input,
-            &base.git(),
-            &["index-pack", "--stdin", "--strict"],
-        )
-        .await
-        .map_err(fail)?;
+        let packed = mine
+            .pipe(
+                &["pack-objects", "--revs", "--stdout", "-q"],
+                input,
+                &base.git(),
+                &["index-pack", "--stdin", "--strict"],
+            )
+            .await
+            .map_err(fail)?;
+        gate(base, &packed, &kept_commits).await?;
         base.git()
             .run([
                 "update-ref",
@@ -229,7 +245,7 @@ async fn kept_tree(
     base: &Base,
     candidate: &str,
     index: &Path,
-    dropped: &mut BTreeSet<String>,
+    kept: &mut Kept,
 ) -> Result<String, WorkspaceError> {
     if candidate == base.root_tree {
         return Ok(base.root_tree.clone());
@@ -250,7 +266,10 @@ async fn kept_tree(
     let mut keep = Vec::new();
     for change in changes {
         if protected(&change.path, &base.policy.deny_read) || change.new_mode == "160000" {
-            dropped.insert(change.path);
+            kept.dropped_count += 1;
+            if kept.dropped.len() < MAX_DROPPED_NAMES {
+                kept.dropped.insert(change.path);
+            }
         } else {
             keep.push(change);
         }
@@ -290,6 +309,81 @@ async fn kept_tree(
     edit.text(["write-tree", "--missing-ok"])
         .await
         .map_err(fail)
+}
+
+/// The last word, in the base repository, whose objects a run never wrote: each kept commit,
+/// against the base commit, changes no protected name and holds no submodule, and every blob
+/// it adds or changes is one the run wrote (an object of `packed`, the pack `index-pack`
+/// just hashed and wrote) or one the base itself shows outside the denied names. A denied
+/// file's blob, or any other object of the base's history, can pass neither.
+async fn gate(base: &Base, packed: &[u8], commits: &[String]) -> Result<(), WorkspaceError> {
+    let refuse = |path: &str, why: &str| {
+        WorkspaceError::Keep(format!(
+            "the run's change to {path} {why}; nothing of the run was kept"
+        ))
+    };
+    let pack = String::from_utf8_lossy(packed);
+    let name = pack
+        .split_whitespace()
+        .last()
+        .filter(|n| n.bytes().all(|b| b.is_ascii_hexdigit()))
+        .ok_or_else(|| WorkspaceError::Keep("index-pack named no pack".to_owned()))?;
+    let index = base.objects.join(format!("pack/pack-{name}.idx"));
+    let listing = base
+        .git()
+        .input(
+            ["show-index"],
+            std::fs::read(&index)
+                .map_err(|e| WorkspaceError::Keep(format!("{}: {e}", index.display())))?,
+        )
+        .await
+        .map_err(fail)?;
+    let mut allowed: std::collections::HashSet<String> = String::from_utf8_lossy(&listing)
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(1).map(str::to_owned))
+        .collect();
+    let denied: Vec<&str> = base.denied_entries.iter().map(|e| e.oid.as_str()).collect();
+    allowed.extend(
+        base.tree
+            .iter()
+            .filter(|e| e.kind == "blob" && !denied.contains(&e.oid.as_str()))
+            .map(|e| e.oid.clone()),
+    );
+    for commit in commits {
+        let raw = base
+            .git()
+            .run([
+                "diff-tree",
+                "-r",
+                "-z",
+                "--no-renames",
+                &base.commit,
+                commit,
+            ])
+            .await
+            .map_err(fail)?;
+        let changes = parse_changes(&raw).ok_or_else(|| {
+            WorkspaceError::Keep("a kept commit's changes did not read".to_owned())
+        })?;
+        for change in changes {
+            if protected(&change.path, &base.policy.deny_read) {
+                return Err(refuse(
+                    &change.path,
+                    "touches a denied name or .switchboard/",
+                ));
+            }
+            if change.new_mode == "160000" {
+                return Err(refuse(&change.path, "is a submodule"));
+            }
+            if !change.deleted && !allowed.contains(&change.new_oid) {
+                return Err(refuse(
+                    &change.path,
+                    "names contents the run did not write and the base does not show",
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Every kept change's blob is in the run's own objects: a change that names a blob only by
@@ -483,7 +577,20 @@ async fn snapshot(base: &Base, dir: &RunDir, start: &str) -> Result<String, Work
         limits: SandboxLimits::default(),
     })
     .map_err(sandboxed)?;
-    let script = "set -e; git read-tree \"$1\"; git add -A; git write-tree --missing-ok";
+    // The run's own index spares hashing every file again (it runs only in here, and what it
+    // claims is checked outside like any change); one that does not read is replaced by the
+    // tree the run started from.
+    // Linked, never copied (a sparse index of a terabyte costs nothing); git in the sandbox
+    // writes a new index file beside it rather than into it.
+    let copied = std::fs::symlink_metadata(dir.work().join(".git/index"))
+        .is_ok_and(|m| m.is_file())
+        && std::fs::hard_link(dir.work().join(".git/index"), scratch.join("index")).is_ok();
+    if !copied {
+        let _ = std::fs::remove_file(scratch.join("index"));
+    }
+    let script = "set -e; if ! { test -f \"$GIT_INDEX_FILE\" && git add -A 2>/dev/null; }; then \
+                  rm -f \"$GIT_INDEX_FILE\"; git read-tree \"$1\"; git add -A; fi; \
+                  git write-tree --missing-ok";
     let mut command = sandbox.command("/bin/sh", ["-c", script, "snapshot", start]);
     command
         .env_clear()
@@ -582,8 +689,14 @@ fn copy_tree(from: &Path, to: &Path, top: bool) -> Result<(), WorkspaceError> {
         let target = to.join(&name);
         if kind.is_dir() && top {
             copy_tree(&entry.path(), &target, false)?;
-        } else if kind.is_file() && std::fs::hard_link(entry.path(), &target).is_err() {
-            std::fs::copy(entry.path(), &target).map_err(|e| io(&target, e))?;
+        } else if kind.is_file() {
+            // Linked, never copied: a sparse file of a terabyte costs nothing to link. A name
+            // already there is the same object.
+            match std::fs::hard_link(entry.path(), &target) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(io(&target, e)),
+            }
         }
     }
     Ok(())

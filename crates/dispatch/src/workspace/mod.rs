@@ -38,6 +38,10 @@ pub enum WorkspaceError {
     )]
     NotARepository { slug: RepoSlug, path: String },
     #[error(
+        "repo {slug}: {path} is inside Switchboard's data directory, among runs' own workspaces or its mirrors; a repo's path must be a checkout of yours"
+    )]
+    InDataDir { slug: RepoSlug, path: String },
+    #[error(
         "repo {0} has no commits; a run starts from the repository's HEAD commit, so commit first"
     )]
     NoCommits(RepoSlug),
@@ -110,14 +114,40 @@ pub async fn make(
     made
 }
 
-/// Removes a run's directory; one already gone is not an error.
+/// Removes a run's directory; one already gone is not an error. A directory the run made
+/// unreadable (`chmod 000`) is opened again first, so nothing a run did keeps its files.
 pub async fn remove(dir: &RunDir) {
     let root = dir.root.clone();
-    let removed = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(&root)).await;
+    let removed = tokio::task::spawn_blocking(move || match std::fs::remove_dir_all(&root) {
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            open_directories(&root);
+            std::fs::remove_dir_all(&root)
+        }
+        done => done,
+    })
+    .await;
     if let Ok(Err(e)) = removed
         && e.kind() != std::io::ErrorKind::NotFound
     {
         tracing::warn!(dir = %dir.root.display(), error = %e, "removing a run's workspace failed");
+    }
+}
+
+/// Gives the owner back every permission on each directory under `dir` (never through a
+/// link), so it can be removed.
+fn open_directories(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let is_dir = std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir());
+    if !is_dir {
+        return;
+    }
+    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                open_directories(&entry.path());
+            }
+        }
     }
 }
 
