@@ -175,6 +175,29 @@ async fn a_runs_commits_are_kept_on_its_branch_and_nothing_denied() {
     );
 }
 
+/// A change written in place at once, leaving the file's size and inode as they were and its
+/// times within the second the run's index recorded: reading the run's index for speed never
+/// costs a change (git compares the times to the nanosecond and reads a racily clean file
+/// again), and the change is kept.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_same_size_change_made_at_once_is_kept() {
+    let project = Project::new(true);
+    let model = Model::serve(vec![shell(
+        "printf 'pub fn answer() -> u8 { 43 }\\n' > src/lib.rs",
+    )])
+    .await;
+    let sb = Switchboard::new(&model, OPEN);
+    sb.add(&project);
+    let outcome = tokio::task::spawn_blocking(move || sb.ask(&["--repo", "acme/web", "work"]))
+        .await
+        .unwrap();
+    let branch = format!("switchboard/{}", outcome["run_id"].as_str().unwrap());
+    assert_eq!(
+        git(&project.repo, &["show", &format!("{branch}:src/lib.rs")]),
+        "pub fn answer() -> u8 { 43 }"
+    );
+}
+
 /// A request names its repo: as `--repo`, as `in owner/name:` at its start, or by the
 /// channel's `repo.default`; a repo not configured is refused before anything runs.
 #[tokio::test(flavor = "multi_thread")]

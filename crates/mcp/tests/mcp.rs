@@ -349,6 +349,67 @@ async fn ask_records_a_run_in_the_tokens_channel_and_can_wait_for_the_answer() {
     assert_eq!(done.status, store::RunStatus::Completed);
 }
 
+/// An agent acting for an admin is offered none of the tools that write what governs later
+/// runs, and calling one by name is refused: config values, repos and MCP servers are
+/// written by people, services and schedules, never by an agent, whatever its owner holds.
+#[tokio::test]
+async fn an_agent_never_writes_what_governs_later_runs_even_for_an_admin() {
+    let s = start(Some(token_map()), "").await;
+    let handled = s
+        .slack_says("slack:UADMIN", "slack:C9", "@holder look around")
+        .await;
+    assert_eq!(handled.reply.kind, ReplyKind::Ok, "{}", handled.reply.text);
+    let parent = handled.run.unwrap().id().clone();
+    let (token, _) = s.holder_env(&parent).await;
+    let agent = s.client(&token).await;
+    let tools = names(&agent.list_all_tools().await.unwrap());
+    assert!(
+        tools.contains(&"mcp_list".to_owned()),
+        "reads hold: {tools:?}"
+    );
+    for governs in [
+        "config_set",
+        "repo_add",
+        "repo_remove",
+        "mcp_add",
+        "mcp_remove",
+    ] {
+        assert!(
+            !tools.contains(&governs.to_owned()),
+            "{governs} in {tools:?}"
+        );
+    }
+    let url = "https://notes.example.com/mcp";
+    for (tool, args) in [
+        ("mcp_add", json!({"name": "notes", "url": url, "org": true})),
+        (
+            "config_set",
+            json!({"key": "repo.default", "value": "acme/x", "org": true}),
+        ),
+        ("repo_add", json!({"repo": "acme/x", "path": "/tmp"})),
+    ] {
+        let refused = call(&agent, tool, args).await;
+        assert_eq!(refused.is_error, Some(true), "{tool}: {}", text(&refused));
+        assert_eq!(
+            refused.structured_content.unwrap()["code"],
+            "unauthorized",
+            "{tool}"
+        );
+    }
+    let listed = s.slack_says("slack:UADMIN", "slack:C9", "mcp list").await;
+    assert!(!listed.reply.text.contains(url), "{}", listed.reply.text);
+    // The admin, in person, may.
+    let own = s
+        .slack_says(
+            "slack:UADMIN",
+            "slack:C9",
+            &format!("mcp add notes {url} --org"),
+        )
+        .await;
+    assert_eq!(own.reply.kind, ReplyKind::Ok, "{}", own.reply.text);
+    assert!(s.services.runs.stop_here(&parent));
+}
+
 /// An agent's token: `agent:<name>` for its run's principal, grants intersected, only while
 /// the run is live; its `ask` is the child of its run.
 #[tokio::test]

@@ -116,6 +116,11 @@ pub async fn keep(base: &Base, run: &RunId, dir: &RunDir) -> Result<Kept, Worksp
             }
         }
     };
+    // What it left uncommitted, as git would commit it (its .gitignore holds), read in a
+    // sandbox; its objects and tree id come out and are checked like any change. Read before
+    // Switchboard writes any object here, so the sandbox is given only the run's own files.
+    let start = tip.as_deref().unwrap_or(&base.commit);
+    let uncommitted = snapshot(base, dir, start).await?;
     let index = dir.root.join("keep.index");
     let mut kept_commits: Vec<String> = Vec::new();
     let mut parent = base.commit.clone();
@@ -135,11 +140,7 @@ pub async fn keep(base: &Base, run: &RunId, dir: &RunDir) -> Result<Kept, Worksp
         last_tree = tree;
         kept.commits += 1;
     }
-    // What it left uncommitted, as git would commit it (its .gitignore holds), read in a
-    // sandbox; its objects and tree id come out and are checked like any change.
-    let start = tip.as_deref().unwrap_or(&base.commit);
-    let candidate = snapshot(base, dir, start).await?;
-    let tree = kept_tree(&mine, base, &candidate, &index, &mut kept).await?;
+    let tree = kept_tree(&mine, base, &uncommitted, &index, &mut kept).await?;
     if tree != last_tree {
         let message = format!("Uncommitted changes at the end of run {run}\n").into_bytes();
         parent = commit_tree(&mine, run, &tree, &parent, None, message).await?;
@@ -517,8 +518,8 @@ fn read_ref(git_dir: &Path, name: &str, base: &Base) -> Option<String> {
 
 /// The tree of the run's working tree as `git add -A` sees it, on top of `start`: git runs in
 /// a sandbox with the working tree read-only, the network unshared, and a scratch repository
-/// of its own (its config Switchboard's and read-only, the kept objects read through
-/// alternates) as the only thing it writes. The objects it wrote are then copied into the
+/// of its own (its config Switchboard's and read-only, the kept objects linked in) as the
+/// only thing it writes. The objects it wrote are then copied into the
 /// keeping repository; its answer is one object id, checked for shape.
 async fn snapshot(base: &Base, dir: &RunDir, start: &str) -> Result<String, WorkspaceError> {
     let keep_dir = dir.keep();
@@ -548,12 +549,12 @@ async fn snapshot(base: &Base, dir: &RunDir, start: &str) -> Result<String, Work
         ),
     )
     .map_err(io)?;
-    std::fs::create_dir_all(scratch.join("objects/info")).map_err(io)?;
-    std::fs::write(
-        scratch.join("objects/info/alternates"),
-        format!("{}\n", keep_dir.join("objects").display()),
-    )
-    .map_err(io)?;
+    // The objects kept so far, linked in rather than named as an alternate: git freshens an
+    // object it finds instead of writing it (it touches the file), and a file it cannot touch
+    // (a read-only alternate) makes it write the object again, once per racily clean file.
+    // Called before Switchboard writes any object there, the links are the run's own files;
+    // nothing else of keep.git is in the sandbox.
+    copy_objects(&keep_dir.join("objects"), &scratch.join("objects")).await?;
     let sandboxed = |e: agents::sandbox::SandboxError| {
         WorkspaceError::Keep(format!(
             "the run's working tree could not be read in a sandbox: {e}"
@@ -567,7 +568,7 @@ async fn snapshot(base: &Base, dir: &RunDir, start: &str) -> Result<String, Work
         workspace_read_only: true,
         repository: false,
         deny_read: Vec::new(),
-        read_only: vec![keep_dir.clone(), scratch.join("config")],
+        read_only: vec![scratch.join("config")],
         configured: vec![ConfiguredBind {
             path: scratch.clone(),
             writable: true,

@@ -56,6 +56,10 @@ channels = "all"
 # a Slack user who may read runs (public ones and their own).
 [grants."slack:UALICE"]
 actions = ["runs:read"]
+
+# an admin: writes config, repos and MCP servers in person.
+[grants."slack:UADMIN"]
+actions = ["runs:read", "config:read", "config:write", "mcp:read", "mcp:write", "repo:read", "repo:write"]
 "#;
 
 pub const TOKENS: [(&str, &str, Option<&str>); 4] = [
