@@ -5,21 +5,28 @@ loopback HTTP server) signs the viewer's CF_Authorization cookie for a real `swi
 serve`. The browser loads /runs, opens a run, sees a new run appear through the feed without a
 reload, never sees a run the viewer may not read (in the DOM or in the feed's raw bytes),
 stops a live run from its page, and approves an agent's tool call from the run's page opened
-through its capability link (the agent's model is scripted here, on loopback). Screenshots go
-to target/browser-check/.
+through the capability link of the person who started the run (a Slack member, whose mention
+is signed here with the app's signing secret; the link comes back through a Web API double on
+loopback, as Slack would show it to them; the agent's model is scripted here too). A
+machine's link never answers: a run started by an ingress token has nobody to ask.
+Screenshots go to target/browser-check/.
 
 Every failure exits non-zero, including a browser that does not start.
 """
 
+import hashlib
+import hmac
 import http.server
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 import urllib.request
 
 import jwt
@@ -38,6 +45,8 @@ AUDIENCE = "aud-browser-check"
 KID = "browser-key-1"
 OPS = "ops-token-browser-0000001"
 SECRET = "secret-token-browser-00001"
+SLACK_SIGNING_SECRET = "browser-check-signing-secret"
+SLACK_SCOPES = "app_mentions:read,channels:read,groups:read,mpim:read,im:history,chat:write"
 
 
 def free_port():
@@ -125,6 +134,62 @@ def serve_model():
     return f"http://127.0.0.1:{serve_on_loopback(Handler)}/v1"
 
 
+def serve_slack_api(posted):
+    """A Slack Web API double: auth.test (with the scopes the app needs), the chat methods,
+    conversations.info (every channel public) and users.conversations (none). Each call's
+    method and parameters are appended to `posted`."""
+
+    class Handler(Quiet):
+        def do_POST(self):
+            method = self.path.rsplit("/", 1)[-1].split("?")[0]
+            raw = self.rfile.read(int(self.headers.get("content-length") or 0)).decode()
+            if (self.headers.get("content-type") or "").startswith("application/json"):
+                params = {k: v if isinstance(v, str) else json.dumps(v) for k, v in json.loads(raw or "{}").items()}
+            else:
+                params = dict(urllib.parse.parse_qsl(raw))
+            posted.append((method, params))
+            answers = {
+                "auth.test": {"ok": True, "url": "https://acme.slack.com/", "team": "Acme", "user": "switchboard",
+                              "team_id": "T1", "user_id": "UBOT", "bot_id": "B1"},
+                "chat.postMessage": {"ok": True, "channel": params.get("channel"), "ts": "1700000002.000100",
+                                     "message": {"ts": "1700000002.000100", "text": params.get("text", "")}},
+                "chat.update": {"ok": True, "channel": params.get("channel"), "ts": params.get("ts")},
+                "chat.postEphemeral": {"ok": True, "message_ts": "1700000003.000100"},
+                "conversations.info": {"ok": True, "channel": {"id": params.get("channel"), "created": 1600000000,
+                                                               "name": "c", "is_channel": True, "is_private": False}},
+                "users.conversations": {"ok": True, "channels": [], "response_metadata": {"next_cursor": ""}},
+            }
+            body = json.dumps(answers.get(method, {"ok": False, "error": "unknown_method"})).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            if method == "auth.test":
+                self.send_header("x-oauth-scopes", SLACK_SCOPES)
+            self.end_headers()
+            self.wfile.write(body)
+
+    return f"http://127.0.0.1:{serve_on_loopback(Handler)}/api/"
+
+
+def slack_mention(base, user, channel, text):
+    """An app_mention from `user`, signed now with the app's signing secret, as Slack posts it."""
+    now = int(time.time())
+    body = json.dumps({"token": "unused", "team_id": "T1", "api_app_id": "A1", "type": "event_callback",
+                       "event_id": f"Ev{now}", "event_time": now,
+                       "event": {"type": "app_mention", "user": user, "channel": channel,
+                                 "ts": f"{now}.000100", "text": f"<@UBOT> {text}"}}).encode()
+    signature = hmac.new(SLACK_SIGNING_SECRET.encode(), f"v0:{now}:".encode() + body, hashlib.sha256).hexdigest()
+    request = urllib.request.Request(
+        f"{base}/slack/events",
+        data=body,
+        headers={"content-type": "application/json", "x-slack-request-timestamp": str(now),
+                 "x-slack-signature": f"v0={signature}"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        if response.status != 200:
+            fail(f"/slack/events answered {response.status}")
+
+
 def read_feed(base, cookie, seconds, out):
     """The feed's raw bytes for `seconds`, as the viewer."""
     request = urllib.request.Request(f"{base}/runs/stream", headers={"cookie": f"CF_Authorization={cookie}"})
@@ -153,6 +218,8 @@ def main():
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     model_url = serve_model()
+    slack_posted = []
+    slack_api = serve_slack_api(slack_posted)
     work = tempfile.mkdtemp(prefix="browser-check-")
     config = os.path.join(work, "switchboard.toml")
     with open(config, "w") as f:
@@ -181,12 +248,18 @@ paths = ["{{workspace}}"]
 mode = "auto"
 [grants."http:ops"]
 actions = ["agent:run:staller", "agent:run:writer"]
+# The Slack member who asks the writer to take notes.
+[grants."slack:UPERSON"]
+actions = ["agent:run:writer"]
 [grants."http:secret"]
 actions = ["agent:run:staller"]
 # The viewer reads and stops the ops channel's runs, and nothing of the secret one.
 [grants."access:viewer"]
 actions = ["runs:read", "runs:write"]
-channels = ["http:ops"]
+channels = ["http:ops", "slack:CNOTES"]
+[slack]
+mode = "events"
+api_url = "{slack_api}"
 [access]
 issuer = "{ISSUER}"
 audience = "{AUDIENCE}"
@@ -197,6 +270,8 @@ jwks_url = "{jwks_url}"
     env["SWITCHBOARD_INGRESS_TOKENS"] = json.dumps(
         {OPS: {"subject": "ops", "channel": "http:ops"}, SECRET: {"subject": "secret", "channel": "http:secret"}}
     )
+    env["SLACK_BOT_TOKEN"] = "xoxb-browser-check"
+    env["SLACK_SIGNING_SECRET"] = SLACK_SIGNING_SECRET
     env["NO_COLOR"] = "1"
     log = open(os.path.join(work, "serve.log"), "w")
     server = subprocess.Popen([BIN, "--config", config, "serve"], stdout=log, stderr=log, env=env)
@@ -282,12 +357,37 @@ jwks_url = "{jwks_url}"
             WebDriverWait(driver, 10).until(stopped)
         driver.save_screenshot(os.path.join(SHOTS, "stopped-run.png"))
 
-        # An agent's tool call waits for the person who started the run: the capability link
-        # shows the Approve / Deny form; Approve lets the write happen and the run finish.
-        writer = start(base, OPS, "@writer take notes")
-        driver.delete_all_cookies()
-        driver.get(writer["link"])
         approve = (By.CSS_SELECTOR, "form.approval button[value=approve]")
+        # A machine's run has nobody to ask: its agent's write is refused at once and the run
+        # ends; its link (made for a machine) never shows the form.
+        machine = start(base, OPS, "@writer take notes")
+        driver.delete_all_cookies()
+        for _ in range(40):
+            driver.get(machine["link"])
+            if driver.find_elements(*approve):
+                fail("a machine's capability link showed the approval form")
+            if "This run has ended" in driver.page_source:
+                break
+            time.sleep(0.25)
+        else:
+            fail("a machine's run that asked for a write did not end: " + driver.page_source[:800])
+
+        # An agent's tool call waits for the person who started the run: a Slack member's
+        # mention starts it, the link Slack shows only them opens the Approve / Deny form, and
+        # Approve lets the write happen and the run finish.
+        slack_mention(base, "UPERSON", "CNOTES", "@writer take notes")
+        writer = None
+        for _ in range(100):
+            for method, params in list(slack_posted):
+                found = re.search(r"(https?://[^\s>|]+/runs/([0-9A-Za-z]+)\?token=[^\s>|]+)", params.get("text", ""))
+                if method == "chat.postEphemeral" and params.get("user") == "UPERSON" and found:
+                    writer = {"link": found.group(1), "run_id": found.group(2)}
+            if writer:
+                break
+            time.sleep(0.1)
+        else:
+            fail(f"Slack was never sent the member's capability link: {slack_posted}")
+        driver.get(writer["link"])
         for _ in range(3):
             try:
                 WebDriverWait(driver, 5).until(lambda d: d.find_elements(*approve))
