@@ -97,6 +97,8 @@ const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
 /// stderr kept for friction, at most.
 const STDERR_KEEP: usize = 16 * 1024;
+/// How long a stopped program is waited for once killed.
+const REAP_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 pub struct CommandBackend {
     settings: CommandSettings,
@@ -396,12 +398,17 @@ impl AgentBackend for CommandBackend {
             let ((), stderr, block, status) = tokio::join!(feed, collect_stderr, read_stdout, wait);
             (status, stderr, block)
         };
-        let (status, stderr, block) = tokio::select! {
-            done = running => done,
-            () = cancel.cancelled() => {
-                kill_group(pid);
-                return sink.cancelled();
-            }
+        let finished = tokio::select! {
+            done = running => Some(done),
+            () = cancel.cancelled() => None,
+        };
+        let Some((status, stderr, block)) = finished else {
+            kill_group(pid);
+            // Reaped before the run is said to be over, so keeping its workspace starts once
+            // the program is gone (a sandbox's own processes are killed with it; keeping never
+            // follows a link in the workspace in any case).
+            let _ = tokio::time::timeout(REAP_WAIT, child.wait()).await;
+            return sink.cancelled();
         };
         match status {
             Ok(s) if s.success() => sink.answered(&block.text()),

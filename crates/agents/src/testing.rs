@@ -5,6 +5,8 @@
 //! - [`writing_model`], an OpenAI-compatible chat-completions endpoint playing a model that
 //!   asks to write a file in the workspace it was told about, then answers with what the tool
 //!   call returned.
+//! - [`init_repository`] and [`git_repository`], a git repository with one commit, as
+//!   `repo add --path` takes for runs.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -163,4 +165,43 @@ pub async fn writing_model(content: &str) -> std::io::Result<String> {
         let _ = axum::serve(listener, app).await;
     });
     Ok(format!("http://{addr}/v1"))
+}
+
+/// Makes `dir` (which must exist) a git repository with one empty commit: a run in it starts
+/// from that commit.
+pub fn init_repository(dir: &std::path::Path) -> std::io::Result<()> {
+    let steps: [&[&str]; 2] = [
+        &["init", "-q"],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "init",
+        ],
+    ];
+    for args in steps {
+        let status = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .status()?;
+        if !status.success() {
+            return Err(std::io::Error::other(format!(
+                "git {args:?} failed: {status}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A temporary git repository with one empty commit, removed when dropped.
+pub fn git_repository() -> std::io::Result<tempfile::TempDir> {
+    let dir = tempfile::tempdir()?;
+    init_repository(dir.path())?;
+    Ok(dir)
 }

@@ -210,29 +210,7 @@ fn a_run_a_cli_command_starts_is_followed_to_its_end() {
     let dir = tempfile::tempdir().unwrap();
     let workspace = tempfile::tempdir().unwrap();
     // A git repository with one commit: a run starts from its HEAD.
-    for args in [
-        &["init", "-q"][..],
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-q",
-            "--allow-empty",
-            "-m",
-            "init",
-        ][..],
-    ] {
-        let ok = Command::new("git")
-            .arg("-C")
-            .arg(workspace.path())
-            .args(args)
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "git {args:?}");
-    }
+    agents::testing::init_repository(workspace.path()).unwrap();
     std::fs::write(
         dir.path().join("switchboard.toml"),
         format!(

@@ -240,29 +240,7 @@ impl Server {
             let local = self.workspace.path().join(repo.replace('/', "-"));
             std::fs::create_dir_all(&local).unwrap();
             // A git repository with one commit: a run starts from its HEAD.
-            for args in [
-                &["init", "-q"][..],
-                &[
-                    "-c",
-                    "user.name=t",
-                    "-c",
-                    "user.email=t@t",
-                    "commit",
-                    "-q",
-                    "--allow-empty",
-                    "-m",
-                    "init",
-                ][..],
-            ] {
-                let ok = std::process::Command::new("git")
-                    .arg("-C")
-                    .arg(&local)
-                    .args(args)
-                    .status()
-                    .unwrap()
-                    .success();
-                assert!(ok, "git {args:?}");
-            }
+            agents::testing::init_repository(&local).unwrap();
             store::repos::set(
                 self.store.as_ref(),
                 &repo.parse().unwrap(),

@@ -243,29 +243,7 @@ async fn refusals_unknown_tools_and_bad_arguments_are_tool_errors_not_protocol_e
 async fn ask_names_its_repo_and_an_unusable_one_reads_as_missing() {
     let s = start(Some(token_map()), "").await;
     let repo = tempfile::tempdir().unwrap();
-    for args in [
-        &["init", "-q"][..],
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-q",
-            "--allow-empty",
-            "-m",
-            "init",
-        ][..],
-    ] {
-        let ok = std::process::Command::new("git")
-            .arg("-C")
-            .arg(repo.path())
-            .args(args)
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok);
-    }
+    agents::testing::init_repository(repo.path()).unwrap();
     for slug in ["acme/web", "acme/secret"] {
         store::repos::set(
             s.store.as_ref(),

@@ -328,29 +328,7 @@ async fn a_mention_starts_one_run_and_its_reply_lands_in_the_thread() {
 async fn a_mention_names_its_repo_in_its_text() {
     let h = start().await;
     let repo = tempfile::tempdir().unwrap();
-    for args in [
-        &["init", "-q"][..],
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-q",
-            "--allow-empty",
-            "-m",
-            "init",
-        ][..],
-    ] {
-        let ok = std::process::Command::new("git")
-            .arg("-C")
-            .arg(repo.path())
-            .args(args)
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok);
-    }
+    agents::testing::init_repository(repo.path()).unwrap();
     store::repos::set(
         h.store.as_ref(),
         &"acme/web".parse().unwrap(),

@@ -464,7 +464,7 @@ async fn repos_and_their_restriction(w: World) {
     );
     // repo test: admitted on the coding agent (restricted here: only the admin may run it),
     // which then runs in the repo's workspace, recorded in the channel asked from.
-    let workspace = crate::harness::git_repository();
+    let workspace = agents::testing::git_repository().unwrap();
     let add = format!("repo add acme/tools --path {}", workspace.path().display());
     assert_eq!(w.say(&repo_writer, &add).await.kind, ReplyKind::Ok);
     refused(&w, &w.caller("slack:UPLAIN"), "repo test acme/tools").await;

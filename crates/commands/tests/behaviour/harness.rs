@@ -154,32 +154,3 @@ impl World {
         self.services.store.create_run(n).await.unwrap()
     }
 }
-
-/// A git repository with one commit, as `repo add --path` takes for runs.
-pub fn git_repository() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    for args in [
-        &["init", "-q"][..],
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-q",
-            "--allow-empty",
-            "-m",
-            "init",
-        ][..],
-    ] {
-        let ok = std::process::Command::new("git")
-            .arg("-C")
-            .arg(dir.path())
-            .args(args)
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "git {args:?}");
-    }
-    dir
-}

@@ -145,7 +145,7 @@ async fn an_agent_token_acts_for_the_runs_principal_only_while_the_run_is_live()
         .await;
     assert_eq!(refused.kind, ReplyKind::Unauthorized, "{}", refused.text);
     // Any run the agent starts is its own run's child: a repo run as much as an `ask`.
-    let workspace = crate::harness::git_repository();
+    let workspace = agents::testing::git_repository().unwrap();
     let add = format!("repo add acme/tools --path {}", workspace.path().display());
     let added = w.say(&w.caller("slack:UADMIN"), &add).await;
     assert_eq!(added.kind, ReplyKind::Ok, "{}", added.text);

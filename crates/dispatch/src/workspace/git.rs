@@ -78,6 +78,18 @@ impl Git {
         }
     }
 
+    /// `git init` of `dir` in `object_format`, with no template (no hooks, no sample files).
+    pub(super) async fn init(dir: &Path, object_format: &str, bare: bool) -> Result<(), GitError> {
+        let mut args: Vec<std::ffi::OsString> = vec!["init".into(), "--quiet".into()];
+        if bare {
+            args.push("--bare".into());
+        }
+        args.push("--template=".into());
+        args.push(format!("--object-format={object_format}").into());
+        args.push(dir.as_os_str().to_owned());
+        Git::outside().run(args).await.map(drop)
+    }
+
     /// An environment variable for this command (`GIT_AUTHOR_NAME`, …).
     pub(super) fn with_env(mut self, name: &'static str, value: String) -> Git {
         self.env.push((name, value));

@@ -34,6 +34,7 @@ use super::WorkspaceError;
 use super::base::Base;
 use super::git::{Git, GitError};
 use super::make::{RunDir, branch};
+use super::nofollow;
 
 /// The most commits of a run that are kept (its first-parent chain).
 const MAX_COMMITS: usize = 100;
@@ -66,20 +67,11 @@ fn fail(e: GitError) -> WorkspaceError {
 /// Keeps the run's changes on its branch.
 pub async fn keep(base: &Base, run: &RunId, dir: &RunDir) -> Result<Kept, WorkspaceError> {
     let work = dir.work();
-    let run_git = work.join(".git");
     let keep_dir = dir.keep();
-    Git::outside()
-        .run([
-            "init".into(),
-            "--quiet".into(),
-            "--bare".into(),
-            "--template=".into(),
-            format!("--object-format={}", base.object_format).into(),
-            keep_dir.clone().into_os_string(),
-        ])
+    Git::init(&keep_dir, &base.object_format, true)
         .await
         .map_err(fail)?;
-    copy_objects(&run_git.join("objects"), &keep_dir.join("objects")).await?;
+    copy_objects(&work, ".git/objects", &keep_dir.join("objects")).await?;
     tokio::fs::write(keep_dir.join("shallow"), format!("{}\n", base.commit))
         .await
         .map_err(|e| WorkspaceError::Keep(format!("{}: {e}", keep_dir.display())))?;
@@ -92,7 +84,7 @@ pub async fn keep(base: &Base, run: &RunId, dir: &RunDir) -> Result<Kept, Worksp
         dropped_count: 0,
         notes: Vec::new(),
     };
-    let tip = read_ref(&run_git, &format!("refs/heads/{branch}"), base)
+    let tip = read_ref(&work, &format!("refs/heads/{branch}"), base)
         .filter(|tip| tip == &base.commit || is_hex(tip, base));
     let commits = match &tip {
         None => {
@@ -486,30 +478,17 @@ fn is_hex(oid: &str, base: &Base) -> bool {
     oid.len() == base.commit.len() && oid.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
-/// The value of `name` in the run's repository, read from its ref files: a loose ref (a
-/// regular file holding an object id), else `packed-refs`. A symbolic ref is not followed.
-fn read_ref(git_dir: &Path, name: &str, base: &Base) -> Option<String> {
-    // Through real directories only: a link on the way could lead to another repository's
-    // refs.
-    let regular = |path: &Path, max: u64| {
-        let relative = path.strip_prefix(git_dir).ok()?;
-        let mut on_the_way = git_dir.to_path_buf();
-        for part in relative.parent()?.components() {
-            on_the_way.push(part);
-            if !std::fs::symlink_metadata(&on_the_way).is_ok_and(|m| m.is_dir()) {
-                return None;
-            }
-        }
-        std::fs::symlink_metadata(path)
-            .ok()
-            .filter(|m| m.is_file() && m.len() <= max)
-            .and_then(|_| std::fs::read_to_string(path).ok())
-    };
-    if let Some(text) = regular(&git_dir.join(name), 256) {
+/// The value of `name` in the run's repository (`work/.git`), read from its ref files: a
+/// loose ref (a regular file holding an object id), else `packed-refs`. A symbolic ref is
+/// not followed, and neither is a link on the way (it could lead to another repository's
+/// refs).
+fn read_ref(work: &Path, name: &str, base: &Base) -> Option<String> {
+    let git_dir = Path::new(".git");
+    if let Some(text) = nofollow::read_regular(work, &git_dir.join(name), 256) {
         let oid = text.trim();
         return is_hex(oid, base).then(|| oid.to_ascii_lowercase());
     }
-    let packed = regular(&git_dir.join("packed-refs"), 64 * 1024 * 1024)?;
+    let packed = nofollow::read_regular(work, &git_dir.join("packed-refs"), 64 * 1024 * 1024)?;
     packed.lines().find_map(|line| {
         let (oid, refname) = line.split_once(' ')?;
         (refname == name && is_hex(oid, base)).then(|| oid.to_ascii_lowercase())
@@ -525,15 +504,7 @@ async fn snapshot(base: &Base, dir: &RunDir, start: &str) -> Result<String, Work
     let keep_dir = dir.keep();
     let scratch = dir.root.join("snapshot.git");
     let io = |e: std::io::Error| WorkspaceError::Keep(format!("{}: {e}", scratch.display()));
-    Git::outside()
-        .run([
-            "init".into(),
-            "--quiet".into(),
-            "--bare".into(),
-            "--template=".into(),
-            format!("--object-format={}", base.object_format).into(),
-            scratch.clone().into_os_string(),
-        ])
+    Git::init(&scratch, &base.object_format, true)
         .await
         .map_err(fail)?;
     let format_line = if base.object_format == "sha1" {
@@ -554,7 +525,7 @@ async fn snapshot(base: &Base, dir: &RunDir, start: &str) -> Result<String, Work
     // (a read-only alternate) makes it write the object again, once per racily clean file.
     // Called before Switchboard writes any object there, the links are the run's own files;
     // nothing else of keep.git is in the sandbox.
-    copy_objects(&keep_dir.join("objects"), &scratch.join("objects")).await?;
+    copy_objects(&keep_dir, "objects", &scratch.join("objects")).await?;
     let sandboxed = |e: agents::sandbox::SandboxError| {
         WorkspaceError::Keep(format!(
             "the run's working tree could not be read in a sandbox: {e}"
@@ -615,13 +586,13 @@ async fn snapshot(base: &Base, dir: &RunDir, start: &str) -> Result<String, Work
     let mut out = Vec::new();
     let mut err = Vec::new();
     let (mut stdout, mut stderr) = (child.stdout.take(), child.stderr.take());
+    // Both at once, each kept up to its cap and the rest drained, so a flood on one (a
+    // warning per file on stderr) never stalls the program.
     let reading = async {
-        if let Some(s) = stdout.as_mut() {
-            let _ = s.take(4096).read_to_end(&mut out).await;
-        }
-        if let Some(s) = stderr.as_mut() {
-            let _ = s.take(4096).read_to_end(&mut err).await;
-        }
+        tokio::join!(
+            read_capped(stdout.as_mut(), &mut out),
+            read_capped(stderr.as_mut(), &mut err)
+        );
         child.wait().await
     };
     let status = tokio::time::timeout(SNAPSHOT_TIMEOUT, reading)
@@ -647,60 +618,42 @@ async fn snapshot(base: &Base, dir: &RunDir, start: &str) -> Result<String, Work
             "reading the run's working tree gave no tree".to_owned(),
         ));
     }
-    copy_objects(&scratch.join("objects"), &keep_dir.join("objects")).await?;
+    copy_objects(&scratch, "objects", &keep_dir.join("objects")).await?;
     Ok(tree)
 }
 
-/// Copies the run's object files (loose objects and packs; regular files only, never a link,
-/// never `info/`, so no alternates) into `to`.
-async fn copy_objects(from: &Path, to: &Path) -> Result<(), WorkspaceError> {
-    let (from, to) = (from.to_owned(), to.to_owned());
-    match std::fs::symlink_metadata(&from) {
-        Ok(meta) if meta.is_dir() => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        // A link in its place is never followed: it could lead to any repository's objects.
-        _ => {
-            return Err(WorkspaceError::Keep(format!(
-                "{} is not a directory of the run's own; nothing of its repository was kept",
-                from.display()
-            )));
-        }
+/// Reads `pipe` into `kept` up to 4 KiB, then drains the rest.
+async fn read_capped<R: tokio::io::AsyncRead + Unpin>(pipe: Option<&mut R>, kept: &mut Vec<u8>) {
+    if let Some(pipe) = pipe {
+        let mut capped = pipe.take(4096);
+        let _ = capped.read_to_end(kept).await;
+        let _ = tokio::io::copy(capped.into_inner(), &mut tokio::io::sink()).await;
     }
-    tokio::task::spawn_blocking(move || copy_tree(&from, &to, true))
-        .await
-        .map_err(|e| WorkspaceError::Keep(format!("copying the run's objects: {e}")))?
 }
 
-fn copy_tree(from: &Path, to: &Path, top: bool) -> Result<(), WorkspaceError> {
-    let io =
-        |path: &Path, e: std::io::Error| WorkspaceError::Keep(format!("{}: {e}", path.display()));
-    let entries = match std::fs::read_dir(from) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(io(from, e)),
-    };
-    std::fs::create_dir_all(to).map_err(|e| io(to, e))?;
-    for entry in entries {
-        let entry = entry.map_err(|e| io(from, e))?;
-        let name = entry.file_name();
-        if top && name == "info" {
-            continue;
-        }
-        let kind = entry.file_type().map_err(|e| io(&entry.path(), e))?;
-        let target = to.join(&name);
-        if kind.is_dir() && top {
-            copy_tree(&entry.path(), &target, false)?;
-        } else if kind.is_file() {
-            // Linked, never copied: a sparse file of a terabyte costs nothing to link. A name
-            // already there is the same object.
-            match std::fs::hard_link(entry.path(), &target) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(io(&target, e)),
+/// Links the object files under `root`/`objects` (loose objects and packs; regular files
+/// only, never a link, never `info/`, so no alternates) into `to`, never through a link on
+/// the way. Nothing there is nothing to copy.
+async fn copy_objects(root: &Path, objects: &str, to: &Path) -> Result<(), WorkspaceError> {
+    let (root, objects, to) = (root.to_owned(), objects.to_owned(), to.to_owned());
+    let copied = tokio::task::spawn_blocking(move || {
+        let from = match nofollow::open_dir(&root, Path::new(&objects)) {
+            Ok(fd) => fd,
+            Err(nix::errno::Errno::ENOENT) => return Ok(()),
+            // A link in its place is never followed: it could lead to any repository's
+            // objects.
+            Err(_) => {
+                return Err(WorkspaceError::Keep(format!(
+                    "{} is not a directory of the run's own; nothing of its repository was kept",
+                    root.join(&objects).display()
+                )));
             }
-        }
-    }
-    Ok(())
+        };
+        nofollow::link_files(&from, &to, true)
+            .map_err(|e| WorkspaceError::Keep(format!("{}: {e}", to.display())))
+    })
+    .await;
+    copied.map_err(|e| WorkspaceError::Keep(format!("copying the run's objects: {e}")))?
 }
 
 #[cfg(test)]

@@ -83,14 +83,7 @@ pub(crate) async fn repo(
     tokio::fs::create_dir_all(&work)
         .await
         .map_err(|e| io(&work, e))?;
-    Git::outside()
-        .run([
-            "init".into(),
-            "--quiet".into(),
-            "--template=".into(),
-            format!("--object-format={}", base.object_format).into(),
-            work.clone().into_os_string(),
-        ])
+    Git::init(&work, &base.object_format, false)
         .await
         .map_err(fail)?;
     tokio::fs::write(git_dir.join("config"), config(run, &base.object_format))

@@ -14,6 +14,7 @@ mod base;
 mod git;
 mod keep;
 mod make;
+mod nofollow;
 
 use std::path::Path;
 use std::time::Duration;
@@ -120,7 +121,7 @@ pub async fn remove(dir: &RunDir) {
     let root = dir.root.clone();
     let removed = tokio::task::spawn_blocking(move || match std::fs::remove_dir_all(&root) {
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-            open_directories(&root);
+            nofollow::open_up(&root);
             std::fs::remove_dir_all(&root)
         }
         done => done,
@@ -130,24 +131,6 @@ pub async fn remove(dir: &RunDir) {
         && e.kind() != std::io::ErrorKind::NotFound
     {
         tracing::warn!(dir = %dir.root.display(), error = %e, "removing a run's workspace failed");
-    }
-}
-
-/// Gives the owner back every permission on each directory under `dir` (never through a
-/// link), so it can be removed.
-fn open_directories(dir: &Path) {
-    use std::os::unix::fs::PermissionsExt;
-    let is_dir = std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir());
-    if !is_dir {
-        return;
-    }
-    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for entry in entries.flatten() {
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                open_directories(&entry.path());
-            }
-        }
     }
 }
 
