@@ -548,7 +548,10 @@ pub async fn approve(
         }
     };
     let Some(by) = answerer(&opener) else {
-        tracing::warn!(run = %id, reason = "machine-link", "[access] a machine's link tried to answer an approval");
+        tracing::warn!(
+            reason = "machine-link",
+            "[access] a machine's link tried to answer an approval"
+        );
         return not_answered(
             StatusCode::FORBIDDEN,
             &id,
@@ -566,7 +569,10 @@ pub async fn approve(
             not_answered(StatusCode::CONFLICT, &id, &e.to_string())
         }
         Err(e @ ApprovalError::NotThePrincipal) => {
-            tracing::warn!(run = %id, reason = "not-the-principal", "[access] an approval was answered by someone else");
+            tracing::warn!(
+                reason = "not-the-principal",
+                "[access] an approval was answered by someone else"
+            );
             not_answered(StatusCode::FORBIDDEN, &id, &e.to_string())
         }
         Err(e @ ApprovalError::Unrecorded) => {

@@ -76,6 +76,10 @@ pub enum Refused {
     BadSubject,
     #[error("jwks-unavailable")]
     JwksUnavailable,
+    /// Two tokens in one request (two cookies of the name, or the header twice): a sibling
+    /// site can set a cookie of its own beside the viewer's, so neither is taken.
+    #[error("two-tokens")]
+    TwoTokens,
 }
 
 /// A verified viewer: the actor its token proves, and when the token expires.
@@ -162,26 +166,39 @@ impl Verifier {
         &self.settings
     }
 
-    /// The request's token: the header, else the cookie.
-    pub fn token_in<'h>(&self, headers: &'h HeaderMap) -> Option<&'h str> {
-        if let Some(v) = headers.get(self.settings.header.as_str()) {
-            return v.to_str().ok().map(str::trim).filter(|t| !t.is_empty());
+    /// The request's one token: the header, else the cookie. Two of either (two cookies of
+    /// the name, in one header or in two) is [`Refused::TwoTokens`], whatever their values.
+    pub fn token_in<'h>(&self, headers: &'h HeaderMap) -> Result<&'h str, Refused> {
+        let mut headed = headers.get_all(self.settings.header.as_str()).iter();
+        if let Some(v) = headed.next() {
+            if headed.next().is_some() {
+                return Err(Refused::TwoTokens);
+            }
+            let token = v.to_str().map_err(|_| Refused::Malformed)?.trim();
+            return if token.is_empty() {
+                Err(Refused::Missing)
+            } else {
+                Ok(token)
+            };
         }
-        headers
+        let mut cookies = headers
             .get_all(axum::http::header::COOKIE)
             .iter()
             .filter_map(|v| v.to_str().ok())
             .flat_map(|v| v.split(';'))
             .filter_map(|pair| pair.trim().split_once('='))
-            .find(|(name, _)| *name == self.settings.cookie)
-            .map(|(_, value)| value.trim())
-            .filter(|t| !t.is_empty())
+            .filter(|(name, _)| *name == self.settings.cookie)
+            .map(|(_, value)| value.trim());
+        match (cookies.next(), cookies.next()) {
+            (Some(_), Some(_)) => Err(Refused::TwoTokens),
+            (Some(token), None) if !token.is_empty() => Ok(token),
+            _ => Err(Refused::Missing),
+        }
     }
 
     /// The viewer a request's token proves.
     pub async fn viewer(&self, headers: &HeaderMap) -> Result<Viewer, Refused> {
-        self.verify(self.token_in(headers).ok_or(Refused::Missing)?)
-            .await
+        self.verify(self.token_in(headers)?).await
     }
 
     /// The viewer `token` proves.

@@ -501,6 +501,68 @@ async fn tokens_are_verified_and_every_refusal_looks_alike() {
     assert_eq!(line.actor.as_str(), "access:svc:deploy.access");
 }
 
+/// One identity per request: two `CF_Authorization` cookies (a sibling subdomain can set one
+/// beside the viewer's), in one header or two, or the assertion header twice, are refused
+/// like a bad token, whichever comes first and even when both are good.
+#[tokio::test]
+async fn two_tokens_in_one_request_are_refused() {
+    let h = start(Options::default()).await;
+    let (alice, mallory) = (token_for("alice"), token_for("mallory"));
+    let send = |headers: Vec<(&'static str, String)>| {
+        let mut req = h.client.get(format!("{}/api/runs.list", h.base));
+        for (k, v) in headers {
+            req = req.header(k, v);
+        }
+        async move { answer(req.send().await.unwrap()).await }
+    };
+    let baseline = h.get("/api/runs.list", None).await;
+    assert_eq!(baseline.status, 401);
+    let cases: Vec<(&str, Vec<(&'static str, String)>)> = vec![
+        (
+            "two cookies in one header",
+            vec![(
+                "cookie",
+                format!("CF_Authorization={mallory}; theme=dark; CF_Authorization={alice}"),
+            )],
+        ),
+        (
+            "two cookie headers",
+            vec![
+                ("cookie", format!("CF_Authorization={alice}")),
+                ("cookie", format!("CF_Authorization={mallory}")),
+            ],
+        ),
+        (
+            "the same good cookie twice",
+            vec![(
+                "cookie",
+                format!("CF_Authorization={alice}; CF_Authorization={alice}"),
+            )],
+        ),
+        (
+            "the header twice",
+            vec![
+                ("cf-access-jwt-assertion", alice.clone()),
+                ("cf-access-jwt-assertion", mallory.clone()),
+            ],
+        ),
+    ];
+    for (case, headers) in cases {
+        assert_eq!(send(headers).await, baseline, "{case}");
+    }
+    // The header stands over a cookie (a sibling site can set a cookie, not a header): a
+    // service token's header with a session's cookie is the service token (a 🚫 for it).
+    let service = key().sign(&json!({"iss": ISSUER, "aud": [AUDIENCE], "sub": "", "common_name": "deploy.access", "exp": now() + 60}));
+    let one = send(vec![
+        ("cf-access-jwt-assertion", service),
+        ("cookie", format!("CF_Authorization={alice}")),
+    ])
+    .await;
+    assert_eq!(one.status, 403, "{}", one.body);
+    let line = h.audit.lines().into_iter().last().unwrap();
+    assert_eq!(line.actor.as_str(), "access:svc:deploy.access");
+}
+
 /// An unknown `kid` fetches the key set once; a second unknown `kid` within the minute does not.
 #[tokio::test]
 async fn unknown_kids_fetch_at_most_once_a_minute() {
@@ -1313,6 +1375,75 @@ async fn a_machines_run_has_nobody_to_ask_and_its_link_answers_nothing() {
             store::ApprovalState::Open
         };
         assert_eq!(state, Some(want), "{token}");
+    }
+}
+
+/// A refusal's log line names no run: a machine's link answering, and a viewer who is not the
+/// run's principal answering, are each one warning with a reason token and no run id.
+#[tokio::test]
+async fn a_refused_answers_log_line_names_no_run() {
+    #[derive(Clone, Default)]
+    struct Buf(Arc<std::sync::Mutex<Vec<u8>>>);
+    impl std::io::Write for Buf {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let buf = Buf::default();
+    let writer = buf.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::INFO)
+        .finish();
+    // A current-thread runtime: the server's tasks log on this thread.
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let h = start(Options::default()).await;
+    let mut ids = Vec::new();
+    for (token, answerer) in [
+        ("sbm_machine-link-0123456789", None),
+        ("sbp_person-link-0123456789", Some(token_for("bob"))),
+    ] {
+        let run = h.stored_run_opened_by(Place::Public, token).await;
+        let ask = store::ApprovalRecord {
+            id: format!("ask-{}", &token[..3]),
+            run_id: run.id.clone(),
+            principal: Some(ActorId::parse("access:alice").unwrap()),
+            action: "fs.write".into(),
+            tool: "write_file".into(),
+            arguments: "{}".into(),
+            state: store::ApprovalState::Open,
+            asked_at: Timestamp::now(),
+        };
+        h.store.open_approval(&ask).await.unwrap();
+        let path = match &answerer {
+            None => format!("/runs/{}/approvals/{}?token={token}", run.id, ask.id),
+            Some(_) => format!("/runs/{}/approvals/{}", run.id, ask.id),
+        };
+        let answered = h
+            .post(
+                &path,
+                answerer.as_deref(),
+                &[("sec-fetch-site", "same-origin")],
+                "answer=approve",
+            )
+            .await;
+        assert_eq!(answered.status, 403, "{path}: {}", answered.body);
+        ids.push(run.id.to_string());
+    }
+    let out = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+    for reason in ["machine-link", "not-the-principal"] {
+        let line = out
+            .lines()
+            .find(|l| l.contains(reason))
+            .unwrap_or_else(|| panic!("no {reason} line in {out}"));
+        for id in &ids {
+            assert!(!line.contains(id.as_str()), "{line}");
+        }
     }
 }
 

@@ -24,11 +24,19 @@ static CREDENTIALS: LazyLock<Vec<Regex>> = LazyLock::new(|| {
         r"[Bb][Ee][Aa][Rr][Ee][Rr][ \t]+[A-Za-z0-9._~+/=-]+",
         r"eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*",
         r"(?s)-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)",
+        // A run's capability token (a person's or a machine's), wherever it stands, and any
+        // link's `token=` value: a link in agent text opens a run for every reader of it.
+        r"sb[pm]_[0-9A-Za-z]{16,}",
     ]
     .iter()
     .filter_map(|p| Regex::new(p).ok())
     .collect()
 });
+
+/// A link's `token=` value (`/runs/<id>?token=…`), whatever its shape: the name stays, the
+/// value goes.
+static QUERY_TOKENS: LazyLock<Option<Regex>> =
+    LazyLock::new(|| Regex::new(r#"((?i-u:token)=)[^ \t\r\n&#'"<>]+"#).ok());
 
 /// Run ids (26 Crockford base32 digits) and Slack thread keys (`1700000000.123456`).
 static RUN_IDS: LazyLock<Option<Regex>> =
@@ -112,7 +120,12 @@ fn is_bidi_control(c: char) -> bool {
 }
 
 fn redact_shapes(text: &str) -> String {
-    let mut out = text.to_owned();
+    let mut out = match QUERY_TOKENS.as_ref() {
+        Some(re) => re
+            .replace_all(text, format!("${{1}}{REDACTED}"))
+            .into_owned(),
+        None => text.to_owned(),
+    };
     for re in CREDENTIALS.iter() {
         if re.is_match(&out) {
             out = re.replace_all(&out, REDACTED).into_owned();
@@ -146,7 +159,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    const KNOWN: [&str; 9] = [
+    const KNOWN: [&str; 11] = [
         "xoxb-1234567890-abcdefghij",
         "ghp_abcdefghijklmnopqrstuvwxyz0123",
         "github_pat_11ABCDEFG0123456789_abcdef",
@@ -156,6 +169,8 @@ mod tests {
         "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl",
         "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----",
         "my-configured-secret-value",
+        "sbp_0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        "https://sb.example.com/runs/01JABCDEFGHJKMNPQRSTVWXYZ0?token=opaque-value-9",
     ];
 
     fn sanitizer() -> Sanitizer {
@@ -183,6 +198,30 @@ mod tests {
             "short words",
             "short secrets are not redacted by value"
         );
+    }
+
+    #[test]
+    fn a_capability_links_token_is_redacted_and_the_link_kept() {
+        let s = sanitizer().for_run("01JABCDEFGHJKMNPQRSTVWXYZ0", None);
+        let link = "https://sb.example.com/runs/01JABCDEFGHJKMNPQRSTVWXYZ0?token=sbm_00ff";
+        assert_eq!(
+            s.clean(&format!("follow {link} now")),
+            "follow https://sb.example.com/runs/01JABCDEFGHJKMNPQRSTVWXYZ0?token=[redacted] now"
+        );
+        assert_eq!(
+            s.clean("a=1&TOKEN=abc&b=2"),
+            "a=1&TOKEN=[redacted]&b=2",
+            "any case, and the rest of the query stays"
+        );
+        assert_eq!(s.clean("the token is here"), "the token is here");
+    }
+
+    #[test]
+    fn every_pattern_compiles() {
+        // A pattern the regex build cannot compile would silently redact nothing.
+        assert_eq!(CREDENTIALS.len(), 9);
+        assert!(QUERY_TOKENS.is_some() && ESCAPES.is_some());
+        assert!(RUN_IDS.is_some() && THREAD_KEYS.is_some());
     }
 
     #[test]

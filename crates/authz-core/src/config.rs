@@ -483,6 +483,20 @@ pub fn resolve_actor(id: ActorId, table: &GrantsTable) -> Actor {
     }
 }
 
+/// A person of another workspace the surface let in (a Slack Connect user, when the operator
+/// allows them): they hold only what their own grants entry names. The namespace baseline
+/// and the surface entry (`slack:*`) are for the workspace's own members, so neither applies.
+pub fn resolve_outsider(id: ActorId, table: &GrantsTable) -> Actor {
+    Actor {
+        kind: ActorKind::of_namespace(id.namespace()),
+        grants: table.entry(&id).cloned().unwrap_or(NO_GRANTS),
+        id,
+        on_behalf_of: None,
+        memberships: Default::default(),
+        origin: None,
+    }
+}
+
 /// An agent acting for `principal`: its own grants are `all` (or its entry, which replaces the
 /// baseline), and its effective grants are those intersected with the principal's. Without a
 /// principal it holds its entry or nothing.

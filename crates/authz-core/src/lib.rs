@@ -44,7 +44,7 @@ pub use action::{Action, ActionError, CATALOGUE_ACTIONS, CommandGroup, Effect};
 pub use actor::{Actor, ActorKind, Origin};
 pub use config::{
     ConfigError, ConfigProblem, GrantsTable, Restrict, chat_open_actions, resolve_actor,
-    resolve_agent,
+    resolve_agent, resolve_outsider,
 };
 pub use decide::{Explanation, Reason, RowOutcome, RowTrace, Verdict, authorize, explain};
 pub use directory::{

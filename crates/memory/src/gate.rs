@@ -98,18 +98,35 @@ pub fn route(
     }
 }
 
-/// Whether a forget of a record in `scope` may go ahead: the same write question, never
-/// narrowed (forgetting elsewhere would forget something else).
-pub fn may_forget(
+/// Whether a record of `scope` may be retired (forgotten by `forget that …`, or superseded by
+/// a correction): the same write question, never narrowed (retiring elsewhere would retire
+/// something else), and for a shared record (org, channel, repo) also `repo:write` on its
+/// scope, as `memory forget <id>` asks. A person's own record needs only the write (`is_self`).
+pub fn may_retire(
     scope: &ScopeKey,
     origin: ChannelVisibility,
     actor: &Actor,
     decide: &Decide,
 ) -> Result<(), &'static str> {
-    match ask(decide, actor, scope, origin) {
+    if let Verdict::Deny(reason) = ask(decide, actor, scope, origin) {
+        return Err(reason.token());
+    }
+    if matches!(scope, ScopeKey::User(_)) {
+        return Ok(());
+    }
+    let resource = Resource::MemoryScope {
+        scope: scope.clone(),
+        origin_visibility: origin,
+    };
+    match decide(actor, &shared_retire(), &resource) {
         Verdict::Allow => Ok(()),
         Verdict::Deny(reason) => Err(reason.token()),
     }
+}
+
+/// What retiring a shared record asks besides the write.
+fn shared_retire() -> Action {
+    Action::Command(CommandGroup::Repo, Effect::Write)
 }
 
 /// What one reflection did, in counts and reason tokens only: never a fact's text.

@@ -39,7 +39,7 @@ pub use extract::{
     Audience, Candidate, Extraction, MAX_FACT_CHARS, MAX_FACTS, ModelCall, Transcript,
     model_prompt, parse_model_answer, rules,
 };
-pub use gate::{Decide, Report, Route, may_forget, memory_write, route};
+pub use gate::{Decide, Report, Route, may_retire, memory_write, route};
 pub use scopes::{RunScopes, reflection_actor};
 
 /// Which extractor proposes facts after a run.
@@ -267,7 +267,10 @@ impl Memory {
                 None
             }
             None => None,
-            Some(target) => self.kept_supersedes(target, &scope, report).await?,
+            Some(target) => {
+                self.kept_supersedes(input, actor, target, &scope, report)
+                    .await?
+            }
         };
         self.store
             .add_memory(NewMemory {
@@ -282,15 +285,27 @@ impl Memory {
         Ok(())
     }
 
-    /// A correction's target, kept only when it is live and in the scope written to.
+    /// A correction's target, kept only when it is live, in the scope written to, and one the
+    /// reflection actor may retire (a shared record needs `repo:write`). A dropped target
+    /// never stops the fact itself being written.
     async fn kept_supersedes(
         &self,
+        input: &ReflectionInput<'_>,
+        actor: &Actor,
         target: &RunId,
         scope: &ScopeKey,
         report: &mut Report,
     ) -> Result<Option<RunId>, MemoryError> {
         match self.store.get_memory(target).await? {
-            Some(r) if r.forgotten_at.is_none() && &r.scope == scope => Ok(Some(r.id)),
+            Some(r) if r.forgotten_at.is_none() && &r.scope == scope => {
+                match may_retire(scope, input.origin, actor, self.decide.as_ref()) {
+                    Ok(()) => Ok(Some(r.id)),
+                    Err(reason) => {
+                        report.drop("supersedes dropped", reason);
+                        Ok(None)
+                    }
+                }
+            }
             Some(r) if r.forgotten_at.is_none() => {
                 report.drop("supersedes dropped", "other-scope");
                 Ok(None)
@@ -322,7 +337,7 @@ impl Memory {
             report.drop("forget dropped", "no-match");
         }
         for r in matching {
-            match may_forget(&r.scope, input.origin, actor, self.decide.as_ref()) {
+            match may_retire(&r.scope, input.origin, actor, self.decide.as_ref()) {
                 Ok(()) => {
                     if self.store.forget_memory(&r.id, (self.now)()).await? {
                         report.forgotten += 1;

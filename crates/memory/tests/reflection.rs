@@ -43,6 +43,15 @@ fn principal() -> Actor {
     resolve_actor(u1(), &table)
 }
 
+/// The same person, granted `repo:write`: who may retire a shared record.
+fn repo_writer() -> Actor {
+    let mut p = principal();
+    p.grants = p.grants.union(&authz_core::Grants::actions([
+        Action::parse("repo:write").unwrap()
+    ]));
+    p
+}
+
 fn scopes(user: bool, channel: bool) -> RunScopes {
     RunScopes {
         user: user.then(u1),
@@ -84,8 +93,17 @@ async fn reflect(
     origin: ChannelVisibility,
     request: &str,
 ) -> memory::Reflection {
+    reflect_as(memory, run, origin, request, &principal()).await
+}
+
+async fn reflect_as(
+    memory: &Memory,
+    run: &RunScopes,
+    origin: ChannelVisibility,
+    request: &str,
+    principal: &Actor,
+) -> memory::Reflection {
     let id = run_id();
-    let principal = principal();
     let transcript = Transcript {
         request: request.to_owned(),
         answer: Some("ok".to_owned()),
@@ -95,7 +113,7 @@ async fn reflect(
             run_id: &id,
             scopes: run,
             origin,
-            principal: &principal,
+            principal,
             transcript: &transcript,
         })
         .await
@@ -279,7 +297,14 @@ async fn a_supersedes_is_kept_only_for_a_live_record_of_the_same_scope() {
         same.id, other.id, gone.id
     );
     let m = model_memory(&f.store, &answer);
-    let r = reflect(&m, &scopes(true, true), ChannelVisibility::Public, "x").await;
+    let r = reflect_as(
+        &m,
+        &scopes(true, true),
+        ChannelVisibility::Public,
+        "x",
+        &repo_writer(),
+    )
+    .await;
     let texts: Vec<String> = written(&f.store)
         .await
         .into_iter()
@@ -357,8 +382,11 @@ async fn a_malformed_model_answer_writes_nothing_and_is_one_friction_entry() {
     assert!(written(&f.store).await.is_empty(), "never a partial write");
 }
 
+/// `forget that …` of a shared record asks what `memory forget <id>` asks, `repo:write` on its
+/// scope, on top of the origin's write: before, any member of a public channel could forget
+/// any org record this way (this test asserted that a plain member's forget counted).
 #[tokio::test]
-async fn forget_that_forgets_where_the_origin_may_write_and_nowhere_else() {
+async fn forget_that_forgets_a_shared_record_only_with_repo_write_where_the_origin_may_write() {
     let f = sqlite().await;
     let m = rules_memory(&f.store);
     reflect(
@@ -368,11 +396,12 @@ async fn forget_that_forgets_where_the_origin_may_write_and_nowhere_else() {
         "remember: the office is in Leeds",
     )
     .await;
-    let r = reflect(
+    let r = reflect_as(
         &m,
         &scopes(true, true),
         ChannelVisibility::Dm,
         "forget that the office is in Leeds.",
+        &repo_writer(),
     )
     .await;
     assert_eq!(
@@ -388,7 +417,21 @@ async fn forget_that_forgets_where_the_origin_may_write_and_nowhere_else() {
         &m,
         &scopes(true, true),
         ChannelVisibility::Public,
+        "forget that the office is in Leeds",
+    )
+    .await;
+    assert_eq!(
+        written(&f.store).await.len(),
+        1,
+        "a member without repo:write cannot forget an org fact"
+    );
+    assert_eq!(r.report.to_string(), "1× forget dropped (missing-grant)");
+    let r = reflect_as(
+        &m,
+        &scopes(true, true),
+        ChannelVisibility::Public,
         "Forget that THE OFFICE IS IN LEEDS",
+        &repo_writer(),
     )
     .await;
     assert_eq!(r.report.forgotten, 1);
@@ -401,6 +444,140 @@ async fn forget_that_forgets_where_the_origin_may_write_and_nowhere_else() {
     )
     .await;
     assert_eq!(r.report.to_string(), "1× forget dropped (no-match)");
+}
+
+/// A person forgets their own record with no more than the write (`is_self`); a channel's
+/// record needs `repo:write` like the org's.
+#[tokio::test]
+async fn forget_that_of_ones_own_record_needs_no_repo_write_and_a_channels_does() {
+    let f = sqlite().await;
+    let m = rules_memory(&f.store);
+    let channel = ScopeKey::Channel(ChannelId::parse("slack:G1").unwrap());
+    remembered(&f.store, ScopeKey::User(u1()), "i like tea").await;
+    remembered(&f.store, channel, "standup at 10").await;
+    let r = reflect(
+        &m,
+        &scopes(true, true),
+        ChannelVisibility::Public,
+        "forget that i like tea\nforget that standup at 10",
+    )
+    .await;
+    assert_eq!(r.report.forgotten, 1);
+    assert_eq!(r.report.to_string(), "1× forget dropped (missing-grant)");
+    assert_eq!(
+        written(&f.store).await,
+        vec![pair("channel:slack:G1", "standup at 10")]
+    );
+}
+
+/// A model's `supersedes` of a shared record asks `repo:write` too; without it the correction
+/// is still written, and the record it meant to retire stands.
+#[tokio::test]
+async fn a_supersedes_of_a_shared_record_without_repo_write_keeps_the_fact_and_the_record() {
+    let f = sqlite().await;
+    let org = remembered(&f.store, ScopeKey::Org, "deploys freeze on Fridays").await;
+    let answer = format!(
+        r#"{{"facts": [{{"text": "deploys freeze on Thursdays", "audience": "org", "supersedes": "{}"}}], "summary": null}}"#,
+        org.id
+    );
+    let m = model_memory(&f.store, &answer);
+    let r = reflect(&m, &scopes(true, true), ChannelVisibility::Public, "x").await;
+    let got = f
+        .store
+        .memory_in_scopes(&scopes(true, true).keys(), 10)
+        .await
+        .unwrap();
+    let correction = got.iter().find(|m| m.text.contains("Thursdays")).unwrap();
+    assert_eq!(correction.scope, ScopeKey::Org);
+    assert_eq!(correction.supersedes, None);
+    assert!(got.iter().any(|m| m.id == org.id), "the org record stands");
+    assert_eq!(
+        r.report.to_string(),
+        "1× supersedes dropped (missing-grant)"
+    );
+    // With repo:write, the same answer retires it.
+    let r = reflect_as(
+        &m,
+        &scopes(true, true),
+        ChannelVisibility::Public,
+        "x",
+        &repo_writer(),
+    )
+    .await;
+    assert!(!r.report.is_notable(), "{}", r.report);
+    let got = written(&f.store).await;
+    assert!(
+        !got.contains(&pair("org", "deploys freeze on Fridays")),
+        "{got:?}"
+    );
+}
+
+/// A model extractor that proposes, for the whole org, every line of its prompt holding the
+/// marker: a model that launders whatever it is shown.
+struct Launderer(&'static str);
+
+impl ModelCall for Launderer {
+    fn complete(&self, _run: &RunId, prompt: String) -> BoxFuture<'_, Result<String, String>> {
+        let facts: Vec<serde_json::Value> = prompt
+            .lines()
+            .filter(|l| l.contains(self.0))
+            .map(|l| serde_json::json!({"text": l.trim(), "audience": "org"}))
+            .collect();
+        Box::pin(
+            async move { Ok(serde_json::json!({"facts": facts, "summary": null}).to_string()) },
+        )
+    }
+}
+
+/// A fact said in a DM (kept in its person's scope) is in the context block of that person's
+/// next run, in a public channel, and so can be in the agent's answer there. The model
+/// extractor is never shown the answer (nor a person's records outside a DM), so it cannot
+/// propose the fact for the org.
+#[tokio::test]
+async fn a_dm_born_fact_never_comes_back_as_an_org_fact_through_the_model_extractor() {
+    let f = sqlite().await;
+    let marker = "the-dm-secret-7f3a";
+    reflect(
+        &rules_memory(&f.store),
+        &scopes(true, true),
+        ChannelVisibility::Dm,
+        &format!("remember: {marker} is the launch date"),
+    )
+    .await;
+    assert_eq!(
+        written(&f.store).await,
+        vec![pair(
+            "user:slack:U1",
+            &format!("{marker} is the launch date")
+        )],
+        "a DM's org fact is kept for its person"
+    );
+    let s: Arc<dyn MemoryStore> = f.store.clone();
+    let settings = MemorySettings {
+        extractor: ExtractorKind::Model,
+        ..MemorySettings::default()
+    };
+    let m = Memory::new(s, settings).with_model(Arc::new(Launderer(marker)));
+    let id = run_id();
+    let transcript = Transcript {
+        request: "when do we launch?".to_owned(),
+        answer: Some(format!("You told me {marker} is the launch date.")),
+    };
+    m.reflect(&ReflectionInput {
+        run_id: &id,
+        scopes: &scopes(true, true),
+        origin: ChannelVisibility::Public,
+        principal: &principal(),
+        transcript: &transcript,
+    })
+    .await
+    .unwrap();
+    let org = f
+        .store
+        .memory_in_scopes(&[ScopeKey::Org], 10)
+        .await
+        .unwrap();
+    assert!(org.is_empty(), "laundered into org: {org:?}");
 }
 
 /// The spy sees every decision: the context block asks none, reflection asks with the

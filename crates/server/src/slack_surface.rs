@@ -130,7 +130,8 @@ impl SlackState {
             b.api.clone(),
             directory,
             slack::SigningSecret::new(&b.signing_secret),
-            identity.user_id,
+            &identity,
+            b.config.outsiders,
         ));
         SlackState::On {
             surface,

@@ -295,13 +295,17 @@ fn slack_line(app: &App) -> SurfaceLine {
                 }
                 slack::SlackMode::Socket => "Socket Mode",
             };
-            let ttl = app
-                .config
-                .slack
-                .as_ref()
-                .map_or(0, |c| c.directory_ttl.as_secs());
+            let (ttl, outsiders) = app.config.slack.as_ref().map_or((0, ""), |c| {
+                let outsiders = match c.outsiders {
+                    slack::Outsiders::Refused => "other workspaces' users refused",
+                    slack::Outsiders::OwnEntryOnly => {
+                        "other workspaces' users hold only their own grants entry"
+                    }
+                };
+                (c.directory_ttl.as_secs(), outsiders)
+            });
             let mut note = format!(
-                "{how}, as bot user {}; directory TTL {ttl}s",
+                "{how}, as bot user {}; directory TTL {ttl}s; {outsiders}",
                 surface.bot_user()
             );
             if !missing_scopes.is_empty() {

@@ -51,6 +51,8 @@ impl ApiFault {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BotIdentity {
     pub user_id: String,
+    /// The bot's own workspace (`team_id`): a sender of another is an outsider.
+    pub team_id: String,
     /// Required scopes the token lacks (from the `x-oauth-scopes` response header).
     pub missing_scopes: Vec<&'static str>,
 }
@@ -103,32 +105,72 @@ impl SlackApi {
         self
     }
 
-    /// The client, for Socket Mode.
-    pub(crate) fn client(&self) -> std::sync::Arc<SlackClient<Connector>> {
-        self.client.clone()
-    }
-
     /// `auth.test`: the bot's user id and the required scopes it lacks. Read directly
     /// because the scopes come in a response header slack-morphism does not surface.
     pub async fn auth_test(&self) -> Result<BotIdentity, ApiFault> {
-        let response = self
-            .http
-            .post(format!("{}/auth.test", self.base))
-            .bearer_auth(self.token.token_value.value())
-            .send()
-            .await
-            .map_err(|_| ApiFault("transport".to_owned()))?;
-        if !response.status().is_success() {
-            return Err(ApiFault(format!("http:{}", response.status().as_u16())));
-        }
-        let scopes: BTreeSet<String> = response
-            .headers()
+        let token = self.token.token_value.value().clone();
+        let (headers, body) = self.raw_call("auth.test", &token).await?;
+        let scopes: BTreeSet<String> = headers
             .get("x-oauth-scopes")
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
             .split(',')
             .map(|s| s.trim().to_owned())
             .collect();
+        let field = |name: &str| {
+            body.get(name)
+                .and_then(|u| u.as_str())
+                .filter(|u| !u.is_empty())
+                .map(str::to_owned)
+                .ok_or_else(|| ApiFault("decode".to_owned()))
+        };
+        let missing_scopes = REQUIRED_SCOPES
+            .into_iter()
+            .filter(|s| !scopes.contains(*s))
+            .collect();
+        Ok(BotIdentity {
+            user_id: field("user_id")?,
+            team_id: field("team_id")?,
+            missing_scopes,
+        })
+    }
+
+    /// `apps.connections.open` with the app-level token: a Socket Mode URL (`wss://…`; plain
+    /// `ws://` only from an API reached over plain http, a loopback test double).
+    pub async fn open_socket(&self, app_token: &str) -> Result<String, ApiFault> {
+        let (_, body) = self
+            .raw_call("apps.connections.open", app_token.trim())
+            .await?;
+        // The scheme, not an actor namespace: a plain-http API is a loopback test double.
+        let plain_allowed = self
+            .base
+            .split_once("://")
+            .is_some_and(|(scheme, _)| scheme == "http");
+        body.get("url")
+            .and_then(|u| u.as_str())
+            .filter(|u| u.starts_with("wss://") || (plain_allowed && u.starts_with("ws://")))
+            .map(str::to_owned)
+            .ok_or_else(|| ApiFault("decode".to_owned()))
+    }
+
+    /// One call made directly (a form POST with `token` as the bearer): the response's
+    /// headers and its `{"ok": true, …}` body, else the call's fault.
+    async fn raw_call(
+        &self,
+        method: &str,
+        token: &str,
+    ) -> Result<(reqwest::header::HeaderMap, serde_json::Value), ApiFault> {
+        let response = self
+            .http
+            .post(format!("{}/{method}", self.base))
+            .bearer_auth(token)
+            .send()
+            .await
+            .map_err(|_| ApiFault("transport".to_owned()))?;
+        if !response.status().is_success() {
+            return Err(ApiFault(format!("http:{}", response.status().as_u16())));
+        }
+        let headers = response.headers().clone();
         let bytes = response
             .bytes()
             .await
@@ -139,23 +181,13 @@ impl SlackApi {
             let code = body
                 .get("error")
                 .and_then(|e| e.as_str())
+                .filter(|c| {
+                    c.len() <= 64 && c.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                })
                 .unwrap_or("unknown");
             return Err(ApiFault(format!("api:{code}")));
         }
-        let user_id = body
-            .get("user_id")
-            .and_then(|u| u.as_str())
-            .filter(|u| !u.is_empty())
-            .ok_or_else(|| ApiFault("decode".to_owned()))?
-            .to_owned();
-        let missing_scopes = REQUIRED_SCOPES
-            .into_iter()
-            .filter(|s| !scopes.contains(*s))
-            .collect();
-        Ok(BotIdentity {
-            user_id,
-            missing_scopes,
-        })
+        Ok((headers, body))
     }
 
     /// Runs `call` until it is not rate-limited, at most [`RATE_LIMIT_RETRIES`] more times.

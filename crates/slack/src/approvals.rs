@@ -299,7 +299,7 @@ impl SlackSurface {
                     tracing::info!(run = %click.run, by = %click.clicker, answer, "[slack] a tool call was answered")
                 }
                 Err(e) => {
-                    tracing::warn!(run = %click.run, by = %click.clicker, reason = %e, "[slack] a click did not count")
+                    tracing::warn!(by = %click.clicker, reason = %e, "[slack] a click did not count")
                 }
             }
             surface.tell(&click, answered).await;

@@ -30,6 +30,10 @@ struct Event {
     ts: Option<String>,
     thread_ts: Option<String>,
     edited: Option<serde_json::Value>,
+    /// The sender's own workspace, on an event from a shared (Slack Connect) channel.
+    user_team: Option<String>,
+    /// The workspace of the message, where `user_team` is absent.
+    team: Option<String>,
 }
 
 /// A request for Switchboard from a person in Slack.
@@ -46,6 +50,9 @@ pub struct SlackRequest {
     pub text: String,
     /// How it arrived: a mention, a DM, or a message in a thread (a follow-up candidate).
     pub via: Via,
+    /// The sender's workspace as the event names it (`user_team`, else `team`); absent on
+    /// an event of the bot's own workspace that names none.
+    pub team: Option<String>,
 }
 
 impl SlackRequest {
@@ -57,6 +64,17 @@ impl SlackRequest {
     /// The Slack conversation id (`C…`), as the Web API takes it.
     pub fn conversation(&self) -> &str {
         slack_part(self.channel.as_str())
+    }
+
+    /// Whether it was said in the requester's own DM with the bot (a `D…` conversation holds
+    /// the bot and one person): the one place a reply to them alone can be a plain message.
+    pub fn in_own_dm(&self) -> bool {
+        self.conversation().starts_with('D')
+    }
+
+    /// Whether the sender belongs to another workspace than `bot_team` (Slack Connect).
+    pub fn is_from_outside(&self, bot_team: &str) -> bool {
+        self.team.as_deref().is_some_and(|t| t != bot_team)
     }
 }
 
@@ -90,6 +108,22 @@ pub enum Malformed {
     Json { line: usize, column: usize },
     #[error("an event_callback needs an event_id and an event")]
     Incomplete,
+    /// An id longer than Slack's, or of other characters: never looked up in the store.
+    #[error(
+        "the event_id is not a Slack event id (at most {MAX_EVENT_ID} letters, digits, `-` and `_`)"
+    )]
+    BadEventId,
+}
+
+/// The longest event id taken; Slack's are about a dozen characters.
+pub const MAX_EVENT_ID: usize = 64;
+
+fn is_event_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= MAX_EVENT_ID
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 /// Reads a body whose signature already held. `bot_user` is the bot's own user id.
@@ -107,6 +141,9 @@ pub fn read(body: &[u8], bot_user: &str) -> Result<Inbound, Malformed> {
             let (Some(event_id), Some(event)) = (envelope.event_id, envelope.event) else {
                 return Err(Malformed::Incomplete);
             };
+            if !is_event_id(&event_id) {
+                return Err(Malformed::BadEventId);
+            }
             Ok(classify(event_id, event, bot_user))
         }
         _ => Ok(Inbound::Ignore("not an event callback")),
@@ -154,6 +191,7 @@ fn classify(event_id: String, e: Event, bot_user: &str) -> Inbound {
     if text.is_empty() {
         return Inbound::Ignore("no text");
     }
+    let team = e.user_team.or(e.team).filter(|t| !t.is_empty());
     Inbound::Request(SlackRequest {
         event_id,
         actor,
@@ -161,6 +199,7 @@ fn classify(event_id: String, e: Event, bot_user: &str) -> Inbound {
         thread_ts: e.thread_ts.unwrap_or(ts),
         text,
         via,
+        team,
     })
 }
 
@@ -227,25 +266,97 @@ mod tests {
 
     #[test]
     fn loops_edits_and_noise_are_ignored() {
-        for event in [
-            json!({"type": "message", "channel_type": "im", "subtype": "message_changed", "channel": "D1", "ts": "1"}),
-            json!({"type": "message", "channel_type": "im", "subtype": "message_deleted", "channel": "D1", "ts": "1"}),
-            json!({"type": "message", "channel_type": "channel", "subtype": "channel_join", "user": "U1", "channel": "C1", "ts": "1", "thread_ts": "1"}),
-            json!({"type": "message", "channel_type": "im", "subtype": "bot_message", "bot_id": "B1", "channel": "D1", "ts": "1", "text": "hi"}),
-            json!({"type": "message", "channel_type": "im", "bot_id": "B1", "user": "U1", "channel": "D1", "ts": "1", "text": "hi"}),
-            json!({"type": "message", "channel_type": "im", "user": "UBOT", "channel": "D1", "ts": "1", "text": "hi"}),
-            json!({"type": "app_mention", "user": "UBOT", "channel": "C1", "ts": "1", "text": "<@UBOT> hi"}),
-            json!({"type": "app_mention", "user": "U1", "channel": "C1", "ts": "1", "text": "<@UBOT> hi", "edited": {"ts": "2"}}),
-            json!({"type": "message", "channel_type": "channel", "user": "U1", "channel": "C1", "ts": "1", "text": "chatter"}),
-            json!({"type": "message", "channel_type": "channel", "user": "U1", "channel": "C1", "ts": "2", "thread_ts": "1", "text": "<@UBOT> again"}),
-            json!({"type": "reaction_added", "user": "U1"}),
-            json!({"type": "app_mention", "user": "U1", "channel": "C1", "ts": "1", "text": "<@UBOT>"}),
-            json!({"type": "app_mention", "user": "not-a-user", "channel": "C1", "ts": "1", "text": "<@UBOT> x"}),
-            json!({"type": "app_mention", "user": "U1", "channel": "#general", "ts": "1", "text": "<@UBOT> x"}),
+        let subtype = "a message subtype";
+        let bot = "a bot's message or an edit";
+        for (event, why) in [
+            (
+                json!({"type": "message", "channel_type": "im", "subtype": "message_changed", "channel": "D1", "ts": "1"}),
+                subtype,
+            ),
+            (
+                json!({"type": "message", "channel_type": "im", "subtype": "message_deleted", "channel": "D1", "ts": "1"}),
+                subtype,
+            ),
+            (
+                json!({"type": "message", "channel_type": "channel", "subtype": "channel_join", "user": "U1", "channel": "C1", "ts": "1", "thread_ts": "1"}),
+                subtype,
+            ),
+            (
+                json!({"type": "message", "channel_type": "im", "subtype": "bot_message", "bot_id": "B1", "channel": "D1", "ts": "1", "text": "hi"}),
+                subtype,
+            ),
+            (
+                json!({"type": "message", "channel_type": "im", "bot_id": "B1", "user": "U1", "channel": "D1", "ts": "1", "text": "hi"}),
+                bot,
+            ),
+            (
+                json!({"type": "app_mention", "bot_id": "B2", "user": "U1", "channel": "C1", "ts": "1", "text": "<@UBOT> hi"}),
+                bot,
+            ),
+            (
+                json!({"type": "message", "channel_type": "im", "user": "UBOT", "channel": "D1", "ts": "1", "text": "hi"}),
+                "the bot's own message",
+            ),
+            (
+                json!({"type": "app_mention", "user": "UBOT", "channel": "C1", "ts": "1", "text": "<@UBOT> hi"}),
+                "the bot's own message",
+            ),
+            (
+                json!({"type": "app_mention", "user": "U1", "channel": "C1", "ts": "1", "text": "<@UBOT> hi", "edited": {"ts": "2"}}),
+                bot,
+            ),
+            (
+                json!({"type": "message", "channel_type": "channel", "user": "U1", "channel": "C1", "ts": "1", "text": "chatter"}),
+                "a channel message outside a thread",
+            ),
+            (
+                json!({"type": "message", "channel_type": "channel", "user": "U1", "channel": "C1", "ts": "2", "thread_ts": "1", "text": "<@UBOT> again"}),
+                "a mention, served by its app_mention",
+            ),
+            (
+                json!({"type": "reaction_added", "user": "U1"}),
+                "an event type this surface does not take",
+            ),
+            (
+                json!({"type": "app_mention", "user": "U1", "channel": "C1", "ts": "1", "text": "<@UBOT>"}),
+                "no text",
+            ),
+            (
+                json!({"type": "app_mention", "user": "not-a-user", "channel": "C1", "ts": "1", "text": "<@UBOT> x"}),
+                "not a Slack user id",
+            ),
+            (
+                json!({"type": "app_mention", "user": "U1", "channel": "#general", "ts": "1", "text": "<@UBOT> x"}),
+                "no channel or ts",
+            ),
+            (
+                json!({"type": "app_mention", "channel": "C1", "ts": "1", "text": "<@UBOT> x"}),
+                "no user",
+            ),
         ] {
-            let why = ignored(event.clone());
-            assert!(!why.is_empty(), "{event}");
+            assert_eq!(ignored(event.clone()), why, "{event}");
         }
+    }
+
+    #[test]
+    fn the_senders_workspace_is_its_user_team_else_its_team() {
+        let base = json!({"type": "app_mention", "user": "U1", "channel": "C1", "ts": "1", "text": "<@UBOT> x"});
+        let with = |extra: serde_json::Value| {
+            let mut e = base.clone();
+            for (k, v) in extra.as_object().unwrap() {
+                e[k] = v.clone();
+            }
+            request(e)
+        };
+        assert_eq!(request(base.clone()).team, None);
+        assert!(!request(base.clone()).is_from_outside("T1"));
+        let r = with(json!({"team": "T1"}));
+        assert!(!r.is_from_outside("T1"));
+        let r = with(json!({"team": "T1", "user_team": "T9"}));
+        assert_eq!(r.team.as_deref(), Some("T9"));
+        assert!(r.is_from_outside("T1"), "user_team wins over team");
+        assert!(with(json!({"team": "T9"})).is_from_outside("T1"));
+        assert!(!with(json!({"user_team": "T1", "team": "T9"})).is_from_outside("T1"));
     }
 
     #[test]
@@ -278,5 +389,22 @@ mod tests {
             read(br#"{"type":"app_rate_limited"}"#, "UBOT").unwrap(),
             Inbound::Ignore(_)
         ));
+        let event =
+            json!({"type": "app_mention", "user": "U1", "channel": "C1", "ts": "1", "text": "x"});
+        for id in [
+            "x".repeat(MAX_EVENT_ID + 1),
+            "Ev 1".into(),
+            "Ev/1".into(),
+            String::new(),
+            "Év1".into(),
+        ] {
+            let body =
+                json!({"type": "event_callback", "event_id": id, "event": event}).to_string();
+            assert_eq!(
+                read(body.as_bytes(), "UBOT"),
+                Err(Malformed::BadEventId),
+                "{id:?}"
+            );
+        }
     }
 }

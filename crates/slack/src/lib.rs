@@ -3,8 +3,11 @@
 //! What it is: the Slack surface. Events arrive signed at `POST /slack/events` (or over
 //! Socket Mode); `app_mention` in channels, `message` in DMs, and follow-ups in a thread the
 //! bot answered become requests of the actor `slack:<user>` with the origin
-//! `{ slack:<channel>, thread }`, handled by `Registry::handle`. Replies go into the thread
-//! (`chat.postMessage`); a run posts one "working" message and updates it with the outcome.
+//! `{ slack:<channel>, thread }`, handled by `Registry::handle`. A command's reply goes to its
+//! caller alone outside their own DM (ephemeral, with one line in the thread); a run posts one
+//! "working" message in the thread and updates it with the outcome. A person of another
+//! workspace (Slack Connect) is refused unless `allow_external_users`, and then holds only
+//! their own grants entry.
 //! While such a run is live, each tool call its agent asks the requester about is posted in
 //! the thread with Approve / Deny buttons, whose clicks arrive signed at
 //! `POST /slack/interactions` (or over Socket Mode) ([`approvals`]).
@@ -15,8 +18,9 @@
 //! What it must never do: read a body before its signature holds; decide anything (every
 //! decision is the registry's `authorize`; memberships are facts the directory supplies,
 //! never grants; whose click answers an ask is the approval desk's rule); start a second run
-//! for an event id any replica has seen; post a capability link anywhere but ephemerally to
-//! the person who asked; post agent text unescaped (no `@channel`, no forged links); log a
+//! for an event id any replica has seen; post a capability link, or a command's reply outside
+//! the caller's DM, anywhere but ephemerally to the person who asked; give a person of another
+//! workspace the workspace's baseline; post agent text unescaped (no `@channel`, no forged links); log a
 //! token, a signature or a body.
 //!
 //! Invariants: a bad or stale signature is 401 and writes nothing (no event id is spent, no
@@ -75,7 +79,22 @@ pub struct SlackSurface {
     secret: SigningSecret,
     /// The bot's own user id, from `auth.test`.
     bot_user: String,
+    /// The bot's own workspace, from `auth.test`: a sender of another is an outsider.
+    bot_team: String,
+    outsiders: Outsiders,
     answered: moka::sync::Cache<(String, String), ()>,
+}
+
+/// What becomes of a request from a person of another workspace (a Slack Connect channel
+/// shared with one): `[slack] allow_external_users`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Outsiders {
+    /// Refused with a short reply (the default): nothing but the audit line is recorded.
+    #[default]
+    Refused,
+    /// Served as actors holding only their own grants entry: no Slack baseline, no
+    /// `slack:*`.
+    OwnEntryOnly,
 }
 
 impl SlackSurface {
@@ -85,7 +104,8 @@ impl SlackSurface {
         api: SlackApi,
         directory: Arc<dyn ChannelDirectory>,
         secret: SigningSecret,
-        bot_user: String,
+        bot: &BotIdentity,
+        outsiders: Outsiders,
     ) -> Self {
         SlackSurface {
             registry,
@@ -93,7 +113,9 @@ impl SlackSurface {
             api,
             directory,
             secret,
-            bot_user,
+            bot_user: bot.user_id.clone(),
+            bot_team: bot.team_id.clone(),
+            outsiders,
             answered: moka::sync::Cache::builder()
                 .max_capacity(ANSWERED_THREADS)
                 .time_to_live(ANSWERED_FOR)
@@ -214,6 +236,10 @@ impl SlackSurface {
     /// Takes one request: a follow-up only in a thread the bot answered; an event id any
     /// replica has seen starts nothing; otherwise the work is spawned and this returns.
     pub(crate) async fn accept(self: &Arc<Self>, req: SlackRequest) -> Result<(), Unrecorded> {
+        if req.is_from_outside(&self.bot_team) && self.outsiders == Outsiders::Refused {
+            self.refuse_outsider(req);
+            return Ok(());
+        }
         if req.via == Via::ThreadMessage && !self.answered(&req).await? {
             tracing::debug!("[slack] ignored a thread message in a thread the bot did not answer");
             return Ok(());
@@ -233,6 +259,30 @@ impl SlackSurface {
         let span = commands::trace::request_span("slack", "event");
         tokio::spawn(async move { surface.serve(req).await }.instrument(span));
         Ok(())
+    }
+
+    /// A person of another workspace, refused: the audit line, and a short reply to them
+    /// alone. No event id is spent and no run, thread or friction is recorded.
+    fn refuse_outsider(self: &Arc<Self>, req: SlackRequest) {
+        self.services.audit.deny(commands::AuditLine {
+            actor: req.actor.to_string(),
+            action: "request".to_owned(),
+            resource: "workspace",
+            reason: "external-user",
+            surface: Surface::Slack.as_str(),
+        });
+        commands::trace::mark_denied();
+        let surface = self.clone();
+        tokio::spawn(async move {
+            let text = "Sorry: this bot serves its own workspace's members only.";
+            if let Err(fault) = surface
+                .api
+                .post_ephemeral(req.conversation(), req.user(), &req.thread_ts, text)
+                .await
+            {
+                tracing::warn!(error = %fault, "[slack] the reply to an outsider could not be posted");
+            }
+        });
     }
 
     /// Whether the bot answered the request's thread: this process's memory, else the store
@@ -284,7 +334,13 @@ impl SlackSurface {
             tokio::time::timeout(MEMBERSHIP_BOUND, self.directory.memberships(&req.actor))
                 .await
                 .unwrap_or_default();
-        let actor = resolve_actor(req.actor.clone(), &self.services.table)
+        // An outsider let in holds only their own entry (never the workspace's baseline).
+        let resolve = if req.is_from_outside(&self.bot_team) {
+            authz_core::resolve_outsider
+        } else {
+            resolve_actor
+        };
+        let actor = resolve(req.actor.clone(), &self.services.table)
             .with_origin(Origin {
                 channel_id: req.channel.clone(),
                 thread_key: Some(req.thread_ts.clone()),
@@ -302,7 +358,7 @@ impl SlackSurface {
             .await;
         tracing::Span::current().record("outcome", commands::trace::outcome_of(handled.reply.kind));
         match handled.run {
-            None => self.reply(&req, &handled.reply.text, None).await,
+            None => self.reply_to_command(&req, &handled.reply.text).await,
             Some(run) => {
                 // Watched before anything else, so no ask the agent makes is missed.
                 let asked = self.services.approvals.asked();
@@ -372,6 +428,36 @@ impl SlackSurface {
         }
     }
 
+    /// A command's reply is for its caller: what the policy let them read is theirs, not the
+    /// room's. In their own DM it goes into the thread; anywhere else to them alone
+    /// (ephemeral, split across messages, never cut), with one line in the thread saying
+    /// so. If it cannot be sent privately it is not posted at all.
+    async fn reply_to_command(&self, req: &SlackRequest, text: &str) {
+        if req.in_own_dm() {
+            return self.reply(req, text, None).await;
+        }
+        let mut sent = true;
+        for part in text::messages(text, text::MESSAGE_LIMIT) {
+            if let Err(fault) = self
+                .api
+                .post_ephemeral(req.conversation(), req.user(), &req.thread_ts, &part)
+                .await
+            {
+                tracing::warn!(error = %fault, "[slack] a command's private reply could not be posted");
+                sent = false;
+                break;
+            }
+        }
+        let note = if sent {
+            PRIVATE_REPLY_NOTE
+        } else {
+            "The answer could not be sent privately, so it was not posted here: ask again, or ask me in a DM."
+        };
+        if let Err(fault) = self.post(req, note).await {
+            tracing::warn!(error = %fault, "[slack] a command's reply could not be posted");
+        }
+    }
+
     pub(crate) async fn friction(&self, run: &RunId, what: &str, fault: &ApiFault) {
         tracing::warn!(run = %run, error = %fault, "[slack] {what} could not be posted");
         let detail = format!("slack: {what} could not be posted ({fault})");
@@ -385,6 +471,11 @@ impl SlackSurface {
 fn thread_key(req: &SlackRequest) -> (String, String) {
     (req.conversation().to_owned(), req.thread_ts.clone())
 }
+
+/// The line a command's reply leaves in a channel's thread when the reply went to its
+/// caller alone.
+pub const PRIVATE_REPLY_NOTE: &str =
+    "Answered privately: only the person who asked can see the reply.";
 
 /// `[slack] api_url`'s default.
 pub const DEFAULT_API_URL: &str = "https://slack.com/api/";

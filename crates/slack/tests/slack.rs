@@ -252,16 +252,32 @@ impl Harness {
             })
     }
 
-    /// A command from `user` in `channel`, answered in its thread `ts`; the reply's text.
+    /// A command from `user` in `channel`; the reply's text as `user` reads it: outside a
+    /// DM, the messages only they see (the thread says only that they were sent).
     async fn command(&self, id: &str, user: &str, channel: &str, ts: &str, text: &str) -> String {
         assert_eq!(self.event(id, mention(user, channel, ts, text)).await, 200);
         for _ in 0..500 {
             if let Some(reply) = self.thread(channel, ts).into_iter().next() {
-                return reply;
+                if channel.starts_with('D') {
+                    return reply;
+                }
+                assert_eq!(reply, slack::PRIVATE_REPLY_NOTE);
+                return self.private_to(user, channel, ts).concat();
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         panic!("no reply in thread {ts}");
+    }
+
+    /// The ephemeral messages posted to `user` in `channel`'s thread `ts`, in order.
+    fn private_to(&self, user: &str, channel: &str, ts: &str) -> Vec<String> {
+        self.fake
+            .calls_of("chat.postEphemeral")
+            .into_iter()
+            .filter(|c| c.param("user") == Some(user) && c.param("channel") == Some(channel))
+            .filter(|c| c.param("thread_ts") == Some(ts))
+            .map(|c| c.param("text").unwrap_or_default().to_owned())
+            .collect()
     }
 }
 
@@ -407,6 +423,7 @@ async fn bots_edits_and_the_bots_own_messages_are_ignored() {
         json!({"type": "message", "channel_type": "im", "subtype": "message_changed", "channel": "D1", "ts": "1.4", "message": {"text": "edited"}}),
         json!({"type": "message", "channel_type": "im", "subtype": "message_deleted", "channel": "D1", "ts": "1.5"}),
         json!({"type": "message", "channel_type": "channel", "subtype": "channel_join", "user": "U1", "channel": "C1", "ts": "1.6", "thread_ts": "1.6"}),
+        json!({"type": "app_mention", "user": "U7", "bot_id": "B7", "channel": "C1", "ts": "1.7", "text": "<@UBOT> loop with me"}),
     ]
     .into_iter()
     .enumerate()
@@ -677,6 +694,8 @@ async fn bad_input_gets_its_status_and_no_panic() {
         mention("U1", "C1", "12.1", "runs list\u{7}\u{1b}[2J"),
     );
     let unknown = callback("EvUnknown", json!({"type": "reaction_added", "user": "U1"}));
+    let long_id = callback(&"E".repeat(100_000), mention("U1", "C1", "12.3", "hi"));
+    let odd_id = callback("Ev'; DROP", mention("U1", "C1", "12.4", "hi"));
     type Headers = Vec<(String, String)>;
     let cases: Vec<(&str, Vec<u8>, Headers, u16)> = vec![
         (
@@ -738,13 +757,25 @@ async fn bad_input_gets_its_status_and_no_panic() {
             good(&control),
             200,
         ),
+        (
+            "an event id of 100 kB (bad input, not a store outage)",
+            long_id.clone(),
+            good(&long_id),
+            400,
+        ),
+        (
+            "an event id that is not letters and digits",
+            odd_id.clone(),
+            good(&odd_id),
+            400,
+        ),
     ];
     for (what, body, headers, want) in cases {
         let (status, _) = h.post_raw(body, &headers).await;
         assert_eq!(status, want, "{what}");
     }
-    // The control characters were refused by the registry, in the thread; nothing ran.
-    let posts = h.fake.wait_for("chat.postMessage", 1, 10).await;
+    // The control characters were refused by the registry, to the caller alone; nothing ran.
+    let posts = h.fake.wait_for("chat.postEphemeral", 1, 10).await;
     assert_eq!(posts.len(), 1);
     assert!(
         posts[0].param("text").unwrap().contains("control"),
@@ -833,13 +864,18 @@ async fn socket_mode_takes_the_same_events_through_the_same_checks() {
         json!({"type": "message", "channel_type": "im", "subtype": "bot_message", "bot_id": "B9", "channel": "D1", "ts": "13.2", "text": "hi"}),
     );
     fake.push("env-3", &bot);
+    // Another bot's mention (an app_mention with a bot_id) is ignored over the socket as over
+    // HTTP: its envelope is read raw, so bot_id is not lost.
+    let bot_mention = json!({"type": "app_mention", "user": "U7", "bot_id": "B7", "channel": "C1",
+        "ts": "13.3", "text": "<@UBOT> loop with me"});
+    fake.push("env-5", &callback("EvSockBot", bot_mention));
     for _ in 0..200 {
-        if fake.acks().len() >= 3 {
+        if fake.acks().len() >= 4 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert_eq!(fake.acks(), ["env-1", "env-2", "env-3"]);
+    assert_eq!(fake.acks(), ["env-1", "env-2", "env-3", "env-5"]);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(h.runs().await.len(), 1);
     // A button click comes over the socket too, read as a signed one is: here it finds
@@ -1094,4 +1130,217 @@ async fn bad_interactions_get_their_status_and_answer_nothing() {
             .contains("no longer waits")
     );
     assert!(h.runs().await.is_empty());
+}
+
+/// Every text the bot posted where the whole conversation reads it (messages and updates).
+fn public_texts(h: &Harness) -> Vec<String> {
+    h.fake
+        .calls()
+        .into_iter()
+        .filter(|c| matches!(c.method.as_str(), "chat.postMessage" | "chat.update"))
+        .map(|c| c.param("text").unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// A command's reply in a channel reaches only its caller: `runs get` of their DM run, `runs
+/// list --status all` (which names it) and `memory list` (their own facts, one said in a DM)
+/// go to them alone, split if long and never cut, with one line in the thread; in their own
+/// DM the reply is the thread's. An agent run's answer stays in the thread.
+#[tokio::test]
+async fn a_commands_reply_in_a_channel_reaches_only_its_caller() {
+    let h = start().await;
+    h.event("EvDmRun", dm("U1", "D1", "20.1", "my secret plan"))
+        .await;
+    h.event(
+        "EvDmNote",
+        dm("U1", "D1", "20.2", "note for me: tea-lover-31"),
+    )
+    .await;
+    let runs = h.finished_runs(2).await;
+    let dm_run = runs
+        .iter()
+        .find(|r| r.request == "my secret plan")
+        .unwrap()
+        .id
+        .clone();
+    // Reflection writes the note after the run's reply; wait for it.
+    for _ in 0..200 {
+        let listed = h.command("EvWait", "U1", "D1", "20.3", "memory list").await;
+        if listed.contains("tea-lover-31") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let before = public_texts(&h).len();
+    let asked = [
+        (format!("runs get {dm_run}"), "my secret plan".to_owned()),
+        ("runs list --status all".to_owned(), dm_run.to_string()),
+        ("memory list".to_owned(), "tea-lover-31".to_owned()),
+    ];
+    for (i, (command, secret)) in asked.iter().enumerate() {
+        let ts = format!("21.{i}");
+        let private = h
+            .command(&format!("EvPub{i}"), "U1", "C1", &ts, command)
+            .await;
+        assert!(private.contains(secret.as_str()), "{command}: {private}");
+        assert_eq!(
+            h.thread("C1", &ts),
+            vec![slack::PRIVATE_REPLY_NOTE.to_owned()],
+            "{command}"
+        );
+        let ephemeral = h.fake.calls_of("chat.postEphemeral");
+        assert!(
+            ephemeral
+                .iter()
+                .filter(|c| c.param("text").is_some_and(|t| t.contains(secret.as_str())))
+                .all(|c| c.param("user") == Some("U1")),
+            "{command}: only U1 is shown it"
+        );
+    }
+    let public = &public_texts(&h)[before..];
+    for (command, secret) in &asked {
+        assert!(
+            public.iter().all(|t| !t.contains(secret.as_str())),
+            "{command} reached the channel: {public:?}"
+        );
+    }
+    // In the caller's own DM, the same reply is the thread's.
+    let in_dm = h
+        .command("EvDmGet", "U1", "D1", "22.1", &format!("runs get {dm_run}"))
+        .await;
+    assert!(in_dm.contains("my secret plan"), "{in_dm}");
+    // A reply too long for one message is split across several, none cut.
+    let long = format!("runs get {}", "x".repeat(8_000));
+    let private = h.command("EvLongCmd", "U1", "C1", "23.1", &long).await;
+    let parts = h.private_to("U1", "C1", "23.1");
+    assert!(
+        parts
+            .iter()
+            .all(|p| p.chars().count() <= slack::text::MESSAGE_LIMIT),
+        "{parts:?}"
+    );
+    assert!(!private.is_empty());
+    // An agent run's answer stays in the thread it was asked in.
+    h.event("EvRun", mention("U1", "C1", "24.1", "a public question"))
+        .await;
+    h.finished_runs(3).await;
+    h.fake.wait_for("chat.update", 3, 10).await;
+    assert!(
+        h.thread("C1", "24.1")
+            .iter()
+            .any(|t| t.contains("request: a public question")),
+        "{:?}",
+        h.thread("C1", "24.1")
+    );
+}
+
+fn from_team(mut event: Value, team: &str) -> Value {
+    event["user_team"] = json!(team);
+    event["team"] = json!("T1");
+    event
+}
+
+/// A person of another workspace (Slack Connect: the event's `user_team` is not the bot's
+/// `T1`) is refused by default, over HTTP and over the socket alike: a short reply to them
+/// alone, no run, no thread. With `allow_external_users`, they hold only their own entry:
+/// not the Slack baseline, not `slack:*`'s `runs:read`.
+#[tokio::test]
+async fn people_of_another_workspace_are_refused_unless_allowed_and_then_hold_only_their_entry() {
+    let fake = FakeSlack::new();
+    fake.serve_socket().await.unwrap();
+    let h = start_with(fake.clone(), &SLACK_ENV, "").await;
+    assert!(
+        h.summary.contains("other workspaces' users refused"),
+        "{}",
+        h.summary
+    );
+    let outsider = from_team(mention("UX1", "C1", "30.1", "runs list"), "T9");
+    assert_eq!(h.event("EvOut1", outsider.clone()).await, 200);
+    let refused = h.fake.wait_for("chat.postEphemeral", 1, 10).await;
+    assert_eq!(refused[0].param("user"), Some("UX1"));
+    assert!(
+        refused[0]
+            .param("text")
+            .unwrap()
+            .contains("serves its own workspace"),
+        "{refused:?}"
+    );
+    // The workspace's own member, in the same shared channel, is served.
+    let member = from_team(mention("U1", "C1", "30.2", "hello there"), "T1");
+    assert_eq!(h.event("EvIn1", member).await, 200);
+    let runs = h.finished_runs(1).await;
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].request, "hello there");
+    assert!(
+        h.thread("C1", "30.1").is_empty(),
+        "nothing was posted into the outsider's thread"
+    );
+
+    // Over Socket Mode, the raw envelope keeps `user_team`.
+    let socket = FakeSlack::new();
+    socket.serve_socket().await.unwrap();
+    let env = [
+        ("SLACK_BOT_TOKEN", "xoxb-test"),
+        ("SLACK_SIGNING_SECRET", SECRET),
+        ("SLACK_APP_TOKEN", "xapp-test"),
+    ];
+    let s = start_with(socket.clone(), &env, "mode = \"socket\"").await;
+    socket.push(
+        "env-out",
+        &callback(
+            "EvSockOut",
+            from_team(mention("UX1", "C1", "31.1", "do work"), "T9"),
+        ),
+    );
+    let refused = socket.wait_for("chat.postEphemeral", 1, 10).await;
+    assert_eq!(refused[0].param("user"), Some("UX1"));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        s.runs().await.is_empty(),
+        "an outsider started a run over the socket"
+    );
+
+    // Allowed: an outsider with no entry holds nothing (not slack:*'s runs:read); one with
+    // an entry holds exactly it.
+    let allowed = start_with(
+        FakeSlack::new(),
+        &SLACK_ENV,
+        "allow_external_users = true\n\n[grants.\"slack:UX2\"]\nactions = [\"runs:read\"]\n",
+    )
+    .await;
+    assert!(
+        allowed
+            .summary
+            .contains("other workspaces' users hold only their own grants entry"),
+        "{}",
+        allowed.summary
+    );
+    let ask = |id: &'static str, user: &'static str, ts: &'static str, text: &'static str| {
+        let allowed = &allowed;
+        async move {
+            let event = from_team(mention(user, "C1", ts, text), "T9");
+            assert_eq!(allowed.event(id, event).await, 200);
+            for _ in 0..500 {
+                if !allowed.thread("C1", ts).is_empty() {
+                    return allowed.private_to(user, "C1", ts).concat();
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            panic!("no reply to {user}");
+        }
+    };
+    let got = ask("EvX1", "UX1", "32.1", "runs list").await;
+    assert!(
+        got.starts_with("🚫"),
+        "slack:*'s runs:read is not an outsider's: {got}"
+    );
+    let got = ask("EvX2", "UX1", "32.2", "help").await;
+    assert!(
+        got.starts_with("🚫"),
+        "help is the baseline's, not an outsider's: {got}"
+    );
+    let got = ask("EvX3", "UX2", "32.3", "runs list").await;
+    assert!(!got.starts_with("🚫"), "{got}");
+    let got = ask("EvX4", "UX2", "32.4", "help").await;
+    assert!(got.starts_with("🚫"), "{got}");
 }

@@ -408,3 +408,24 @@ fn an_agent_entry_replaces_its_baseline() {
     // A stamp is never read from config: the default visibility is unknown.
     assert_eq!(ChannelVisibility::default(), ChannelVisibility::Unknown);
 }
+
+/// A person of another workspace (Slack Connect) holds only their own entry: no Slack
+/// baseline, no `slack:*` surface entry; without an entry, nothing.
+#[test]
+fn an_outsider_holds_only_their_own_entry() {
+    let t = parse(
+        "[grants.\"slack:*\"]\nactions = [\"runs:read\"]\n\
+         [grants.\"slack:UGUEST\"]\nactions = [\"status:read\"]",
+    )
+    .unwrap();
+    let member = resolve_actor(id("slack:UMEMBER"), &t);
+    assert!(member.grants.actions.contains(&act("runs:read")));
+    assert!(member.grants.actions.contains(&act("help:read")));
+    let guest = authz_core::resolve_outsider(id("slack:UGUEST"), &t);
+    assert!(guest.grants.actions.contains(&act("status:read")));
+    for not in ["runs:read", "help:read", "memory:write"] {
+        assert!(!guest.grants.actions.contains(&act(not)), "{not}");
+    }
+    let stranger = authz_core::resolve_outsider(id("slack:USTRANGER"), &t);
+    assert_eq!(stranger.grants, NO_GRANTS);
+}

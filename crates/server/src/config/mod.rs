@@ -149,6 +149,8 @@ pub struct SlackConfig {
     pub api_url: String,
     /// How long the directory trusts a channel's visibility and a user's memberships.
     pub directory_ttl: Duration,
+    /// What becomes of a person of another workspace (Slack Connect).
+    pub outsiders: slack::Outsiders,
 }
 
 impl Default for SlackConfig {
@@ -157,6 +159,7 @@ impl Default for SlackConfig {
             mode: slack::SlackMode::Events,
             api_url: slack::DEFAULT_API_URL.to_owned(),
             directory_ttl: Duration::from_secs(600),
+            outsiders: slack::Outsiders::Refused,
         }
     }
 }
@@ -591,6 +594,9 @@ fn slack_config(t: &Text<'_>, section: &sections::SlackSection) -> Result<SlackC
     }
     if let Some(n) = section.directory_ttl_seconds {
         c.directory_ttl = n.seconds();
+    }
+    if section.allow_external_users == Some(true) {
+        c.outsiders = slack::Outsiders::OwnEntryOnly;
     }
     Ok(c)
 }

@@ -113,6 +113,7 @@ pub struct SlackSection {
     pub mode: Option<SlackModeKey>,
     pub api_url: Option<Spanned<String>>,
     pub directory_ttl_seconds: Option<Positive>,
+    pub allow_external_users: Option<bool>,
 }
 
 /// `[access]`: on when `issuer` and `audience` are both set.

@@ -364,7 +364,7 @@ fn every_fault_names_file_line_column_key_and_fix() {
         ),
         (
             "[slack]\nbot_token = \"xoxb-1\"",
-            "t.toml:2:1: slack.bot_token: unknown field `bot_token`, expected one of `mode`, `api_url`, `directory_ttl_seconds`",
+            "t.toml:2:1: slack.bot_token: unknown field `bot_token`, expected one of `mode`, `api_url`, `directory_ttl_seconds`, `allow_external_users`",
         ),
         (
             "[server]\npublic_url = \"sb.example.com\"",
