@@ -61,6 +61,18 @@ grep -q "on  /mcp" "$work/serve.log" || { echo "mcp-client-check: the start-up s
 "$venv/bin/python" "$root/scripts/mcp-client/check.py" "http://127.0.0.1:$port/mcp" \
   reader-token-python-0001 ops-token-python-000000001 "$hidden"
 
+# A request whose method is 5,000 characters of request text (rmcp used to log an unknown
+# method's name verbatim): answered, and no line of the log quotes it.
+long_method="method-text-$(printf 'x%.0s' $(seq 1 5000))"
+curl -sS -o /dev/null "http://127.0.0.1:$port/mcp" -H 'content-type: application/json' \
+  -H 'accept: application/json, text/event-stream' -H 'mcp-protocol-version: 2025-06-18' \
+  -H 'authorization: Bearer ops-token-python-000000001' \
+  --data "{\"jsonrpc\":\"2.0\",\"id\":77,\"method\":\"$long_method\"}"
+sleep 0.3
+if grep -q "method-text-xxxx" "$work/serve.log"; then
+  echo "mcp-client-check: FAILED: request text (an unknown method's name) reached the log" >&2; exit 1
+fi
+
 # The operator's log: none of rmcp's per-request chatter, and never a token.
 if grep -q "rmcp::service" "$work/serve.log"; then
   echo "mcp-client-check: FAILED: rmcp's per-request info lines reach the log" >&2; exit 1

@@ -79,6 +79,8 @@ struct Feed {
     opening: Option<Event>,
     /// When the feed ends: the viewer's `exp`.
     until: Option<tokio::time::Instant>,
+    /// A run's feed: its run, whose status is read from the store at each tick.
+    recheck: Option<Recheck>,
     shutdown: CancellationToken,
     /// Its run has ended: nothing more to send.
     ended: bool,
@@ -95,9 +97,50 @@ fn run_json(run: &commands::LiveRun) -> Value {
     })
 }
 
+/// A run's status, read again from the store at each tick of `every`.
+struct Recheck {
+    services: Arc<commands::Services>,
+    run: RunId,
+    every: tokio::time::Interval,
+}
+
+impl Recheck {
+    fn new(api: &AccessApi, run: RunId) -> Recheck {
+        let mut every =
+            tokio::time::interval_at(tokio::time::Instant::now() + api.recheck, api.recheck);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        Recheck {
+            services: api.services.clone(),
+            run,
+            every,
+        }
+    }
+
+    /// Waits for the next tick at which the store says the run has ended, with its status.
+    /// A run the store cannot read (a fault, or gone) keeps the feed open until the next
+    /// tick: the feed carries nothing the viewer could not already read, and its `exp` and
+    /// the shutdown still end it.
+    async fn ended(&mut self) -> commands::RunStatus {
+        loop {
+            self.every.tick().await;
+            if let Ok(Some(run)) = self.services.store.get_run(&self.run).await
+                && !run.status.is_live()
+            {
+                return run.status;
+            }
+        }
+    }
+}
+
 /// The SSE event of an update, or `None` for one this feed does not carry.
 fn event_of(update: &LiveUpdate, one_run: bool) -> Option<Event> {
-    let (name, data) = match update {
+    let (name, data) = named(update, one_run)?;
+    Some(Event::default().event(name).data(data.to_string()))
+}
+
+/// The SSE event's name and data for an update.
+fn named(update: &LiveUpdate, one_run: bool) -> Option<(&'static str, Value)> {
+    Some(match update {
         LiveUpdate::Upsert(run) => ("upsert", run_json(run)),
         LiveUpdate::Finished { run, status, .. } => (
             "finished",
@@ -114,8 +157,7 @@ fn event_of(update: &LiveUpdate, one_run: bool) -> Option<Event> {
         ),
         LiveUpdate::Event { .. } => return None,
         LiveUpdate::Lagged(n) => ("lagged", json!({"missed": n})),
-    };
-    Some(Event::default().event(name).data(data.to_string()))
+    })
 }
 
 async fn next(mut feed: Feed) -> Option<(Result<Event, Infallible>, Feed)> {
@@ -132,10 +174,23 @@ async fn next(mut feed: Feed) -> Option<(Result<Event, Infallible>, Feed)> {
                 None => std::future::pending().await,
             }
         };
+        let rechecked = async {
+            match feed.recheck.as_mut() {
+                Some(r) => r.ended().await,
+                None => std::future::pending().await,
+            }
+        };
         let update = tokio::select! {
             u = feed.updates.recv() => u?,
             () = feed.shutdown.cancelled() => return None,
             () = deadline => return None,
+            status = rechecked => {
+                // The run ended and its notification never came (lost between replicas).
+                feed.ended = true;
+                let id = feed.recheck.as_ref().map(|r| r.run.as_str().to_owned());
+                let data = json!({"id": id, "status": status.as_str()});
+                return Some((Ok(Event::default().event("finished").data(data.to_string())), feed));
+            }
         };
         if let Some(event) = event_of(&update, feed.one_run) {
             if feed.one_run && matches!(update, LiveUpdate::Finished { .. }) {
@@ -157,8 +212,10 @@ fn respond(api: &AccessApi, feed: Feed) -> Response {
     r
 }
 
+/// When a feed for a token with `remaining` life ends; none for a life past what a clock can
+/// hold (an `exp` of 2^64 − 1 is a token valid for ever: the feed ends at shutdown).
 fn until(remaining: Duration) -> Option<tokio::time::Instant> {
-    Some(tokio::time::Instant::now() + remaining)
+    tokio::time::Instant::now().checked_add(remaining)
 }
 
 /// `GET /runs/stream`.
@@ -196,6 +253,7 @@ pub async fn index_stream(State(api): State<Arc<AccessApi>>, headers: HeaderMap)
             one_run: false,
             opening: Some(opening),
             until: until(viewer.remaining()),
+            recheck: None,
             shutdown: api.shutdown.clone(),
             ended: false,
         },
@@ -264,6 +322,7 @@ pub async fn run_stream(
             one_run: true,
             opening,
             until: until_at,
+            recheck: Some(Recheck::new(&api, run_id)),
             shutdown: api.shutdown.clone(),
             ended,
         },
@@ -295,8 +354,14 @@ mod tests {
             kind: "log".into(),
             body: "hello".into(),
         };
-        assert!(event_of(&event(a), true).is_some());
-        assert!(event_of(&event(a), false).is_none());
+        assert_eq!(
+            named(&event(a), true),
+            Some((
+                "event",
+                json!({"run": a, "seq": 1, "kind": "log", "body": "hello"})
+            ))
+        );
+        assert_eq!(named(&event(a), false), None);
         let upsert = LiveUpdate::Upsert(LiveRun {
             facts: facts(a),
             agent: "echo".into(),
@@ -304,7 +369,19 @@ mod tests {
             status: RunStatus::Running,
             created_at: Timestamp::from_micros(1),
         });
-        assert!(event_of(&upsert, false).is_some() && event_of(&upsert, true).is_some());
-        assert!(event_of(&LiveUpdate::Lagged(2), true).is_some());
+        let row = json!({"id": a, "status": "running", "agent": "echo", "channel": "http:ci",
+            "surface": "http", "created_at": 1});
+        assert_eq!(named(&upsert, false), Some(("upsert", row.clone())));
+        assert_eq!(named(&upsert, true), Some(("upsert", row)));
+        assert_eq!(
+            named(&LiveUpdate::Lagged(2), true),
+            Some(("lagged", json!({"missed": 2})))
+        );
+    }
+
+    #[test]
+    fn a_life_past_what_the_clock_holds_has_no_deadline() {
+        assert_eq!(until(Duration::from_secs(u64::MAX)), None);
+        assert!(until(Duration::from_secs(60)).is_some());
     }
 }

@@ -168,8 +168,11 @@ impl Jwks {
                 let client = match self.client.get() {
                     Some(c) => c,
                     None => {
+                        // No redirect is followed: the key set is where the config says, and a
+                        // 3xx is a failed fetch like any other status.
                         let built = reqwest::Client::builder()
                             .timeout(FETCH_TIMEOUT)
+                            .redirect(reqwest::redirect::Policy::none())
                             .build()
                             .map_err(|_| "jwks-client")?;
                         self.client.get_or_init(|| built)
@@ -183,18 +186,42 @@ impl Jwks {
                 if !response.status().is_success() {
                     return Err("jwks-status");
                 }
-                let bytes = response.bytes().await.map_err(|_| "jwks-unreadable")?;
-                if bytes.len() > MAX_JWKS_BYTES {
+                read_capped(response).await?
+            }
+            JwksSource::File(path) => {
+                let size = tokio::fs::metadata(path)
+                    .await
+                    .map_err(|_| "jwks-file-unreadable")?
+                    .len();
+                if size > MAX_JWKS_BYTES as u64 {
                     return Err("jwks-too-large");
                 }
-                bytes.to_vec()
+                tokio::fs::read(path)
+                    .await
+                    .map_err(|_| "jwks-file-unreadable")?
             }
-            JwksSource::File(path) => tokio::fs::read(path)
-                .await
-                .map_err(|_| "jwks-file-unreadable")?,
         };
         parse_key_set(&body)
     }
+}
+
+/// A response's body as it streams, refused the moment it passes [`MAX_JWKS_BYTES`] (a
+/// declared length past it is refused before anything is read).
+async fn read_capped(mut response: reqwest::Response) -> Result<Vec<u8>, &'static str> {
+    if response
+        .content_length()
+        .is_some_and(|n| n > MAX_JWKS_BYTES as u64)
+    {
+        return Err("jwks-too-large");
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|_| "jwks-unreadable")? {
+        if body.len() + chunk.len() > MAX_JWKS_BYTES {
+            return Err("jwks-too-large");
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 /// The RSA keys of a key set, by `kid`. A key without a `kid`, of another type, or declared
@@ -226,7 +253,52 @@ pub(crate) fn parse_key_set(body: &[u8]) -> Result<HashMap<String, DecodingKey>,
 
 #[cfg(test)]
 mod tests {
-    use super::parse_key_set;
+    use super::{Jwks, JwksSource, parse_key_set};
+
+    /// Serves `app` on loopback; its base URL.
+    async fn serve(app: axum::Router) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        format!("http://{addr}")
+    }
+
+    fn fetcher(url: String) -> Jwks {
+        Jwks::new(JwksSource::Url(url), std::time::Duration::from_secs(60))
+    }
+
+    /// A redirect is not followed (to a key set that would parse), and a body past 1 MiB is
+    /// refused whether it says its length or streams without one.
+    #[tokio::test]
+    async fn a_fetch_follows_no_redirect_and_streams_with_its_cap() {
+        use axum::body::Body;
+        use axum::response::{IntoResponse, Redirect};
+        use axum::routing::get;
+        let big = || "x".repeat(super::MAX_JWKS_BYTES + 1);
+        let app = axum::Router::new()
+            .route(
+                "/moved",
+                get(|| async { Redirect::temporary("/elsewhere") }),
+            )
+            .route("/elsewhere", get(|| async { "{\"keys\": []}" }))
+            .route("/declared", get(move || async move { big() }))
+            .route(
+                "/streamed",
+                get(move || async move {
+                    let chunks = (0..17).map(|_| Ok::<_, std::io::Error>(vec![b' '; 64 * 1024]));
+                    Body::from_stream(futures_util::stream::iter(chunks)).into_response()
+                }),
+            );
+        let base = serve(app).await;
+        let got = |path: &'static str| {
+            let jwks = fetcher(format!("{base}{path}"));
+            async move { jwks.fetch().await.err() }
+        };
+        assert_eq!(got("/moved").await, Some("jwks-status"));
+        assert_eq!(got("/elsewhere").await, Some("jwks-no-rsa-keys"));
+        assert_eq!(got("/declared").await, Some("jwks-too-large"));
+        assert_eq!(got("/streamed").await, Some("jwks-too-large"));
+    }
 
     #[test]
     fn key_sets_keep_only_usable_rsa_keys() {

@@ -59,9 +59,15 @@ pub struct AccessApi {
     pub shutdown: CancellationToken,
     /// How often an idle feed sends a keep-alive.
     pub keep_alive: Duration,
+    /// How often a run's feed reads its run's status from the store, so it ends even when
+    /// the notification of the run's end was lost between replicas ([`RECHECK`]).
+    pub recheck: Duration,
     /// The largest `POST /api` body.
     pub max_body_bytes: usize,
 }
+
+/// A run's feed reads its run's status this often.
+pub const RECHECK: Duration = Duration::from_secs(30);
 
 /// The routes: `/api/<id>`, `/runs…`.
 pub fn router(api: Arc<AccessApi>) -> Router {

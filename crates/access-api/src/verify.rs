@@ -227,8 +227,12 @@ impl Verifier {
             actor: actor_of(&claims)?,
             expires_at: claims.exp,
         };
-        let until_exp =
-            Duration::from_secs((claims.exp + LEEWAY_SECONDS).saturating_sub(unix_now()));
+        let until_exp = Duration::from_secs(
+            claims
+                .exp
+                .saturating_add(LEEWAY_SECONDS)
+                .saturating_sub(unix_now()),
+        );
         self.verified.insert(
             hash,
             Verified {

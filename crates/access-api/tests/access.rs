@@ -129,6 +129,7 @@ struct Harness {
 struct Options {
     ttl_seconds: u64,
     keep_alive: Duration,
+    recheck: Duration,
     /// The writer agent's model (nothing listens at the default).
     model_url: String,
     /// The `[store]` section; default: a SQLite file of the harness's own.
@@ -141,6 +142,7 @@ impl Default for Options {
         Options {
             ttl_seconds: 3600,
             keep_alive: Duration::from_secs(15),
+            recheck: access_api::RECHECK,
             model_url: "http://127.0.0.1:9/v1".to_owned(),
             store: None,
             replica: "access-test",
@@ -188,6 +190,7 @@ async fn start(options: Options) -> Harness {
         verifier: verifier.clone(),
         shutdown: shutdown.clone(),
         keep_alive: options.keep_alive,
+        recheck: options.recheck,
         max_body_bytes: 64 * 1024,
     });
     let ingress = Arc::new(http_ingress::Ingress {
@@ -1170,6 +1173,65 @@ async fn a_runs_feed_is_for_its_readers_and_ends_with_the_run() {
     assert!(
         ends_within(&mut feed, Duration::from_secs(5)).await,
         "a run's feed outlived the run"
+    );
+}
+
+/// A token whose `exp` is 2^64 − 1 (valid for ever) is served: its `/api` answer and its
+/// feed, with no overflow adding the leeway or the feed's deadline (the feed closed with no
+/// answer before).
+#[tokio::test]
+async fn a_token_that_never_expires_is_served_without_an_overflow() {
+    let h = start(Options::default()).await;
+    let mut c = claims(ISSUER, AUDIENCE, "alice");
+    c["exp"] = json!(u64::MAX);
+    let forever = key().sign(&c);
+    assert_eq!(h.get("/api/runs.list", Some(&forever)).await.status, 200);
+    let mut feed = h.open("/runs/stream", &forever).await;
+    assert_eq!(feed.status(), 200);
+    let opening = read_until(&mut feed, "event: sync", Duration::from_secs(5)).await;
+    assert!(opening.contains("event: sync"), "{opening}");
+    let run = h.live_run("slack:U1", "slack:C1").await;
+    let mut run_feed = h.open(&format!("/runs/{run}/stream"), &forever).await;
+    assert_eq!(run_feed.status(), 200);
+    h.shutdown.cancel();
+    assert!(ends_within(&mut run_feed, Duration::from_secs(5)).await);
+}
+
+/// A run's feed (a capability link's, or a reader's) ends when the store says the run ended,
+/// even when the notification of its end never arrives (lost between replicas): the feed
+/// reads its run's status at each recheck.
+#[tokio::test]
+async fn a_runs_feed_ends_with_the_run_even_when_its_notification_is_lost() {
+    let h = start(Options {
+        recheck: Duration::from_millis(200),
+        ..Options::default()
+    })
+    .await;
+    let token = "sbp_feed-recheck-0123456789";
+    let run = h.stored_run_opened_by(Place::Public, token).await;
+    let mut feed = h
+        .client
+        .get(format!("{}/runs/{}/stream?token={token}", h.base, run.id))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(feed.status(), 200);
+    // Ended in the store alone: no live update is sent.
+    let done = store::Finish {
+        status: RunStatus::Completed,
+        answer: Some("done".into()),
+        error: None,
+        at: Timestamp::now(),
+    };
+    h.store.finish_run(&run.id, done).await.unwrap();
+    let seen = read_until(&mut feed, "event: finished", Duration::from_secs(5)).await;
+    assert!(
+        seen.contains("event: finished") && seen.contains("completed"),
+        "{seen}"
+    );
+    assert!(
+        ends_within(&mut feed, Duration::from_secs(5)).await,
+        "the feed outlived its run"
     );
 }
 

@@ -100,6 +100,29 @@ fn split_authority(authority: &str) -> Option<(String, Option<u16>)> {
     Some((host.to_ascii_lowercase(), port))
 }
 
+/// Whether the request's `Origin`, when it sends one, names an allowed host (the MCP
+/// transport asks servers to check it, against DNS rebinding). `Origin: null`, a value that is
+/// not `scheme://authority`, or a host outside `rules` is not.
+fn origin_allowed(headers: &HeaderMap, rules: &[HostRule]) -> bool {
+    let mut origins = headers.get_all(header::ORIGIN).iter();
+    let Some(origin) = origins.next() else {
+        return true;
+    };
+    if origins.next().is_some() {
+        return false;
+    }
+    let authority = origin
+        .to_str()
+        .ok()
+        .and_then(|o| o.split_once("://"))
+        .filter(|(scheme, rest)| matches!(*scheme, "http" | "https") && !rest.contains('/'))
+        .map(|(_, authority)| authority);
+    let Some((host, port)) = authority.and_then(split_authority) else {
+        return false;
+    };
+    rules.iter().any(|r| r.admits(&host, port))
+}
+
 /// Whether the request's `Host` is one of `rules`. A missing or unparsable `Host` is not.
 fn host_allowed(headers: &HeaderMap, uri: &axum::http::Uri, rules: &[HostRule]) -> bool {
     let authority = headers
@@ -132,13 +155,27 @@ async fn identify(mcp: &Mcp, token: &str) -> Option<Caller> {
     }
 }
 
-/// The gate: 403 for a foreign `Host`, 503 without a token map, 401 for an unproven bearer,
-/// 404 for a session id; otherwise the request goes on with its [`Caller`] attached.
+/// The gate: 400 for two `Host` headers, 403 for a foreign `Host` or `Origin`, 503 without a
+/// token map, 401 for an unproven bearer, 404 for a session id; otherwise the request goes on
+/// with its [`Caller`] attached.
 pub(crate) async fn gate(
     State(mcp): State<Arc<Mcp>>,
     mut request: Request,
     next: Next,
 ) -> Response {
+    if request.headers().get_all(header::HOST).iter().count() > 1 {
+        // RFC 9112 §3.2: a request with more than one Host is answered 400.
+        return plain(
+            StatusCode::BAD_REQUEST,
+            "Bad Request: more than one Host header",
+        );
+    }
+    if !origin_allowed(request.headers(), &mcp.settings.allowed_hosts) {
+        return plain(
+            StatusCode::FORBIDDEN,
+            "Forbidden: this Origin is not in [mcp] allowed_hosts",
+        );
+    }
     if !host_allowed(
         request.headers(),
         request.uri(),
@@ -199,6 +236,15 @@ pub(crate) async fn gate(
 /// The body as one JSON-RPC 2.0 message, or the JSON-RPC error code and message saying why
 /// it is not one.
 fn read_message(bytes: &[u8]) -> Result<Envelope, (i64, String)> {
+    // An object, first: serde reads a struct from an array too (its fields by position), so
+    // `["2.0", "ping"]` would pass as a message (a batch, which this server does not take).
+    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+    if first.is_some_and(|b| *b == b'[') {
+        return Err((
+            -32600,
+            "Invalid Request: a batch (a JSON array) is not taken; send one JSON-RPC 2.0 message, an object".to_owned(),
+        ));
+    }
     match serde_json::from_slice::<Envelope>(bytes) {
         Ok(envelope) if envelope.is_message() => Ok(envelope),
         Ok(_) => Err((
@@ -303,6 +349,54 @@ mod tests {
             h.insert(header::HOST, HeaderValue::from_str(host).unwrap());
         }
         host_allowed(&h, &axum::http::Uri::from_static("/mcp"), &rules(entries))
+    }
+
+    #[test]
+    fn an_origin_is_taken_only_when_it_names_an_allowed_host() {
+        let entries = rules(&["localhost", "mcp.example.com:443"]);
+        let with = |origins: &[&str]| {
+            let mut h = HeaderMap::new();
+            for o in origins {
+                h.append(header::ORIGIN, HeaderValue::from_str(o).unwrap());
+            }
+            origin_allowed(&h, &entries)
+        };
+        assert!(with(&[]), "no Origin (a script, an SDK) is not a browser's");
+        for good in ["http://localhost:6274", "https://mcp.example.com:443"] {
+            assert!(with(&[good]), "{good}");
+        }
+        for bad in [
+            "null",
+            "https://evil.example",
+            "http://localhost.evil.example",
+            "https://mcp.example.com",
+            "file://localhost",
+            "http://localhost/path",
+            "localhost",
+            "",
+        ] {
+            assert!(!with(&[bad]), "{bad:?}");
+        }
+        assert!(
+            !with(&["http://localhost", "http://localhost"]),
+            "two Origins"
+        );
+    }
+
+    #[test]
+    fn a_batch_is_an_invalid_request_whatever_it_holds() {
+        for body in [
+            &b"[\"2.0\", \"ping\"]"[..],
+            b"  [{\"jsonrpc\": \"2.0\", \"method\": \"ping\", \"id\": 1}]",
+            b"[]",
+        ] {
+            assert_eq!(
+                read_message(body).err().map(|e| e.0),
+                Some(-32600),
+                "{body:?}"
+            );
+        }
+        assert!(read_message(br#"{"jsonrpc": "2.0", "method": "ping", "id": 1}"#).is_ok());
     }
 
     #[test]

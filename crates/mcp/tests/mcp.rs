@@ -186,8 +186,14 @@ async fn a_denied_runs_get_is_identical_to_a_missing_one() {
         );
         assert_eq!(denied.is_error, Some(true));
     }
-    // The refusal is on the audit line only.
-    assert!(!s.audit.lines().is_empty());
+    // The refusal is on the audit line only: one per denied read, naming the reader.
+    let lines = s.audit.lines();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    for line in &lines {
+        assert_eq!(line.action, "runs:read", "{line}");
+        assert_eq!(line.surface, "mcp", "{line}");
+        assert!(line.actor.starts_with("mcp:"), "{line}");
+    }
 }
 
 #[tokio::test]
@@ -568,6 +574,45 @@ async fn bad_input_gets_its_status_and_writes_nothing() {
             403,
         ),
         (
+            "two Host headers, the first allowed",
+            vec![
+                ("authorization", ok),
+                ("host", "localhost"),
+                ("host", "evil.example"),
+                pv,
+            ],
+            ask_call.into(),
+            400,
+        ),
+        (
+            "a foreign Origin",
+            vec![
+                ("authorization", ok),
+                ("origin", "https://evil.example"),
+                pv,
+            ],
+            ask_call.into(),
+            403,
+        ),
+        (
+            "Origin: null",
+            vec![("authorization", ok), ("origin", "null"), pv],
+            ask_call.into(),
+            403,
+        ),
+        (
+            "a JSON-RPC message spelled as an array",
+            vec![("authorization", ok), pv],
+            r#"["2.0", "tools/list"]"#.into(),
+            400,
+        ),
+        (
+            "a batch of one good message",
+            vec![("authorization", ok), pv],
+            format!("[{ask_call}]"),
+            400,
+        ),
+        (
             "malformed JSON-RPC",
             vec![("authorization", ok), pv],
             "{\"jsonrpc\": \"2.0\", \"id\": ".into(),
@@ -615,7 +660,7 @@ async fn bad_input_gets_its_status_and_writes_nothing() {
         if want == 401 {
             assert_eq!(text, "", "{what}: a refused bearer learns nothing");
         }
-        if want == 400 {
+        if want == 400 && !text.starts_with("Bad Request") {
             let v: Value = serde_json::from_str(&text).unwrap();
             let code = v["error"]["code"].as_i64().unwrap();
             assert!(code == -32700 || code == -32600, "{what}: {text}");
@@ -632,8 +677,15 @@ async fn bad_input_gets_its_status_and_writes_nothing() {
         let v: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(v["result"]["isError"], true, "{tool}: {text}");
     }
-    // And a well-formed list still works after all that.
+    // And a well-formed list still works after all that, also with an allowed Origin.
     let (status, text) = s.post(&[("authorization", ok), pv], LIST).await;
+    assert_eq!(status, 200, "{text}");
+    let local = [
+        ("authorization", ok),
+        ("origin", "http://localhost:6274"),
+        pv,
+    ];
+    let (status, text) = s.post(&local, LIST).await;
     assert_eq!(status, 200, "{text}");
     assert_eq!(s.run_count().await, before, "nothing was written");
 }

@@ -194,6 +194,7 @@ pub fn router(app: &App, shutdown: CancellationToken) -> Router {
             verifier: verifier.clone(),
             shutdown: shutdown.clone(),
             keep_alive: access_api::KEEP_ALIVE,
+            recheck: access_api::RECHECK,
             max_body_bytes: app.config.ingress.max_body_bytes,
         });
         router = router.merge(access_api::router(access));

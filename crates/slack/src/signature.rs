@@ -71,7 +71,8 @@ impl SigningSecret {
             .trim()
             .parse()
             .map_err(|_| Refused::BadTimestamp)?;
-        if (now - at).abs() > WINDOW_SECONDS {
+        // `abs_diff`: a timestamp near i64::MIN or MAX must not wrap into the window.
+        if now.abs_diff(at) > WINDOW_SECONDS.unsigned_abs() {
             return Err(Refused::Stale);
         }
         let given = signature
@@ -177,5 +178,33 @@ mod tests {
             Err(Refused::BadSignature)
         );
         assert_eq!(secret.verify(Some(&ts), Some(&good), body, now), Ok(()));
+    }
+
+    /// A timestamp 2^63 away (or at either end of i64) is stale, correctly signed or not:
+    /// the difference never wraps into the window, and never panics.
+    #[test]
+    fn a_timestamp_far_away_never_wraps_into_the_window() {
+        let secret = SigningSecret::new("s3cret");
+        let body = b"{}";
+        let now: i64 = 1_700_000_000;
+        for at in [
+            now.wrapping_sub(i64::MIN),
+            now.wrapping_add(i64::MIN),
+            i64::MIN,
+            i64::MAX,
+            i64::MIN + 1,
+            -now,
+        ] {
+            let ts = at.to_string();
+            let sig = secret.sign(&ts, body);
+            for clock in [now, i64::MIN, i64::MAX] {
+                assert_eq!(
+                    secret.verify(Some(&ts), Some(&sig), body, clock).is_ok(),
+                    // Only a clock within five minutes of the stamp takes it.
+                    (i128::from(clock) - i128::from(at)).abs() <= 300,
+                    "{ts} at {clock}"
+                );
+            }
+        }
     }
 }

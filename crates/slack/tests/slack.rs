@@ -696,6 +696,7 @@ async fn bad_input_gets_its_status_and_no_panic() {
     let unknown = callback("EvUnknown", json!({"type": "reaction_added", "user": "U1"}));
     let long_id = callback(&"E".repeat(100_000), mention("U1", "C1", "12.3", "hi"));
     let odd_id = callback("Ev'; DROP", mention("U1", "C1", "12.4", "hi"));
+    let wrapped = callback("EvWrapped", mention("U1", "C1", "12.5", "hi"));
     type Headers = Vec<(String, String)>;
     let cases: Vec<(&str, Vec<u8>, Headers, u16)> = vec![
         (
@@ -768,6 +769,12 @@ async fn bad_input_gets_its_status_and_no_panic() {
             odd_id.clone(),
             good(&odd_id),
             400,
+        ),
+        (
+            "a timestamp 2^63 seconds ago, correctly signed (it wrapped into the window)",
+            wrapped.clone(),
+            signed_headers(SECRET, now() + i64::MIN, &wrapped).to_vec(),
+            401,
         ),
     ];
     for (what, body, headers, want) in cases {

@@ -36,9 +36,10 @@ pub use span_log::{DENIED_FIELD, SpanLine, SpanLog, SpanLogLayer};
 
 use crate::config::TelemetryConfig;
 
-/// Dependencies whose info lines say nothing an operator needs: rmcp writes three per MCP
-/// call (its per-request service starting and stopping). `RUST_LOG` still overrides this.
-const QUIET_DEPENDENCIES: &str = "rmcp=warn";
+/// rmcp's own lines never reach the log, whatever `RUST_LOG` says: they quote requests (an
+/// unknown method's name, a rejected header's value), and the log holds no request text. The
+/// gate and the tools log what happened to a request, in tokens.
+const SILENCED: &str = "rmcp=off";
 
 /// The audit stream's target.
 pub const AUDIT_TARGET: &str = "audit";
@@ -86,21 +87,25 @@ impl Drop for Telemetry {
     }
 }
 
-/// The log filter: `RUST_LOG`, else `default_level` with the quiet dependencies.
+/// The log filter: `RUST_LOG`, else `default_level`; rmcp silenced either way.
 pub fn env_filter(default_level: &str) -> EnvFilter {
-    let directives = std::env::var("RUST_LOG")
-        .unwrap_or_else(|_| format!("{default_level},{QUIET_DEPENDENCIES}"));
+    let directives = std::env::var("RUST_LOG").unwrap_or_else(|_| default_level.to_owned());
     filter_of(&directives)
 }
 
 /// A filter of `directives` (`RUST_LOG` syntax; a malformed one is skipped) in which the
 /// denied marker always passes, so no filter lets a denied trace through unmarked.
 pub fn filter_of(directives: &str) -> EnvFilter {
-    let filter = EnvFilter::builder().parse_lossy(directives);
-    match format!("{}=warn", commands::DENIED_TARGET).parse() {
-        Ok(d) => filter.add_directive(d),
-        Err(_) => filter,
+    let mut filter = EnvFilter::builder().parse_lossy(directives);
+    for forced in [
+        format!("{}=warn", commands::DENIED_TARGET),
+        SILENCED.to_owned(),
+    ] {
+        if let Ok(d) = forced.parse() {
+            filter = filter.add_directive(d);
+        }
     }
+    filter
 }
 
 /// The exporter pipeline for `endpoint` (`…/v1/traces` appended): OTLP/HTTP protobuf, in
@@ -283,5 +288,46 @@ impl<'a> MakeWriter<'a> for CapturedLog {
 
     fn make_writer(&'a self) -> Self::Writer {
         self.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Clone, Default)]
+    struct Buf(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Buf {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .map_err(|_| std::io::ErrorKind::Other)?
+                .extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Even a `RUST_LOG` that asks for rmcp's traces gets none of its lines; the rest of
+    /// the directives hold.
+    #[test]
+    fn rmcp_never_reaches_the_log() {
+        use tracing_subscriber::layer::SubscriberExt;
+        let buf = Buf::default();
+        let writer = buf.clone();
+        let subscriber = tracing_subscriber::registry()
+            .with(super::filter_of("info,rmcp=trace"))
+            .with(tracing_subscriber::fmt::layer().with_writer(move || writer.clone()));
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::warn!(target: "rmcp::service", "unknown method request-text-marker");
+            tracing::error!(target: "rmcp", "another request-text-marker");
+            tracing::info!(target: "switchboard", "an operator's line");
+        });
+        let out = String::from_utf8(buf.0.lock().map(|b| b.clone()).unwrap_or_default())
+            .unwrap_or_default();
+        assert!(!out.contains("request-text-marker"), "{out}");
+        assert!(out.contains("an operator's line"), "{out}");
     }
 }
