@@ -52,7 +52,7 @@ pub const MAX_ARGS: usize = 64;
 pub const MAX_ARG_BYTES: usize = 4096;
 
 /// Long options refused on every subcommand, with why (`--name` or `--name=value`).
-const REFUSED_LONG: [(&str, &str); 17] = [
+const REFUSED_LONG: [(&str, &str); 20] = [
     ("--output", "writes a file outside what the rules see"),
     (
         "--output-directory",
@@ -73,6 +73,20 @@ const REFUSED_LONG: [(&str, &str); 17] = [
     ("--no-index", "reads files outside the repository"),
     ("--gpg-sign", "runs gpg"),
     ("--show-signature", "runs gpg"),
+    // A nested repository's config is the run's to write, and can name any program (a diff
+    // driver, a filter): git never enters one for the tool.
+    (
+        "--submodule",
+        "enters a nested repository, whose config can name programs",
+    ),
+    (
+        "--recurse-submodules",
+        "enters a nested repository, whose config can name programs",
+    ),
+    (
+        "--ignore-submodules",
+        "enters a nested repository, whose config can name programs",
+    ),
 ];
 
 /// Why a `git` call's arguments were refused.
@@ -240,6 +254,11 @@ mod tests {
             ("tag", vec!["--local-user=k", "v1"]),
             ("log", vec!["--exec-path=/tmp"]),
             ("status", vec!["x\0y"]),
+            ("diff", vec!["--submodule=diff"]),
+            ("log", vec!["-p", "--submodule"]),
+            ("grep", vec!["--recurse-submodules", "x"]),
+            ("checkout", vec!["--recurse-submodules", "main"]),
+            ("status", vec!["--ignore-submodules=none"]),
         ] {
             let refusal = check(sub, &args(&a)).expect_err(&format!("{sub} {a:?} was accepted"));
             assert!(!refusal.to_string().is_empty());

@@ -585,3 +585,111 @@ async fn a_runs_workspace_is_never_a_repo() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The org's rules for a run that may not run programs: `shell.exec` is denied, the file
+/// tools and every git action allowed.
+const NO_SHELL: &str = r#"rules = [
+  { action = "shell.exec", decision = "deny" },
+  { action = "fs.*", decision = "allow" },
+  { action = "git.*", decision = "allow" },
+]"#;
+
+/// With `shell.exec` denied, the `git` tool never runs a program: a run builds a nested
+/// repository in its working tree (a gitlink whose `.git` file points at a directory whose
+/// `config` it wrote, naming `diff.external` and a clean filter) and asks git to enter it,
+/// by `--submodule=diff` and by a plain `status` and `diff` (which look inside a modified
+/// submodule). Nothing it named ever runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_git_tool_never_enters_a_nested_repository_the_run_built() {
+    let project = Project::new(true);
+    let write = |path: &str, content: &str| {
+        (
+            "write_file",
+            json!({"path": format!("{{workspace}}/{path}"), "content": content}),
+        )
+    };
+    let pwned = "{workspace}/PWNED-by-git-tool";
+    let config = format!(
+        "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\
+         [diff]\n\texternal = \"id > {pwned}; :\"\n\
+         [filter \"pwn\"]\n\tclean = \"id > {pwned}; cat\"\n"
+    );
+    let mut turns = vec![
+        write("f", "1\n"),
+        git_tool("add", &["f"]),
+        git_tool("commit", &["-m", "c1"]),
+        write("f", "2\n"),
+        git_tool("add", &["f"]),
+        git_tool("commit", &["-m", "c2"]),
+    ];
+    for place in [
+        "nest",
+        "nest/objects",
+        "nest/refs",
+        "nest/objects/info",
+        "sub",
+    ] {
+        turns.push(git_tool("mv", &["src", place]));
+        turns.push(git_tool("checkout", &["HEAD", "--", "src"]));
+    }
+    turns.extend([
+        write("nest/objects/info/alternates", "{workspace}/.git/objects\n"),
+        write("nest/config", &config),
+        write("sub/.git", "gitdir: ../nest\n"),
+        git_tool("rev-parse", &["HEAD~1"]),
+        write("nest/HEAD", "{last_hex}\n"),
+        git_tool("rm", &["-r", "-q", "--cached", "sub"]),
+        git_tool("add", &["sub"]),
+        git_tool("rev-parse", &["HEAD"]),
+        write("nest/HEAD", "{last_hex}\n"),
+        git_tool("diff", &["--submodule=diff"]),
+        ("read_file", json!({"path": pwned})),
+        write("sub/.gitattributes", "* filter=pwn\n"),
+        write("sub/lib.rs", "changed\n"),
+        git_tool("status", &[]),
+        git_tool("diff", &[]),
+        git_tool("diff", &["HEAD"]),
+        git_tool("stash", &[]),
+        ("read_file", json!({"path": pwned})),
+    ]);
+    let (_, events, seen) = attack(&project, NO_SHELL, turns).await;
+    assert!(
+        seen.contains("enters a nested repository"),
+        "--submodule was not refused: {seen}"
+    );
+    for text in [&seen, &events] {
+        assert!(
+            !text.contains("uid="),
+            "a program the run named ran: {text}"
+        );
+    }
+}
+
+/// A run that nests directories 30,000 deep is removed when it ends, and the process goes on:
+/// removing a workspace holds one directory at a time (the recursive removal overflowed the
+/// worker's stack, and every later start crashed on the same leftover).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_workspace_nested_beyond_any_stack_is_removed_and_the_next_run_starts() {
+    let project = Project::new(true);
+    // A shell's `cd` builds the whole path (past PATH_MAX it fails); python's is relative.
+    let deep = "python3 -c \"import os\nfor i in range(30000):\n  os.mkdir('d'); os.chdir('d')\nprint('levels', i + 1)\"";
+    let model = Model::serve(vec![shell(deep)]).await;
+    let sb = Switchboard::new(&model, PERMISSIVE);
+    sb.add(&project);
+    let (first, second, left) = tokio::task::spawn_blocking(move || {
+        let first = sb.repo_run();
+        let second = sb.repo_run();
+        // Read while the data directory still exists (it goes with `sb`).
+        let left: Vec<_> = std::fs::read_dir(sb.data().join("runs"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        (first, second, left)
+    })
+    .await
+    .unwrap();
+    assert!(model.seen().contains("levels 30000"), "{}", model.seen());
+    assert_ne!(first, second);
+    assert!(left.is_empty(), "workspaces left: {left:?}");
+}

@@ -57,13 +57,19 @@ pub(crate) struct Executor {
 
 /// What git reads as config in the `git` tool: nothing of the system's or the user's, the
 /// repository's own (Switchboard wrote it, and it is read-only in the sandbox), and these,
-/// which name no program: no hooks, no file-system monitor, no pager, no network.
-const GIT_SAFE_CONFIG: [&str; 5] = [
+/// which name no program: no hooks, no file-system monitor, no pager, no network, and no
+/// descent into a nested repository (a gitlink the run made, whose config the run wrote and
+/// could name any program: `diff.external`, a filter). Given with `-c`, they also bind every
+/// git that git starts.
+const GIT_SAFE_CONFIG: [&str; 8] = [
     "core.hooksPath=/dev/null",
     "core.fsmonitor=false",
     "core.pager=cat",
     "protocol.allow=never",
     "credential.helper=",
+    "submodule.recurse=false",
+    "diff.ignoreSubmodules=all",
+    "status.submoduleSummary=false",
 ];
 
 /// Where the workspace's directories that no file tool may write to start.

@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 
 /// One turn: a tool call (`name`, arguments with `{workspace}` standing for the workspace the
-/// broker told the model about), or the final answer.
+/// broker told the model about, and `{last_hex}` for the first 40-digit hex id in the last
+/// tool result, a commit the run made), or the final answer.
 pub type Turn = (&'static str, Value);
 
 pub struct Model {
@@ -74,7 +75,14 @@ impl Model {
             let next = script.turns.lock().unwrap().pop_front();
             let delta = match next {
                 Some((name, args)) => {
-                    let args = args.to_string().replace("{workspace}", &workspace);
+                    let last = messages
+                        .last()
+                        .and_then(|m| m["content"].as_str())
+                        .unwrap_or("");
+                    let args = args
+                        .to_string()
+                        .replace("{workspace}", &workspace)
+                        .replace("{last_hex}", &first_hex(last));
                     json!({"tool_calls": [{"index": 0, "id": "call-1", "type": "function",
                         "function": {"name": name, "arguments": args}}]})
                 }
@@ -120,6 +128,19 @@ impl Model {
 }
 
 /// The workspace the broker's system message names.
+/// The first run of 40 hex digits in `text` (a commit id a tool printed), or nothing.
+fn first_hex(text: &str) -> String {
+    let bytes = text.as_bytes();
+    (0..bytes.len())
+        .find(|&i| {
+            bytes.len() >= i + 40
+                && bytes[i..i + 40].iter().all(u8::is_ascii_hexdigit)
+                && (i == 0 || !bytes[i - 1].is_ascii_hexdigit())
+        })
+        .map(|i| text[i..i + 40].to_owned())
+        .unwrap_or_default()
+}
+
 pub fn workspace_of(messages: &[Value]) -> String {
     messages
         .iter()

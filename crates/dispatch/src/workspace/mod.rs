@@ -115,18 +115,12 @@ pub async fn make(
     made
 }
 
-/// Removes a run's directory; one already gone is not an error. A directory the run made
-/// unreadable (`chmod 000`) is opened again first, so nothing a run did keeps its files.
+/// Removes a run's directory; one already gone is not an error. Nothing a run did keeps its
+/// files: directories made unreadable (`chmod 000`) are opened again, and a tree of any
+/// depth is removed without recursion ([`nofollow::remove_tree`]).
 pub async fn remove(dir: &RunDir) {
     let root = dir.root.clone();
-    let removed = tokio::task::spawn_blocking(move || match std::fs::remove_dir_all(&root) {
-        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-            nofollow::open_up(&root);
-            std::fs::remove_dir_all(&root)
-        }
-        done => done,
-    })
-    .await;
+    let removed = tokio::task::spawn_blocking(move || nofollow::remove_tree(&root)).await;
     if let Ok(Err(e)) = removed
         && e.kind() != std::io::ErrorKind::NotFound
     {

@@ -109,35 +109,91 @@ pub(super) fn read_regular(root: &Path, relative: &Path, max: u64) -> Option<Str
     Some(text)
 }
 
-/// Gives the owner back every permission on `dir` and each directory under it, never through
-/// a link, so a tree a run made unreadable (`chmod 000`) can be removed.
-pub(super) fn open_up(dir: &Path) {
-    let path_only = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-    if let Ok(fd) = open(dir, path_only, Mode::empty()) {
-        open_up_at(&fd);
+/// Removes `root` and everything under it, never through a link and without recursion: a
+/// run can nest directories deeper than any stack or path length (30,000 levels overflowed
+/// the worker's stack before), so one directory is held open at a time, entered from its
+/// parent and left through `..`, which must be the directory that was entered. Each
+/// directory is given back to its owner first (`chmod 700`), so one a run made unreadable
+/// (`chmod 000`) is removed too. A missing `root` is nothing to remove.
+pub(super) fn remove_tree(root: &Path) -> std::io::Result<()> {
+    let invalid = || std::io::Error::from(std::io::ErrorKind::InvalidInput);
+    let parent = root.parent().ok_or_else(invalid)?;
+    let name = std::ffi::CString::new(root.file_name().ok_or_else(invalid)?.as_bytes())
+        .map_err(|_| invalid())?;
+    let top = open(parent, DIRECTORY, Mode::empty())?;
+    match fstatat(&top, name.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
+        Err(Errno::ENOENT) => return Ok(()),
+        Err(e) => return Err(e.into()),
+        Ok(stat) if kind(&stat) != SFlag::S_IFDIR => {
+            return Ok(unlinkat(&top, name.as_c_str(), UnlinkatFlags::NoRemoveDir)?);
+        }
+        Ok(_) => {}
+    }
+    let mut names = vec![name];
+    let mut cur = enter(&top, names[0].as_c_str())?;
+    let mut ids = vec![identity(&cur)?];
+    loop {
+        if let Some(sub) = clear_files(&cur)? {
+            let next = enter(&cur, sub.as_c_str())?;
+            ids.push(identity(&next)?);
+            names.push(sub);
+            cur = next;
+            continue;
+        }
+        // `cur` is empty: step out of it and remove it.
+        let (Some(done), Some(_)) = (names.pop(), ids.pop()) else {
+            return Err(invalid());
+        };
+        let Some(expected) = ids.last() else {
+            return Ok(unlinkat(&top, done.as_c_str(), UnlinkatFlags::RemoveDir)?);
+        };
+        let up = openat(&cur, "..", DIRECTORY, Mode::empty())?;
+        if identity(&up)? != *expected {
+            return Err(std::io::Error::other(
+                "a directory was moved while the tree was removed",
+            ));
+        }
+        unlinkat(&up, done.as_c_str(), UnlinkatFlags::RemoveDir)?;
+        cur = up;
     }
 }
 
-fn open_up_at(handle: &OwnedFd) {
+/// A directory's device and inode.
+fn identity(dir: &OwnedFd) -> nix::Result<(u64, u64)> {
+    let stat = fstat(dir)?;
+    Ok((stat.st_dev, stat.st_ino))
+}
+
+/// Opens the directory `name` of `parent` for reading, never through a link, after giving
+/// its owner every permission on it.
+fn enter(parent: &OwnedFd, name: &CStr) -> nix::Result<OwnedFd> {
     use std::os::unix::fs::PermissionsExt;
-    // An O_PATH handle cannot be given to fchmod; its /proc name is the directory the handle
-    // holds, whatever happened to its path since.
+    let path_only = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let handle = openat(parent, name, path_only, Mode::empty())?;
+    // An O_PATH handle cannot be given to fchmod; its /proc name is the directory it holds,
+    // whatever happened to its path since.
     let held = format!("/proc/self/fd/{}", handle.as_raw_fd());
     let _ = std::fs::set_permissions(&held, std::fs::Permissions::from_mode(0o700));
-    let Ok(dir) = openat(handle, ".", DIRECTORY, Mode::empty()) else {
-        return;
-    };
-    let Ok(listing) = entries(&dir) else {
-        return;
-    };
-    let path_only = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-    for (name, kind) in listing {
-        if kind == SFlag::S_IFDIR
-            && let Ok(sub) = openat(&dir, name.as_c_str(), path_only, Mode::empty())
-        {
-            open_up_at(&sub);
+    openat(&handle, ".", DIRECTORY, Mode::empty())
+}
+
+/// Unlinks every entry of `dir` that is not a directory, up to its first subdirectory, and
+/// returns that one's name (`None` once only files were there, and they are gone).
+fn clear_files(dir: &OwnedFd) -> nix::Result<Option<std::ffi::CString>> {
+    let mut listing = Dir::from_fd(dir.try_clone().map_err(|_| Errno::EBADF)?)?;
+    for entry in listing.iter() {
+        let entry = entry?;
+        let name: &CStr = entry.file_name();
+        if matches!(name.to_bytes(), b"." | b"..") {
+            continue;
         }
+        let stat = fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW)?;
+        if kind(&stat) == SFlag::S_IFDIR {
+            return Ok(Some(name.to_owned()));
+        }
+        unlinkat(dir, name, UnlinkatFlags::NoRemoveDir)?;
     }
+    Ok(None)
 }
 
 #[cfg(test)]
@@ -219,28 +275,52 @@ mod tests {
     }
 
     #[test]
-    fn opening_up_a_tree_never_changes_what_a_link_leads_to() {
+    fn a_tree_is_removed_whatever_its_depth_its_modes_and_its_links() {
         let place = tempfile::tempdir().unwrap();
         let tree = place.path().join("tree");
         let outside = place.path().join("outside");
         std::fs::create_dir_all(tree.join("a/b")).unwrap();
         std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("keep"), "theirs").unwrap();
+        std::fs::write(tree.join("a/b/file"), "x").unwrap();
         symlink(&outside, tree.join("a/link")).unwrap();
-        std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o555)).unwrap();
-        for dir in ["a/b", "a"] {
-            std::fs::set_permissions(tree.join(dir), std::fs::Permissions::from_mode(0o000))
+        symlink(outside.join("keep"), tree.join("a/b/file-link")).unwrap();
+        // Deeper than a stack's recursion or PATH_MAX: built from fds, one level at a time.
+        let mut dir = open_dir(&tree, Path::new("")).unwrap();
+        for _ in 0..30_000 {
+            nix::sys::stat::mkdirat(&dir, "d", Mode::S_IRWXU).unwrap();
+            dir = openat(&dir, "d", DIRECTORY, Mode::empty()).unwrap();
+        }
+        std::fs::write(format!("/proc/self/fd/{}/deep-file", dir.as_raw_fd()), "x").unwrap();
+        drop(dir);
+        for locked in ["a/b", "a"] {
+            std::fs::set_permissions(tree.join(locked), std::fs::Permissions::from_mode(0o000))
                 .unwrap();
         }
-        open_up(&tree);
-        for dir in ["a", "a/b"] {
-            let mode = std::fs::metadata(tree.join(dir))
-                .unwrap()
-                .permissions()
-                .mode();
-            assert_eq!(mode & 0o777, 0o700, "{dir}");
-        }
+        std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o555)).unwrap();
+        // On a small stack, as a worker thread has.
+        let root = tree.clone();
+        std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(move || remove_tree(&root).unwrap())
+            .unwrap()
+            .join()
+            .unwrap();
+        assert!(
+            std::fs::symlink_metadata(&tree).is_err(),
+            "the tree is gone"
+        );
+        assert_eq!(
+            std::fs::read_to_string(outside.join("keep")).unwrap(),
+            "theirs"
+        );
         let mode = std::fs::metadata(&outside).unwrap().permissions().mode();
-        assert_eq!(mode & 0o777, 0o555, "the link's target was changed");
-        std::fs::remove_dir_all(&tree).unwrap();
+        assert_eq!(mode & 0o777, 0o555, "a link's target was changed");
+        // Gone already, or a link in the root's place: nothing else is touched.
+        remove_tree(&tree).unwrap();
+        symlink(&outside, &tree).unwrap();
+        remove_tree(&tree).unwrap();
+        assert!(outside.join("keep").exists());
+        std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
 }
