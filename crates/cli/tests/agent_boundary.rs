@@ -549,6 +549,7 @@ async fn a_forged_base_tree_never_carries_a_denied_blob_to_the_branch() {
          c=$(git -c user.name=a -c user.email=b commit-tree $root -p HEAD -m notes); \
          git update-ref $(git symbolic-ref HEAD) $c; git cat-file -p $s | tail -2"
     );
+    let before = object_files(&project.repo);
     let (run, events, _) = attack(&project, PERMISSIVE, vec![shell(&forge)]).await;
     let branch = format!("switchboard/{}", run["id"].as_str().unwrap());
     assert_eq!(
@@ -557,6 +558,28 @@ async fn a_forged_base_tree_never_carries_a_denied_blob_to_the_branch() {
         "{events}"
     );
     assert!(events.contains("nothing of the run was kept"), "{events}");
+    // Refused in a quarantine: not one object of the run (the forged tree naming the denied
+    // blob under a new name among them) was left in the user's repository.
+    assert_eq!(object_files(&project.repo), before);
+}
+
+/// Every file under a repository's `.git/objects`, by its path there.
+fn object_files(repo: &std::path::Path) -> Vec<String> {
+    let top = repo.join(".git/objects");
+    let mut found = Vec::new();
+    let mut dirs = vec![top.clone()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if entry.file_type().unwrap().is_dir() {
+                dirs.push(path);
+            } else {
+                found.push(path.strip_prefix(&top).unwrap().display().to_string());
+            }
+        }
+    }
+    found.sort();
+    found
 }
 
 /// A repo whose path is a run's own workspace is never a base: what a run wrote is not the
@@ -692,4 +715,49 @@ async fn a_workspace_nested_beyond_any_stack_is_removed_and_the_next_run_starts(
     assert!(model.seen().contains("levels 30000"), "{}", model.seen());
     assert_ne!(first, second);
     assert!(left.is_empty(), "workspaces left: {left:?}");
+}
+
+/// A run writes a correctly hashed loose tree that inflates to 200 MB (its file on disk is a
+/// few hundred KB) and commits it: no git on the host ever inflates it (a 2 GB one made one
+/// `diff-tree` hold 7.8 GB). Its size is read from the object's header, and the run keeps
+/// nothing, saying why.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_object_that_inflates_past_what_is_kept_is_never_parsed_on_the_host() {
+    let project = Project::new(true);
+    let forge = r#"python3 - 200000000 <<'PY'
+# run inside the sandbox, in the workspace: writes a legit loose tree object of SIZE bytes (one entry, huge name)
+import zlib, hashlib, os, sys, subprocess
+SIZE = int(sys.argv[1])
+blob = subprocess.check_output(["git","rev-parse","HEAD:README.md"]).strip().decode()
+tail = b"\0" + bytes.fromhex(blob)
+namelen = SIZE - 7 - len(tail)
+hdr = b"tree %d\0" % SIZE
+h = hashlib.sha1(); c = zlib.compressobj(9)
+out = open(".git/objects/tmpbig", "wb")
+def put(b):
+    h.update(b); out.write(c.compress(b))
+put(hdr); put(b"100644 ")
+chunk = b"a" * (1 << 22); left = namelen
+while left > 0:
+    n = min(left, len(chunk)); put(chunk[:n]); left -= n
+put(tail); out.write(c.flush()); out.close()
+oid = h.hexdigest(); d = ".git/objects/" + oid[:2]
+os.makedirs(d, exist_ok=True); os.rename(".git/objects/tmpbig", d + "/" + oid[2:])
+print("tree", oid, os.path.getsize(d + "/" + oid[2:]), "bytes on disk")
+base = subprocess.check_output(["git","rev-parse","HEAD"]).strip().decode()
+body = "tree %s\nparent %s\nauthor a <a@b> 0 +0000\ncommitter a <a@b> 0 +0000\n\nbig\n" % (oid, base)
+commit = subprocess.run(["git","hash-object","-t","commit","-w","--literally","--stdin"], input=body.encode(), capture_output=True).stdout.strip().decode()
+ref = subprocess.check_output(["git","symbolic-ref","HEAD"]).strip().decode()
+subprocess.check_call(["git","update-ref",ref,commit]); print("commit", commit, ref)
+
+PY
+ls -la .git/objects"#;
+    let (run, events, seen) = attack(&project, PERMISSIVE, vec![shell(forge)]).await;
+    assert!(seen.contains("bytes on disk"), "{seen}");
+    let branch = format!("switchboard/{}", run["id"].as_str().unwrap());
+    assert_eq!(git(&project.repo, &["rev-parse", &branch]), project.head);
+    assert!(
+        events.contains("more than the 16 MiB kept of one"),
+        "{events}"
+    );
 }

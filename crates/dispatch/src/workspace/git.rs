@@ -22,13 +22,17 @@ const MAX_OUTPUT: usize = 64 * 1024 * 1024;
 
 /// Config on every command: no program named by any repository runs, and git may read a
 /// checkout owned by another user (it runs only plumbing there, with the above off).
-const SAFE: [&str; 6] = [
+/// Packing a run's new files holds at most 256 MiB of them for its delta search, and a
+/// file over 32 MiB is stored whole, never searched.
+const SAFE: [&str; 8] = [
     "core.hooksPath=/dev/null",
     "core.fsmonitor=false",
     "core.pager=cat",
     "credential.helper=",
     "safe.directory=*",
     "gc.auto=0",
+    "core.bigFileThreshold=32m",
+    "pack.windowMemory=256m",
 ];
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -47,6 +51,8 @@ pub(super) struct Git {
     work_tree: Option<PathBuf>,
     index: Option<PathBuf>,
     objects: Option<PathBuf>,
+    /// Objects read besides the repository's own (`GIT_ALTERNATE_OBJECT_DIRECTORIES`).
+    alternates: Option<PathBuf>,
     /// Network operations keep the operator's environment (credentials for a private URL);
     /// everything else reads no system or user config at all.
     operator_env: bool,
@@ -61,6 +67,7 @@ impl Git {
             work_tree: None,
             index: None,
             objects: None,
+            alternates: None,
             operator_env: false,
             env: Vec::new(),
         }
@@ -73,6 +80,7 @@ impl Git {
             work_tree: None,
             index: None,
             objects: None,
+            alternates: None,
             operator_env: false,
             env: Vec::new(),
         }
@@ -112,6 +120,12 @@ impl Git {
         self
     }
 
+    /// Reads objects from `dir` too, besides its own (a quarantine reads the base's).
+    pub(super) fn alternates(mut self, dir: &Path) -> Git {
+        self.alternates = Some(dir.to_owned());
+        self
+    }
+
     /// For a URL repo's clone and fetch: the operator's environment (HOME, SSH agent,
     /// credential helpers of their own config) reaches git; hooks still do not run.
     pub(super) fn operator(mut self) -> Git {
@@ -148,6 +162,9 @@ impl Git {
         }
         if let Some(objects) = &self.objects {
             command.env("GIT_OBJECT_DIRECTORY", objects);
+        }
+        if let Some(alternates) = &self.alternates {
+            command.env("GIT_ALTERNATE_OBJECT_DIRECTORIES", alternates);
         }
         for (name, value) in &self.env {
             command.env(name, value);

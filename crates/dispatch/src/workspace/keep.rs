@@ -76,6 +76,8 @@ pub async fn keep(base: &Base, run: &RunId, dir: &RunDir) -> Result<Kept, Worksp
         .await
         .map_err(|e| WorkspaceError::Keep(format!("{}: {e}", keep_dir.display())))?;
     let mine = Git::at(&keep_dir);
+    // Before any git on the host parses what the run wrote: no object past what it can hold.
+    bounded(&mine, base).await?;
     let branch = branch(run);
     let mut kept = Kept {
         branch: branch.clone(),
@@ -113,6 +115,7 @@ pub async fn keep(base: &Base, run: &RunId, dir: &RunDir) -> Result<Kept, Worksp
     // Switchboard writes any object here, so the sandbox is given only the run's own files.
     let start = tip.as_deref().unwrap_or(&base.commit);
     let uncommitted = snapshot(base, dir, start).await?;
+    bounded(&mine, base).await?;
     let index = dir.root.join("keep.index");
     let mut kept_commits: Vec<String> = Vec::new();
     let mut parent = base.commit.clone();
@@ -140,28 +143,127 @@ pub async fn keep(base: &Base, run: &RunId, dir: &RunDir) -> Result<Kept, Worksp
         kept.commits += 1;
     }
     if parent != base.commit {
-        let input = format!("{parent}\n^{}\n", base.commit).into_bytes();
+        admit(base, run, &mine, &parent, &kept_commits).await?;
+    }
+    Ok(kept)
+}
+
+/// Writes the kept commits into the base repository and moves the run's branch to `tip`.
+/// The pack is hashed and checked (`index-pack --strict`) into a quarantine of its own inside
+/// the base's object directory (reading the base's objects as alternates), the base decides
+/// there ([`gate`]), and only then is it moved in beside the base's packs: a refused run
+/// leaves no object in the base, and a crash leaves only the quarantine directory, which no
+/// git reads.
+async fn admit(
+    base: &Base,
+    run: &RunId,
+    mine: &Git,
+    tip: &str,
+    commits: &[String],
+) -> Result<(), WorkspaceError> {
+    let quarantine = base.objects.join(format!("switchboard-incoming-{run}"));
+    let io = |e: std::io::Error| WorkspaceError::Keep(format!("{}: {e}", quarantine.display()));
+    tokio::fs::create_dir_all(quarantine.join("pack"))
+        .await
+        .map_err(io)?;
+    let held = base.git().objects(&quarantine).alternates(&base.objects);
+    let admitted = async {
+        let input = format!("{tip}\n^{}\n", base.commit).into_bytes();
         let packed = mine
             .pipe(
                 &["pack-objects", "--revs", "--stdout", "-q"],
                 input,
-                &base.git(),
+                &held,
                 &["index-pack", "--stdin", "--strict"],
             )
             .await
             .map_err(fail)?;
-        gate(base, &packed, &kept_commits).await?;
+        let name = pack_name(&packed)?;
+        gate(base, &held, &quarantine, &name, commits).await?;
+        // The index last: git takes a pack once its index is there.
+        for ext in ["pack", "rev", "idx"] {
+            let from = quarantine.join(format!("pack/pack-{name}.{ext}"));
+            let to = base.objects.join(format!("pack/pack-{name}.{ext}"));
+            match tokio::fs::rename(&from, &to).await {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && ext == "rev" => {}
+                Err(e) => return Err(io(e)),
+            }
+        }
         base.git()
             .run([
                 "update-ref",
-                &format!("refs/heads/{branch}"),
-                &parent,
+                &format!("refs/heads/{}", branch(run)),
+                tip,
                 &base.commit,
             ])
             .await
-            .map_err(fail)?;
+            .map_err(fail)
+            .map(drop)
     }
-    Ok(kept)
+    .await;
+    let _ = tokio::fs::remove_dir_all(&quarantine).await;
+    admitted
+}
+
+/// The name of the pack `index-pack` wrote (its last word on stdout).
+fn pack_name(out: &[u8]) -> Result<String, WorkspaceError> {
+    String::from_utf8_lossy(out)
+        .split_whitespace()
+        .last()
+        .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_hexdigit()))
+        .map(str::to_owned)
+        .ok_or_else(|| WorkspaceError::Keep("index-pack named no pack".to_owned()))
+}
+
+/// The largest tree, commit or tag of a run's that git on the host parses: a tree of a
+/// directory of 100,000 files is about 5 MiB, and a 1.9 MB loose object can inflate to a 2 GB
+/// tree that git holds whole (7.8 GB of one `diff-tree`).
+pub const MAX_STRUCTURE_BYTES: u64 = 16 << 20;
+/// The largest file of a run's that is kept on its branch.
+pub const MAX_FILE_BYTES: u64 = 64 << 20;
+
+/// Refuses to keep anything of a run one of whose objects (one the base does not have) is
+/// larger than [`MAX_STRUCTURE_BYTES`] or, for a file, [`MAX_FILE_BYTES`]. Sizes are read
+/// from the objects' headers (`cat-file --batch-check`), never by inflating them.
+async fn bounded(mine: &Git, base: &Base) -> Result<(), WorkspaceError> {
+    let listing = mine
+        .run([
+            "cat-file",
+            "--batch-all-objects",
+            "--unordered",
+            "--batch-check=%(objectname) %(objecttype) %(objectsize)",
+        ])
+        .await
+        .map_err(fail)?;
+    let of_base: std::collections::HashSet<&str> = base
+        .tree
+        .iter()
+        .map(|e| e.oid.as_str())
+        .chain([base.commit.as_str(), base.root_tree.as_str()])
+        .collect();
+    for line in String::from_utf8_lossy(&listing).lines() {
+        let mut parts = line.split(' ');
+        let (Some(oid), Some(kind), Some(size)) = (parts.next(), parts.next(), parts.next()) else {
+            return Err(WorkspaceError::Keep(
+                "the run's objects could not be listed; nothing of the run was kept".to_owned(),
+            ));
+        };
+        let size: u64 = size.parse().unwrap_or(u64::MAX);
+        let limit = if kind == "blob" {
+            MAX_FILE_BYTES
+        } else {
+            MAX_STRUCTURE_BYTES
+        };
+        if size > limit && !of_base.contains(oid) {
+            return Err(WorkspaceError::Keep(format!(
+                "the run wrote a {kind} of {} MiB ({oid}), more than the {} MiB kept of one; nothing of the run was kept",
+                size >> 20,
+                limit >> 20
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The run's commits from the base to `tip`, oldest first, following first parents.
@@ -309,21 +411,20 @@ async fn kept_tree(
 /// it adds or changes is one the run wrote (an object of `packed`, the pack `index-pack`
 /// just hashed and wrote) or one the base itself shows outside the denied names. A denied
 /// file's blob, or any other object of the base's history, can pass neither.
-async fn gate(base: &Base, packed: &[u8], commits: &[String]) -> Result<(), WorkspaceError> {
+async fn gate(
+    base: &Base,
+    held: &Git,
+    quarantine: &Path,
+    name: &str,
+    commits: &[String],
+) -> Result<(), WorkspaceError> {
     let refuse = |path: &str, why: &str| {
         WorkspaceError::Keep(format!(
             "the run's change to {path} {why}; nothing of the run was kept"
         ))
     };
-    let pack = String::from_utf8_lossy(packed);
-    let name = pack
-        .split_whitespace()
-        .last()
-        .filter(|n| n.bytes().all(|b| b.is_ascii_hexdigit()))
-        .ok_or_else(|| WorkspaceError::Keep("index-pack named no pack".to_owned()))?;
-    let index = base.objects.join(format!("pack/pack-{name}.idx"));
-    let listing = base
-        .git()
+    let index = quarantine.join(format!("pack/pack-{name}.idx"));
+    let listing = held
         .input(
             ["show-index"],
             std::fs::read(&index)
@@ -343,8 +444,7 @@ async fn gate(base: &Base, packed: &[u8], commits: &[String]) -> Result<(), Work
             .map(|e| e.oid.clone()),
     );
     for commit in commits {
-        let raw = base
-            .git()
+        let raw = held
             .run([
                 "diff-tree",
                 "-r",

@@ -129,8 +129,8 @@ pub(super) fn remove_tree(root: &Path) -> std::io::Result<()> {
         }
         Ok(_) => {}
     }
+    let mut cur = enter(&top, name.as_c_str())?;
     let mut names = vec![name];
-    let mut cur = enter(&top, names[0].as_c_str())?;
     let mut ids = vec![identity(&cur)?];
     loop {
         if let Some(sub) = clear_files(&cur)? {
