@@ -16,6 +16,16 @@ use crate::{AgentBackend, AgentJob, AgentOutcome, EventSink, SettingsError};
 
 /// Rounds of tool calls one run may make before it must answer.
 const MAX_TOOL_TURNS: usize = 32;
+/// The most one turn's stream may carry: past it the run fails, whatever the model sends.
+const MAX_STREAM_BYTES: usize = 64 << 20;
+/// The longest line of a stream (one chunk's JSON).
+const MAX_LINE_BYTES: usize = 4 << 20;
+/// The most one turn's tool calls may carry, their arguments together.
+const MAX_CALL_BYTES: usize = 8 << 20;
+/// The longest name or id of a tool call.
+const MAX_CALL_NAME: usize = 256;
+/// What is read of an error's body, for the friction line.
+const MAX_ERROR_BODY: usize = 4 << 10;
 
 #[derive(Debug, Clone)]
 pub struct OpenAiSettings {
@@ -144,7 +154,7 @@ impl OpenAiBackend {
         };
         if !resp.status().is_success() {
             let status = resp.status();
-            let body = resp.text().await.unwrap_or_default();
+            let body = error_body(&mut resp).await;
             sink.friction(
                 "tool_error",
                 &format!("model endpoint answered {status}: {body}"),
@@ -152,7 +162,7 @@ impl OpenAiBackend {
             .await;
             return Err(sink.failed(&format!("the model endpoint answered {status}")));
         }
-        let mut stream = SseText::default();
+        let mut stream = SseText::new(sink.caps());
         'read: loop {
             let chunk = match resp.chunk().await {
                 Ok(Some(c)) => c,
@@ -171,6 +181,11 @@ impl OpenAiBackend {
                     Step::Malformed(what) => {
                         return Err(sink.failed(&format!(
                             "the model stream was not chat-completions JSON: {what}"
+                        )));
+                    }
+                    Step::Over(bound) => {
+                        return Err(sink.failed(&format!(
+                            "the model's stream {bound}; the run was stopped there"
                         )));
                     }
                     Step::Done => break 'read,
@@ -237,18 +252,32 @@ enum Step {
     /// A completed line of answer text.
     Line(String),
     Malformed(String),
+    /// The stream passed one of the reader's bounds.
+    Over(String),
     Done,
 }
 
-/// Server-sent events of a chat-completions stream, fed chunk by chunk.
-#[derive(Default)]
+/// Server-sent events of a chat-completions stream, fed chunk by chunk. Everything it holds
+/// is bounded: the stream, a line, the answer text, the tool calls; a model that streams
+/// past a bound ends its run (or, for the answer, has the rest dropped), and memory never
+/// follows what the endpoint sends.
 struct SseText {
     buffer: Vec<u8>,
+    /// How much of `buffer` is known to hold no newline (each byte is searched once).
+    scanned: usize,
+    /// Bytes the stream has carried so far.
+    received: usize,
     /// Answer text not yet ended by a newline.
     pending: String,
     answer: String,
+    /// The most of the answer kept: a few times what the sink keeps, so text the sanitizer
+    /// shortens still fills it, and no secret is cut where the sink's cap would show it.
+    answer_limit: usize,
+    /// The longest unfinished line held before it is an event on its own.
+    pending_limit: usize,
     /// Tool calls by their stream index, their pieces joined as they arrive.
     partial_calls: Vec<PartialCall>,
+    call_bytes: usize,
 }
 
 #[derive(Default)]
@@ -258,41 +287,118 @@ struct PartialCall {
     arguments: String,
 }
 
+/// Appends `text` to `to` while `to` stays within `limit` bytes, cut at a character.
+fn push_within(to: &mut String, text: &str, limit: usize) {
+    let room = limit.saturating_sub(to.len());
+    let mut end = room.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    to.push_str(text.get(..end).unwrap_or_default());
+}
+
+/// At most [`MAX_ERROR_BODY`] bytes of an error's body, read chunk by chunk.
+async fn error_body(resp: &mut reqwest::Response) -> String {
+    let mut body = Vec::new();
+    while body.len() < MAX_ERROR_BODY {
+        match resp.chunk().await {
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+            _ => break,
+        }
+    }
+    body.truncate(MAX_ERROR_BODY);
+    String::from_utf8_lossy(&body).into_owned()
+}
+
 impl SseText {
+    fn new(caps: crate::OutputCaps) -> SseText {
+        SseText {
+            buffer: Vec::new(),
+            scanned: 0,
+            received: 0,
+            pending: String::new(),
+            answer: String::new(),
+            answer_limit: caps.answer_bytes.saturating_mul(4),
+            pending_limit: caps.event_bytes.max(1),
+            partial_calls: Vec::new(),
+            call_bytes: 0,
+        }
+    }
+
     fn feed(&mut self, chunk: &[u8]) -> Vec<Step> {
-        self.buffer.extend_from_slice(chunk);
+        self.received = self.received.saturating_add(chunk.len());
+        if self.received > MAX_STREAM_BYTES {
+            return vec![Step::Over(format!(
+                "passed {} MiB in one turn",
+                MAX_STREAM_BYTES >> 20
+            ))];
+        }
+        let mut buffer = std::mem::take(&mut self.buffer);
+        buffer.extend_from_slice(chunk);
         let mut steps = Vec::new();
-        while let Some(i) = self.buffer.iter().position(|&b| b == b'\n') {
-            let line: Vec<u8> = self.buffer.drain(..=i).collect();
-            let line = String::from_utf8_lossy(&line);
-            let Some(data) = line.trim_end().strip_prefix("data:") else {
-                continue;
-            };
-            let data = data.trim();
-            if data == "[DONE]" {
-                steps.push(Step::Done);
+        let mut start = 0;
+        let mut from = self.scanned;
+        while let Some(at) = buffer
+            .get(from..)
+            .and_then(|rest| rest.iter().position(|&b| b == b'\n'))
+        {
+            let end = from + at;
+            let line = String::from_utf8_lossy(buffer.get(start..end).unwrap_or_default());
+            start = end + 1;
+            from = start;
+            if self.line(&line, &mut steps) {
                 return steps;
             }
-            match self.delta(data) {
-                Ok(Some(text)) => {
-                    self.answer.push_str(&text);
-                    self.pending.push_str(&text);
-                    while let Some(nl) = self.pending.find('\n') {
-                        let done: String = self.pending.drain(..=nl).collect();
-                        let done = done.trim_end();
-                        if !done.is_empty() {
-                            steps.push(Step::Line(done.to_owned()));
-                        }
-                    }
-                }
-                Ok(None) => {}
-                Err(step) => {
-                    steps.push(step);
-                    return steps;
+        }
+        buffer.drain(..start);
+        if buffer.len() > MAX_LINE_BYTES {
+            steps.push(Step::Over(format!(
+                "held a line of more than {} MiB",
+                MAX_LINE_BYTES >> 20
+            )));
+        }
+        self.scanned = buffer.len();
+        self.buffer = buffer;
+        steps
+    }
+
+    /// One line of the stream; true once the stream is over (done or malformed).
+    fn line(&mut self, line: &str, steps: &mut Vec<Step>) -> bool {
+        let Some(data) = line.trim_end().strip_prefix("data:") else {
+            return false;
+        };
+        let data = data.trim();
+        if data == "[DONE]" {
+            steps.push(Step::Done);
+            return true;
+        }
+        match self.delta(data) {
+            Ok(Some(text)) => {
+                push_within(&mut self.answer, &text, self.answer_limit);
+                self.text(&text, steps);
+                false
+            }
+            Ok(None) => false,
+            Err(step) => {
+                steps.push(step);
+                true
+            }
+        }
+    }
+
+    /// Answer text as events: each completed line, and an unfinished one once it is long.
+    fn text(&mut self, text: &str, steps: &mut Vec<Step>) {
+        for piece in text.split_inclusive('\n') {
+            push_within(&mut self.pending, piece, self.pending_limit);
+            let ended = piece.ends_with('\n');
+            if ended || self.pending.len() >= self.pending_limit {
+                let done = std::mem::take(&mut self.pending);
+                let done = done.trim_end();
+                if !done.is_empty() {
+                    steps.push(Step::Line(done.to_owned()));
                 }
             }
         }
-        steps
     }
 
     /// The tool calls the stream asked for, whole. A call without a name or an id is malformed.
@@ -328,19 +434,33 @@ impl SseText {
             let Some(call) = self.partial_calls.get_mut(index) else {
                 continue;
             };
-            if let Some(id) = piece.get("id").and_then(Value::as_str) {
-                call.id.push_str(id);
-            }
             let function = piece.get("function");
-            if let Some(name) = function.and_then(|f| f.get("name")).and_then(Value::as_str) {
-                call.name.push_str(name);
-            }
-            if let Some(args) = function
+            let id = piece.get("id").and_then(Value::as_str).unwrap_or_default();
+            let name = function
+                .and_then(|f| f.get("name"))
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let args = function
                 .and_then(|f| f.get("arguments"))
                 .and_then(Value::as_str)
+                .unwrap_or_default();
+            if call.id.len() + id.len() > MAX_CALL_NAME
+                || call.name.len() + name.len() > MAX_CALL_NAME
             {
-                call.arguments.push_str(args);
+                return Err(Step::Over(format!(
+                    "named a tool call (or its id) in more than {MAX_CALL_NAME} bytes"
+                )));
             }
+            self.call_bytes = self.call_bytes.saturating_add(args.len());
+            if self.call_bytes > MAX_CALL_BYTES {
+                return Err(Step::Over(format!(
+                    "asked for tool calls of more than {} MiB in one turn",
+                    MAX_CALL_BYTES >> 20
+                )));
+            }
+            call.id.push_str(id);
+            call.name.push_str(name);
+            call.arguments.push_str(args);
         }
         Ok(())
     }
@@ -394,7 +514,7 @@ mod tests {
 
     #[test]
     fn lines_are_cut_across_chunk_boundaries() {
-        let mut s = SseText::default();
+        let mut s = SseText::new(crate::OutputCaps::default());
         let all = format!(
             "{}{}{}data: [DONE]\n",
             chunk("Hel"),
@@ -413,12 +533,12 @@ mod tests {
 
     #[test]
     fn malformed_json_and_tool_calls_are_named() {
-        let mut s = SseText::default();
+        let mut s = SseText::new(crate::OutputCaps::default());
         assert!(matches!(
             s.feed(b"data: {not json\n")[..],
             [Step::Malformed(_)]
         ));
-        let mut s = SseText::default();
+        let mut s = SseText::new(crate::OutputCaps::default());
         let piece = |v: Value| {
             format!(
                 "data: {}\n",
@@ -439,18 +559,91 @@ mod tests {
             ("read_file", "{\"path\":\"/w\"}")
         );
         assert_eq!(calls[1].id, "call_2");
-        let mut s = SseText::default();
+        let mut s = SseText::new(crate::OutputCaps::default());
         assert!(matches!(
             s.feed(piece(json!({"id": "x"})).as_bytes())[..],
             [Step::Malformed(_)]
         ));
-        let mut s = SseText::default();
+        let mut s = SseText::new(crate::OutputCaps::default());
         s.feed(piece(json!({"index": 0, "function": {"arguments": "{}"}})).as_bytes());
         assert!(s.calls().is_err(), "a call without a name or id");
-        let mut s = SseText::default();
+        let mut s = SseText::new(crate::OutputCaps::default());
         assert!(
             s.feed(b": keep-alive\nevent: x\n").is_empty(),
             "comments and other fields are skipped"
+        );
+    }
+
+    fn caps() -> crate::OutputCaps {
+        crate::OutputCaps {
+            event_bytes: 16,
+            total_bytes: 1024,
+            answer_bytes: 32,
+        }
+    }
+
+    #[test]
+    fn the_answer_and_an_unended_line_are_held_only_up_to_their_bounds() {
+        let mut s = SseText::new(caps());
+        let mut steps = Vec::new();
+        for _ in 0..1000 {
+            steps.extend(s.feed(chunk("ééééé").as_bytes()));
+        }
+        assert_eq!(
+            s.answer.len(),
+            128,
+            "four times the sink's answer cap, cut at a character"
+        );
+        assert!(s.pending.len() < 16);
+        assert!(
+            steps
+                .iter()
+                .all(|st| matches!(st, Step::Line(l) if l.len() <= 16))
+        );
+        assert!(
+            steps.len() > 100,
+            "an endless line is given as events as it comes"
+        );
+    }
+
+    #[test]
+    fn a_stream_a_line_and_tool_calls_past_their_bounds_end_the_turn() {
+        let mut s = SseText::new(caps());
+        let line = vec![b'x'; MAX_LINE_BYTES + 1];
+        assert!(matches!(&s.feed(&line)[..], [Step::Over(w)] if w.contains("line")));
+
+        let mut s = SseText::new(caps());
+        let block = vec![b'\n'; 1 << 20];
+        let over = (0..=MAX_STREAM_BYTES >> 20)
+            .flat_map(|_| s.feed(&block))
+            .collect::<Vec<_>>();
+        assert!(matches!(&over[..], [Step::Over(w)] if w.contains("MiB in one turn")));
+
+        let mut s = SseText::new(caps());
+        let args = "a".repeat(1 << 20);
+        let piece = format!(
+            "data: {}\n",
+            json!({"choices": [{"delta": {"tool_calls": [{"index": 0, "id": "c", "function": {"name": "shell", "arguments": args}}]}}]})
+        );
+        let steps: Vec<Step> = (0..9).flat_map(|_| s.feed(piece.as_bytes())).collect();
+        assert!(matches!(&steps[..], [Step::Over(w)] if w.contains("tool calls")));
+
+        let mut s = SseText::new(caps());
+        let name = format!(
+            "data: {}\n",
+            json!({"choices": [{"delta": {"tool_calls": [{"index": 0, "id": "c", "function": {"name": "n".repeat(257)}}]}}]})
+        );
+        assert!(matches!(&s.feed(name.as_bytes())[..], [Step::Over(_)]));
+    }
+
+    #[test]
+    fn lines_split_one_byte_at_a_time_are_found_once_each() {
+        let mut s = SseText::new(crate::OutputCaps::default());
+        let all = format!("{}{}data: [DONE]\n", chunk("a\nb"), chunk("c\n"));
+        let steps: Vec<Step> = all.as_bytes().chunks(1).flat_map(|b| s.feed(b)).collect();
+        assert_eq!(
+            steps,
+            vec![Step::Line("a".into()), Step::Line("bc".into()), Step::Done]
         );
     }
 

@@ -685,3 +685,91 @@ async fn configured_binds_are_the_only_host_paths_a_sandboxed_agent_sees() {
     );
     assert!(!marker.exists(), "the program ran");
 }
+
+/// A model endpoint that answers every request with `head` and then writes `piece` for ever
+/// (until the client goes away).
+async fn endless_model(head: &'static str, piece: Vec<u8>) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            let piece = piece.clone();
+            tokio::spawn(async move {
+                let mut seen = Vec::new();
+                let mut buf = [0u8; 8192];
+                // The request: its head, then as many bytes as it says it has.
+                loop {
+                    let n = conn.read(&mut buf).await.unwrap_or(0);
+                    if n == 0 {
+                        return;
+                    }
+                    seen.extend_from_slice(&buf[..n]);
+                    let text = String::from_utf8_lossy(&seen);
+                    if let Some(end) = text.find("\r\n\r\n") {
+                        let length: usize = text[..end]
+                            .lines()
+                            .find_map(|l| {
+                                l.to_ascii_lowercase()
+                                    .strip_prefix("content-length:")
+                                    .map(|v| v.trim().parse().unwrap())
+                            })
+                            .unwrap_or(0);
+                        if seen.len() >= end + 4 + length {
+                            break;
+                        }
+                    }
+                }
+                if conn.write_all(head.as_bytes()).await.is_err() {
+                    return;
+                }
+                while conn.write_all(&piece).await.is_ok() {}
+            });
+        }
+    });
+    format!("http://{addr}/v1")
+}
+
+/// A model that streams answer text for ever without a newline, or one tool call's arguments
+/// for ever, or an error body for ever: each run ends, failed and saying why, with the
+/// server's memory never following the stream (the reader holds only what its bounds keep).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_model_that_streams_for_ever_ends_its_run_at_the_streams_bound() {
+    let ok = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+    let text = format!(
+        "data: {}\n\n",
+        serde_json::json!({"choices":[{"delta":{"content":"x".repeat(1 << 20)}}]})
+    );
+    let base = endless_model(ok, text.into_bytes()).await;
+    let (o, items) = run(&openai(&base, "k"), job("flood"), CancellationToken::new()).await;
+    assert_eq!(
+        o.error(),
+        Some("the model's stream passed 64 MiB in one turn; the run was stopped there")
+    );
+    assert!(events(&items).iter().all(|e| e.len() <= 4096));
+
+    let call = format!(
+        "data: {}\n\n",
+        serde_json::json!({"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"shell","arguments":"a".repeat(1 << 20)}}]}}]})
+    );
+    let base = endless_model(ok, call.into_bytes()).await;
+    let (o, _) = run(&openai(&base, "k"), job("flood"), CancellationToken::new()).await;
+    assert!(
+        o.error().unwrap().contains("tool calls of more than 8 MiB"),
+        "{:?}",
+        o.error()
+    );
+
+    let failing = "HTTP/1.1 500 Internal Server Error\r\nconnection: close\r\n\r\n";
+    let base = endless_model(failing, vec![b'e'; 1 << 20]).await;
+    let (o, items) = run(&openai(&base, "k"), job("flood"), CancellationToken::new()).await;
+    assert_eq!(
+        o.error(),
+        Some("the model endpoint answered 500 Internal Server Error")
+    );
+    assert!(
+        items
+            .iter()
+            .any(|i| matches!(i, SinkItem::Friction { detail, .. } if detail.contains("eeee")))
+    );
+}

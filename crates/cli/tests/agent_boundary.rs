@@ -761,3 +761,26 @@ ls -la .git/objects"#;
         "{events}"
     );
 }
+
+/// A run writes the policy directory and a denied file under other spellings of their names
+/// (letter case, a character HFS+ ignores, a trailing dot), which a macOS or Windows checkout
+/// of its branch would write into the real ones. None of them is kept on the branch; the run's
+/// other change is.
+#[tokio::test(flavor = "multi_thread")]
+async fn another_spelling_of_a_protected_name_is_never_kept() {
+    let project = Project::new(true);
+    let upper = SECRET.to_uppercase();
+    let write = format!(
+        "mkdir -p .Switchboard '.switch\u{200c}board' .switchboard. \"$(dirname {upper})\" && \
+         for d in .Switchboard '.switch\u{200c}board' .switchboard.; do printf 'deny_read = []\\n' > \"$d/agent-policy.toml\"; done; \
+         echo leaked > {upper}; echo kept > notes.txt; ls -a"
+    );
+    let (run, events, seen) = attack(&project, PERMISSIVE, vec![shell(&write)]).await;
+    assert!(seen.contains(".Switchboard"), "{seen}");
+    let branch = format!("switchboard/{}", run["id"].as_str().unwrap());
+    let changed = git(
+        &project.repo,
+        &["diff", "--name-only", &project.head, &branch],
+    );
+    assert_eq!(changed, "notes.txt", "{events}");
+}

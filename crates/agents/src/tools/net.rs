@@ -39,10 +39,14 @@ fn internal_v6(ip: Ipv6Addr) -> bool {
         || (first & 0xfe00) == 0xfc00 // fc00::/7, unique local
         || (first & 0xffc0) == 0xfe80 // fe80::/10, link-local
         || (first & 0xffc0) == 0xfec0 // fec0::/10, site-local (deprecated)
+        || ip.segments()[..3] == [0x64, 0xff9b, 1] // 64:ff9b:1::/48, local-use NAT64
+        || ip.segments()[..2] == [0x2001, 0] // 2001::/32, Teredo (a tunnel to any v4)
+        || ip.segments()[..4] == [0x100, 0, 0, 0] // 100::/64, discard-only
 }
 
 /// The IPv4 address an IPv6 address carries: mapped (`::ffff:a.b.c.d`), compatible
-/// (`::a.b.c.d`), NAT64 (`64:ff9b::/96`) or 6to4 (`2002:AABB:CCDD::/48`).
+/// (`::a.b.c.d`), translated (`::ffff:0:a.b.c.d`), NAT64 (`64:ff9b::/96`) or 6to4
+/// (`2002:AABB:CCDD::/48`).
 fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
     let s = ip.segments();
     let tail = || Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
@@ -52,7 +56,7 @@ fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
     if s[..6] == [0, 0, 0, 0, 0, 0] && !ip.is_loopback() && !ip.is_unspecified() {
         return Some(tail());
     }
-    if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+    if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] || s[..6] == [0, 0, 0, 0, 0xffff, 0] {
         return Some(tail());
     }
     if s[0] == 0x2002 {
@@ -101,6 +105,12 @@ mod tests {
             "64:ff9b::a9fe:a9fe",
             "2002:7f00:1::1",
             "2002:a9fe:a9fe::1",
+            "::ffff:0:127.0.0.1",
+            "::ffff:0:a9fe:a9fe",
+            "64:ff9b:1::a9fe:a9fe",
+            "64:ff9b:1:7f00:1::",
+            "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+            "100::1",
         ] {
             let ip: IpAddr = internal.parse().unwrap();
             assert!(is_internal(ip), "{internal} passed as public");
@@ -119,6 +129,8 @@ mod tests {
             "::ffff:93.184.216.34",
             "64:ff9b::808:808",
             "2002:0808:0808::1",
+            "::ffff:0:808:808",
+            "2001:4860:4860::8888",
         ] {
             let ip: IpAddr = public.parse().unwrap();
             assert!(!is_internal(ip), "{public} refused as internal");

@@ -320,18 +320,35 @@ fn parse_changes(raw: &[u8]) -> Option<Vec<Change>> {
 }
 
 /// Whether a change at `path` would touch a denied name or `.switchboard/`: the name itself,
-/// anything below it, or a directory above it.
+/// anything below it, or a directory above it. Names are compared as a case-insensitive
+/// file system would see them (macOS and Windows checkouts of the branch): letter case,
+/// the characters HFS+ ignores and NTFS's trailing dots and spaces do not make a name new.
 fn protected(path: &str, deny_read: &[String]) -> bool {
+    let path = fold(path);
     let related = |name: &str| {
+        let name = fold(name);
         path == name
             || path
-                .strip_prefix(name)
+                .strip_prefix(&name)
                 .is_some_and(|rest| rest.starts_with('/'))
             || name
-                .strip_prefix(path)
+                .strip_prefix(&path)
                 .is_some_and(|rest| rest.starts_with('/'))
     };
     related(POLICY_DIR) || deny_read.iter().any(|d| related(d))
+}
+
+/// `path` as one name for every spelling a case-insensitive file system takes as it.
+fn fold(path: &str) -> String {
+    // The code points HFS+ drops from a name (git's own list for `.git`).
+    let ignored = |c: char| matches!(c, '\u{200c}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{206a}'..='\u{206f}' | '\u{feff}');
+    path.split('/')
+        .map(|part| {
+            let part: String = part.chars().filter(|c| !ignored(*c)).collect();
+            part.trim_end_matches(['.', ' ']).to_lowercase()
+        })
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 /// The tree kept for `candidate`: the base's, with `candidate`'s changes that may be kept.
@@ -785,6 +802,13 @@ mod tests {
             ".switchboard",
             ".switchboard/agent-policy.toml",
             ".switchboard/new",
+            ".Switchboard/agent-policy.toml",
+            ".SWITCHBOARD",
+            ".switch\u{200c}board/agent-policy.toml",
+            ".switchboard./agent-policy.toml",
+            "Config/Secret.TOML",
+            ".ENV",
+            ".env ",
         ] {
             assert!(protected(path, &deny), "{path}");
         }

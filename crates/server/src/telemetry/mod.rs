@@ -36,10 +36,17 @@ pub use span_log::{DENIED_FIELD, SpanLine, SpanLog, SpanLogLayer};
 
 use crate::config::TelemetryConfig;
 
-/// rmcp's own lines never reach the log, whatever `RUST_LOG` says: they quote requests (an
-/// unknown method's name, a rejected header's value), and the log holds no request text. The
-/// gate and the tools log what happened to a request, in tokens.
-const SILENCED: &str = "rmcp=off";
+/// rmcp's own events never reach the log or the export, whatever `RUST_LOG` says: they
+/// quote requests (an unknown method's name, a rejected header's value), and neither holds
+/// request text. Its spans still pass (a call's trace keeps its children). The gate and the
+/// tools log what happened to a request, in tokens.
+pub fn silenced() -> FilterFn<fn(&Metadata<'_>) -> bool> {
+    fn passes(m: &Metadata<'_>) -> bool {
+        let rmcp = m.target() == "rmcp" || m.target().starts_with("rmcp::");
+        !(rmcp && m.is_event())
+    }
+    FilterFn::new(passes)
+}
 
 /// The audit stream's target.
 pub const AUDIT_TARGET: &str = "audit";
@@ -87,7 +94,7 @@ impl Drop for Telemetry {
     }
 }
 
-/// The log filter: `RUST_LOG`, else `default_level`; rmcp silenced either way.
+/// The log filter: `RUST_LOG`, else `default_level`.
 pub fn env_filter(default_level: &str) -> EnvFilter {
     let directives = std::env::var("RUST_LOG").unwrap_or_else(|_| default_level.to_owned());
     filter_of(&directives)
@@ -97,13 +104,8 @@ pub fn env_filter(default_level: &str) -> EnvFilter {
 /// denied marker always passes, so no filter lets a denied trace through unmarked.
 pub fn filter_of(directives: &str) -> EnvFilter {
     let mut filter = EnvFilter::builder().parse_lossy(directives);
-    for forced in [
-        format!("{}=warn", commands::DENIED_TARGET),
-        SILENCED.to_owned(),
-    ] {
-        if let Ok(d) = forced.parse() {
-            filter = filter.add_directive(d);
-        }
+    if let Ok(d) = format!("{}=warn", commands::DENIED_TARGET).parse() {
+        filter = filter.add_directive(d);
     }
     filter
 }
@@ -209,6 +211,7 @@ where
         .with(span_log.layer())
         .with(otel)
         .with(filter)
+        .with(silenced())
 }
 
 /// Installs the process's subscriber from `[telemetry]`: logs to stderr, `default_level`
@@ -310,8 +313,8 @@ mod tests {
         }
     }
 
-    /// Even a `RUST_LOG` that asks for rmcp's traces gets none of its lines; the rest of
-    /// the directives hold.
+    /// Even a `RUST_LOG` that asks for rmcp's traces gets none of its events; its spans and
+    /// the rest of the directives hold.
     #[test]
     fn rmcp_never_reaches_the_log() {
         use tracing_subscriber::layer::SubscriberExt;
@@ -319,15 +322,21 @@ mod tests {
         let writer = buf.clone();
         let subscriber = tracing_subscriber::registry()
             .with(super::filter_of("info,rmcp=trace"))
+            .with(super::silenced())
             .with(tracing_subscriber::fmt::layer().with_writer(move || writer.clone()));
         tracing::subscriber::with_default(subscriber, || {
             tracing::warn!(target: "rmcp::service", "unknown method request-text-marker");
             tracing::error!(target: "rmcp", "another request-text-marker");
-            tracing::info!(target: "switchboard", "an operator's line");
+            let span = tracing::info_span!(target: "rmcp::service", "serve_inner");
+            span.in_scope(|| tracing::info!(target: "switchboard", "an operator's line"));
         });
         let out = String::from_utf8(buf.0.lock().map(|b| b.clone()).unwrap_or_default())
             .unwrap_or_default();
         assert!(!out.contains("request-text-marker"), "{out}");
         assert!(out.contains("an operator's line"), "{out}");
+        assert!(
+            out.contains("serve_inner"),
+            "rmcp's spans still pass: {out}"
+        );
     }
 }
