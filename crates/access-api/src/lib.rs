@@ -83,6 +83,7 @@ pub fn router(api: Arc<AccessApi>) -> Router {
         .route("/runs/{id}/stream", get(feed::run_stream))
         .route("/runs/{id}/stop", post(pages::stop))
         .route("/runs/{id}/approvals/{approval}", post(pages::approve))
+        .layer(axum::middleware::map_response(html::secure_by_default))
         .with_state(api)
 }
 

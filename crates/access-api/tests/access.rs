@@ -791,6 +791,53 @@ async fn api_bad_input_gets_a_clear_status_and_changes_nothing() {
 // ---------------------------------------------------------------- /runs pages
 
 /// Deliberate change (b) over the pages, byte-identical 404s, escaping, and the headers.
+/// Every `/api` answer, the refusals and the framework's own among them, carries the pages'
+/// protective headers: nosniff, no referrer, a policy that runs and frames nothing.
+#[tokio::test]
+async fn api_answers_carry_the_pages_protective_headers() {
+    let h = start(Options::default()).await;
+    let alice = token_for("alice");
+    let url = format!("{}/api/runs.list", h.base);
+    let requests = [
+        h.client.get(&url).header("cf-access-jwt-assertion", &alice),
+        h.client.get(&url),
+        h.client
+            .post(&url)
+            .header("cf-access-jwt-assertion", &alice)
+            .header("content-type", "application/json")
+            .body("{not json"),
+        h.client
+            .delete(&url)
+            .header("cf-access-jwt-assertion", &alice),
+    ];
+    let mut statuses = Vec::new();
+    for req in requests {
+        let r = req.send().await.unwrap();
+        statuses.push(r.status().as_u16());
+        let header = |n: &str| {
+            r.headers()
+                .get(n)
+                .map(|v| v.to_str().unwrap().to_owned())
+                .unwrap_or_default()
+        };
+        assert_eq!(
+            header("x-content-type-options"),
+            "nosniff",
+            "{}",
+            r.status()
+        );
+        assert_eq!(header("referrer-policy"), "no-referrer", "{}", r.status());
+        let csp = header("content-security-policy");
+        assert!(
+            csp.contains("default-src 'none'") && csp.contains("frame-ancestors 'none'"),
+            "{}: {csp}",
+            r.status()
+        );
+    }
+    assert_eq!(statuses[0], 200);
+    assert!(statuses[1..].iter().all(|s| *s >= 400), "{statuses:?}");
+}
+
 #[tokio::test]
 async fn pages_show_only_what_the_viewer_may_read_and_escape_agent_text() {
     let h = start(Options::default()).await;
@@ -1039,6 +1086,21 @@ async fn capability_links_open_their_own_live_run_only() {
             .status,
         410
     );
+    // A stop or an answer through the link of an ended run: 410 too, as docs/access.md says.
+    for action in ["stop", "approvals/0000000000000000"] {
+        let late = h
+            .post(
+                &format!("/runs/{id}/{action}?token={token}"),
+                None,
+                &[
+                    ("sec-fetch-site", "same-origin"),
+                    ("content-type", "application/x-www-form-urlencoded"),
+                ],
+                "answer=approve",
+            )
+            .await;
+        assert_eq!(late.status, 410, "{action}: {}", late.body);
+    }
 }
 
 /// Schedules are listed; a firing's run is linked only for a viewer who may read it.

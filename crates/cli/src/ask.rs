@@ -258,9 +258,9 @@ fn print_result(run: &RunOutcome, json: bool, link: Option<String>) -> u8 {
         if let (Some(link), Some(fields)) = (link, data.as_object_mut()) {
             fields.insert("link".to_owned(), serde_json::Value::String(link));
         }
-        println!("{data}");
+        outln!("{data}");
     } else if run.answer().is_some() {
-        println!("{}", run.text());
+        outln!("{}", run.text());
     } else {
         eprintln!("{}", run.text());
     }

@@ -79,9 +79,9 @@ pub fn run(config: Option<PathBuf>, json: bool, words: Vec<String>) -> anyhow::R
         span.record("outcome", commands::trace::outcome_of(reply.kind));
         drop(span);
         if json {
-            println!("{}", serde_json::to_string_pretty(&reply.data)?);
+            outln!("{}", serde_json::to_string_pretty(&reply.data)?);
         } else if reply.kind == ReplyKind::Ok {
-            println!("{}", reply.text);
+            outln!("{}", reply.text);
         } else {
             eprintln!("{}", reply.text);
         }
@@ -99,7 +99,7 @@ fn help(registry: &Registry, words: &[String]) -> anyhow::Result<u8> {
         .cloned()
         .collect();
     if let Some((command, _)) = registry.by_words(&plain) {
-        println!("{}\n\n{}", command.summary, command.usage());
+        outln!("{}\n\n{}", command.summary, command.usage());
         return Ok(0);
     }
     let group = plain.first().cloned().unwrap_or_default();
@@ -113,7 +113,7 @@ fn help(registry: &Registry, words: &[String]) -> anyhow::Result<u8> {
         return Ok(2);
     }
     for c in members {
-        println!("{:<18} {}", c.text_form(), c.summary);
+        outln!("{:<18} {}", c.text_form(), c.summary);
     }
     Ok(0)
 }
@@ -129,12 +129,12 @@ pub fn migrate(config: Option<PathBuf>, json: bool) -> anyhow::Result<u8> {
         .block_on(async { store::open_spec(&loaded.store).await.map(|s| s.backend()) })
         .map_err(|e| anyhow::anyhow!("store {url}: {e}"))?;
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({"store": url, "backend": backend, "migrated": true})
         );
     } else {
-        println!("migrated the {backend} store at {url}");
+        outln!("migrated the {backend} store at {url}");
     }
     Ok(0)
 }

@@ -11,6 +11,8 @@
 //! Invariants: exit 0 = ok (or allowed), 1 = refused, not found or not done, 2 = usage or
 //! config error; human output by default, `--json` for scripts; colour only on a terminal.
 
+#[macro_use]
+mod out;
 mod approve;
 mod ask;
 mod check;
@@ -204,7 +206,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
     };
     match command {
         Command::Version => {
-            println!("switchboard {}", env!("CARGO_PKG_VERSION"));
+            outln!("switchboard {}", env!("CARGO_PKG_VERSION"));
             Ok(0)
         }
         Command::Serve { listen } => serve(config, json, listen),
@@ -224,12 +226,9 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             },
         ),
         Command::Completions { shell } => {
-            clap_complete::generate(
-                shell,
-                &mut Cli::command(),
-                "switchboard",
-                &mut std::io::stdout(),
-            );
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "switchboard", &mut script);
+            out::write_bytes(&script);
             Ok(0)
         }
         Command::Config(ConfigCommand::Check) => config_check(config, json),
@@ -312,9 +311,9 @@ fn config_check(config: Option<PathBuf>, json: bool) -> anyhow::Result<u8> {
     let schedules = check::schedules(&config).map_err(anyhow::Error::msg)?;
     let report = check::report(&config, rows, schedules);
     if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{}", check::render_human(&report, render::colour_on()));
+        out!("{}", check::render_human(&report, render::colour_on()));
     }
     Ok(0)
 }
@@ -331,12 +330,12 @@ fn authz_explain(config: Option<PathBuf>, json: bool, args: ExplainArgs) -> anyh
     )?;
     let explanation = explain::decide(&req);
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&explain::to_json(&req, &explanation))?
         );
     } else {
-        print!(
+        out!(
             "{}",
             explain::render_human(&req, &explanation, render::colour_on())
         );
@@ -363,9 +362,9 @@ fn authz_matrix(config: Option<PathBuf>, json: bool) -> anyhow::Result<u8> {
                 })
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&cells)?);
+        outln!("{}", serde_json::to_string_pretty(&cells)?);
     } else {
-        print!(
+        out!(
             "{}",
             commands::conformance::render_markdown(&registry, &actors)
         );

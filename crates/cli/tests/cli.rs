@@ -455,3 +455,52 @@ fn help_on_every_subcommand() {
     let out = switchboard(&["frobnicate"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// A reader that goes away (`… | head`) ends every kind of output quietly: the human and JSON
+/// forms, a registry command's reply, the help, completions. Standard output here is a pipe
+/// whose reading end is closed before the program starts, so its first write fails.
+#[test]
+fn a_closed_standard_output_ends_every_command_quietly() {
+    let ex = example();
+    let ex = ex.to_str().unwrap();
+    let cases: [&[&str]; 8] = [
+        &["config", "check", "--config", ex],
+        &["config", "check", "--json", "--config", ex],
+        &["authz", "matrix", "--config", ex],
+        &[
+            "authz",
+            "explain",
+            "--config",
+            ex,
+            "--json",
+            "--actor",
+            "slack:U024BE7LH",
+            "--action",
+            "runs:read",
+            "--resource",
+            "run:id=r1,channel=slack:G1",
+        ],
+        &["version"],
+        &["completions", "bash"],
+        &["--help"],
+        &["help", "--config", ex],
+    ];
+    for args in cases {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+            .args(args)
+            .env_remove("SWITCHBOARD_CONFIG")
+            .env("NO_COLOR", "1")
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        let err = text(&out.stderr);
+        assert!(
+            !err.contains("panicked") && !err.contains("Broken pipe"),
+            "{args:?}: {err}"
+        );
+        assert!(out.status.code().is_some(), "{args:?}: killed by a signal");
+    }
+}

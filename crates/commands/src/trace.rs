@@ -35,7 +35,36 @@ pub fn mark_denied() {
 /// Names the caller on the current span (the request's root span when called from a
 /// surface's handler; a no-op on a span without an `actor` field).
 pub fn record_actor(caller: &Caller) {
-    Span::current().record("actor", caller.actor.id.as_str());
+    name_actor(&Span::current(), caller.actor.id.as_str());
+}
+
+/// Marks a span whose actor is named.
+struct ActorNamed;
+
+/// Records `actor` on `span` once: a surface names its caller and the registry does again,
+/// and a log line would print each record (`actor=a actor=a`). Without the registry of
+/// spans to keep the mark in, it records each time.
+pub fn name_actor(span: &Span, actor: &str) {
+    use tracing_subscriber::registry::LookupSpan;
+    let first = span
+        .with_subscriber(|(id, dispatch)| {
+            let Some(found) = dispatch
+                .downcast_ref::<tracing_subscriber::Registry>()
+                .and_then(|registry| registry.span(id))
+            else {
+                return true;
+            };
+            let mut extensions = found.extensions_mut();
+            if extensions.get_mut::<ActorNamed>().is_some() {
+                return false;
+            }
+            extensions.insert(ActorNamed);
+            true
+        })
+        .unwrap_or(true);
+    if first {
+        span.record("actor", actor);
+    }
 }
 
 /// A reply kind as a root span's outcome.

@@ -104,7 +104,7 @@ async fn start(tokens: Option<String>, max_body: usize) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let workspace = tempfile::tempdir().unwrap();
     let text = format!(
-        "{CONFIG}\n[store]\nurl = \"sqlite://{}\"\n[server]\ndata_dir = {:?}\n[ingress]\nmax_body_bytes = {max_body}\n",
+        "{CONFIG}\n[store]\nurl = \"sqlite://{}\"\n[server]\npublic_url = \"https://sb.example.com\"\ndata_dir = {:?}\n[ingress]\nmax_body_bytes = {max_body}\n",
         dir.path().join("sb.db").display(),
         workspace.path().display().to_string(),
     );
@@ -562,6 +562,13 @@ async fn repo_exec_alone_runs_the_coding_agent_in_the_repo() {
     assert_eq!(run.agent, "coding");
     assert_eq!(run.repo.as_ref().map(|r| r.as_str()), Some("acme/web"));
     assert_eq!(run.channel_id.as_str(), "http:builds");
+    // The requester is told where to watch, as for any run it starts.
+    let link = a.json()["link"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        link.starts_with(&format!("https://sb.example.com/runs/{id}?token=sbm_")),
+        "{}",
+        a.body
+    );
     // Without repo:exec (nor agent:run:coding): refused before anything starts.
     assert_eq!(s.say(token("ci"), "repo test acme/web").await.status, 403);
 }

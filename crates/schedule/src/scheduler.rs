@@ -245,7 +245,7 @@ async fn fire(
     services: &Services,
 ) -> Fired {
     let span = commands::trace::request_span("schedule", entry.decl.name.as_str());
-    span.record("actor", entry.decl.name.actor_id().as_str());
+    commands::trace::name_actor(&span, entry.decl.name.actor_id().as_str());
     let fired = fire_slot(entry, slot, note, registry, services)
         .instrument(span.clone())
         .await;

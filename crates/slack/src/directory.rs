@@ -3,8 +3,13 @@
 //!
 //! moka's own clock cannot be injected and its `try_get_with` does not cache an error, so
 //! each entry is a `(value, fetched_at)` pair (a failure cached as `unknown` or as no
-//! memberships), checked against the injected clock on every read; `get_with_if` makes
-//! concurrent first lookups (and concurrent refreshes) share one call.
+//! memberships), checked against the injected clock on every read; `or_insert_with_if`
+//! makes concurrent first lookups (and concurrent refreshes) share one call.
+//!
+//! A lookup runs in a task of its own: a caller that stops waiting (its request's bound ran
+//! out) never cancels it, and its answer, a failure included, is cached for the others. The
+//! caches evict the least recently used entry, so a channel seen for the first time is always
+//! admitted (moka's default admission policy may refuse a newcomer to a full cache).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -54,9 +59,11 @@ impl SlackChannelDirectory {
             clock,
             channels: moka::future::Cache::builder()
                 .max_capacity(CAPACITY)
+                .eviction_policy(moka::policy::EvictionPolicy::lru())
                 .build(),
             members: moka::future::Cache::builder()
                 .max_capacity(CAPACITY)
+                .eviction_policy(moka::policy::EvictionPolicy::lru())
                 .build(),
         }
     }
@@ -73,57 +80,73 @@ impl SlackChannelDirectory {
     }
 
     /// The cached value for `key` while it is younger than the TTL on the injected clock,
-    /// else `fetch`'s (one shared call for concurrent callers; a failure is a value too).
+    /// else `fetch`'s: one shared call for concurrent callers, run detached so that a caller
+    /// giving up never cancels it, and cached whatever it answers (a failure is a value too).
+    /// `lost` is the answer if the lookup's task itself is lost (a panic): never cached.
     async fn fresh<T: Clone + Send + Sync + 'static>(
         &self,
         cache: &moka::future::Cache<String, Looked<T>>,
         key: &str,
-        fetch: impl std::future::Future<Output = T>,
+        fetch: impl std::future::Future<Output = T> + Send + 'static,
+        lost: T,
     ) -> T {
         let now = (self.clock)();
         let ttl = self.ttl;
-        let looked = async {
-            Looked {
-                value: fetch.await,
-                at: now,
-            }
-        };
-        cache
-            .entry(key.to_owned())
-            .or_insert_with_if(looked, |old| now.saturating_sub(old.at) >= ttl)
-            .await
-            .into_value()
-            .value
+        let stale = move |old: &Looked<T>| now.saturating_sub(old.at) >= ttl;
+        if let Some(hit) = cache.get(key).await
+            && !stale(&hit)
+        {
+            return hit.value;
+        }
+        let (cache, key) = (cache.clone(), key.to_owned());
+        let lookup = tokio::spawn(async move {
+            let looked = async {
+                Looked {
+                    value: fetch.await,
+                    at: now,
+                }
+            };
+            cache
+                .entry(key)
+                .or_insert_with_if(looked, stale)
+                .await
+                .into_value()
+                .value
+        });
+        lookup.await.unwrap_or(lost)
     }
 
     /// A `C…`/`G…` channel's visibility: cached, else one shared `conversations.info`.
     async fn looked_up(&self, channel: &str) -> ChannelVisibility {
-        let fetch = async {
-            self.api.visibility(channel).await.unwrap_or_else(|fault| {
+        let (api, id) = (self.api.clone(), channel.to_owned());
+        let fetch = async move {
+            api.visibility(&id).await.unwrap_or_else(|fault| {
                 // Once per channel per window: the failure is cached for the TTL.
-                tracing::warn!(channel, error = %fault, "[slack] conversations.info failed; the channel is unknown until the next lookup");
+                tracing::warn!(channel = %id, error = %fault, "[slack] conversations.info failed; the channel is unknown until the next lookup");
                 ChannelVisibility::Unknown
             })
         };
-        self.fresh(&self.channels, channel, fetch).await
+        self.fresh(&self.channels, channel, fetch, ChannelVisibility::Unknown)
+            .await
     }
 
     /// A user's private channels shared with the bot: cached, else one shared walk.
     async fn walked(&self, user: &str) -> Arc<BTreeSet<ChannelId>> {
-        let fetch = async {
-            match self.api.private_channels_of(user).await {
+        let (api, id) = (self.api.clone(), user.to_owned());
+        let fetch = async move {
+            match api.private_channels_of(&id).await {
                 Ok(ids) => Arc::new(
                     ids.into_iter()
                         .filter_map(|id| ChannelId::parse(&format!("slack:{id}")).ok())
                         .collect(),
                 ),
                 Err(fault) => {
-                    tracing::warn!(user, error = %fault, "[slack] users.conversations failed; no memberships until the next walk");
+                    tracing::warn!(user = %id, error = %fault, "[slack] users.conversations failed; no memberships until the next walk");
                     Arc::default()
                 }
             }
         };
-        self.fresh(&self.members, user, fetch).await
+        self.fresh(&self.members, user, fetch, Arc::default()).await
     }
 }
 

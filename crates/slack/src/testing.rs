@@ -60,6 +60,8 @@ struct Inner {
     failing: BTreeMap<String, String>,
     /// Methods that never answer.
     hanging: BTreeSet<String>,
+    /// Methods that answer only after this long.
+    slow: BTreeMap<String, std::time::Duration>,
     next_ts: u64,
 }
 
@@ -200,6 +202,11 @@ impl FakeSlack {
     /// Every call of `method` hangs (never answers).
     pub fn hang(&self, method: &str) {
         self.lock().hanging.insert(method.to_owned());
+    }
+
+    /// Every call of `method` answers only after `delay`.
+    pub fn slow(&self, method: &str, delay: std::time::Duration) {
+        self.lock().slow.insert(method.to_owned(), delay);
     }
 
     /// Every call of `method` fails with Slack error `error`.
@@ -393,11 +400,22 @@ async fn handle(
     {
         return ok_false("not_authed");
     }
-    let hangs = fake.lock().hanging.contains(&method);
+    let (hangs, delay) = {
+        let inner = fake.lock();
+        (
+            inner.hanging.contains(&method),
+            inner.slow.get(&method).copied(),
+        )
+    };
     if hangs {
         std::future::pending::<()>().await;
     }
-    fake.answer(&method, &params)
+    // The call is counted when it arrives; its answer leaves after the delay.
+    let answer = fake.answer(&method, &params);
+    if let Some(delay) = delay {
+        tokio::time::sleep(delay).await;
+    }
+    answer
 }
 
 /// An `event_callback` body for `event`.

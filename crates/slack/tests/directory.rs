@@ -129,7 +129,7 @@ async fn the_cache_is_bounded_and_re_fetches_an_evicted_channel() {
     let fake = FakeSlack::new();
     let (dir, _) = directory(&fake).await;
     dir.info(&ch("slack:C0")).await;
-    // Well past the bound: C0 is evicted (moka's TinyLFU admits by frequency; ask each twice).
+    // Well past the bound: C0, the least recently used, is evicted.
     for _ in 0..2 {
         for i in 1..=3 * slack::directory::CAPACITY {
             dir.info(&ch(&format!("slack:C{i}"))).await;
@@ -183,6 +183,50 @@ async fn memberships_are_one_paged_walk_per_user_per_ttl() {
     fake.fail("users.conversations", "ratelimited_forever");
     clock.store(TTL.as_secs(), Ordering::SeqCst);
     assert!(dir.memberships(&u1).await.is_empty());
+    assert_eq!(fake.calls_of("users.conversations").len(), 4);
+    for _ in 0..5 {
+        assert!(dir.memberships(&u1).await.is_empty());
+    }
+    assert_eq!(
+        fake.calls_of("users.conversations").len(),
+        4,
+        "the failure is remembered for the TTL: no call until it ends"
+    );
+}
+
+/// A caller that stops waiting (its request's bound) never cancels the lookup: it finishes,
+/// is cached, and the next callers read it without a call.
+#[tokio::test]
+async fn a_lookup_outlives_a_caller_that_stopped_waiting() {
+    let fake = FakeSlack::new();
+    fake.set_conversation("G7", Conversation::Private);
+    fake.slow("conversations.info", Duration::from_millis(600));
+    let (dir, _) = directory(&fake).await;
+    let bounded = tokio::time::timeout(Duration::from_millis(100), dir.info(&ch("slack:G7"))).await;
+    assert!(bounded.is_err(), "the first caller gave up");
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    for _ in 0..10 {
+        assert_eq!(dir.info(&ch("slack:G7")).await, V::Private);
+    }
+    assert_eq!(info_calls(&fake, "G7"), 1);
+}
+
+/// A full cache still admits a channel seen for the first time.
+#[tokio::test]
+async fn a_newcomer_to_a_full_cache_is_always_admitted() {
+    let fake = FakeSlack::new();
+    let (dir, _) = directory(&fake).await;
+    // Make the cached channels frequent, then fill the cache past its bound.
+    for _ in 0..3 {
+        for i in 0..slack::directory::CAPACITY {
+            dir.info(&ch(&format!("slack:C{i}"))).await;
+        }
+    }
+    dir.run_pending_tasks().await;
+    dir.info(&ch("slack:CNEW")).await;
+    dir.run_pending_tasks().await;
+    dir.info(&ch("slack:CNEW")).await;
+    assert_eq!(info_calls(&fake, "CNEW"), 1, "the newcomer was cached");
 }
 
 #[tokio::test]

@@ -477,6 +477,45 @@ async fn conversations_info_is_asked_once_per_channel_per_ttl() {
     assert_eq!(asked("D1"), 0);
 }
 
+/// A Slack API that answers in 2 s, past the 1.5 s each request waits for the directory:
+/// the first mention's lookups (the channel's visibility, the user's memberships) go on
+/// without it and are cached, so ten mentions cost one call of each and one `[authz]` line.
+#[tokio::test]
+async fn a_slow_directory_is_asked_once_for_ten_mentions() {
+    let captured = server::telemetry::CapturedLog::default();
+    let _guard = captured.install();
+    let h = start().await;
+    h.fake.set_conversation("G7", Conversation::Private);
+    h.fake.slow("conversations.info", Duration::from_secs(2));
+    h.fake.slow("users.conversations", Duration::from_secs(2));
+    for i in 0..10 {
+        h.event(
+            &format!("EvSlow-{i}"),
+            mention("U1", "G7", &format!("7.{i}"), "hi"),
+        )
+        .await;
+        h.finished_runs(i + 1).await;
+    }
+    let calls = |m: &str| h.fake.calls_of(m).len();
+    assert_eq!(
+        (calls("conversations.info"), calls("users.conversations")),
+        (1, 1)
+    );
+    let runs = h.finished_runs(10).await;
+    // Only the first run, stamped before the answer came, is unknown; the rest are private.
+    let unknown = runs
+        .iter()
+        .filter(|r| r.channel_visibility == ChannelVisibility::Unknown)
+        .count();
+    assert!(unknown <= 1, "{runs:?}");
+    let lines = captured
+        .text()
+        .lines()
+        .filter(|l| l.contains("[authz] channel directory timed out"))
+        .count();
+    assert!(lines <= 1, "{}", captured.text());
+}
+
 #[tokio::test]
 async fn a_failed_lookup_stamps_unknown_and_the_reply_still_lands() {
     let h = start().await;

@@ -120,7 +120,9 @@ async fn exec(ctx: &Ctx<'_>, args: &Args, task: RepoTask) -> Reply {
         return Reply::of(ReplyKind::Failed, replies::no_run_channel());
     };
     match ctx.services.runs.start_repo(request, slug, task).await {
-        Ok(started) => started.reply(),
+        // Like an agent run's: the one who asked is told where to watch, unless an agent asked.
+        Ok(started) if ctx.caller.acting_in().is_some() => started.reply(),
+        Ok(started) => started.reply_with_link(ctx.services.public_url.as_deref()),
         Err(e) => launch_refusal(ctx.caller, e, ctx.services),
     }
 }

@@ -569,9 +569,24 @@ fn schedules(
 
 /// An http(s) URL with a host and no query or fragment, as written (a trailing `/` kept).
 fn is_base_url(url: &str) -> bool {
+    // No user part in the host (`http://localhost:80@elsewhere/` goes elsewhere), and no
+    // backslash, which URL parsers read as a slash.
+    let authority_ok = |r: &str| {
+        !r.split('/')
+            .next()
+            .unwrap_or_default()
+            .contains(['@', '\\'])
+    };
     url.strip_prefix("http://")
         .or_else(|| url.strip_prefix("https://"))
-        .is_some_and(|r| !(r.is_empty() || r.starts_with('/') || r.contains(['?', '#', ' '])))
+        .is_some_and(|r| {
+            !(r.is_empty() || r.starts_with('/') || r.contains(['?', '#', ' '])) && authority_ok(r)
+        })
+}
+
+/// Whether `url` is a base URL a secret may be sent to: https, or http on loopback only.
+fn is_secret_safe_base_url(url: &str) -> bool {
+    is_base_url(url) && (url.starts_with("https://") || is_loopback_http(url))
 }
 
 /// `[slack]`: the mode, an http(s) API base URL, a TTL above 0.
@@ -584,10 +599,10 @@ fn slack_config(t: &Text<'_>, section: &sections::SlackSection) -> Result<SlackC
         };
     }
     if let Some(url) = &section.api_url {
-        if !is_base_url(url.get_ref()) {
+        if !is_secret_safe_base_url(url.get_ref()) {
             return Err(t.at(
                 url.span().start,
-                "must be the Web API's http(s) base URL, like \"https://slack.com/api/\" (the method name is appended)",
+                "must be the Web API's https base URL, like \"https://slack.com/api/\" (the method name is appended; the bot token travels with every call, so plain http is accepted on loopback only)",
             ));
         }
         c.api_url = url.get_ref().clone();
@@ -639,7 +654,7 @@ fn access_config(t: &Text<'_>, s: &sections::AccessSection) -> Result<AccessConf
         }
         (Some(url), None) => {
             let u = url.get_ref();
-            if !(is_base_url(u) && (u.starts_with("https://") || is_loopback_http(u))) {
+            if !is_secret_safe_base_url(u) {
                 return Err(t.at(
                     url.span().start,
                     "must be the issuer's https key-set URL, like \"https://acme.cloudflareaccess.com/cdn-cgi/access/certs\" (http only on a loopback host)",

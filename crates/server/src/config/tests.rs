@@ -352,11 +352,27 @@ fn every_fault_names_file_line_column_key_and_fix() {
         ),
         (
             "[slack]\napi_url = \"slack.com/api\"",
-            "t.toml:2:11: slack.api_url: must be the Web API's http(s) base URL",
+            "t.toml:2:11: slack.api_url: must be the Web API's https base URL",
         ),
         (
             "[slack]\napi_url = \"https://slack.com/api/?x=1\"",
-            "t.toml:2:11: slack.api_url: must be the Web API's http(s) base URL",
+            "t.toml:2:11: slack.api_url: must be the Web API's https base URL",
+        ),
+        (
+            "[slack]\napi_url = \"http://slack.example.com/api/\"",
+            "t.toml:2:11: slack.api_url: must be the Web API's https base URL",
+        ),
+        (
+            "[slack]\napi_url = \"http://localhost:80@slack.example.com/api/\"",
+            "t.toml:2:11: slack.api_url: must be the Web API's https base URL",
+        ),
+        (
+            "[slack]\napi_url = \"http://127.0.0.1.example.com/api/\"",
+            "t.toml:2:11: slack.api_url: must be the Web API's https base URL",
+        ),
+        (
+            "[slack]\napi_url = \"https://user@slack.com/api/\"",
+            "t.toml:2:11: slack.api_url: must be the Web API's https base URL",
         ),
         (
             "[slack]\ndirectory_ttl_seconds = 0",

@@ -313,6 +313,35 @@ mod tests {
         }
     }
 
+    /// A request's actor, named by its surface and again by the registry (and, for a
+    /// schedule, by the scheduler), is printed once on a log line.
+    #[test]
+    fn a_span_line_names_its_actor_once() {
+        use tracing_subscriber::layer::SubscriberExt;
+        let buf = Buf::default();
+        let writer = buf.clone();
+        let subscriber = tracing_subscriber::registry()
+            .with(super::filter_of("info"))
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_ansi(false)
+                    .with_writer(move || writer.clone()),
+            );
+        tracing::subscriber::with_default(subscriber, || {
+            let span = commands::trace::request_span("schedule", "nightly");
+            commands::trace::name_actor(&span, "schedule:nightly");
+            span.in_scope(|| {
+                commands::trace::name_actor(&tracing::Span::current(), "schedule:nightly");
+                commands::trace::name_actor(&tracing::Span::current(), "schedule:nightly");
+                tracing::info!("fired");
+            });
+        });
+        let out = String::from_utf8(buf.0.lock().map(|b| b.clone()).unwrap_or_default())
+            .unwrap_or_default();
+        assert_eq!(out.matches("actor=").count(), 1, "{out}");
+        assert!(out.contains("actor=\"schedule:nightly\""), "{out}");
+    }
+
     /// Even a `RUST_LOG` that asks for rmcp's traces gets none of its events; its spans and
     /// the rest of the directives hold.
     #[test]

@@ -15,6 +15,7 @@ fn surface_and_route(path: &str) -> Option<(&'static str, &'static str)> {
         p if p == mcp::PATH || p.starts_with("/mcp/") => Some(("mcp", "/mcp")),
         "/admin/trace/log" => Some(("admin", "/admin/trace/log")),
         "/slack/events" => Some(("slack", "/slack/events")),
+        "/slack/interactions" => Some(("slack", "/slack/interactions")),
         // Route templates only: a run id or a command id stays out of the span's name.
         p if p.starts_with("/api/") => Some(("access", "/api/{command}")),
         "/runs" | "/runs/stream" | "/runs/scheduled" => Some(("access", "/runs")),
@@ -62,6 +63,11 @@ mod tests {
             surface_and_route("/slack/events"),
             Some(("slack", "/slack/events"))
         );
+        assert_eq!(
+            surface_and_route("/slack/interactions"),
+            Some(("slack", "/slack/interactions"))
+        );
+        assert_eq!(surface_and_route("/slack/other"), Some(("http", "other")));
         assert_eq!(
             surface_and_route("/api/runs.get"),
             Some(("access", "/api/{command}"))
