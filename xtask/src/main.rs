@@ -20,6 +20,7 @@ fn main() -> Result<()> {
             let mut faults = tidy::forbidden_dependencies(&metadata, "authz-core")?;
             faults.extend(tidy::forbidden_apis(&root.join("crates/authz-core/src"))?);
             faults.extend(tidy::hand_made_decisions(&root)?);
+            faults.extend(tidy::undecided_memory(&root)?);
             if !faults.is_empty() {
                 bail!(
                     "tidy found {} fault(s):\n  {}",
@@ -28,7 +29,7 @@ fn main() -> Result<()> {
                 );
             }
             println!(
-                "tidy: authz-core is pure; no hand-made id or channel comparisons in commands or adapters"
+                "tidy: authz-core is pure; no hand-made id or channel comparisons in commands or adapters; memory decides only through its seam"
             );
             Ok(())
         }

@@ -104,6 +104,47 @@ pub fn hand_made_decisions(root: &Path) -> Result<Vec<String>> {
     Ok(faults)
 }
 
+/// Every direct call of `authorize` in the memory crate's sources. Memory decides only
+/// through its `decide` seam (`authorize` by default), which its tests spy on, so a call
+/// around the seam (in the context block's read, say) could go unnoticed by every test.
+pub fn undecided_memory(root: &Path) -> Result<Vec<String>> {
+    let mut faults = Vec::new();
+    let mut dirs = vec![root.join("crates/memory/src")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                faults.extend(scan_direct_authorize(
+                    &path,
+                    &std::fs::read_to_string(&path)?,
+                ));
+            }
+        }
+    }
+    Ok(faults)
+}
+
+fn scan_direct_authorize(path: &Path, text: &str) -> Vec<String> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| {
+            let code = line.split("//").next().unwrap_or_default();
+            code.split("authorize")
+                .skip(1)
+                .any(|after| after.trim_start().starts_with('('))
+        })
+        .map(|(n, _)| {
+            format!(
+                "{}:{}: calls `authorize` directly; decide through `self.decide`, the seam the tests watch",
+                path.display(),
+                n + 1
+            )
+        })
+        .collect()
+}
+
 fn scan_hand_made(path: &Path, text: &str) -> Vec<String> {
     text.lines()
         .enumerate()
@@ -302,6 +343,15 @@ mod tests {
     fn authz_core_source_uses_no_io_clock_or_env_api() {
         let faults = forbidden_apis(&root().join("crates/authz-core/src")).unwrap();
         assert!(faults.is_empty(), "{faults:#?}");
+    }
+
+    #[test]
+    fn memory_decides_only_through_its_seam() {
+        assert!(undecided_memory(&root()).unwrap().is_empty());
+        let around = "let v = authorize(&actor, &Action::MemoryRead, &r);\nlet w = authz_core::authorize (a, b, c);";
+        assert_eq!(scan_direct_authorize(Path::new("lib.rs"), around).len(), 2);
+        let seam = "use authz_core::{Actor, authorize};\ndecide: Arc::new(authorize),\n&authorize,\n// never calls authorize(…)";
+        assert!(scan_direct_authorize(Path::new("lib.rs"), seam).is_empty());
     }
 
     #[test]

@@ -44,7 +44,12 @@ pub struct ScheduleRow {
     pub cron: String,
     pub time_zone: String,
     pub runs: String,
+    /// Set when the cron names no slot in the next [`SLOTLESS_YEARS`] years.
+    pub warning: Option<String>,
 }
+
+/// A cron with no slot in this many years is reported: it will in effect never fire.
+pub const SLOTLESS_YEARS: i64 = 28;
 
 /// The declared schedules, or the first one that could not fire, as a fault naming the
 /// schedule and the key to fix.
@@ -57,11 +62,20 @@ pub fn schedules(config: &LoadedConfig) -> Result<Vec<ScheduleRow>, String> {
                 config.source, decl.name
             ));
         }
+        let now = commands::Timestamp::now();
+        let warning = (!decl.cron.fires_within_years(now, SLOTLESS_YEARS)).then(|| {
+            format!(
+                "schedule `{}`: cron `{}` names no time in the next {SLOTLESS_YEARS} years, so it never fires; fix its `cron`",
+                decl.name,
+                decl.cron.expr()
+            )
+        });
         rows.push(ScheduleRow {
             name: decl.name.to_string(),
             cron: decl.cron.expr().to_owned(),
             time_zone: decl.cron.zone().to_owned(),
             runs: decl.fires.describe(),
+            warning,
         });
     }
     Ok(rows)
@@ -225,5 +239,11 @@ pub fn render_human(r: &Report, colour: bool) -> String {
         .collect();
     out.push('\n');
     out.push_str(&render::table(&["SCHEDULE", "CRON", "RUNS"], &schedules));
+    for warning in r.schedules.iter().filter_map(|s| s.warning.as_deref()) {
+        out.push_str(&format!(
+            "\n{} {warning}\n",
+            render::paint("warning:", "33", colour)
+        ));
+    }
     out
 }

@@ -504,3 +504,39 @@ fn a_closed_standard_output_ends_every_command_quietly() {
         assert!(out.status.code().is_some(), "{args:?}: killed by a signal");
     }
 }
+
+/// A cron that names no time in 28 years (`0 0 31 2 *`) is a warning of `config check`, in
+/// both forms; one with a slot every leap year is not; `@midnight` is accepted.
+#[test]
+fn config_check_warns_about_a_cron_that_never_fires() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("switchboard.toml");
+    let ex = std::fs::read_to_string(example()).unwrap();
+    let extra = "\n[[schedules]]\nname = \"never\"\ncron = \"0 0 31 2 *\"\ncommand = \"runs list\"\n\n[[schedules]]\nname = \"leap\"\ncron = \"0 0 29 2 *\"\ncommand = \"runs list\"\n\n[[schedules]]\nname = \"nightly\"\ncron = \"@midnight\"\ncommand = \"runs list\"\n\n[grants.\"schedule:never\"]\nactions = [\"runs:read\"]\n\n[grants.\"schedule:leap\"]\nactions = [\"runs:read\"]\n\n[grants.\"schedule:nightly\"]\nactions = [\"runs:read\"]\n";
+    std::fs::write(&path, format!("{ex}{extra}")).unwrap();
+    let path = path.to_str().unwrap();
+    let out = switchboard(&["config", "check", "--config", path]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains(
+            "warning: schedule `never`: cron `0 0 31 2 *` names no time in the next 28 years"
+        ),
+        "{stdout}"
+    );
+    assert_eq!(stdout.matches("warning:").count(), 1, "{stdout}");
+    let out = switchboard(&["config", "check", "--json", "--config", path]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let warning = |name: &str| {
+        v["schedules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap()["warning"]
+            .clone()
+    };
+    assert!(warning("never").as_str().unwrap().contains("never fires"));
+    assert!(warning("leap").is_null());
+    assert!(warning("nightly").is_null());
+}

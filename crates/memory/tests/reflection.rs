@@ -581,7 +581,8 @@ async fn a_dm_born_fact_never_comes_back_as_an_org_fact_through_the_model_extrac
 }
 
 /// The spy sees every decision: the context block asks none, reflection asks with the
-/// reflection actor and the memory scope.
+/// reflection actor and the memory scope. A call of `authorize` around the spy (the seam)
+/// is what `cargo xtask tidy` refuses in the memory crate, so the spy sees them all.
 #[tokio::test]
 async fn the_context_block_never_calls_authorize_and_reflection_does() {
     let f = sqlite().await;

@@ -63,6 +63,8 @@ pub use socket::{SocketError, start_socket_mode};
 pub const MAX_BODY_BYTES: usize = 1 << 20;
 /// How long a request's membership walk may take before it counts as failed (no memberships).
 const MEMBERSHIP_BOUND: Duration = Duration::from_millis(1_500);
+/// How long an event waits for the store before Slack is answered (Slack gives up at 3 s).
+pub const ACK_BOUND: Duration = Duration::from_millis(2_500);
 /// How many answered threads (for follow-ups without a mention) a process keeps in memory
 /// in front of the store's record...
 const ANSWERED_THREADS: u64 = 100_000;
@@ -171,7 +173,7 @@ async fn events(State(surface): State<Arc<SlackSurface>>, request: Request) -> R
             tracing::debug!(why, "[slack] ignored an event");
             StatusCode::OK.into_response()
         }
-        Inbound::Request(req) => match surface.accept(req).await {
+        Inbound::Request(req) => match surface.accept_within(req, ACK_BOUND).await {
             Ok(()) => StatusCode::OK.into_response(),
             Err(Unrecorded) => status(StatusCode::SERVICE_UNAVAILABLE, "try again"),
         },
@@ -233,6 +235,31 @@ impl SlackSurface {
 pub struct Unrecorded;
 
 impl SlackSurface {
+    /// [`SlackSurface::accept`] within `bound`, Slack's answer meanwhile: past it the caller
+    /// gets `Unrecorded` (a 503, so Slack retries) while the acceptance goes on in a task of
+    /// its own, never cut in the middle of a store write. If it records the event id, it
+    /// starts the work and Slack's retry starts nothing; if it does not, the retry can.
+    /// Either way the event is served at most once.
+    pub(crate) async fn accept_within(
+        self: &Arc<Self>,
+        req: SlackRequest,
+        bound: Duration,
+    ) -> Result<(), Unrecorded> {
+        let surface = self.clone();
+        let accepting = tokio::spawn(async move { surface.accept(req).await });
+        match tokio::time::timeout(bound, accepting).await {
+            Ok(Ok(accepted)) => accepted,
+            Ok(Err(_lost)) => Err(Unrecorded),
+            Err(_late) => {
+                tracing::warn!(
+                    bound_ms = bound.as_millis() as u64,
+                    "[slack] the store did not answer within the acknowledgement's bound; Slack was told to retry"
+                );
+                Err(Unrecorded)
+            }
+        }
+    }
+
     /// Takes one request: a follow-up only in a thread the bot answered; an event id any
     /// replica has seen starts nothing; otherwise the work is spawned and this returns.
     pub(crate) async fn accept(self: &Arc<Self>, req: SlackRequest) -> Result<(), Unrecorded> {

@@ -161,7 +161,7 @@ async fn take(surface: &Arc<SlackSurface>, text: &str) -> Taken {
         "hello" => Taken::Unacknowledged,
         "disconnect" => Taken::Disconnect,
         "events_api" => match event::read(&body, surface.bot_user()) {
-            Ok(Inbound::Request(req)) => match surface.accept(req).await {
+            Ok(Inbound::Request(req)) => match surface.accept_within(req, crate::ACK_BOUND).await {
                 Ok(()) => acknowledge(),
                 Err(_) => {
                     tracing::warn!(

@@ -516,6 +516,64 @@ async fn a_slow_directory_is_asked_once_for_ten_mentions() {
     assert!(lines <= 1, "{}", captured.text());
 }
 
+/// Another writer holds the store's database for `hold`; meanwhile a mention arrives.
+async fn mention_while_locked(h: &Harness, id: &str, ts: &str, hold: Duration) -> (u16, Duration) {
+    use sqlx::Connection;
+    let url = format!("sqlite://{}", h._dir.path().join("sb.db").display());
+    let mut locker = sqlx::SqliteConnection::connect(&url).await.unwrap();
+    sqlx::query("BEGIN EXCLUSIVE")
+        .execute(&mut locker)
+        .await
+        .unwrap();
+    let release = tokio::spawn(async move {
+        tokio::time::sleep(hold).await;
+        sqlx::query("COMMIT").execute(&mut locker).await.unwrap();
+    });
+    let started = std::time::Instant::now();
+    let status = h.event(id, mention("U1", "C1", ts, "hi")).await;
+    let waited = started.elapsed();
+    release.await.unwrap();
+    (status, waited)
+}
+
+/// A store that cannot record the event id in time (another writer holds the database):
+/// Slack gets a 503 within the acknowledgement's 2.5 s, never the 5 s the store would wait,
+/// and the event is served exactly once, by the first delivery when its write lands late, or
+/// by Slack's retry when it never did.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_slow_store_answers_slack_within_its_bound_and_serves_the_event_once() {
+    let h = start().await;
+    // The write lands at 4 s, after the 503: the first delivery starts the run, the retry nothing.
+    let (status, waited) = mention_while_locked(&h, "EvLate", "8.1", Duration::from_secs(4)).await;
+    assert_eq!(status, 503);
+    assert!(
+        waited < Duration::from_millis(3_500),
+        "answered after {waited:?}"
+    );
+    h.finished_runs(1).await;
+    assert_eq!(
+        h.event("EvLate", mention("U1", "C1", "8.1", "hi")).await,
+        200
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(h.finished_runs(1).await.len(), 1);
+    // The write gives up (the store's 5 s busy wait) before the lock goes at 6 s: the event
+    // id was never spent, and Slack's retry starts the run.
+    let (status, _) = mention_while_locked(&h, "EvLost", "8.2", Duration::from_secs(6)).await;
+    assert_eq!(status, 503);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        h.runs().await.len(),
+        1,
+        "nothing started from the lost write"
+    );
+    assert_eq!(
+        h.event("EvLost", mention("U1", "C1", "8.2", "hi")).await,
+        200
+    );
+    assert_eq!(h.finished_runs(2).await.len(), 2);
+}
+
 #[tokio::test]
 async fn a_failed_lookup_stamps_unknown_and_the_reply_still_lands() {
     let h = start().await;
