@@ -33,6 +33,9 @@ fn git(dir: &Path, args: &[&str]) {
             "user.name=bench",
             "-c",
             "user.email=bench@example.com",
+            // No background gc after the big commit: it held gc's lock when ours ran.
+            "-c",
+            "gc.auto=0",
         ])
         .args(args)
         .status()
