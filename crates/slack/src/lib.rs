@@ -246,7 +246,10 @@ impl SlackSurface {
         bound: Duration,
     ) -> Result<(), Unrecorded> {
         let surface = self.clone();
-        let accepting = tokio::spawn(async move { surface.accept(req).await });
+        // In the request's span: a refusal inside (an outsider) still marks its trace denied.
+        let accepting = tokio::spawn(
+            async move { surface.accept(req).await }.instrument(tracing::Span::current()),
+        );
         match tokio::time::timeout(bound, accepting).await {
             Ok(Ok(accepted)) => accepted,
             Ok(Err(_lost)) => Err(Unrecorded),
