@@ -717,49 +717,67 @@ async fn a_workspace_nested_beyond_any_stack_is_removed_and_the_next_run_starts(
     assert!(left.is_empty(), "workspaces left: {left:?}");
 }
 
-/// A run writes a correctly hashed loose tree that inflates to 200 MB (its file on disk is a
-/// few hundred KB) and commits it: no git on the host ever inflates it (a 2 GB one made one
-/// `diff-tree` hold 7.8 GB). Its size is read from the object's header, and the run keeps
-/// nothing, saying why.
-#[tokio::test(flavor = "multi_thread")]
-async fn an_object_that_inflates_past_what_is_kept_is_never_parsed_on_the_host() {
-    let project = Project::new(true);
-    let forge = r#"python3 - 200000000 <<'PY'
-# run inside the sandbox, in the workspace: writes a legit loose tree object of SIZE bytes (one entry, huge name)
-import zlib, hashlib, os, sys, subprocess
-SIZE = int(sys.argv[1])
-blob = subprocess.check_output(["git","rev-parse","HEAD:README.md"]).strip().decode()
+/// A loose tree object of `size` bytes (one entry with a huge name, zlib at level 9, a few
+/// hundred KB on disk), written inside the sandbox by a script the test model runs. `new`
+/// names it by its hash and commits it on the run's branch; `as-root` stores it under the
+/// base's root tree's name instead (git never hashes an object it reads again), with the
+/// run's pack removed so that name finds it.
+fn inflating_tree(size: u64, mode: &str) -> String {
+    format!(
+        r#"python3 - {size} {mode} <<'PY'
+import zlib, hashlib, os, sys, subprocess, glob
+SIZE, MODE = int(sys.argv[1]), sys.argv[2]
+git = lambda *a: subprocess.check_output(["git", *a]).strip().decode()
+blob, root, base = git("rev-parse", "HEAD:README.md"), git("rev-parse", "HEAD^{{tree}}"), git("rev-parse", "HEAD")
 tail = b"\0" + bytes.fromhex(blob)
-namelen = SIZE - 7 - len(tail)
 hdr = b"tree %d\0" % SIZE
 h = hashlib.sha1(); c = zlib.compressobj(9)
 out = open(".git/objects/tmpbig", "wb")
 def put(b):
     h.update(b); out.write(c.compress(b))
 put(hdr); put(b"100644 ")
-chunk = b"a" * (1 << 22); left = namelen
+chunk = b"a" * (1 << 22); left = SIZE - 7 - len(tail)
 while left > 0:
     n = min(left, len(chunk)); put(chunk[:n]); left -= n
 put(tail); out.write(c.flush()); out.close()
-oid = h.hexdigest(); d = ".git/objects/" + oid[:2]
-os.makedirs(d, exist_ok=True); os.rename(".git/objects/tmpbig", d + "/" + oid[2:])
+oid = h.hexdigest() if MODE == "new" else root
+if MODE == "as-root":
+    for f in glob.glob(".git/objects/pack/*"): os.remove(f)
+d = ".git/objects/" + oid[:2]
+os.makedirs(d, exist_ok=True); os.replace(".git/objects/tmpbig", d + "/" + oid[2:])
 print("tree", oid, os.path.getsize(d + "/" + oid[2:]), "bytes on disk")
-base = subprocess.check_output(["git","rev-parse","HEAD"]).strip().decode()
-body = "tree %s\nparent %s\nauthor a <a@b> 0 +0000\ncommitter a <a@b> 0 +0000\n\nbig\n" % (oid, base)
-commit = subprocess.run(["git","hash-object","-t","commit","-w","--literally","--stdin"], input=body.encode(), capture_output=True).stdout.strip().decode()
-ref = subprocess.check_output(["git","symbolic-ref","HEAD"]).strip().decode()
-subprocess.check_call(["git","update-ref",ref,commit]); print("commit", commit, ref)
-
+if MODE == "new":
+    body = "tree %s\nparent %s\nauthor a <a@b> 0 +0000\ncommitter a <a@b> 0 +0000\n\nbig\n" % (oid, base)
+    commit = subprocess.run(["git","hash-object","-t","commit","-w","--literally","--stdin"], input=body.encode(), capture_output=True).stdout.strip().decode()
+    subprocess.check_call(["git","update-ref",git("symbolic-ref","HEAD"),commit]); print("commit", commit)
 PY
-ls -la .git/objects"#;
-    let (run, events, seen) = attack(&project, PERMISSIVE, vec![shell(forge)]).await;
-    assert!(seen.contains("bytes on disk"), "{seen}");
-    let branch = format!("switchboard/{}", run["id"].as_str().unwrap());
-    assert_eq!(git(&project.repo, &["rev-parse", &branch]), project.head);
-    assert!(
-        events.contains("more than the 16 MiB kept of one"),
-        "{events}"
-    );
+ls -la .git/objects"#
+    )
+}
+
+/// A run writes a correctly hashed loose tree that inflates to 200 MB (its file on disk is a
+/// few hundred KB) and commits it; another stores such a tree under the base's own root
+/// tree's name. No git on the host ever inflates either (a 2 GB one made one `diff-tree`
+/// hold 7.8 GB): sizes are read from the objects' headers, a base object's name counts only
+/// with the base's own size, and the run keeps nothing, saying why.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_object_that_inflates_past_what_is_kept_is_never_parsed_on_the_host() {
+    for mode in ["new", "as-root"] {
+        let project = Project::new(true);
+        let forge = inflating_tree(200_000_000, mode);
+        let (run, events, seen) = attack(&project, PERMISSIVE, vec![shell(&forge)]).await;
+        assert!(seen.contains("bytes on disk"), "{mode}: {seen}");
+        let branch = format!("switchboard/{}", run["id"].as_str().unwrap());
+        assert_eq!(
+            git(&project.repo, &["rev-parse", &branch]),
+            project.head,
+            "{mode}"
+        );
+        assert!(
+            events.contains("more than the 16 MiB kept of one"),
+            "{mode}: {events}"
+        );
+    }
 }
 
 /// A run writes the policy directory and a denied file under other spellings of their names

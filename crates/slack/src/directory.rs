@@ -98,13 +98,12 @@ impl SlackChannelDirectory {
         {
             return hit.value;
         }
-        let (cache, key) = (cache.clone(), key.to_owned());
+        let (cache, key, clock) = (cache.clone(), key.to_owned(), self.clock.clone());
         let lookup = tokio::spawn(async move {
+            // Stamped when the answer came: a long walk is fresh for a whole TTL after it.
             let looked = async {
-                Looked {
-                    value: fetch.await,
-                    at: now,
-                }
+                let value = fetch.await;
+                Looked { value, at: clock() }
             };
             cache
                 .entry(key)

@@ -161,13 +161,14 @@ async fn admit(
     tip: &str,
     commits: &[String],
 ) -> Result<(), WorkspaceError> {
-    let quarantine = base.objects.join(format!("switchboard-incoming-{run}"));
+    let guard = Quarantine(base.objects.join(format!("switchboard-incoming-{run}")));
+    let quarantine = &guard.0;
     let io = |e: std::io::Error| WorkspaceError::Keep(format!("{}: {e}", quarantine.display()));
     tokio::fs::create_dir_all(quarantine.join("pack"))
         .await
         .map_err(io)?;
-    let held = base.git().objects(&quarantine).alternates(&base.objects);
-    let admitted = async {
+    let held = base.git().objects(quarantine).alternates(&base.objects);
+    async {
         let input = format!("{tip}\n^{}\n", base.commit).into_bytes();
         let packed = mine
             .pipe(
@@ -179,7 +180,7 @@ async fn admit(
             .await
             .map_err(fail)?;
         let name = pack_name(&packed)?;
-        gate(base, &held, &quarantine, &name, commits).await?;
+        gate(base, &held, quarantine, &name, commits).await?;
         // The index last: git takes a pack once its index is there.
         for ext in ["pack", "rev", "idx"] {
             let from = quarantine.join(format!("pack/pack-{name}.{ext}"));
@@ -201,9 +202,19 @@ async fn admit(
             .map_err(fail)
             .map(drop)
     }
-    .await;
-    let _ = tokio::fs::remove_dir_all(&quarantine).await;
-    admitted
+    .await
+}
+
+/// The quarantine directory, removed however admitting ends: done, refused, or dropped
+/// half way (keeping's timeout cancels it), so no refused object stays in the base.
+struct Quarantine(std::path::PathBuf);
+
+impl Drop for Quarantine {
+    fn drop(&mut self) {
+        if let Err(e) = super::nofollow::remove_tree(&self.0) {
+            tracing::warn!(error = %e, "[workspace] a quarantine could not be removed from the base's objects");
+        }
+    }
 }
 
 /// The name of the pack `index-pack` wrote (its last word on stdout).
@@ -223,47 +234,82 @@ pub const MAX_STRUCTURE_BYTES: u64 = 16 << 20;
 /// The largest file of a run's that is kept on its branch.
 pub const MAX_FILE_BYTES: u64 = 64 << 20;
 
-/// Refuses to keep anything of a run one of whose objects (one the base does not have) is
-/// larger than [`MAX_STRUCTURE_BYTES`] or, for a file, [`MAX_FILE_BYTES`]. Sizes are read
-/// from the objects' headers (`cat-file --batch-check`), never by inflating them.
+/// Refuses to keep anything of a run one of whose objects is larger than
+/// [`MAX_STRUCTURE_BYTES`] or, for a file, [`MAX_FILE_BYTES`], unless the base repository
+/// holds an object of that name and exactly that size (a large file of the base itself).
+/// Sizes are read from the objects' headers (`cat-file --batch-check`), never by inflating
+/// them; a name alone proves nothing, since the run wrote its own object files.
 async fn bounded(mine: &Git, base: &Base) -> Result<(), WorkspaceError> {
+    let check = "--batch-check=%(objectname) %(objecttype) %(objectsize)";
     let listing = mine
-        .run([
-            "cat-file",
-            "--batch-all-objects",
-            "--unordered",
-            "--batch-check=%(objectname) %(objecttype) %(objectsize)",
-        ])
+        .run(["cat-file", "--batch-all-objects", "--unordered", check])
         .await
         .map_err(fail)?;
-    let of_base: std::collections::HashSet<&str> = base
-        .tree
-        .iter()
-        .map(|e| e.oid.as_str())
-        .chain([base.commit.as_str(), base.root_tree.as_str()])
-        .collect();
-    for line in String::from_utf8_lossy(&listing).lines() {
-        let mut parts = line.split(' ');
-        let (Some(oid), Some(kind), Some(size)) = (parts.next(), parts.next(), parts.next()) else {
-            return Err(WorkspaceError::Keep(
-                "the run's objects could not be listed; nothing of the run was kept".to_owned(),
-            ));
-        };
-        let size: u64 = size.parse().unwrap_or(u64::MAX);
-        let limit = if kind == "blob" {
-            MAX_FILE_BYTES
-        } else {
-            MAX_STRUCTURE_BYTES
-        };
-        if size > limit && !of_base.contains(oid) {
-            return Err(WorkspaceError::Keep(format!(
-                "the run wrote a {kind} of {} MiB ({oid}), more than the {} MiB kept of one; nothing of the run was kept",
-                size >> 20,
-                limit >> 20
-            )));
+    let oversized = sized_objects(&listing)?
+        .into_iter()
+        .filter(|o| o.size > limit_of(&o.kind))
+        .collect::<Vec<_>>();
+    if oversized.is_empty() {
+        return Ok(());
+    }
+    let names: String = oversized.iter().map(|o| format!("{}\n", o.oid)).collect();
+    // The base answers `<oid> missing` for a name it lacks; its own objects are trusted.
+    let in_base = base
+        .git()
+        .input(["cat-file", check], names.into_bytes())
+        .await
+        .map_err(fail)?;
+    let of_base = sized_objects(&in_base)?;
+    match oversized.iter().find(|o| !of_base.contains(o)) {
+        None => Ok(()),
+        Some(o) => Err(WorkspaceError::Keep(format!(
+            "the run wrote a {} of {} MiB ({}), more than the {} MiB kept of one; nothing of the run was kept",
+            o.kind,
+            o.size >> 20,
+            o.oid,
+            limit_of(&o.kind) >> 20
+        ))),
+    }
+}
+
+/// One line of `cat-file --batch-check`: an object's name, kind and size.
+#[derive(Debug, PartialEq, Eq)]
+struct SizedObject {
+    oid: String,
+    kind: String,
+    size: u64,
+}
+
+/// The objects `cat-file --batch-check` listed; `<oid> missing` lines are left out.
+fn sized_objects(listing: &[u8]) -> Result<Vec<SizedObject>, WorkspaceError> {
+    let unreadable = || {
+        WorkspaceError::Keep(
+            "the run's objects could not be listed; nothing of the run was kept".to_owned(),
+        )
+    };
+    let mut found = Vec::new();
+    for line in String::from_utf8_lossy(listing).lines() {
+        let parts: Vec<&str> = line.split(' ').collect();
+        match parts.as_slice() {
+            [_, "missing"] => {}
+            [oid, kind, size] => found.push(SizedObject {
+                oid: (*oid).to_owned(),
+                kind: (*kind).to_owned(),
+                size: size.parse().map_err(|_| unreadable())?,
+            }),
+            _ => return Err(unreadable()),
         }
     }
-    Ok(())
+    Ok(found)
+}
+
+/// The largest object of `kind` kept of a run.
+fn limit_of(kind: &str) -> u64 {
+    if kind == "blob" {
+        MAX_FILE_BYTES
+    } else {
+        MAX_STRUCTURE_BYTES
+    }
 }
 
 /// The run's commits from the base to `tip`, oldest first, following first parents.
