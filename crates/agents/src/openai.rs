@@ -26,6 +26,20 @@ const MAX_CALL_BYTES: usize = 8 << 20;
 const MAX_CALL_NAME: usize = 256;
 /// What is read of an error's body, for the friction line.
 const MAX_ERROR_BODY: usize = 4 << 10;
+/// The largest request of a run: the conversation so far, its tool calls and results with
+/// it. Each turn adds up to [`MAX_CALL_BYTES`] of calls and their results, so without it 32
+/// turns would hold hundreds of MiB for one run.
+const MAX_REQUEST_BYTES: usize = 16 << 20;
+
+/// A chat-completions request, serialised from the conversation without copying it.
+#[derive(serde::Serialize)]
+struct Request<'a> {
+    model: &'a str,
+    stream: bool,
+    messages: &'a [Value],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<Vec<Value>>,
+}
 
 #[derive(Debug, Clone)]
 pub struct OpenAiSettings {
@@ -81,16 +95,23 @@ impl OpenAiBackend {
         messages
     }
 
-    fn body(&self, messages: &[Value], tools: Option<&Tools>) -> Value {
-        let mut body = json!({
-            "model": self.settings.model,
-            "stream": true,
-            "messages": messages,
-        });
-        if let (Some(tools), Some(object)) = (tools, body.as_object_mut()) {
-            object.insert("tools".into(), Value::Array(tools.0.definitions()));
+    /// The request's bytes, or why it is not sent (the conversation passed its bound).
+    fn body(&self, messages: &[Value], tools: Option<&Tools>) -> Result<Vec<u8>, String> {
+        let request = Request {
+            model: &self.settings.model,
+            stream: true,
+            messages,
+            tools: tools.map(|t| t.0.definitions()),
+        };
+        let bytes = serde_json::to_vec(&request)
+            .map_err(|e| format!("the request could not be written: {e}"))?;
+        if bytes.len() > MAX_REQUEST_BYTES {
+            return Err(format!(
+                "the conversation passed {} MiB (its tool calls and results together); the run was stopped there",
+                MAX_REQUEST_BYTES >> 20
+            ));
         }
-        body
+        Ok(bytes)
     }
 
     /// Turns until the model answers without asking for a tool.
@@ -139,11 +160,10 @@ impl OpenAiBackend {
         if let Some(key) = &self.settings.api_key {
             req = req.bearer_auth(key);
         }
-        let mut resp = match req
-            .body(self.body(messages, tools).to_string())
-            .send()
-            .await
-        {
+        let body = self
+            .body(messages, tools)
+            .map_err(|why| sink.failed(&why))?;
+        let mut resp = match req.body(body).send().await {
             Ok(r) => r,
             Err(e) => {
                 return Err(sink.failed(&format!(

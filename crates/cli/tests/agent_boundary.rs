@@ -781,17 +781,18 @@ async fn an_object_that_inflates_past_what_is_kept_is_never_parsed_on_the_host()
 }
 
 /// A run writes the policy directory and a denied file under other spellings of their names
-/// (letter case, a character HFS+ ignores, a trailing dot), which a macOS or Windows checkout
-/// of its branch would write into the real ones. None of them is kept on the branch; the run's
-/// other change is.
+/// (letter case, a long s, a character HFS+ ignores, a trailing dot, an 8.3 short name, a
+/// dotless i that NTFS upper-cases to `I`), which a macOS or Windows checkout of its branch
+/// would write into the real ones. None of them is kept on the branch; the run's other change
+/// is.
 #[tokio::test(flavor = "multi_thread")]
 async fn another_spelling_of_a_protected_name_is_never_kept() {
     let project = Project::new(true);
     let upper = SECRET.to_uppercase();
+    let dotless = SECRET.replace('i', "\u{131}");
     let write = format!(
-        "mkdir -p .Switchboard '.switch\u{200c}board' .switchboard. \"$(dirname {upper})\" && \
-         for d in .Switchboard '.switch\u{200c}board' .switchboard.; do printf 'deny_read = []\\n' > \"$d/agent-policy.toml\"; done; \
-         echo leaked > {upper}; echo kept > notes.txt; ls -a"
+        "for d in .Switchboard '.switch\u{200c}board' .switchboard. '.\u{17f}witchboard' SWITCH~1; do mkdir -p \"$d\" && printf 'deny_read = []\\n' > \"$d/agent-policy.toml\"; done; \
+         for f in {upper} '{dotless}'; do mkdir -p \"$(dirname \"$f\")\" && echo leaked > \"$f\"; done; echo kept > notes.txt; ls -a"
     );
     let (run, events, seen) = attack(&project, PERMISSIVE, vec![shell(&write)]).await;
     assert!(seen.contains(".Switchboard"), "{seen}");
@@ -801,4 +802,38 @@ async fn another_spelling_of_a_protected_name_is_never_kept() {
         &["diff", "--name-only", &project.head, &branch],
     );
     assert_eq!(changed, "notes.txt", "{events}");
+}
+
+/// A run writes nine loose files of 60 MiB each (one letter repeated: under the 64 MiB kept
+/// of one file, a few hundred KB on disk together) and a small change. The sizes in the
+/// objects' headers add up past what is kept of one run, so no git on the host inflates
+/// them and nothing of the run is kept, saying why.
+#[tokio::test(flavor = "multi_thread")]
+async fn objects_that_together_inflate_past_what_is_kept_are_never_kept() {
+    let project = Project::new(true);
+    let forge = r#"python3 - <<'PY'
+import zlib, hashlib, os
+for letter in b"abcdefghi":
+    size = 60 << 20
+    h = hashlib.sha1(); c = zlib.compressobj(9)
+    out = open(".git/objects/tmpbig", "wb")
+    def put(b):
+        h.update(b); out.write(c.compress(b))
+    put(b"blob %d\0" % size)
+    chunk = bytes([letter]) * (1 << 22)
+    for _ in range(size // len(chunk)): put(chunk)
+    out.write(c.flush()); out.close()
+    oid = h.hexdigest(); d = ".git/objects/" + oid[:2]
+    os.makedirs(d, exist_ok=True); os.replace(".git/objects/tmpbig", d + "/" + oid[2:])
+    print("blob", oid, os.path.getsize(d + "/" + oid[2:]), "bytes on disk")
+PY
+echo kept > notes.txt"#;
+    let (run, events, seen) = attack(&project, PERMISSIVE, vec![shell(forge)]).await;
+    assert!(seen.contains("bytes on disk"), "{seen}");
+    let branch = format!("switchboard/{}", run["id"].as_str().unwrap());
+    assert_eq!(git(&project.repo, &["rev-parse", &branch]), project.head);
+    assert!(
+        events.contains("more than the 512 MiB of objects kept of one run"),
+        "{events}"
+    );
 }

@@ -744,12 +744,15 @@ impl Inner {
         } else {
             None
         };
-        if let (Some(base), Some(retention)) =
-            (place.base.clone(), self.settings.repos.branch_retention)
-        {
-            // Old run branches go off the run's path.
-            let now = (self.now)();
-            tokio::spawn(async move { workspace::prune(&base, retention, now).await });
+        if let Some(base) = place.base.clone() {
+            // Old run branches and a crash's quarantines go off the run's path.
+            let (retention, now) = (self.settings.repos.branch_retention, (self.now)());
+            tokio::spawn(async move {
+                workspace::sweep_quarantines(&base).await;
+                if let Some(retention) = retention {
+                    workspace::prune(&base, retention, now).await;
+                }
+            });
         }
         let tools = match &entry.tools {
             None => None,

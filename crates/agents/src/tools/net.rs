@@ -1,8 +1,10 @@
 //! Where `http_fetch` may connect: the address a name resolves to is checked once, and the
 //! connection goes to that checked address. An internal address (loopback, private,
 //! link-local, the metadata address, shared address space, multicast, unspecified, and the
-//! IPv4-mapped, IPv4-compatible, NAT64 and 6to4 forms of these) is refused unless the grant
-//! that allowed the call names that address literally.
+//! IPv4-mapped, IPv4-compatible, NAT64, 6to4 and ISATAP forms of these) is refused unless the
+//! grant that allowed the call names that address literally. A NAT64 of the operator's own
+//! (a network-specific prefix rather than `64:ff9b::/96`) cannot be told from a public IPv6
+//! address here; a host behind one keeps internal IPv4 addresses out with its firewall.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -46,7 +48,8 @@ fn internal_v6(ip: Ipv6Addr) -> bool {
 
 /// The IPv4 address an IPv6 address carries: mapped (`::ffff:a.b.c.d`), compatible
 /// (`::a.b.c.d`), translated (`::ffff:0:a.b.c.d`), NAT64 (`64:ff9b::/96`) or 6to4
-/// (`2002:AABB:CCDD::/48`).
+/// (`2002:AABB:CCDD::/48`), or in an ISATAP interface identifier (`…:0:5efe:a.b.c.d` and
+/// its `200:5efe` global form, under any prefix).
 fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
     let s = ip.segments();
     let tail = || Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
@@ -57,6 +60,9 @@ fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
         return Some(tail());
     }
     if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] || s[..6] == [0, 0, 0, 0, 0xffff, 0] {
+        return Some(tail());
+    }
+    if s[4] & 0xfcff == 0 && s[5] == 0x5efe {
         return Some(tail());
     }
     if s[0] == 0x2002 {
@@ -111,6 +117,9 @@ mod tests {
             "64:ff9b:1:7f00:1::",
             "2001:0:4136:e378:8000:63bf:3fff:fdd2",
             "100::1",
+            "2001:db8:1:2:0:5efe:7f00:1",
+            "2606:4700:1:2:200:5efe:a9fe:a9fe",
+            "fe80::5efe:10.0.0.1",
         ] {
             let ip: IpAddr = internal.parse().unwrap();
             assert!(is_internal(ip), "{internal} passed as public");
@@ -131,6 +140,7 @@ mod tests {
             "2002:0808:0808::1",
             "::ffff:0:808:808",
             "2001:4860:4860::8888",
+            "2606:4700:1:2:200:5efe:808:808",
         ] {
             let ip: IpAddr = public.parse().unwrap();
             assert!(!is_internal(ip), "{public} refused as internal");

@@ -161,7 +161,10 @@ async fn admit(
     tip: &str,
     commits: &[String],
 ) -> Result<(), WorkspaceError> {
-    let guard = Quarantine(base.objects.join(format!("switchboard-incoming-{run}")));
+    let guard = Quarantine(
+        base.objects
+            .join(format!("{}{run}", super::QUARANTINE_PREFIX)),
+    );
     let quarantine = &guard.0;
     let io = |e: std::io::Error| WorkspaceError::Keep(format!("{}: {e}", quarantine.display()));
     tokio::fs::create_dir_all(quarantine.join("pack"))
@@ -234,46 +237,57 @@ pub const MAX_STRUCTURE_BYTES: u64 = 16 << 20;
 /// The largest file of a run's that is kept on its branch.
 pub const MAX_FILE_BYTES: u64 = 64 << 20;
 
+/// The most bytes, inflated, of all the objects a run wrote together: a run of many objects
+/// each under its bound (nine 60 MiB files of one letter are a few MB on disk) would
+/// otherwise have git on the host inflate and hash gigabytes.
+pub const MAX_RUN_OBJECT_BYTES: u64 = 512 << 20;
+
 /// Refuses to keep anything of a run one of whose objects is larger than
-/// [`MAX_STRUCTURE_BYTES`] or, for a file, [`MAX_FILE_BYTES`], unless the base repository
-/// holds an object of that name and exactly that size (a large file of the base itself).
-/// Sizes are read from the objects' headers (`cat-file --batch-check`), never by inflating
-/// them; a name alone proves nothing, since the run wrote its own object files.
+/// [`MAX_STRUCTURE_BYTES`] or, for a file, [`MAX_FILE_BYTES`], or whose objects together are
+/// larger than [`MAX_RUN_OBJECT_BYTES`]. An object counts as the base repository's own (and
+/// towards neither bound) only if the base holds an object of that name and exactly that
+/// size. Sizes are read from the objects' headers (`cat-file --batch-check`), never by
+/// inflating them; a name alone proves nothing, since the run wrote its own object files.
 async fn bounded(mine: &Git, base: &Base) -> Result<(), WorkspaceError> {
     let check = "--batch-check=%(objectname) %(objecttype) %(objectsize)";
     let listing = mine
         .run(["cat-file", "--batch-all-objects", "--unordered", check])
         .await
         .map_err(fail)?;
-    let oversized = sized_objects(&listing)?
-        .into_iter()
-        .filter(|o| o.size > limit_of(&o.kind))
-        .collect::<Vec<_>>();
-    if oversized.is_empty() {
-        return Ok(());
-    }
-    let names: String = oversized.iter().map(|o| format!("{}\n", o.oid)).collect();
+    let objects = sized_objects(&listing)?;
+    let names: String = objects.iter().map(|o| format!("{}\n", o.oid)).collect();
     // The base answers `<oid> missing` for a name it lacks; its own objects are trusted.
     let in_base = base
         .git()
         .input(["cat-file", check], names.into_bytes())
         .await
         .map_err(fail)?;
-    let of_base = sized_objects(&in_base)?;
-    match oversized.iter().find(|o| !of_base.contains(o)) {
-        None => Ok(()),
-        Some(o) => Err(WorkspaceError::Keep(format!(
-            "the run wrote a {} of {} MiB ({}), more than the {} MiB kept of one; nothing of the run was kept",
-            o.kind,
-            o.size >> 20,
-            o.oid,
-            limit_of(&o.kind) >> 20
-        ))),
+    let of_base: std::collections::HashSet<SizedObject> =
+        sized_objects(&in_base)?.into_iter().collect();
+    let mut total: u64 = 0;
+    for o in objects.iter().filter(|o| !of_base.contains(*o)) {
+        if o.size > limit_of(&o.kind) {
+            return Err(WorkspaceError::Keep(format!(
+                "the run wrote a {} of {} MiB ({}), more than the {} MiB kept of one; nothing of the run was kept",
+                o.kind,
+                o.size >> 20,
+                o.oid,
+                limit_of(&o.kind) >> 20
+            )));
+        }
+        total = total.saturating_add(o.size);
+        if total > MAX_RUN_OBJECT_BYTES {
+            return Err(WorkspaceError::Keep(format!(
+                "the run wrote more than the {} MiB of objects kept of one run; nothing of the run was kept",
+                MAX_RUN_OBJECT_BYTES >> 20
+            )));
+        }
     }
+    Ok(())
 }
 
 /// One line of `cat-file --batch-check`: an object's name, kind and size.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq, Hash)]
 struct SizedObject {
     oid: String,
     kind: String,
@@ -366,35 +380,54 @@ fn parse_changes(raw: &[u8]) -> Option<Vec<Change>> {
 }
 
 /// Whether a change at `path` would touch a denied name or `.switchboard/`: the name itself,
-/// anything below it, or a directory above it. Names are compared as a case-insensitive
-/// file system would see them (macOS and Windows checkouts of the branch): letter case,
-/// the characters HFS+ ignores and NTFS's trailing dots and spaces do not make a name new.
+/// anything below it, or a directory above it. Names are compared component by component
+/// as a case-insensitive file system would see them (macOS and Windows checkouts of the
+/// branch): letter case (full Unicode, `ſ` and `K` among it), canonical composition, the
+/// characters HFS+ ignores and NTFS's trailing dots and spaces do not make a name new, and a
+/// component shaped like an 8.3 short name (`PRODUC~1.TOM`) is taken as naming any protected
+/// component at its place, since a Windows volume may have given it that alias.
 fn protected(path: &str, deny_read: &[String]) -> bool {
-    let path = fold(path);
+    let written: Vec<String> = path.split('/').map(fold).collect();
     let related = |name: &str| {
-        let name = fold(name);
-        path == name
-            || path
-                .strip_prefix(&name)
-                .is_some_and(|rest| rest.starts_with('/'))
-            || name
-                .strip_prefix(&path)
-                .is_some_and(|rest| rest.starts_with('/'))
+        let name: Vec<String> = name.split('/').map(fold).collect();
+        written
+            .iter()
+            .zip(&name)
+            .all(|(w, p)| w == p || short_name_shaped(w))
     };
     related(POLICY_DIR) || deny_read.iter().any(|d| related(d))
 }
 
-/// `path` as one name for every spelling a case-insensitive file system takes as it.
-fn fold(path: &str) -> String {
+/// One component of a path as one name for every spelling a case-insensitive file system
+/// takes as it: decomposed (NFD, as HFS+ stores names) with its combining marks dropped, the
+/// code points HFS+ ignores dropped, trailing dots and spaces dropped (NTFS), and case-folded
+/// through upper and then lower case (so `ſ`, `ı` and `İ` meet `s` and `i`). Folding more
+/// names together than any one file system does only keeps fewer changes, never more.
+fn fold(part: &str) -> String {
+    use unicode_normalization::UnicodeNormalization;
+    use unicode_normalization::char::is_combining_mark;
     // The code points HFS+ drops from a name (git's own list for `.git`).
     let ignored = |c: char| matches!(c, '\u{200c}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{206a}'..='\u{206f}' | '\u{feff}');
-    path.split('/')
-        .map(|part| {
-            let part: String = part.chars().filter(|c| !ignored(*c)).collect();
-            part.trim_end_matches(['.', ' ']).to_lowercase()
-        })
-        .collect::<Vec<_>>()
-        .join("/")
+    let bare: String = part
+        .nfd()
+        .filter(|c| !ignored(*c) && !is_combining_mark(*c))
+        .flat_map(char::to_uppercase)
+        .flat_map(char::to_lowercase)
+        .collect();
+    bare.trim_end_matches(['.', ' ']).to_owned()
+}
+
+/// Whether a folded component has the shape of a DOS 8.3 short name: up to six characters,
+/// `~`, up to six digits, and an extension of up to three characters.
+fn short_name_shaped(part: &str) -> bool {
+    let Some((stem, rest)) = part.split_once('~') else {
+        return false;
+    };
+    let (digits, extension) = rest.split_once('.').unwrap_or((rest, ""));
+    (1..=6).contains(&stem.chars().count())
+        && (1..=6).contains(&digits.len())
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && extension.chars().count() <= 3
 }
 
 /// The tree kept for `candidate`: the base's, with `candidate`'s changes that may be kept.
@@ -855,6 +888,15 @@ mod tests {
             "Config/Secret.TOML",
             ".ENV",
             ".env ",
+            ".\u{17f}witchboard/agent-policy.toml",
+            "conf\u{131}g/secret.toml",
+            "conf\u{130}g/SECRET.toml",
+            "config/secret.to\u{301}ml",
+            ".ENV\u{feff}",
+            "SWITCH~1/agent-policy.toml",
+            "CONFIG/SECRE~1.TOM",
+            "CONFIG~2/secret.toml",
+            "env~1",
         ] {
             assert!(protected(path, &deny), "{path}");
         }
@@ -863,6 +905,10 @@ mod tests {
             "configs",
             ".envrc",
             "src/.switchboard-notes",
+            "src/SWITCH~1/agent-policy.toml",
+            "config/a~b",
+            "backup~1234567",
+            "config/secret~1.toml.old",
         ] {
             assert!(!protected(path, &deny), "{path}");
         }

@@ -152,6 +152,47 @@ pub async fn sweep(store: &dyn Store, data_dir: &Path) -> usize {
     removed
 }
 
+/// The prefix of a quarantine's directory in a base's objects (`admit` in [`keep`]).
+pub(crate) const QUARANTINE_PREFIX: &str = "switchboard-incoming-";
+/// A quarantine older than this is one a crash left: keeping ends within five minutes.
+const STALE_QUARANTINE: Duration = Duration::from_secs(15 * 60);
+
+/// Removes the quarantines a crash left in the base's object directory (git never reads
+/// them, but they hold a refused run's objects and its disk). Only a directory named
+/// `switchboard-incoming-<run id>` and untouched for [`STALE_QUARANTINE`] is removed, so a
+/// run another process is keeping right now keeps its own. Returns how many were removed.
+pub async fn sweep_quarantines(base: &Base) -> usize {
+    let objects = base.objects.clone();
+    let sweep = move || {
+        let Ok(entries) = std::fs::read_dir(&objects) else {
+            return 0;
+        };
+        let mut removed = 0;
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let ours = name
+                .to_str()
+                .and_then(|n| n.strip_prefix(QUARANTINE_PREFIX))
+                .is_some_and(|id| RunId::parse(id).is_ok() && store::id_time(id).is_some());
+            let stale = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|at| at.elapsed().is_ok_and(|age| age > STALE_QUARANTINE));
+            if !(ours && stale) {
+                continue;
+            }
+            match nofollow::remove_tree(&entry.path()) {
+                Ok(()) => removed += 1,
+                Err(e) => {
+                    tracing::warn!(path = %entry.path().display(), error = %e, "[workspace] a left-over quarantine could not be removed")
+                }
+            }
+        }
+        removed
+    };
+    tokio::task::spawn_blocking(sweep).await.unwrap_or(0)
+}
+
 /// Deletes the base repository's run branches (`switchboard/<run id>`) of runs older than
 /// `retention`. A branch whose name is not a run id is left alone.
 pub async fn prune(base: &Base, retention: Duration, now: store::Timestamp) {
@@ -197,6 +238,67 @@ mod tests {
             .unwrap();
         assert!(out.status.success(), "git {args:?}");
         String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    #[tokio::test]
+    async fn only_quarantines_a_crash_left_are_swept() {
+        let repo = tempfile::tempdir().unwrap();
+        git(repo.path(), &["init", "-q"]);
+        git(
+            repo.path(),
+            &["commit", "-q", "--allow-empty", "-m", "init"],
+        );
+        let store = store::open("memory:").await.unwrap();
+        let slug = RepoSlug::parse("acme/web").unwrap();
+        store::repos::set(
+            store.as_ref(),
+            &slug,
+            &store::repos::RepoSource::Path(repo.path().display().to_string()),
+            &ActorId::cli_local(),
+            Timestamp::now(),
+        )
+        .await
+        .unwrap();
+        let data = tempfile::tempdir().unwrap();
+        let fetching = Fetching {
+            interval: Duration::from_secs(60),
+        };
+        let base = resolve(
+            store.as_ref(),
+            data.path(),
+            &MirrorLocks::default(),
+            fetching,
+            &slug,
+        )
+        .await
+        .unwrap();
+        let run = store::new_id(Timestamp::now());
+        let hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+        let make = |name: &str, old: bool| {
+            let dir = base.objects.join(name);
+            std::fs::create_dir_all(dir.join("pack")).unwrap();
+            std::fs::write(dir.join("pack/x.pack"), b"refused").unwrap();
+            if old {
+                std::fs::File::open(&dir)
+                    .unwrap()
+                    .set_modified(hour_ago)
+                    .unwrap();
+            }
+            dir
+        };
+        let crashed = make(&format!("{QUARANTINE_PREFIX}{run}"), true);
+        let keeping = make(
+            &format!("{QUARANTINE_PREFIX}{}", store::new_id(Timestamp::now())),
+            false,
+        );
+        let foreign = make("switchboard-incoming-not-a-run", true);
+        let other = make("incoming-1234", true);
+        assert_eq!(sweep_quarantines(&base).await, 1);
+        assert!(!crashed.exists());
+        for left in [keeping, foreign, other] {
+            assert!(left.join("pack/x.pack").exists(), "{}", left.display());
+        }
+        git(repo.path(), &["fsck", "--no-progress"]);
     }
 
     #[tokio::test]
