@@ -119,6 +119,32 @@ fn help(registry: &Registry, words: &[String]) -> anyhow::Result<u8> {
 }
 
 /// `db migrate`: opening the store creates and migrates it.
+/// `db backup <file>`: a consistent copy of the live SQLite store.
+pub fn backup(config: Option<PathBuf>, json: bool, file: &std::path::Path) -> anyhow::Result<u8> {
+    let loaded = crate::load(config)?;
+    let url = loaded.store.url.redacted();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let copy = rt
+        .block_on(store::backup(&loaded.store, file))
+        .map_err(|e| anyhow::anyhow!("db backup of the store at {url}: {e}"))?;
+    if json {
+        outln!(
+            "{}",
+            serde_json::json!({"store": url, "file": file.display().to_string(), "bytes": copy.bytes, "runs": copy.runs})
+        );
+    } else {
+        outln!(
+            "backed up the store at {url} to {} ({} runs, {} KiB)",
+            file.display(),
+            copy.runs,
+            copy.bytes.div_ceil(1024)
+        );
+    }
+    Ok(0)
+}
+
 pub fn migrate(config: Option<PathBuf>, json: bool) -> anyhow::Result<u8> {
     let loaded = crate::load(config)?;
     let url = loaded.store.url.redacted();

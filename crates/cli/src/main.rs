@@ -1,7 +1,7 @@
 //! # cli: the `switchboard` binary
 //!
 //! What it is: the operator's entry point. A fixed set of local verbs — `serve`, `ask`,
-//! `authz` (`explain`, `matrix`), `db` (`migrate`), `config check`, `completions`, `version` —
+//! `authz` (`explain`, `matrix`), `db` (`migrate`, `backup`), `config check`, `completions`, `version` —
 //! and everything else forwarded to the command registry as `cli:local`, in-process, against
 //! the configured store (`switchboard runs list --status all`, `switchboard config get …`).
 //!
@@ -142,6 +142,13 @@ enum AuthzCommand {
 enum DbCommand {
     /// Create the database if needed and apply every migration.
     Migrate,
+    /// Copy a live SQLite store to a new file, consistently, while serve runs (Postgres: use
+    /// pg_dump).
+    #[command(after_help = "Example:\n  switchboard db backup /backups/switchboard-$(date +%F).db")]
+    Backup {
+        /// The copy to write; it must not exist yet.
+        file: PathBuf,
+    },
 }
 
 const EXPLAIN_EXAMPLES: &str = "Resource specs (<type>:<key>=<value>,…):
@@ -240,6 +247,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Authz(AuthzCommand::Explain(args)) => authz_explain(config, json, args),
         Command::Authz(AuthzCommand::Matrix) => authz_matrix(config, json),
         Command::Db(DbCommand::Migrate) => forward::migrate(config, json),
+        Command::Db(DbCommand::Backup { file }) => forward::backup(config, json, &file),
         Command::Registry(words) => forward::run(config, json, words),
     }
 }

@@ -444,6 +444,8 @@ fn help_on_every_subcommand() {
         &["config", "check", "--help"],
         &["authz", "--help"],
         &["authz", "explain", "--help"],
+        &["db", "--help"],
+        &["db", "backup", "--help"],
         &["version", "--help"],
     ] {
         let out = switchboard(args);

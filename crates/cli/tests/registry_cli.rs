@@ -287,3 +287,124 @@ async fn a_cli_command_never_fires_a_due_schedule() {
     let firings = store.recent_firings(&name, 10).await.unwrap();
     assert_eq!(firings.len(), 1, "nothing fired: {firings:?}");
 }
+
+/// `db backup` copies a live SQLite store. Runs recorded before it are in the copy, and a
+/// write another connection holds uncommitted meanwhile (and commits after) is not (one snapshot, taken while
+/// that writer holds its lock). The copy opens as a store of its own. An existing file is
+/// never overwritten, and Postgres, `memory:`, a missing store and a missing directory each
+/// get a clear error (exit 2) and leave nothing behind.
+#[test]
+fn db_backup_copies_a_live_sqlite_store_and_refuses_what_it_cannot() {
+    let e = Env::sqlite();
+    let config = e.dir.path().join("switchboard.toml");
+    let with_agent = std::fs::read_to_string(&config).unwrap()
+        + "[agents]\ndefault = \"echo\"\n[agents.echo]\nbackend = \"echo\"\n";
+    std::fs::write(&config, with_agent).unwrap();
+    for _ in 0..3 {
+        let asked = e.run(&["ask", "--agent", "echo", "hello"]);
+        assert_eq!(asked.status.code(), Some(0), "{}", err(&asked));
+    }
+    let db = e.dir.path().join("runs.db");
+    // Another writer in the middle of a transaction: a run it has not committed.
+    let mut writer = Command::new("python3")
+        .args([
+            "-c",
+            "import sqlite3,sys; c=sqlite3.connect(sys.argv[1], isolation_level=None); c.execute('BEGIN IMMEDIATE'); \
+             c.execute(\"INSERT INTO config_values(tier, tier_id, key, value, updated_by, updated_at) VALUES ('org','','uncommitted','x','cli:local',0)\"); \
+             print('held', flush=True); sys.stdin.readline(); c.execute('COMMIT')",
+            db.to_str().unwrap(),
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(writer.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "held");
+    let copy = e.dir.path().join("copy.db");
+    let backed = e.run(&["db", "backup", copy.to_str().unwrap(), "--json"]);
+    std::io::Write::write_all(writer.stdin.as_mut().unwrap(), b"commit\n").unwrap();
+    assert!(writer.wait().unwrap().success());
+    // The write was real: committed after the copy, it is in the store and not in the copy.
+    let live = e.run(&["config", "get", "uncommitted", "--org"]);
+    assert!(out(&live).contains('x'), "{}{}", out(&live), err(&live));
+    assert_eq!(backed.status.code(), Some(0), "{}", err(&backed));
+    let reply: serde_json::Value = serde_json::from_slice(&backed.stdout).unwrap();
+    assert_eq!(reply["runs"], 3, "{reply}");
+    assert_eq!(reply["bytes"], std::fs::metadata(&copy).unwrap().len());
+    let leftovers: Vec<_> = std::fs::read_dir(e.dir.path())
+        .unwrap()
+        .flatten()
+        .map(|f| f.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("partial"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    // The copy is a store: its runs list, and the uncommitted write is not in it.
+    let restored = Env::with_store_url(&format!("sqlite://{}", copy.display()));
+    let runs = restored.run(&["runs", "list", "--status", "all", "--json"]);
+    assert_eq!(runs.status.code(), Some(0), "{}", err(&runs));
+    assert_eq!(out(&runs).matches("\"id\"").count(), 3, "{}", out(&runs));
+    let got = restored.run(&["config", "get", "uncommitted", "--org"]);
+    assert!(out(&got).contains("is not set"), "{}", out(&got));
+    let human = e.run(&[
+        "db",
+        "backup",
+        e.dir.path().join("again.db").to_str().unwrap(),
+    ]);
+    assert!(
+        out(&human).starts_with("backed up the store at sqlite://")
+            && out(&human).contains("(3 runs,"),
+        "{}",
+        out(&human)
+    );
+
+    let before = std::fs::read(&copy).unwrap();
+    let missing_dir = e.dir.path().join("no/such/dir/x.db");
+    let pg = Env::with_store_url("postgres://postgres@127.0.0.1:5432/test");
+    let memory = Env::with_store_url("memory:");
+    let absent = Env::with_store_url(&format!(
+        "sqlite://{}",
+        e.dir.path().join("never.db").display()
+    ));
+    for (env, file, says) in [
+        (
+            &e,
+            copy.to_str().unwrap(),
+            "already exists; name a new file",
+        ),
+        (
+            &e,
+            missing_dir.to_str().unwrap(),
+            "is not a directory here; make it first",
+        ),
+        (&pg, "pg.db", "back a Postgres store up with pg_dump"),
+        (&memory, "m.db", "keeps nothing to back up"),
+        (&absent, "a.db", "there is no SQLite store at"),
+    ] {
+        let o = env.run(&["db", "backup", file]);
+        assert_ne!(o.status.code(), Some(0), "{file}");
+        assert!(err(&o).contains(says), "{file}: {}", err(&o));
+    }
+    assert_eq!(
+        std::fs::read(&copy).unwrap(),
+        before,
+        "an existing file was written"
+    );
+    assert!(
+        !e.dir.path().join("never.db").exists(),
+        "a missing store was created"
+    );
+    for env in [&pg, &memory, &absent] {
+        let names: Vec<_> = std::fs::read_dir(env.dir.path())
+            .unwrap()
+            .flatten()
+            .map(|f| f.file_name().to_string_lossy().into_owned())
+            .filter(|n| n != "switchboard.toml")
+            .collect();
+        assert!(names.is_empty(), "{names:?}");
+    }
+}

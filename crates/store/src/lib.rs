@@ -45,7 +45,7 @@ pub use error::{Result, StoreError};
 pub use fanout::{FanoutListener, LiveFanout};
 pub use memory::MemoryStore as InMemoryStore;
 pub use merge::DEFAULT_WALK_PAGES;
-pub use sql::{Postgres, PostgresStore, SqlStore, Sqlite, SqliteStore};
+pub use sql::{Backup, Postgres, PostgresStore, SqlStore, Sqlite, SqliteStore};
 pub use types::*;
 
 /// The widest list a predicate may carry (channel grants, repos). One bound parameter on both
@@ -291,6 +291,28 @@ pub async fn open_spec(spec: &StoreSpec) -> Result<Arc<dyn Store>> {
         StoreUrl::Sqlite(_) => Arc::new(SqliteStore::open(spec).await?),
         StoreUrl::Postgres(_) => Arc::new(PostgresStore::open(spec).await?),
     })
+}
+
+/// A consistent copy of a live SQLite store at `to` ([`SqliteStore::backup_to`]). Any other
+/// store is refused, saying what backs it up instead.
+pub async fn backup(spec: &StoreSpec, to: &std::path::Path) -> Result<Backup> {
+    match &spec.url {
+        StoreUrl::Sqlite(_) => {
+            let file = spec.url.sqlite_file().unwrap_or_default();
+            if !std::path::Path::new(file).is_file() {
+                return Err(StoreError::Invalid(format!(
+                    "there is no SQLite store at {file} to back up"
+                )));
+            }
+            SqliteStore::open(spec).await?.backup_to(to).await
+        }
+        StoreUrl::Postgres(_) => Err(StoreError::Invalid(
+            "db backup copies a SQLite store; back a Postgres store up with pg_dump (docs/operations.md, \"Backups\")".into(),
+        )),
+        StoreUrl::Memory => Err(StoreError::Invalid(
+            "the memory: store keeps nothing to back up".into(),
+        )),
+    }
 }
 
 /// Opens the store a URL names, creating and migrating it as needed.

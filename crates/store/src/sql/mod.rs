@@ -17,7 +17,7 @@ use sqlx::Pool;
 
 pub use dialect::Dialect;
 pub use postgres::Postgres;
-pub use sqlite::Sqlite;
+pub use sqlite::{Backup, Sqlite};
 
 use dialect::{RowAccess, Statement};
 use statements::{ListRead, RUN_COLUMNS};

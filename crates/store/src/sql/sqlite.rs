@@ -218,3 +218,95 @@ impl Dialect for Sqlite {
         exec::bump_then(pool, prepared, bump, then).await
     }
 }
+
+/// What `db backup` wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Backup {
+    pub bytes: u64,
+    pub runs: i64,
+}
+
+impl super::SqlStore<Sqlite> {
+    /// A consistent copy of the live store at `to`: `VACUUM INTO` reads one snapshot (writers
+    /// go on meanwhile, and a write not yet committed is not in it) into a file beside `to`,
+    /// which is checked (`PRAGMA integrity_check`), synced and then linked into place only if
+    /// nothing is at `to` yet. However it fails, `to` is untouched and the partial file gone.
+    pub async fn backup_to(&self, to: &std::path::Path) -> Result<Backup> {
+        let invalid = |what: String| StoreError::Invalid(what);
+        if to.symlink_metadata().is_ok() {
+            return Err(invalid(format!(
+                "{} already exists; name a new file (a backup never overwrites one)",
+                to.display()
+            )));
+        }
+        let name = to
+            .file_name()
+            .ok_or_else(|| invalid(format!("{}: name a file", to.display())))?;
+        let dir = to.parent().filter(|d| !d.as_os_str().is_empty());
+        if dir.is_some_and(|d| !d.is_dir()) {
+            return Err(invalid(format!(
+                "{} is not a directory here; make it first",
+                dir.unwrap_or(to).display()
+            )));
+        }
+        let partial = to.with_file_name(format!(
+            ".{}.partial-{}",
+            name.to_string_lossy(),
+            std::process::id()
+        ));
+        let written = self.write_backup(&partial, to).await;
+        if written.is_err() {
+            let _ = std::fs::remove_file(&partial);
+        }
+        written
+    }
+
+    async fn write_backup(
+        &self,
+        partial: &std::path::Path,
+        to: &std::path::Path,
+    ) -> Result<Backup> {
+        let io = |e: std::io::Error, path: &std::path::Path| {
+            StoreError::Invalid(format!("{}: {e}", path.display()))
+        };
+        let target = partial.to_str().ok_or_else(|| {
+            StoreError::Invalid(format!("{}: name a file with a UTF-8 path", to.display()))
+        })?;
+        sqlx::query("VACUUM INTO ?")
+            .bind(target)
+            .execute(&self.pool)
+            .await?;
+        let options = SqliteConnectOptions::new()
+            .filename(partial)
+            .read_only(true);
+        let copy = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options)
+            .await?;
+        let check: String = sqlx::query_scalar("PRAGMA integrity_check")
+            .fetch_one(&copy)
+            .await?;
+        let runs: i64 = sqlx::query_scalar("SELECT count(*) FROM runs")
+            .fetch_one(&copy)
+            .await?;
+        copy.close().await;
+        if check != "ok" {
+            return Err(StoreError::Invalid(format!(
+                "the copy did not pass SQLite's integrity check ({check}); nothing was kept"
+            )));
+        }
+        std::fs::File::open(partial)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| io(e, partial))?;
+        // A link fails if `to` appeared meanwhile: never overwrite.
+        std::fs::hard_link(partial, to).map_err(|e| io(e, to))?;
+        std::fs::remove_file(partial).map_err(|e| io(e, partial))?;
+        if let Some(dir) = to.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::File::open(dir)
+                .and_then(|d| d.sync_all())
+                .map_err(|e| io(e, dir))?;
+        }
+        let bytes = std::fs::metadata(to).map_err(|e| io(e, to))?.len();
+        Ok(Backup { bytes, runs })
+    }
+}
