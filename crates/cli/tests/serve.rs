@@ -530,3 +530,75 @@ async fn spans_reach_an_otlp_collector_and_a_denied_trace_never_does() {
     );
     assert!(!all.contains("ops-token"), "{all}");
 }
+
+/// `serve` prunes in the background from its start: Slack event ids older than
+/// `[retention] slack_event_days` go, in batches of `batch` until none is left, and the recent
+/// one stays; the summary says what is in force.
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_prunes_what_is_past_its_retention_in_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("switchboard.toml"),
+        "[store]\nurl = \"sqlite://./sb.db\"\n[retention]\nslack_event_days = 1\nbatch = 2\n",
+    )
+    .unwrap();
+    let url = format!("sqlite://{}", dir.path().join("sb.db").display());
+    let day = 86_400_000_000;
+    let now = store::Timestamp::now().micros();
+    {
+        let s = store::open(&url).await.unwrap();
+        for i in 0..5 {
+            let at = store::Timestamp::from_micros(now - 10 * day);
+            assert!(s.first_sighting(&format!("Ev-old-{i}"), at).await.unwrap());
+        }
+        let recent = store::Timestamp::from_micros(now - day / 2);
+        assert!(s.first_sighting("Ev-recent", recent).await.unwrap());
+    }
+    let mut served = Served::start(dir.path(), false);
+    let line = served
+        .summary
+        .lines()
+        .find(|l| l.contains("retention"))
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        line.contains("Slack event ids 1 d")
+            && line.contains("runs kept")
+            && line.contains("batches of 2"),
+        "{}",
+        served.summary
+    );
+    let db = dir.path().join("sb.db");
+    let count = || {
+        let out = Command::new("python3")
+            .args([
+                "-c",
+                "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('SELECT count(*) FROM slack_events').fetchone()[0])",
+                db.to_str().unwrap(),
+            ])
+            .output()
+            .unwrap();
+        text(&out.stdout).trim().parse::<i64>().unwrap()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while count() != 1 {
+        assert!(
+            Instant::now() < deadline,
+            "{} event ids left after 10 s",
+            count()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // What is left is the recent id: its retry is still refused.
+    let s = store::open(&url).await.unwrap();
+    assert!(
+        !s.first_sighting("Ev-recent", store::Timestamp::now())
+            .await
+            .unwrap()
+    );
+    let client = reqwest::Client::new();
+    let ready = client.get(served.url("/readyz")).send().await.unwrap();
+    assert_eq!(ready.status().as_u16(), 200);
+    served.signal(Signal::SIGTERM);
+    assert_eq!(served.wait_exit(Duration::from_secs(20)), Some(0));
+}

@@ -365,6 +365,57 @@ impl App {
             .spawn(self.registry.clone(), self.services.clone(), stop)
     }
 
+    /// Prunes what is past its retention (`[retention]`) until `stop`: a pass of bounded
+    /// batches every `interval`, each batch its own statements, so no request waits on it.
+    /// Only `serve` runs it. A failed pass is logged and tried again at the next interval.
+    pub fn spawn_pruning(
+        &self,
+        stop: tokio_util::sync::CancellationToken,
+    ) -> tokio::task::JoinHandle<()> {
+        let store = self.store.clone();
+        let retention = self.config.retention.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(retention.interval);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    () = stop.cancelled() => return,
+                }
+                let mut total = store::Pruned::default();
+                loop {
+                    let pass = tokio::select! {
+                        pass = store.prune(&retention.rules, Timestamp::now()) => pass,
+                        () = stop.cancelled() => return,
+                    };
+                    match pass {
+                        Ok(p) => {
+                            total = add(total, p);
+                            if !p.full(retention.rules.batch) {
+                                break;
+                            }
+                        }
+                        Err(e) => {
+                            tracing::error!(error = %e.token(), "pruning past retention failed");
+                            break;
+                        }
+                    }
+                    // Between batches, the store is others' first.
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+                if total.total() > 0 {
+                    tracing::info!(
+                        slack_events = total.slack_events,
+                        slack_threads = total.slack_threads,
+                        approvals = total.approvals,
+                        firings = total.firings,
+                        runs = total.runs,
+                        "[retention] pruned records past their retention"
+                    );
+                }
+            }
+        })
+    }
+
     /// Renews the lease every `heartbeat` and tombstones dead replicas' runs, until `stop`.
     fn spawn_heartbeat(
         &self,
@@ -399,6 +450,16 @@ impl App {
                 }
             }
         })
+    }
+}
+
+fn add(a: store::Pruned, b: store::Pruned) -> store::Pruned {
+    store::Pruned {
+        slack_events: a.slack_events + b.slack_events,
+        slack_threads: a.slack_threads + b.slack_threads,
+        approvals: a.approvals + b.approvals,
+        firings: a.firings + b.firings,
+        runs: a.runs + b.runs,
     }
 }
 

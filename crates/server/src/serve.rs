@@ -111,6 +111,7 @@ pub async fn serve(
     let socket = app.connect_slack(stop.clone()).await;
     let mut background = app.spawn_background(stop.clone());
     background.push(app.spawn_schedule_timer(stop.clone()));
+    background.push(app.spawn_pruning(stop.clone()));
     background.extend(socket);
     let router = router(&app, stop.clone());
     ready(bound, &app);

@@ -87,6 +87,7 @@ pub fn summary(app: &App, addr: SocketAddr) -> Summary {
         broker_line(app),
         sandbox_line(app),
         workspaces_line(app),
+        retention_line(app),
         // Last: tests read the summary up to this line.
         schedules_line(app),
     ];
@@ -200,6 +201,33 @@ fn sandbox_line(app: &App) -> SurfaceLine {
                 users.join(" and ")
             ),
         },
+    }
+}
+
+/// What the store prunes, and how often.
+fn retention_line(app: &App) -> SurfaceLine {
+    let r = &app.config.retention;
+    let kept = |what: &str, age: Option<std::time::Duration>| match age {
+        Some(d) => format!("{what} {} d", d.as_secs() / (24 * 3600)),
+        None => format!("{what} kept"),
+    };
+    let kinds = [
+        kept("Slack event ids", r.rules.slack_events),
+        kept("answered threads", r.rules.slack_threads),
+        kept("approvals", r.rules.approvals),
+        kept("firings", r.rules.firings),
+        kept("runs", r.rules.runs),
+    ];
+    let note = format!(
+        "{}; pruned every {} min in batches of {}",
+        kinds.join(", "),
+        r.interval.as_secs() / 60,
+        r.rules.batch
+    );
+    SurfaceLine {
+        surface: "retention",
+        on: true,
+        note,
     }
 }
 

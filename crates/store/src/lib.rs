@@ -189,10 +189,24 @@ pub trait ApprovalStore: Send + Sync {
     async fn close_approval(&self, id: &str, at: Timestamp) -> Result<bool>;
 }
 
+/// Records past their use, deleted in bounded batches.
+#[async_trait]
+pub trait RetentionStore: Send + Sync {
+    /// One pass: at most `rules.batch` rows of each kind older than its retention, oldest
+    /// first. Call again while [`Pruned::full`] says a kind filled its batch.
+    async fn prune(&self, rules: &Retention, now: Timestamp) -> Result<Pruned>;
+}
+
 /// Everything the store keeps.
 #[async_trait]
 pub trait Store:
-    RunStore + MemoryStore + ConfigStore + ScheduleStore + SlackEventStore + ApprovalStore
+    RunStore
+    + MemoryStore
+    + ConfigStore
+    + ScheduleStore
+    + SlackEventStore
+    + ApprovalStore
+    + RetentionStore
 {
     /// `sqlite`, `postgres` or `memory`.
     fn backend(&self) -> &'static str;

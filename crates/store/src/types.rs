@@ -668,3 +668,74 @@ pub struct ApprovalRecord {
     pub state: ApprovalState,
     pub asked_at: Timestamp,
 }
+
+/// How long each kind of record is kept past its use (`[retention]`); `None` keeps them all.
+/// Whatever the ages, an open approval and each schedule's latest firing (and latest timer
+/// slot, which the scheduler reads at start) are never pruned, nor is a live run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retention {
+    /// Slack event ids seen (retries arrive within the hour).
+    pub slack_events: Option<std::time::Duration>,
+    /// Threads the bot answered: pruning one ends follow-ups without a mention there.
+    pub slack_threads: Option<std::time::Duration>,
+    /// Answered or closed approvals.
+    pub approvals: Option<std::time::Duration>,
+    /// Schedule firings.
+    pub firings: Option<std::time::Duration>,
+    /// Finished runs, with their events, friction and approvals.
+    pub runs: Option<std::time::Duration>,
+    /// The most rows of each kind one pass deletes (of runs: the most runs).
+    pub batch: u32,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        let days = |d: u64| Some(std::time::Duration::from_secs(d * 24 * 3600));
+        Retention {
+            slack_events: days(7),
+            slack_threads: days(90),
+            approvals: days(30),
+            firings: days(90),
+            runs: None,
+            batch: 500,
+        }
+    }
+}
+
+/// What one pass of pruning deleted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pruned {
+    pub slack_events: u64,
+    pub slack_threads: u64,
+    pub approvals: u64,
+    pub firings: u64,
+    pub runs: u64,
+}
+
+impl Pruned {
+    pub fn total(&self) -> u64 {
+        self.slack_events + self.slack_threads + self.approvals + self.firings + self.runs
+    }
+
+    /// Whether a kind filled its batch, so another pass has more to do.
+    pub fn full(&self, batch: u32) -> bool {
+        let b = u64::from(batch);
+        [
+            self.slack_events,
+            self.slack_threads,
+            self.approvals,
+            self.firings,
+            self.runs,
+        ]
+        .iter()
+        .any(|n| *n >= b)
+    }
+}
+
+/// The instant before which a record of `age` is past its retention (`None`: kept).
+pub(crate) fn cutoff(now: Timestamp, age: Option<std::time::Duration>) -> Option<i64> {
+    age.map(|a| {
+        now.micros()
+            .saturating_sub(i64::try_from(a.as_micros()).unwrap_or(i64::MAX))
+    })
+}

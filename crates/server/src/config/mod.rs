@@ -96,6 +96,15 @@ pub struct LoadedConfig {
     pub tool_policy: ToolPolicyConfig,
     /// `[repos]`.
     pub repos: dispatch::RepoSettings,
+    /// `[retention]`.
+    pub retention: RetentionConfig,
+}
+
+/// `[retention]`: what the store prunes, how often, in what batches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetentionConfig {
+    pub rules: store::Retention,
+    pub interval: Duration,
 }
 
 /// The org's agent policy rules and the configured grants (docs/broker.md).
@@ -461,6 +470,7 @@ pub fn parse(source: Source, text: &str) -> Result<LoadedConfig, LoadError> {
         .collect::<Result<BTreeMap<_, _>, LoadError>>()?;
     check_lineage(&t, &agents_section.tables, &agent_specs)?;
     let tool_policy = tool_policy(&t, &sections, &agents)?;
+    let retention = retention(&t, &sections.retention)?;
     Ok(LoadedConfig {
         store: store_spec(&t, &sections.store)?,
         server: server(&t, &sections.server)?,
@@ -493,6 +503,51 @@ pub fn parse(source: Source, text: &str) -> Result<LoadedConfig, LoadError> {
         schedules,
         tool_policy,
         repos: repos(&sections.repos),
+        retention,
+    })
+}
+
+/// `[retention]`, its defaults where a key is absent; 0 days keeps a kind for ever.
+fn retention(
+    t: &Text<'_>,
+    section: &sections::RetentionSection,
+) -> Result<RetentionConfig, LoadError> {
+    let default = store::Retention::default();
+    let days = |key: Option<sections::Whole>, default: Option<Duration>| match key {
+        None => default,
+        Some(sections::Whole(0)) => None,
+        Some(sections::Whole(d)) => Some(Duration::from_secs(d.saturating_mul(24 * 3600))),
+    };
+    let batch = match section.batch {
+        None => default.batch,
+        Some(sections::Whole(n)) if (1..=100_000).contains(&n) => n as u32,
+        Some(_) => {
+            return Err(t.key(
+                &["retention", "batch"],
+                "expected a number of rows from 1 to 100000, like batch = 500",
+            ));
+        }
+    };
+    let interval = match section.interval_minutes {
+        None => Duration::from_secs(3600),
+        Some(sections::Whole(m)) if m >= 1 => Duration::from_secs(m.saturating_mul(60)),
+        Some(_) => {
+            return Err(t.key(
+                &["retention", "interval_minutes"],
+                "expected at least 1, like interval_minutes = 60",
+            ));
+        }
+    };
+    Ok(RetentionConfig {
+        rules: store::Retention {
+            slack_events: days(section.slack_event_days, default.slack_events),
+            slack_threads: days(section.slack_thread_days, default.slack_threads),
+            approvals: days(section.approval_days, default.approvals),
+            firings: days(section.firing_days, default.firings),
+            runs: days(section.run_days, default.runs),
+            batch,
+        },
+        interval,
     })
 }
 

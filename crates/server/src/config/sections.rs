@@ -285,6 +285,23 @@ pub struct FileSections {
     pub agent_grants: Vec<Spanned<broker::GrantSpec>>,
     #[serde(default)]
     pub repos: ReposSection,
+    #[serde(default)]
+    pub retention: RetentionSection,
+}
+
+/// `[retention]`: how long records are kept past their use, in days (0: kept for ever).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetentionSection {
+    pub slack_event_days: Option<Whole>,
+    pub slack_thread_days: Option<Whole>,
+    pub approval_days: Option<Whole>,
+    pub firing_days: Option<Whole>,
+    pub run_days: Option<Whole>,
+    /// How often a replica prunes.
+    pub interval_minutes: Option<Whole>,
+    /// The most rows of each kind one pass deletes.
+    pub batch: Option<Whole>,
 }
 
 /// `[repos]`: how URL repos are refetched and run branches kept.

@@ -776,3 +776,53 @@ fn access_is_on_with_issuer_and_audience_and_finds_its_keys() {
     }
     assert!(ok("").access.is_none());
 }
+
+#[test]
+fn retention_takes_days_a_batch_and_an_interval_and_refuses_the_rest() {
+    let d = ok("");
+    assert_eq!(d.retention.rules, store::Retention::default());
+    assert_eq!(d.retention.interval, Duration::from_secs(3600));
+    let day = |n: u64| Some(Duration::from_secs(n * 24 * 3600));
+    let c = ok(
+        "[retention]\nslack_event_days = 2\nslack_thread_days = 0\napproval_days = 5\nfiring_days = 1\nrun_days = 365\ninterval_minutes = 5\nbatch = 100\n",
+    );
+    let r = &c.retention.rules;
+    assert_eq!(
+        (
+            r.slack_events,
+            r.slack_threads,
+            r.approvals,
+            r.firings,
+            r.runs
+        ),
+        (day(2), None, day(5), day(1), day(365)),
+        "0 keeps a kind for ever"
+    );
+    assert_eq!(
+        (r.batch, c.retention.interval),
+        (100, Duration::from_secs(300))
+    );
+    for (text, want) in [
+        (
+            "[retention]\nbatch = 0\n",
+            "t.toml:2:1: retention.batch: expected a number of rows from 1 to 100000",
+        ),
+        (
+            "[retention]\nbatch = 100001\n",
+            "t.toml:2:1: retention.batch: expected a number of rows",
+        ),
+        (
+            "[retention]\ninterval_minutes = 0\n",
+            "t.toml:2:1: retention.interval_minutes: expected at least 1",
+        ),
+        ("[retention]\nrun_days = -1\n", "t.toml:2:12: "),
+        ("[retention]\nrun_days = \"30\"\n", "t.toml:2:12: "),
+        ("[retention]\nrun_day = 30\n", "t.toml:2:1: "),
+    ] {
+        let got = err(text);
+        assert!(
+            got.starts_with(want),
+            "{text:?}\n  got:  {got}\n  want: {want}"
+        );
+    }
+}

@@ -1,9 +1,11 @@
 //! Memory records, config values, schedule firings, Slack event ids and answered Slack
 //! threads, on every back end.
 
+use authz_core::ChannelVisibility;
 use authz_core::{ConfigTier, ScheduleName, ScopeKey};
 use store::{
-    ApprovalRecord, ApprovalState, ConfigValue, FiringSlot, NewMemory, StoreError, Timestamp,
+    ApprovalRecord, ApprovalState, ConfigValue, Finish, FiringSlot, Friction, NewMemory, Retention,
+    RunStatus, StoreError, Timestamp,
 };
 
 use crate::contract;
@@ -18,6 +20,7 @@ contract!(
     a_slack_retry_is_seen_once,
     answered_slack_threads_are_recorded_once_and_read_by_key,
     an_ask_is_answered_once_from_anywhere_and_closed_asks_are_not,
+    records_past_their_retention_are_pruned_in_batches_and_nothing_in_use_is,
 );
 
 async fn memory_records_supersede_and_forget(b: Backend) {
@@ -420,5 +423,156 @@ async fn an_ask_is_answered_once_from_anywhere_and_closed_asks_are_not(b: Backen
         s.open_approvals(&other).await.unwrap(),
         vec![ask("elsewhere", &other, 1), anonymous]
     );
+    u.cleanup().await;
+}
+
+/// Pruning deletes what is past its retention, oldest first, at most a batch of each kind per
+/// pass, and never what is still in use: an open approval, a schedule's latest firing and its
+/// latest timer slot, a live run, or anything younger than its retention.
+async fn records_past_their_retention_are_pruned_in_batches_and_nothing_in_use_is(b: Backend) {
+    let u = open(b).await;
+    let s = &u.store;
+    let day = 86_400_000_000_i64;
+    let now = Timestamp::from_micros(1_000 * day);
+    let ago = |days: i64| Timestamp::from_micros(now.micros() - days * day);
+    for i in 0..3 {
+        assert!(
+            s.first_sighting(&format!("Ev-old-{i}"), ago(10))
+                .await
+                .unwrap()
+        );
+    }
+    assert!(s.first_sighting("Ev-new", ago(1)).await.unwrap());
+    s.record_answered_thread("C1", "1.1", ago(100))
+        .await
+        .unwrap();
+    s.record_answered_thread("C1", "2.2", ago(1)).await.unwrap();
+    let run_of_asks: authz_core::RunId = "01JASKRUN".parse().unwrap();
+    let ask = |id: &str, at: Timestamp| ApprovalRecord {
+        id: id.into(),
+        run_id: run_of_asks.clone(),
+        principal: None,
+        action: "fs.write".into(),
+        tool: "write_file".into(),
+        arguments: "{}".into(),
+        state: ApprovalState::Open,
+        asked_at: at,
+    };
+    for (id, at) in [
+        ("open-old", ago(60)),
+        ("answered-old", ago(60)),
+        ("answered-new", ago(1)),
+    ] {
+        s.open_approval(&ask(id, at)).await.unwrap();
+    }
+    for id in ["answered-old", "answered-new"] {
+        assert!(
+            s.answer_approval(id, &run_of_asks, true, "slack:U1", now)
+                .await
+                .unwrap()
+        );
+    }
+    let nightly = ScheduleName::parse("nightly").unwrap();
+    let weekly = ScheduleName::parse("weekly").unwrap();
+    let manual = FiringSlot::manual(ago(150));
+    for (name, slot) in [
+        (&nightly, FiringSlot::Timer(ago(200))),
+        (&nightly, FiringSlot::Timer(ago(199))),
+        (&nightly, FiringSlot::Timer(ago(198))),
+        (&nightly, manual.clone()),
+        (&weekly, FiringSlot::Timer(ago(300))),
+    ] {
+        assert!(s.claim_firing(name, &slot, slot.at()).await.unwrap());
+    }
+    let fixture = |at: Timestamp| {
+        new_run(
+            "slack:C1",
+            "slack:U1",
+            ChannelVisibility::Public,
+            at.micros(),
+        )
+    };
+    let finish = |at: Timestamp| Finish {
+        status: RunStatus::Completed,
+        answer: Some("done".into()),
+        error: None,
+        at,
+    };
+    let old = s.create_run(fixture(ago(61))).await.unwrap();
+    s.append_event(&old.id, ago(61), "text", "hello")
+        .await
+        .unwrap();
+    s.add_friction(Friction {
+        run_id: old.id.clone(),
+        at: ago(61),
+        kind: "tool error".into(),
+        detail: "d".into(),
+    })
+    .await
+    .unwrap();
+    s.finish_run(&old.id, finish(ago(60))).await.unwrap();
+    let live = s.create_run(fixture(ago(61))).await.unwrap();
+    let recent = s.create_run(fixture(ago(2))).await.unwrap();
+    s.finish_run(&recent.id, finish(ago(1))).await.unwrap();
+
+    let rules = Retention {
+        runs: Some(std::time::Duration::from_secs(30 * 86_400)),
+        batch: 2,
+        ..Retention::default()
+    };
+    let first = s.prune(&rules, now).await.unwrap();
+    assert_eq!(first.slack_events, 2, "a batch at most: {first:?}");
+    assert!(first.full(rules.batch));
+    let mut passes = 1;
+    while s.prune(&rules, now).await.unwrap().full(rules.batch) {
+        passes += 1;
+        assert!(passes < 10, "pruning never finished");
+    }
+    assert!(
+        s.prune(&rules, now).await.unwrap().total() == 0,
+        "nothing is left to prune"
+    );
+
+    for i in 0..3 {
+        assert!(
+            s.first_sighting(&format!("Ev-old-{i}"), now).await.unwrap(),
+            "Ev-old-{i} was kept"
+        );
+    }
+    assert!(
+        !s.first_sighting("Ev-new", now).await.unwrap(),
+        "a recent event id was pruned"
+    );
+    assert!(!s.answered_thread("C1", "1.1").await.unwrap());
+    assert!(s.answered_thread("C1", "2.2").await.unwrap());
+    assert_eq!(
+        s.approval_state("open-old").await.unwrap(),
+        Some(ApprovalState::Open)
+    );
+    assert_eq!(s.approval_state("answered-old").await.unwrap(), None);
+    assert_eq!(
+        s.approval_state("answered-new").await.unwrap(),
+        Some(ApprovalState::Approved)
+    );
+    let left: Vec<FiringSlot> = s
+        .recent_firings(&nightly, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|f| f.slot)
+        .collect();
+    assert_eq!(left, vec![manual, FiringSlot::Timer(ago(198))]);
+    assert_eq!(s.recent_firings(&weekly, 10).await.unwrap().len(), 1);
+    let mut timers = s.last_timer_slots().await.unwrap();
+    timers.sort_by_key(|(n, _)| n.to_string());
+    assert_eq!(timers, vec![(nightly, ago(198)), (weekly, ago(300))]);
+    assert!(s.get_run(&old.id).await.unwrap().is_none());
+    assert!(s.events(&old.id).await.unwrap().is_empty());
+    assert!(s.friction(&old.id).await.unwrap().is_empty());
+    assert!(
+        s.get_run(&live.id).await.unwrap().is_some(),
+        "a live run was pruned"
+    );
+    assert!(s.get_run(&recent.id).await.unwrap().is_some());
     u.cleanup().await;
 }
