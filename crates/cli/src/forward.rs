@@ -118,7 +118,6 @@ fn help(registry: &Registry, words: &[String]) -> anyhow::Result<u8> {
     Ok(0)
 }
 
-/// `db migrate`: opening the store creates and migrates it.
 /// `db backup <file>`: a consistent copy of the live SQLite store.
 pub fn backup(config: Option<PathBuf>, json: bool, file: &std::path::Path) -> anyhow::Result<u8> {
     let loaded = crate::load(config)?;
@@ -145,6 +144,7 @@ pub fn backup(config: Option<PathBuf>, json: bool, file: &std::path::Path) -> an
     Ok(0)
 }
 
+/// `db migrate`: opening the store creates and migrates it.
 pub fn migrate(config: Option<PathBuf>, json: bool) -> anyhow::Result<u8> {
     let loaded = crate::load(config)?;
     let url = loaded.store.url.redacted();
