@@ -31,8 +31,10 @@ fn internal_v4(ip: Ipv4Addr) -> bool {
 }
 
 fn internal_v6(ip: Ipv6Addr) -> bool {
-    if let Some(v4) = embedded_v4(ip) {
-        return internal_v4(v4);
+    // An embedded internal v4 address is internal; a public one says nothing about the v6
+    // prefix around it (`fd00::5efe:8.8.8.8` is still unique local), so go on to the prefixes.
+    if embedded_v4(ip).is_some_and(internal_v4) {
+        return true;
     }
     let first = ip.segments()[0];
     ip.is_loopback() // ::1
@@ -120,6 +122,12 @@ mod tests {
             "2001:db8:1:2:0:5efe:7f00:1",
             "2606:4700:1:2:200:5efe:a9fe:a9fe",
             "fe80::5efe:10.0.0.1",
+            // A public v4 address inside an internal v6 prefix is still internal.
+            "fd00::5efe:808:808",
+            "fe80::5efe:808:808",
+            "fe80::200:5efe:808:808",
+            "64:ff9b:1:0:0:5efe:808:808",
+            "ff02::5efe:808:808",
         ] {
             let ip: IpAddr = internal.parse().unwrap();
             assert!(is_internal(ip), "{internal} passed as public");

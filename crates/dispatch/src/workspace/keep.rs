@@ -394,9 +394,14 @@ fn parse_changes(raw: &[u8]) -> Option<Vec<Change>> {
 /// branch): letter case (full Unicode, `ſ` and `K` among it), canonical composition, the
 /// characters HFS+ ignores and NTFS's trailing dots and spaces do not make a name new, and a
 /// component shaped like an 8.3 short name (`PRODUC~1.TOM`) is taken as naming any protected
-/// component at its place, since a Windows volume may have given it that alias.
+/// component at its place, since a Windows volume may have given it that alias. A written
+/// path is also split at `\\` and each component cut at `:`, as Windows reads them.
 fn protected(path: &str, deny_read: &[String]) -> bool {
-    let written: Vec<String> = path.split('/').map(fold).collect();
+    // Windows also splits on `\`, and opens `name:stream` (`name::$DATA` is the file itself).
+    let written: Vec<String> = path
+        .split(['/', '\\'])
+        .map(|part| fold(part.split_once(':').map_or(part, |(name, _)| name)))
+        .collect();
     let related = |name: &str| {
         let name: Vec<String> = name.split('/').map(fold).collect();
         written
@@ -420,6 +425,9 @@ fn fold(part: &str) -> String {
     let bare: String = part
         .nfd()
         .filter(|c| !ignored(*c) && !is_combining_mark(*c))
+        .flat_map(char::to_uppercase)
+        .flat_map(char::to_lowercase)
+        // Twice: `ẞ` lowers to `ß`, which only then uppers to `SS`.
         .flat_map(char::to_uppercase)
         .flat_map(char::to_lowercase)
         .collect();
@@ -906,6 +914,10 @@ mod tests {
             "CONFIG/SECRE~1.TOM",
             "CONFIG~2/secret.toml",
             "env~1",
+            "config\\secret.toml",
+            "config/secret.toml::$DATA",
+            "config/secret.toml:hidden",
+            ".switchboard:x/agent-policy.toml",
         ] {
             assert!(protected(path, &deny), "{path}");
         }
@@ -918,8 +930,14 @@ mod tests {
             "config/a~b",
             "backup~1234567",
             "config/secret~1.toml.old",
+            "config/secret.toml.old:x",
         ] {
             assert!(!protected(path, &deny), "{path}");
+        }
+        // `ẞ`, `ß` and `ss` are one name to a case-insensitive file system.
+        let deny = vec!["docs/stra\u{df}e.md".to_owned()];
+        for path in ["docs/STRA\u{1e9e}E.md", "docs/strasse.md", "docs/STRASSE.MD"] {
+            assert!(protected(path, &deny), "{path}");
         }
     }
 }
