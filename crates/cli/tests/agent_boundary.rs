@@ -837,3 +837,67 @@ echo kept > notes.txt"#;
         "{events}"
     );
 }
+
+/// A run writes a pack by hand: a 6-byte file stored as a delta on a 300 MiB blob of zeros
+/// that the pack's index does not list (so no listing of the run's objects counts it), and
+/// commits the file. Git on the host would have to inflate the hidden base whole to read
+/// the file; it is never let allocate that much, so nothing of the run is kept.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_delta_on_a_hidden_base_is_never_inflated_on_the_host() {
+    let project = Project::new(true);
+    let forge = r#"python3 - <<'PY'
+import zlib, hashlib, struct, os
+def entry_header(kind, size):
+    out = bytearray(); byte = (kind << 4) | (size & 15); size >>= 4
+    while size:
+        out.append(byte | 0x80); byte = size & 0x7f; size >>= 7
+    out.append(byte); return bytes(out)
+def varint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7f; n >>= 7
+        if n: out.append(b | 0x80)
+        else: out.append(b); return bytes(out)
+def distance(n):
+    out = [n & 0x7f]; n >>= 7
+    while n:
+        n -= 1; out.insert(0, 0x80 | (n & 0x7f)); n >>= 7
+    return bytes(out)
+big = 300 << 20
+c = zlib.compressobj(9); chunk = bytes(1 << 22); hidden = bytearray()
+for _ in range(big // len(chunk)): hidden += c.compress(chunk)
+hidden += c.flush()
+pack = bytearray(b"PACK" + struct.pack(">II", 2, 1))
+base_at = len(pack)
+pack += entry_header(3, big) + hidden
+content = b"small\n"
+delta = varint(big) + varint(len(content)) + bytes([len(content)]) + content
+file_at = len(pack)
+entry = entry_header(6, len(delta)) + distance(file_at - base_at) + zlib.compress(delta)
+pack += entry
+pack_sum = hashlib.sha1(pack).digest(); pack += pack_sum
+oid = hashlib.sha1(b"blob %d\0" % len(content) + content).digest()
+idx = bytearray(b"\377tOc" + struct.pack(">I", 2))
+idx += b"".join(struct.pack(">I", 0 if i < oid[0] else 1) for i in range(256))
+idx += oid + struct.pack(">I", zlib.crc32(entry)) + struct.pack(">I", file_at) + pack_sum
+idx += hashlib.sha1(idx).digest()
+name = ".git/objects/pack/pack-" + pack_sum.hex()
+open(name + ".pack", "wb").write(pack); open(name + ".idx", "wb").write(idx)
+print("hidden base", len(hidden), "bytes on disk; file", oid.hex())
+PY
+blob=$(printf 'small\n' | git hash-object --stdin)
+git cat-file -s $blob
+tree=$( (git ls-tree HEAD; printf '100644 blob %s\tsmall.txt\n' $blob) | git mktree)
+c=$(git -c user.name=a -c user.email=a@b commit-tree $tree -p HEAD -m hidden)
+git update-ref $(git symbolic-ref HEAD) $c && git log --oneline -1"#;
+    let (run, events, seen) = attack(&project, PERMISSIVE, vec![shell(forge)]).await;
+    assert!(seen.contains("hidden base"), "{seen}");
+    // The run's own git read the file through the hidden base: the pack is well formed.
+    assert!(seen.contains(" hidden"), "{seen}");
+    let branch = format!("switchboard/{}", run["id"].as_str().unwrap());
+    assert_eq!(git(&project.repo, &["rev-parse", &branch]), project.head);
+    assert!(
+        events.contains("the run's changes could not be kept: git pack-objects"),
+        "{events}"
+    );
+}

@@ -75,7 +75,9 @@ pub async fn keep(base: &Base, run: &RunId, dir: &RunDir) -> Result<Kept, Worksp
     tokio::fs::write(keep_dir.join("shallow"), format!("{}\n", base.commit))
         .await
         .map_err(|e| WorkspaceError::Keep(format!("{}: {e}", keep_dir.display())))?;
-    let mine = Git::at(&keep_dir);
+    // The run's pack index may hide objects (a delta's base that no listing counts), so git
+    // on the host is never let allocate more for one object than a kept one can need.
+    let mine = Git::at(&keep_dir).with_env("GIT_ALLOC_LIMIT", GIT_ALLOC_LIMIT.to_string());
     // Before any git on the host parses what the run wrote: no object past what it can hold.
     bounded(&mine, base).await?;
     let branch = branch(run);
@@ -170,7 +172,11 @@ async fn admit(
     tokio::fs::create_dir_all(quarantine.join("pack"))
         .await
         .map_err(io)?;
-    let held = base.git().objects(quarantine).alternates(&base.objects);
+    let held = base
+        .git()
+        .objects(quarantine)
+        .alternates(&base.objects)
+        .with_env("GIT_ALLOC_LIMIT", GIT_ALLOC_LIMIT.to_string());
     async {
         let input = format!("{tip}\n^{}\n", base.commit).into_bytes();
         let packed = mine
@@ -236,6 +242,11 @@ fn pack_name(out: &[u8]) -> Result<String, WorkspaceError> {
 pub const MAX_STRUCTURE_BYTES: u64 = 16 << 20;
 /// The largest file of a run's that is kept on its branch.
 pub const MAX_FILE_BYTES: u64 = 64 << 20;
+
+/// The most git on the host allocates at once while it reads a run's objects: twice the
+/// largest object kept. A delta whose base the run's pack index hides (300 MiB of zeros are
+/// 300 KB in a pack) is refused there rather than inflated.
+pub const GIT_ALLOC_LIMIT: u64 = 2 * MAX_FILE_BYTES;
 
 /// The most bytes, inflated, of all the objects a run wrote together: a run of many objects
 /// each under its bound (nine 60 MiB files of one letter are a few MB on disk) would
@@ -789,6 +800,7 @@ async fn snapshot(base: &Base, dir: &RunDir, start: &str) -> Result<String, Work
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
         .env("GIT_NO_LAZY_FETCH", "1")
         .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_ALLOC_LIMIT", GIT_ALLOC_LIMIT.to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -936,7 +948,11 @@ mod tests {
         }
         // `ẞ`, `ß` and `ss` are one name to a case-insensitive file system.
         let deny = vec!["docs/stra\u{df}e.md".to_owned()];
-        for path in ["docs/STRA\u{1e9e}E.md", "docs/strasse.md", "docs/STRASSE.MD"] {
+        for path in [
+            "docs/STRA\u{1e9e}E.md",
+            "docs/strasse.md",
+            "docs/STRASSE.MD",
+        ] {
             assert!(protected(path, &deny), "{path}");
         }
     }
