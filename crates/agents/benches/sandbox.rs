@@ -43,6 +43,7 @@ async fn main() {
         deny_read: vec![".env".into()],
         read_only: vec![],
         configured: Vec::new(),
+        private: Vec::new(),
         network: Network::Unshared,
         scratch: scratch.path().to_owned(),
         limits: SandboxLimits::default(),

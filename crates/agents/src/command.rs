@@ -45,6 +45,10 @@ pub struct CommandSettings {
     /// Paths outside the workspace bound in (`sandbox_bind` read-write: the agent's login,
     /// say; `sandbox_read_only`: its tools). Absolute; each must exist.
     pub sandbox_binds: Vec<ConfiguredBind>,
+    /// Host paths none of `sandbox_binds` may reach (the config file, the store, the data
+    /// directory): refused when the back end is made, and again before each run with the
+    /// run's own ([`Workspace::private`]).
+    pub private: Vec<PathBuf>,
 }
 
 /// A run's sandbox, the program it starts (found once), and the directory of its stub file.
@@ -90,6 +94,13 @@ impl WorkDir {
             WorkDir::Own(_) => &[],
         }
     }
+
+    fn private(&self) -> &[PathBuf] {
+        match self {
+            WorkDir::Run(w) => &w.private,
+            WorkDir::Own(_) => &[],
+        }
+    }
 }
 
 /// Where a program is looked up when its environment has no `PATH`.
@@ -110,6 +121,10 @@ impl CommandBackend {
             return Err(SettingsError::Invalid(
                 "command: name the program, like command = [\"claude\", \"-p\"]".into(),
             ));
+        }
+        for bind in &settings.sandbox_binds {
+            crate::sandbox::reaches_private(&bind.path, &settings.private)
+                .map_err(|e| SettingsError::Invalid(e.to_string()))?;
         }
         Ok(CommandBackend { settings })
     }
@@ -197,6 +212,13 @@ impl CommandBackend {
             deny_read: work.deny_read().to_vec(),
             read_only,
             configured: self.settings.sandbox_binds.clone(),
+            private: self
+                .settings
+                .private
+                .iter()
+                .chain(work.private())
+                .cloned()
+                .collect(),
             // A command agent keeps the network its model and SWITCHBOARD_MCP_URL need.
             network: Network::Shared,
             scratch: scratch.path().to_path_buf(),
@@ -443,6 +465,7 @@ mod tests {
                 env: vec![("PATH".into(), path.to_owned())],
                 sandbox: true,
                 sandbox_binds: vec![],
+                private: vec![],
             })
             .unwrap()
         };
@@ -509,6 +532,7 @@ mod tests {
             env: vec![],
             sandbox: false,
             sandbox_binds: vec![],
+            private: vec![],
         })
         .err()
         .unwrap();

@@ -28,9 +28,11 @@
 
 mod command;
 mod echo;
+pub mod names;
 mod openai;
 pub mod sandbox;
 pub mod sanitize;
+pub mod seccomp;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod tools;
@@ -82,6 +84,9 @@ pub struct Workspace {
     /// The project's deny_read names (read from the base commit before the workspace was
     /// made): no bytes of these are in `dir`, and the sandbox covers each with its stub.
     pub deny_read: Vec<String>,
+    /// Host paths no bind of an agent's config may reach (the data directory holding every
+    /// run's workspace, the repository the base is read from): see `SandboxSpec::private`.
+    pub private: Vec<PathBuf>,
 }
 
 /// The memory context block as a back end receives it: the rendered text, and how many

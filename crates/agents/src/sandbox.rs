@@ -2,9 +2,11 @@
 //! own workspace bound read-write at its own path (its `.git`, when it is a repository, pinned
 //! in place with its config read-only), a read-only toolchain (`/usr` and the few files of
 //! `/etc` programs need), each denied path covered by a stub file, the whole `.switchboard/`
-//! directory read-only, a size-bounded `/tmp`, a bounded number of processes, fresh user, pid,
-//! ipc and uts namespaces, every capability dropped, and the network unshared unless asked
-//! for.
+//! directory read-only, a size-bounded `/tmp`, a bounded number of processes, the OOM killer's
+//! first choice (a score adjustment of 1000), fresh user, pid, ipc and uts namespaces, every
+//! capability dropped, a system-call filter ([`crate::seccomp`]), and the network unshared
+//! unless asked for. An agent's configured binds never reach a private path
+//! ([`SandboxSpec::private`]).
 //!
 //! Fail closed: without `bwrap`, or where it cannot make its namespaces (user namespaces off),
 //! [`Sandbox::prepare`] is an error that says so, and the caller does not start the program
@@ -41,6 +43,18 @@ pub const POLICY_DIR: &str = ".switchboard";
 /// Sets the process limit inside the sandbox, then runs the program (util-linux, on every
 /// Debian system).
 const PRLIMIT: &str = "/usr/bin/prlimit";
+/// The file descriptor bubblewrap reads the system-call filter from ([`crate::seccomp`]).
+const SECCOMP_FD: &str = "9";
+/// Opens the filter at [`SECCOMP_FD`] and becomes bubblewrap: `sh -c SCRIPT name filter bwrap
+/// args…` (no descriptor of the server's is left open for it).
+const WITH_FILTER: &str = "filter=$1; shift; exec \"$@\" 9<\"$filter\"";
+/// Sets the program's OOM score adjustment (util-linux too).
+const CHOOM: &str = "/usr/bin/choom";
+/// Every sandboxed program is the first the kernel's OOM killer picks: memory a program holds
+/// outside its own pages (System V shared memory it made and detached, counted to no
+/// process) would otherwise have the kernel kill the server. Killing the sandbox's program
+/// ends its IPC namespace, which frees that memory.
+const OOM_SCORE_ADJ: &str = "1000";
 
 /// How much one sandbox may hold and start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,6 +107,11 @@ pub struct SandboxSpec {
     /// exist. Bound before the workspace, so nothing here can cover the workspace's stubs or
     /// its read-only policy file.
     pub configured: Vec<ConfiguredBind>,
+    /// Host paths no configured bind may reach, hold or lie in: Switchboard's data directory,
+    /// its store and config, the repository a run's base is read from. A bind of `/var/lib`
+    /// or of a checkout would hand the program every run's workspace, the store's tokens or the
+    /// denied files' real bytes.
+    pub private: Vec<PathBuf>,
     pub network: Network,
     /// A directory outside the workspace for the stub file.
     pub scratch: PathBuf,
@@ -125,6 +144,10 @@ pub enum SandboxError {
         "{0} does not exist, so it cannot be bound into the sandbox; create it, or take it out of the agent's sandbox_bind / sandbox_read_only"
     )]
     ConfiguredMissing(PathBuf),
+    #[error(
+        "{bind} (the agent's sandbox_bind / sandbox_read_only) reaches {private}, which holds Switchboard's data or a repository's own files; bind a directory that holds neither and lies in neither"
+    )]
+    ConfiguredPrivate { bind: PathBuf, private: PathBuf },
     #[error("preparing the sandbox: {0}")]
     Io(String),
 }
@@ -133,6 +156,8 @@ pub enum SandboxError {
 #[derive(Debug, Clone)]
 pub struct Sandbox {
     bwrap: PathBuf,
+    /// The system-call filter's file, opened for bubblewrap at [`SECCOMP_FD`].
+    filter: PathBuf,
     args: Vec<std::ffi::OsString>,
     processes: u32,
     /// Canonical.
@@ -155,11 +180,24 @@ impl Sandbox {
         let stub = spec.scratch.join("switchboard-denied-stub");
         std::fs::write(&stub, STUB_TEXT)
             .map_err(|e| SandboxError::Io(format!("{}: {e}", stub.display())))?;
+        let filter = spec.scratch.join("switchboard-seccomp.bpf");
+        let program =
+            crate::seccomp::program(spec.network == Network::Unshared).ok_or_else(|| {
+                SandboxError::Unavailable(
+                "no system-call filter is written for this architecture (x86_64 and aarch64 are)"
+                    .to_owned(),
+            )
+            })?;
+        std::fs::write(&filter, program)
+            .map_err(|e| SandboxError::Io(format!("{}: {e}", filter.display())))?;
         let mut args = base_args(spec.network, spec.limits);
+        args.push("--seccomp".into());
+        args.push(SECCOMP_FD.into());
         for configured in &spec.configured {
             if !configured.path.is_absolute() || !configured.path.exists() {
                 return Err(SandboxError::ConfiguredMissing(configured.path.clone()));
             }
+            reaches_private(&configured.path, &spec.private)?;
             let how = if configured.writable {
                 "--bind"
             } else {
@@ -205,6 +243,7 @@ impl Sandbox {
         }
         Ok(Sandbox {
             bwrap,
+            filter,
             args,
             processes: spec.limits.processes,
             workspace,
@@ -237,14 +276,21 @@ impl Sandbox {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        let mut command = tokio::process::Command::new(&self.bwrap);
-        command.args(&self.args).arg("--chdir").arg(dir);
+        let mut command = tokio::process::Command::new("/bin/sh");
+        command
+            .args(["-c", WITH_FILTER, "switchboard-sandbox"])
+            .arg(&self.filter)
+            .arg(&self.bwrap)
+            .args(&self.args)
+            .arg("--chdir")
+            .arg(dir);
         self.limited(&mut command, program.as_ref(), args);
         command
     }
 
-    /// `-- prlimit --nproc=N:N -- program args…`: the process limit is set inside the
-    /// sandbox's user namespace, where it counts only the sandbox's own processes.
+    /// `-- prlimit --nproc=N:N -- choom -n 1000 -- program args…`: the process limit is set
+    /// inside the sandbox's user namespace, where it counts only the sandbox's own processes,
+    /// and the program is the OOM killer's first choice ([`OOM_SCORE_ADJ`]).
     fn limited<I, S>(&self, command: &mut tokio::process::Command, program: &OsStr, args: I)
     where
         I: IntoIterator<Item = S>,
@@ -256,6 +302,8 @@ impl Sandbox {
             .arg(PRLIMIT)
             .arg(nproc)
             .arg("--")
+            .arg(CHOOM)
+            .args(["-n", OOM_SCORE_ADJ, "--"])
             .arg(program)
             .args(args);
     }
@@ -322,6 +370,23 @@ fn base_args(network: Network, limits: SandboxLimits) -> Vec<std::ffi::OsString>
         }
     }
     args
+}
+
+/// Refuses a configured bind that is, holds or lies in one of `private`, compared by their
+/// real paths (a link to the data directory is the data directory).
+pub fn reaches_private(bind: &Path, private: &[PathBuf]) -> Result<(), SandboxError> {
+    let real = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    let bound = real(bind);
+    for private in private {
+        let private_real = real(private);
+        if bound.starts_with(&private_real) || private_real.starts_with(&bound) {
+            return Err(SandboxError::ConfiguredPrivate {
+                bind: bind.to_path_buf(),
+                private: private.clone(),
+            });
+        }
+    }
+    Ok(())
 }
 
 fn bind(args: &mut Vec<std::ffi::OsString>, how: &str, source: &Path, target: &Path) {

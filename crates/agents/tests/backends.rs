@@ -78,6 +78,7 @@ fn command(argv: Vec<String>, via: RequestVia) -> CommandBackend {
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
         sandbox: false,
         sandbox_binds: vec![],
+        private: vec![],
     })
     .unwrap()
 }
@@ -524,6 +525,7 @@ fn in_workspace(request: &str, ws: &Path, deny_read: &[&str]) -> AgentJob {
             dir: ws.to_owned(),
             repository: false,
             deny_read: deny_read.iter().map(|d| d.to_string()).collect(),
+            private: Vec::new(),
         }),
         ..job(request)
     }
@@ -536,6 +538,7 @@ fn sandboxed(argv: Vec<String>, sandbox: bool) -> CommandBackend {
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
         sandbox,
         sandbox_binds: vec![],
+        private: vec![],
     })
     .unwrap()
 }
@@ -566,6 +569,7 @@ fn sandboxed_with(
                 writable: false,
             }))
             .collect(),
+        private: vec![],
     })
     .unwrap()
 }

@@ -14,9 +14,11 @@
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use agents::sandbox::{Network, STUB_TEXT, Sandbox, SandboxLimits, SandboxSpec};
+use agents::sandbox::{
+    ConfiguredBind, Network, STUB_TEXT, Sandbox, SandboxError, SandboxLimits, SandboxSpec,
+};
 
 struct Place {
     workspace: tempfile::TempDir,
@@ -47,6 +49,7 @@ fn spec(place: &Place, network: Network) -> SandboxSpec {
         deny_read: vec![".env".into(), "config/later.env".into()],
         read_only: vec![],
         configured: Vec::new(),
+        private: Vec::new(),
         network,
         scratch: place.scratch.path().to_owned(),
         limits: SandboxLimits::default(),
@@ -371,4 +374,44 @@ fn bad_specs_are_refused_before_anything_runs() {
             "a denied symlink was accepted"
         );
     }
+}
+
+/// A configured bind that is, holds or lies in a private path (the data directory, a
+/// repository's checkout), by any spelling of it (a link to it), never makes a sandbox.
+#[test]
+fn a_configured_bind_reaching_a_private_path_is_refused() {
+    let place = place();
+    let host = tempfile::tempdir().unwrap();
+    let data = host.path().join("data");
+    std::fs::create_dir_all(data.join("runs/r1")).unwrap();
+    std::fs::create_dir_all(host.path().join("elsewhere")).unwrap();
+    std::os::unix::fs::symlink(&data, host.path().join("link")).unwrap();
+    let refused = |bind: PathBuf| {
+        Sandbox::prepare(&SandboxSpec {
+            configured: vec![ConfiguredBind {
+                path: bind,
+                writable: true,
+            }],
+            private: vec![data.clone()],
+            ..spec(&place, Network::Unshared)
+        })
+        .err()
+    };
+    for bind in [
+        data.clone(),
+        host.path().to_owned(),
+        data.join("runs/r1"),
+        host.path().join("link"),
+    ] {
+        let err = refused(bind.clone()).unwrap_or_else(|| panic!("{} was bound", bind.display()));
+        assert!(
+            err.to_string()
+                .contains("bind a directory that holds neither"),
+            "{err}"
+        );
+    }
+    assert!(
+        !refused(host.path().join("elsewhere"))
+            .is_some_and(|e| matches!(e, SandboxError::ConfiguredPrivate { .. })),
+    );
 }

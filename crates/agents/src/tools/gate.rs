@@ -177,6 +177,33 @@ struct WidenArgs {
     now: String,
 }
 
+/// The most blank characters in a row a call shown to an approver may hold: past it, what
+/// follows the blank run scrolls out of a Slack message or a page's line.
+const MAX_SHOWN_BLANKS: usize = 32;
+
+/// The longest run of blank characters in a call's JSON arguments: Unicode white space, and
+/// the escapes `\n`, `\t` and `\r` each as one.
+fn longest_blank_run(arguments: &str) -> Option<usize> {
+    let (mut longest, mut current) = (0usize, 0usize);
+    let mut chars = arguments.chars().peekable();
+    while let Some(c) = chars.next() {
+        let blank = if c == '\\' {
+            match chars.peek() {
+                Some('n' | 't' | 'r') => {
+                    chars.next();
+                    true
+                }
+                _ => false,
+            }
+        } else {
+            c.is_whitespace() || matches!(c, '\u{200b}' | '\u{2800}' | '\u{3164}' | '\u{115f}')
+        };
+        current = if blank { current + 1 } else { 0 };
+        longest = longest.max(current);
+    }
+    (longest > 0).then_some(longest)
+}
+
 impl BrokerGate {
     pub fn new(settings: GateSettings) -> Result<BrokerGate, String> {
         let workspace = settings
@@ -238,6 +265,11 @@ impl BrokerGate {
         if sink.clean(&call.arguments) != call.arguments || sink.clean(&call.name) != call.name {
             return Err(refused(format!(
                 "{action} needs an approval, and its arguments hold text that cannot be shown as it is (a control sequence or a credential); nothing was asked"
+            )));
+        }
+        if let Some(run) = longest_blank_run(&call.arguments).filter(|n| *n > MAX_SHOWN_BLANKS) {
+            return Err(refused(format!(
+                "{action} needs an approval, and its arguments hold {run} blank characters in a row, which would push what follows out of an approver's sight; nothing was asked"
             )));
         }
         Ok(call.arguments.clone())

@@ -103,7 +103,7 @@ pub fn broker_tool_definitions() -> Vec<Value> {
         function(
             "git",
             &format!(
-                "Run one git subcommand in cwd (absolute), in this run's own repository (its history is the base commit only). Offered: {}.",
+                "Run one git subcommand in cwd (absolute), in this run's own repository (its history is one commit: the base, with denied files as stubs). Offered: {}.",
                 broker::git::SUBCOMMANDS.join(", ")
             ),
             json!({"subcommand": string, "args": {"type": "array", "items": string}, "cwd": string}),

@@ -450,7 +450,23 @@ fn denied_entries(
             }
             prefix.push_str(segment);
         }
-        if let Some(entry) = by_path.get(name.as_str()) {
+        // A file the repository spells otherwise (case, Unicode form, a trailing dot) is the
+        // denied file on a case-insensitive checkout, and the stub would not cover it here:
+        // the policy is refused rather than read as protecting nothing.
+        let folded = agents::names::fold_path(name);
+        if let Some(other) = tree.iter().find(|e| {
+            e.path != *name && e.kind != "tree" && agents::names::fold_path(&e.path) == folded
+        }) {
+            return Err(WorkspaceError::Policy(format!(
+                "{slug}:{PROJECT_POLICY_FILE}: deny_read {name:?} is spelled otherwise in the repository ({:?}); write the name exactly as the repository spells it",
+                other.path
+            )));
+        }
+        let found = by_path.get(name.as_str());
+        if found.is_none() {
+            tracing::warn!(repo = %slug, deny_read = %name, "[workspace] a deny_read name matches no file of the base; it covers a file made later under exactly that name");
+        }
+        if let Some(entry) = found {
             if entry.is_symlink() {
                 return Err(WorkspaceError::Policy(format!(
                     "{slug}:{PROJECT_POLICY_FILE}: deny_read {name:?} is a symbolic link in the repository; name the file it points to"
@@ -501,6 +517,19 @@ mod tests {
         };
         assert!(denied_entries(&slug, &policy(&["config/secret.toml"]), &tree).is_err());
         assert!(denied_entries(&slug, &policy(&["pointer"]), &tree).is_err());
+        // Another spelling of a file the base has protects nothing here: refused.
+        for other in [
+            "REAL/secret.toml",
+            "real/Secret.toml",
+            ".ENV",
+            "real/secret.toml.",
+        ] {
+            let refused = denied_entries(&slug, &policy(&[other]), &tree).unwrap_err();
+            assert!(
+                refused.to_string().contains("spelled otherwise"),
+                "{refused}"
+            );
+        }
         let found = denied_entries(
             &slug,
             &policy(&["real/secret.toml", ".env", "absent"]),

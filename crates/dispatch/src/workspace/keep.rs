@@ -26,6 +26,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
+use agents::names::fold;
 use agents::sandbox::{ConfiguredBind, Network, POLICY_DIR, Sandbox, SandboxLimits, SandboxSpec};
 use authz_core::RunId;
 use tokio::io::AsyncReadExt;
@@ -33,7 +34,7 @@ use tokio::io::AsyncReadExt;
 use super::WorkspaceError;
 use super::base::Base;
 use super::git::{Git, GitError};
-use super::make::{RunDir, branch};
+use super::make::{RunDir, Start, branch};
 use super::nofollow;
 
 /// The most commits of a run that are kept (its first-parent chain).
@@ -68,6 +69,7 @@ fn fail(e: GitError) -> WorkspaceError {
 pub async fn keep(base: &Base, run: &RunId, dir: &RunDir) -> Result<Kept, WorkspaceError> {
     let work = dir.work();
     let keep_dir = dir.keep();
+    let start = Start::read(dir, base)?;
     Git::init(&keep_dir, &base.object_format, true)
         .await
         .map_err(fail)?;
@@ -89,21 +91,21 @@ pub async fn keep(base: &Base, run: &RunId, dir: &RunDir) -> Result<Kept, Worksp
         notes: Vec::new(),
     };
     let tip = read_ref(&work, &format!("refs/heads/{branch}"), base)
-        .filter(|tip| tip == &base.commit || is_hex(tip, base));
+        .filter(|tip| tip == &start.commit || is_hex(tip, base));
     let commits = match &tip {
         None => {
             kept.notes
                 .push(format!("the run's branch {branch} was gone from its repository; only its working tree was kept"));
             Vec::new()
         }
-        Some(tip) if tip == &base.commit => Vec::new(),
+        Some(tip) if tip == &start.commit => Vec::new(),
         Some(tip) => {
             let descends = mine
-                .holds(["merge-base", "--is-ancestor", &base.commit, tip])
+                .holds(["merge-base", "--is-ancestor", &start.commit, tip])
                 .await
                 .map_err(fail)?;
             if descends {
-                first_parents(&mine, &base.commit, tip, &mut kept).await?
+                first_parents(&mine, &start.commit, tip, &mut kept).await?
             } else {
                 kept.notes.push(format!(
                     "the run's branch {branch} did not descend from its base; its commits were not kept, only its working tree"
@@ -115,9 +117,12 @@ pub async fn keep(base: &Base, run: &RunId, dir: &RunDir) -> Result<Kept, Worksp
     // What it left uncommitted, as git would commit it (its .gitignore holds), read in a
     // sandbox; its objects and tree id come out and are checked like any change. Read before
     // Switchboard writes any object here, so the sandbox is given only the run's own files.
-    let start = tip.as_deref().unwrap_or(&base.commit);
-    let uncommitted = snapshot(base, dir, start).await?;
+    let from = tip.as_deref().unwrap_or(&start.commit);
+    let uncommitted = snapshot(base, dir, from).await?;
     bounded(&mine, base).await?;
+    if start.commit != base.commit {
+        with_base_trees(base, &mine).await?;
+    }
     let index = dir.root.join("keep.index");
     let mut kept_commits: Vec<String> = Vec::new();
     let mut parent = base.commit.clone();
@@ -127,7 +132,7 @@ pub async fn keep(base: &Base, run: &RunId, dir: &RunDir) -> Result<Kept, Worksp
             .text(["rev-parse", &format!("{commit}^{{tree}}")])
             .await
             .map_err(fail)?;
-        let tree = kept_tree(&mine, base, &candidate, &index, &mut kept).await?;
+        let tree = kept_tree(&mine, base, &start, &candidate, &index, &mut kept).await?;
         if tree == last_tree {
             continue;
         }
@@ -137,7 +142,7 @@ pub async fn keep(base: &Base, run: &RunId, dir: &RunDir) -> Result<Kept, Worksp
         last_tree = tree;
         kept.commits += 1;
     }
-    let tree = kept_tree(&mine, base, &uncommitted, &index, &mut kept).await?;
+    let tree = kept_tree(&mine, base, &start, &uncommitted, &index, &mut kept).await?;
     if tree != last_tree {
         let message = format!("Uncommitted changes at the end of run {run}\n").into_bytes();
         parent = commit_tree(&mine, run, &tree, &parent, None, message).await?;
@@ -423,26 +428,79 @@ fn protected(path: &str, deny_read: &[String]) -> bool {
     related(POLICY_DIR) || deny_read.iter().any(|d| related(d))
 }
 
-/// One component of a path as one name for every spelling a case-insensitive file system
-/// takes as it: decomposed (NFD, as HFS+ stores names) with its combining marks dropped, the
-/// code points HFS+ ignores dropped, trailing dots and spaces dropped (NTFS), and case-folded
-/// through upper and then lower case (so `ſ`, `ı` and `İ` meet `s` and `i`). Folding more
-/// names together than any one file system does only keeps fewer changes, never more.
-fn fold(part: &str) -> String {
-    use unicode_normalization::UnicodeNormalization;
-    use unicode_normalization::char::is_combining_mark;
-    // The code points HFS+ drops from a name (git's own list for `.git`).
-    let ignored = |c: char| matches!(c, '\u{200c}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{206a}'..='\u{206f}' | '\u{feff}');
-    let bare: String = part
-        .nfd()
-        .filter(|c| !ignored(*c) && !is_combining_mark(*c))
-        .flat_map(char::to_uppercase)
-        .flat_map(char::to_lowercase)
-        // Twice: `ẞ` lowers to `ß`, which only then uppers to `SS`.
-        .flat_map(char::to_uppercase)
-        .flat_map(char::to_lowercase)
-        .collect();
-    bare.trim_end_matches(['.', ' ']).to_owned()
+/// Whether `path` is a file that makes git on the user's machine run or reach what it names
+/// when the branch is checked out: `.gitattributes` (a `filter=`, `diff=` or `merge=`
+/// driver; `filter=lfs` runs git-lfs), `.lfsconfig` (where git-lfs fetches from, with the
+/// user's credentials) and `.gitmodules` (URLs `submodule update` clones). A run's change to
+/// one is never kept, in any directory.
+fn runs_programs(path: &str) -> bool {
+    let last = path.rsplit(['/', '\\']).next().unwrap_or(path);
+    let last = fold(last.split_once(':').map_or(last, |(name, _)| name));
+    matches!(
+        last.as_str(),
+        ".gitattributes" | ".lfsconfig" | ".gitmodules"
+    )
+}
+
+/// The longest symbolic link target kept (Linux's PATH_MAX).
+const MAX_LINK_TARGET: usize = 4096;
+
+/// The target of a change that makes `path` a symbolic link, read from the run's blob (at
+/// most [`MAX_LINK_TARGET`] bytes; a longer or unreadable one is a target that is refused).
+async fn link_target(git: &Git, change: &Change) -> Result<Option<String>, WorkspaceError> {
+    if change.deleted || change.new_mode != "120000" {
+        return Ok(None);
+    }
+    let size = git
+        .text(["cat-file", "-s", &change.new_oid])
+        .await
+        .ok()
+        .and_then(|s| s.parse::<usize>().ok());
+    if size.is_none_or(|size| size > MAX_LINK_TARGET) {
+        // Not a link anyone can follow: refused as one that escapes.
+        return Ok(Some("/".to_owned()));
+    }
+    let bytes = git
+        .run(["cat-file", "blob", &change.new_oid])
+        .await
+        .map_err(fail)?;
+    Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
+}
+
+/// Why a symbolic link at `path` to `target` is not kept, if it is not: an absolute target
+/// (or a Windows one), one that leaves the repository, or one that reaches a protected name
+/// or `.git`, read lexically from the link's directory. A checkout of the branch would
+/// otherwise hand whoever follows the link (an editor, a build, a web server serving the
+/// tree) a file the run was told to keep out of, or one outside the project.
+fn escaping_link(path: &str, target: &str, deny_read: &[String]) -> Option<&'static str> {
+    if target.is_empty()
+        || target.starts_with(['/', '\\', '~'])
+        || target.contains('\0')
+        || target.as_bytes().get(1) == Some(&b':')
+    {
+        return Some("points outside the repository");
+    }
+    let mut at: Vec<&str> = path.split('/').collect();
+    at.pop();
+    for part in target.split(['/', '\\']) {
+        match part {
+            "" | "." => {}
+            ".." => {
+                if at.pop().is_none() {
+                    return Some("points outside the repository");
+                }
+            }
+            part => at.push(part),
+        }
+    }
+    if at.is_empty() {
+        // The repository's root holds `.switchboard/` and every denied name.
+        return Some("reaches a protected name");
+    }
+    let resolved = at.join("/");
+    let reaches_git = at.iter().any(|p| fold(p) == ".git");
+    (reaches_git || protected(&resolved, deny_read) || runs_programs(&resolved))
+        .then_some("reaches a protected name")
 }
 
 /// Whether a folded component has the shape of a DOS 8.3 short name: up to six characters,
@@ -458,15 +516,17 @@ fn short_name_shaped(part: &str) -> bool {
         && extension.chars().count() <= 3
 }
 
-/// The tree kept for `candidate`: the base's, with `candidate`'s changes that may be kept.
+/// The tree kept for `candidate`: the base's, with `candidate`'s changes against the run's
+/// start that may be kept.
 async fn kept_tree(
     git: &Git,
     base: &Base,
+    start: &Start,
     candidate: &str,
     index: &Path,
     kept: &mut Kept,
 ) -> Result<String, WorkspaceError> {
-    if candidate == base.root_tree {
+    if candidate == start.tree {
         return Ok(base.root_tree.clone());
     }
     let raw = git
@@ -475,7 +535,7 @@ async fn kept_tree(
             "-r",
             "-z",
             "--no-renames",
-            &base.root_tree,
+            &start.tree,
             candidate,
         ])
         .await
@@ -484,7 +544,15 @@ async fn kept_tree(
         .ok_or_else(|| WorkspaceError::Keep("the run's changes did not read".to_owned()))?;
     let mut keep = Vec::new();
     for change in changes {
-        if protected(&change.path, &base.policy.deny_read) || change.new_mode == "160000" {
+        let unsafe_link = match link_target(git, &change).await? {
+            Some(target) => escaping_link(&change.path, &target, &base.policy.deny_read).is_some(),
+            None => false,
+        };
+        if protected(&change.path, &base.policy.deny_read)
+            || change.new_mode == "160000"
+            || runs_programs(&change.path)
+            || unsafe_link
+        {
             kept.dropped_count += 1;
             if kept.dropped.len() < MAX_DROPPED_NAMES {
                 kept.dropped.insert(change.path);
@@ -528,6 +596,33 @@ async fn kept_tree(
     edit.text(["write-tree", "--missing-ok"])
         .await
         .map_err(fail)
+}
+
+/// The base commit and the trees of the base the run's repository did not hold (those above a
+/// denied file), copied from the base into the keeping repository, so the kept trees are
+/// built on the base's own: only trees and the commit, never a blob. An object file of the
+/// run's named like one of them with other bytes (a forged tree) refuses the whole run:
+/// `index-pack` compares the bytes of every name it already holds.
+async fn with_base_trees(base: &Base, mine: &Git) -> Result<(), WorkspaceError> {
+    let mut list = format!("{}\n{}\n", base.commit, base.root_tree);
+    for entry in base.tree.iter().filter(|e| e.kind == "tree") {
+        list.push_str(&entry.oid);
+        list.push('\n');
+    }
+    base.git()
+        .pipe(
+            &["pack-objects", "--stdout", "-q"],
+            list.into_bytes(),
+            mine,
+            &["index-pack", "--stdin"],
+        )
+        .await
+        .map(drop)
+        .map_err(|e| {
+            WorkspaceError::Keep(format!(
+                "the run's repository holds other bytes under a name of the base's ({e}); nothing of the run was kept"
+            ))
+        })
 }
 
 /// The last word, in the base repository, whose objects a run never wrote: each kept commit,
@@ -591,6 +686,14 @@ async fn gate(
             }
             if change.new_mode == "160000" {
                 return Err(refuse(&change.path, "is a submodule"));
+            }
+            if runs_programs(&change.path) {
+                return Err(refuse(&change.path, "names programs git runs at checkout"));
+            }
+            if let Some(target) = link_target(held, &change).await?
+                && let Some(why) = escaping_link(&change.path, &target, &base.policy.deny_read)
+            {
+                return Err(refuse(&change.path, &format!("is a link that {why}")));
             }
             if !change.deleted && !allowed.contains(&change.new_oid) {
                 return Err(refuse(
@@ -768,6 +871,7 @@ async fn snapshot(base: &Base, dir: &RunDir, start: &str) -> Result<String, Work
             path: scratch.clone(),
             writable: true,
         }],
+        private: Vec::new(),
         network: Network::Unshared,
         scratch: stub_dir,
         limits: SandboxLimits::default(),

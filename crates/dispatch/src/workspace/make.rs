@@ -2,11 +2,18 @@
 //!
 //! In a repo, the working tree is the base commit's files with each denied file's bytes left
 //! out (its stub is what is on disk, and git is told not to look at it: skip-worktree), and
-//! `work/.git` is a repository of the run's own holding the base commit and its trees, and
-//! every blob but the denied ones: no object store in the run's reach can produce a denied
-//! file's bytes. It is marked a partial clone of nowhere, so git treats the missing blobs as
-//! promised (committing works) and can never fetch them. Its config is Switchboard's, and the
-//! sandbox keeps it read-only. The run's branch `switchboard/<run id>` starts at the base.
+//! `work/.git` is a repository of the run's own. When the base has no denied file, it holds
+//! the base commit, its trees and its blobs. When it has one, the run starts from a commit
+//! of its own instead, the **start**: the base's tree with the stub's blob at each denied
+//! name, and no parent. Neither the denied blobs nor any tree or commit naming them (the
+//! base's root tree, the trees above a denied file, the base commit) is in the run's
+//! repository, so no listing in the run's reach (`ls-tree`, `ls-files -s`, `log --raw`)
+//! shows a denied file's blob id, which would let a short secret be guessed and checked
+//! against it, and no object store in its reach can produce a denied file's bytes. It is
+//! marked a partial clone of nowhere, so git never fetches. Its config is Switchboard's, and
+//! the sandbox keeps it read-only. The run's branch `switchboard/<run id>` starts at the
+//! start; keeping rebuilds the run's commits on the base commit itself. The start's id is
+//! written in the run's directory, outside the sandbox ([`RunDir::start`]).
 
 use std::path::{Path, PathBuf};
 
@@ -48,6 +55,61 @@ impl RunDir {
     pub fn keep(&self) -> PathBuf {
         self.root.join("keep.git")
     }
+
+    /// Host paths no bind of an agent's config may reach during this run: the data directory
+    /// (every run's workspace, the mirrors, a SQLite store beside them) and the repository
+    /// the base is read from (a `--path` repo's checkout holds the denied files' bytes).
+    pub fn private(&self, base: Option<&Base>) -> Vec<PathBuf> {
+        let mut private: Vec<PathBuf> = self
+            .root
+            .parent()
+            .and_then(Path::parent)
+            .map(Path::to_path_buf)
+            .into_iter()
+            .collect();
+        if let Some(base) = base {
+            private.push(base.git_dir.clone());
+            private.push(base.objects.clone());
+            if base.git_dir.file_name().is_some_and(|n| n == ".git")
+                && let Some(checkout) = base.git_dir.parent()
+            {
+                private.push(checkout.to_path_buf());
+            }
+        }
+        private
+    }
+
+    /// The file naming the commit the run started from and its tree (Switchboard writes it;
+    /// the run cannot reach it).
+    pub fn start(&self) -> PathBuf {
+        self.root.join("start")
+    }
+}
+
+/// The commit a run in a repo started from, and its tree: the base commit itself, or the
+/// base with its denied files' blobs replaced by the stub's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Start {
+    pub commit: String,
+    pub tree: String,
+}
+
+impl Start {
+    /// Reads what [`repo`] wrote; anything else is a fault (the file is Switchboard's).
+    pub(crate) fn read(dir: &RunDir, base: &Base) -> Result<Start, WorkspaceError> {
+        let path = dir.start();
+        let fault = |why: &str| WorkspaceError::Keep(format!("{}: {why}", path.display()));
+        let text = std::fs::read_to_string(&path).map_err(|e| fault(&e.to_string()))?;
+        let hex =
+            |s: &str| s.len() == base.commit.len() && s.bytes().all(|b| b.is_ascii_hexdigit());
+        match text.split_whitespace().collect::<Vec<_>>().as_slice() {
+            [commit, tree] if hex(commit) && hex(tree) => Ok(Start {
+                commit: (*commit).to_owned(),
+                tree: (*tree).to_owned(),
+            }),
+            _ => Err(fault("expected a commit id and a tree id")),
+        }
+    }
 }
 
 /// Where every run's directory lives.
@@ -66,6 +128,7 @@ pub(crate) async fn scratch(dir: &RunDir) -> Result<Workspace, WorkspaceError> {
         dir: work,
         repository: false,
         deny_read: Vec::new(),
+        private: dir.private(None),
     })
 }
 
@@ -95,12 +158,22 @@ pub(crate) async fn repo(
         .iter()
         .map(|e| e.path.as_str())
         .collect();
-    // The objects the run's repository holds: the commit, every tree, every blob but the
-    // denied ones (a submodule's commit is not an object of this repository).
-    let mut list = format!("{}\n{}\n", base.commit, base.root_tree);
+    let naming = naming_denied(base);
+    // The objects the run's repository holds: every tree and blob but the denied blobs and
+    // the trees above them, and the base commit only when nothing is denied (a submodule's
+    // commit is not an object of this repository).
+    let mut list = if denied.is_empty() {
+        format!("{}\n{}\n", base.commit, base.root_tree)
+    } else {
+        String::new()
+    };
     for entry in &base.tree {
-        let is_denied = entry.kind == "blob" && denied.contains(&entry.path.as_str());
-        if (entry.kind == "blob" || entry.kind == "tree") && !is_denied {
+        let held = match entry.kind.as_str() {
+            "blob" => !denied.contains(&entry.path.as_str()),
+            "tree" => !naming.contains(entry.path.as_str()),
+            _ => false,
+        };
+        if held {
             list.push_str(&entry.oid);
             list.push('\n');
         }
@@ -121,6 +194,19 @@ pub(crate) async fn repo(
     let files = async {
         checkout.run(["read-tree", &base.commit]).await?;
         if !denied.is_empty() {
+            // The index names the stub's blob at each denied name, never the file's own.
+            let stub = checkout
+                .input(["hash-object", "--stdin"], STUB_TEXT.as_bytes().to_vec())
+                .await?;
+            let stub = String::from_utf8_lossy(&stub).trim().to_owned();
+            let info: String = base
+                .denied_entries
+                .iter()
+                .map(|e| format!("{} {stub}\t{}\0", e.mode, e.path))
+                .collect();
+            checkout
+                .input(["update-index", "-z", "--index-info"], info.into_bytes())
+                .await?;
             let mut args = vec!["update-index", "--skip-worktree", "--"];
             args.extend(denied.iter().copied());
             checkout.run(args).await?;
@@ -152,12 +238,23 @@ pub(crate) async fn repo(
     tokio::fs::write(&promisor, b"")
         .await
         .map_err(|e| io(&promisor, e))?;
-    tokio::fs::write(git_dir.join("shallow"), format!("{}\n", base.commit))
+    let start = if denied.is_empty() {
+        tokio::fs::write(git_dir.join("shallow"), format!("{}\n", base.commit))
+            .await
+            .map_err(|e| io(&git_dir, e))?;
+        Start {
+            commit: base.commit.clone(),
+            tree: base.root_tree.clone(),
+        }
+    } else {
+        start_commit(&run_git, &git_dir, base).await.map_err(fail)?
+    };
+    tokio::fs::write(dir.start(), format!("{} {}\n", start.commit, start.tree))
         .await
-        .map_err(|e| io(&git_dir, e))?;
+        .map_err(|e| io(&dir.start(), e))?;
     let branch_ref = format!("refs/heads/{}", branch(run));
     run_git
-        .run(["update-ref", &branch_ref, &base.commit])
+        .run(["update-ref", &branch_ref, &start.commit])
         .await
         .map_err(fail)?;
     run_git
@@ -172,10 +269,90 @@ pub(crate) async fn repo(
         dir: work,
         repository: true,
         deny_read: base.policy.deny_read.clone(),
+        private: dir.private(Some(base)),
     })
 }
 
-/// Each denied name holds the stub (a name the base does not have too: a file made later is
+/// The paths of the base's trees that hold a denied file, however deep: the directories
+/// above each denied name, and the root (as "").
+fn naming_denied(base: &Base) -> std::collections::HashSet<&str> {
+    let mut naming = std::collections::HashSet::new();
+    if base.denied_entries.is_empty() {
+        return naming;
+    }
+    naming.insert("");
+    for entry in &base.denied_entries {
+        let mut at = entry.path.as_str();
+        while let Some((parent, _)) = at.rsplit_once('/') {
+            naming.insert(parent);
+            at = parent;
+        }
+    }
+    naming
+}
+
+/// The run's start when the base has denied files: the stub's blob written into the run's
+/// repository, the tree of the run's index (which names the stub at each denied name)
+/// written there, and a commit of it with no parent, authored and worded as the base commit
+/// was, with a trailer saying what it is.
+async fn start_commit(
+    run_git: &Git,
+    git_dir: &Path,
+    base: &Base,
+) -> Result<Start, super::git::GitError> {
+    run_git
+        .input(
+            ["hash-object", "-w", "--stdin"],
+            STUB_TEXT.as_bytes().to_vec(),
+        )
+        .await?;
+    let tree = run_git
+        .clone()
+        .index(&git_dir.join("index"))
+        .text(["write-tree"])
+        .await?;
+    // The base's own author and message, so the run reads its history as the team wrote it,
+    // and a trailer saying what this commit is.
+    let raw = base
+        .git()
+        .run([
+            "log",
+            "-1",
+            "--format=%an%x00%ae%x00%aI%x00%B",
+            &base.commit,
+        ])
+        .await?;
+    let text = String::from_utf8_lossy(&raw);
+    let mut fields = text.splitn(4, '\0');
+    let mut field = || fields.next().unwrap_or_default().to_owned();
+    let (name, email, date, body) = (field(), field(), field(), field());
+    let message = format!(
+        "{}\n\nSwitchboard-Base: {} (each file deny_read names holds a stub here; its contents, its ids and the history before this commit are not in this repository)\n",
+        body.trim_end(),
+        base.commit,
+    );
+    let mut commit = run_git
+        .clone()
+        .with_env("GIT_AUTHOR_NAME", name)
+        .with_env("GIT_AUTHOR_EMAIL", email)
+        .with_env("GIT_COMMITTER_NAME", "Switchboard".to_owned())
+        .with_env(
+            "GIT_COMMITTER_EMAIL",
+            "switchboard@switchboard.invalid".to_owned(),
+        );
+    if !date.is_empty() {
+        commit = commit.with_env("GIT_AUTHOR_DATE", date);
+    }
+    let commit = commit
+        .input(["commit-tree", &tree], message.into_bytes())
+        .await?;
+    Ok(Start {
+        commit: String::from_utf8_lossy(&commit).trim().to_owned(),
+        tree,
+    })
+}
+
+/// Each denied name holds the stub/// Each denied name holds the stub (a name the base does not have too: a file made later is
 /// covered as well), and git is told to leave those names alone.
 async fn stubs(work: &Path, git_dir: &Path, deny_read: &[String]) -> Result<(), WorkspaceError> {
     let io =
