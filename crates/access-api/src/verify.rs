@@ -295,6 +295,26 @@ fn unix_now() -> u64 {
         .unwrap_or(0)
 }
 
+/// Entry points for the fuzz targets (`fuzz/`) and their corpus replay: the token's parts
+/// read as [`Verifier::verify`] reads them before and after the signature holds. Each refuses
+/// or accepts; none may panic.
+#[doc(hidden)]
+pub mod fuzzing {
+    use super::{Claims, actor_of, raw_header};
+
+    /// A token's header: split, base64, JSON, `alg` and `kid`.
+    pub fn header(token: &str) -> bool {
+        raw_header(token).is_ok()
+    }
+
+    /// A verified token's claims: their JSON and the actor they name.
+    pub fn claims(json: &[u8]) -> bool {
+        serde_json::from_slice::<Claims>(json)
+            .ok()
+            .is_some_and(|claims| actor_of(&claims).is_ok())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

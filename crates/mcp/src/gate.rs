@@ -235,7 +235,7 @@ pub(crate) async fn gate(
 
 /// The body as one JSON-RPC 2.0 message, or the JSON-RPC error code and message saying why
 /// it is not one.
-fn read_message(bytes: &[u8]) -> Result<Envelope, (i64, String)> {
+pub(crate) fn read_message(bytes: &[u8]) -> Result<Envelope, (i64, String)> {
     // An object, first: serde reads a struct from an array too (its fields by position), so
     // `["2.0", "ping"]` would pass as a message (a batch, which this server does not take).
     let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
@@ -269,7 +269,7 @@ fn read_message(bytes: &[u8]) -> Result<Envelope, (i64, String)> {
 /// What makes a body a JSON-RPC message, read without keeping its params (but the request id
 /// a cancellation names).
 #[derive(serde::Deserialize)]
-struct Envelope {
+pub(crate) struct Envelope {
     jsonrpc: Option<String>,
     method: Option<String>,
     params: Option<EnvelopeParams>,
@@ -278,7 +278,7 @@ struct Envelope {
 }
 
 #[derive(serde::Deserialize)]
-struct EnvelopeParams {
+pub(crate) struct EnvelopeParams {
     #[serde(rename = "requestId")]
     request_id: Option<serde_json::Value>,
 }

@@ -43,6 +43,13 @@ use tokio_util::sync::CancellationToken;
 
 pub use gate::HostRule;
 
+/// The entry point for the fuzz target `mcp_envelope` (`fuzz/`) and its corpus replay: a body
+/// read as the gate reads it before rmcp sees it. It refuses or accepts; it may not panic.
+#[doc(hidden)]
+pub fn fuzz_envelope(body: &[u8]) -> bool {
+    gate::read_message(body).is_ok()
+}
+
 /// Where the surface is mounted.
 pub const PATH: &str = "/mcp";
 /// The longest an `ask` with `wait: true` waits for its run.

@@ -20,6 +20,8 @@
 
 pub mod access_surface;
 pub mod config;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod secrets;
 mod serve;
 pub mod slack_surface;

@@ -57,7 +57,7 @@ pub fn spawn_serve(mut cmd: std::process::Command) -> (std::process::Child, Stri
 /// One `switchboard serve` of a replica test, killed when dropped.
 #[allow(dead_code)] // not every test binary starts replicas
 pub struct Replica {
-    child: std::process::Child,
+    pub child: std::process::Child,
     /// `http://127.0.0.1:<port>`.
     pub base: String,
 }

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Fuzzes the parsers of outside input with cargo-fuzz (libFuzzer, on the nightly toolchain).
+#
+#   scripts/fuzz.sh                 every target, 30 s each
+#   scripts/fuzz.sh <target>        one target, 30 s
+#   scripts/fuzz.sh <target> <s>    one target, <s> seconds
+#   scripts/fuzz.sh all <s>         every target, <s> seconds each
+#   scripts/fuzz.sh --list          the targets
+#
+# Each run starts from fuzz/corpus/<target>/ (the committed seeds, never written) and keeps
+# what it finds in fuzz/working-corpus/<target>/ (ignored by git; copy an input worth keeping
+# into the committed corpus). A crash stops the run and leaves its input under fuzz/artifacts/<target>/:
+# copy it into fuzz/corpus/<target>/ and fix the parser; crates/server/tests/fuzz_corpus.rs
+# replays every corpus file on stable, so it stays a regression test.
+# Needs: rustup's nightly toolchain and cargo-fuzz (`cargo install cargo-fuzz --locked`).
+set -euo pipefail
+cd "$(dirname "$0")/../fuzz"
+
+targets=$(sed -n 's/^name = "\(.*\)"$/\1/p' Cargo.toml | grep -v '^switchboard-fuzz$')
+if [ "${1:-}" = "--list" ]; then
+  echo "$targets"
+  exit 0
+fi
+if ! cargo +nightly --version >/dev/null 2>&1; then
+  echo "scripts/fuzz.sh: the nightly toolchain is missing; rustup toolchain install nightly" >&2
+  exit 2
+fi
+if ! cargo fuzz --version >/dev/null 2>&1; then
+  echo "scripts/fuzz.sh: cargo-fuzz is missing; cargo install cargo-fuzz --locked" >&2
+  exit 2
+fi
+
+which="${1:-all}"
+seconds="${2:-30}"
+if [ "$which" != all ] && ! grep -qx "$which" <<<"$targets"; then
+  echo "scripts/fuzz.sh: no target $which; scripts/fuzz.sh --list names them" >&2
+  exit 2
+fi
+[ "$which" = all ] && run=$targets || run=$which
+
+# One build for every target (debug assertions on, optimised, no sanitizer: the parsers are
+# safe Rust, and a panic is what is looked for).
+cargo +nightly fuzz build -O --debug-assertions -s none >&2
+n=$(wc -w <<<"$run")
+i=0
+for target in $run; do
+  i=$((i + 1))
+  echo "[$i/$n] $target: ${seconds}s from $(ls "corpus/$target" | wc -l) corpus inputs" >&2
+  mkdir -p "working-corpus/$target"
+  cargo +nightly fuzz run -O --debug-assertions -s none "$target" "working-corpus/$target" "corpus/$target" -- \
+    -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 2>&1 |
+    grep -E '^(stat::number_of_executed_units|stat::new_units_added|==|thread|SUMMARY|Test unit written|panicked)' >&2 || true
+  if [ "${PIPESTATUS[0]}" -ne 0 ]; then
+    echo "scripts/fuzz.sh: $target failed; its input is under fuzz/artifacts/$target/" >&2
+    exit 1
+  fi
+done
+echo "fuzzed $n target(s), ${seconds}s each: no crash" >&2
