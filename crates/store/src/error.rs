@@ -32,6 +32,28 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// Whether the database could not be reached (its connections refused, closed or timed
+    /// out, the server shutting down or starting), so the same call may succeed shortly:
+    /// surfaces answer 503 for it, never 500.
+    pub fn is_unreachable(&self) -> bool {
+        let StoreError::Database(e) = self else {
+            return false;
+        };
+        match e {
+            sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::Protocol(_)
+            | sqlx::Error::WorkerCrashed => true,
+            // Class 08: connection exceptions; 57P01-57P03: shut down, crashed, starting.
+            sqlx::Error::Database(db) => db.code().is_some_and(|code| {
+                code.starts_with("08") || matches!(code.as_ref(), "57P01" | "57P02" | "57P03")
+            }),
+            _ => false,
+        }
+    }
+
     /// What went wrong as a short token for log and span lines, which never carry free text
     /// from the database server: `database:<SQLSTATE>`, `pool-timeout`, `corrupt:<what>`, ….
     pub fn token(&self) -> String {
@@ -73,6 +95,29 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A store that cannot be reached is told apart from one that answered with a fault: the
+    /// first is a 503 to the caller, the second a 500.
+    #[test]
+    fn an_unreachable_store_is_told_apart_from_a_fault() {
+        let unreachable = [
+            sqlx::Error::PoolTimedOut,
+            sqlx::Error::PoolClosed,
+            sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::ConnectionRefused)),
+            sqlx::Error::Protocol("unexpected eof".into()),
+        ];
+        for e in unreachable {
+            assert!(StoreError::Database(e).is_unreachable());
+        }
+        let faults = [
+            StoreError::Database(sqlx::Error::RowNotFound),
+            StoreError::BadCursor,
+            StoreError::Invalid("x".into()),
+        ];
+        for e in faults {
+            assert!(!e.is_unreachable(), "{e}");
+        }
+    }
 
     /// A log token never carries the free text a database or a value put in the message.
     #[test]

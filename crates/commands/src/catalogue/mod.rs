@@ -61,7 +61,12 @@ fn coding_agent(_: &RawInput, _: &Caller) -> Resource {
 
 pub(crate) fn store_failed(e: StoreError) -> Reply {
     tracing::warn!(target: "store", error = %e.token(), "a command's store call failed");
-    Reply::of(ReplyKind::Failed, replies::store_failed())
+    let kind = if e.is_unreachable() {
+        ReplyKind::Unavailable
+    } else {
+        ReplyKind::Failed
+    };
+    Reply::of(kind, replies::store_failed())
 }
 
 /// `object` with `items` moved in under `key`. (`json!` serializes every value it is handed

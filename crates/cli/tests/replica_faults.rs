@@ -1,0 +1,115 @@
+//! Faults across replicas, through the binary, on Postgres: one replica killed with SIGKILL
+//! mid-run. Its live runs become `interrupted` once its lease lapses (their events kept), the
+//! other replica keeps serving, and only the dead replica's runs are touched.
+//! `scripts/replicas-check.sh` runs this with the other replica suites against a private
+//! cluster of its own, and restarts that cluster under load.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+const TOKEN: &str = "faults-token-0123456789";
+
+fn config(i: usize, store: &str) -> String {
+    format!(
+        "[server]\nreplica_id = \"fault-{i}\"\nheartbeat_seconds = 1\nlease_seconds = 3\n\
+         [agents]\ndefault = \"echo\"\n[agents.echo]\n[agents.staller]\nbehaviour = \"stall\"\n\
+         [grants.\"http:opsbot\"]\nactions = [\"runs:read\", \"runs:write\", \"agent:run:staller\"]\nchannels = [\"http:ops\"]\n{store}"
+    )
+}
+
+async fn start_stalled(client: &reqwest::Client, base: &str) -> String {
+    let text = client
+        .post(format!("{base}/ingress"))
+        .bearer_auth(TOKEN)
+        .header("accept", "application/json")
+        .body("@staller wait for me")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let started: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    started["run_id"].as_str().unwrap().to_owned()
+}
+
+async fn status(client: &reqwest::Client, base: &str, run: &str) -> (String, Value) {
+    let text = client
+        .post(format!("{base}/ingress"))
+        .bearer_auth(TOKEN)
+        .header("accept", "application/json")
+        .body(format!("runs get {run}"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let reply: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    let status = reply["status"].as_str().unwrap_or_default().to_owned();
+    (status, reply)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_replicas_runs_are_interrupted_and_only_its() {
+    let store = common::postgres_store_section();
+    let tokens = json!({TOKEN: {"subject": "opsbot", "channel": "http:ops"}}).to_string();
+    let env = [("SWITCHBOARD_INGRESS_TOKENS", tokens.as_str())];
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let (mut a, _) = common::start_replica(dirs[0].path(), &config(0, &store), &env);
+    let (b, _) = common::start_replica(dirs[1].path(), &config(1, &store), &env);
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let on_a = start_stalled(&client, &a.base).await;
+    let on_b = start_stalled(&client, &b.base).await;
+    let (first, reply) = status(&client, &b.base, &on_a).await;
+    assert_eq!(first, "running", "{reply}");
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let reply = loop {
+        let (now, reply) = status(&client, &b.base, &on_a).await;
+        if now == "interrupted" {
+            break reply;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the dead replica's run is still {now}: {reply}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let shown = reply.to_string();
+    assert!(
+        shown.contains("wait for me"),
+        "its request is kept: {shown}"
+    );
+    // The living replica's own run is untouched, and it keeps serving.
+    assert_eq!(status(&client, &b.base, &on_b).await.0, "running");
+    let healthy = client
+        .get(format!("{}/readyz", b.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(healthy.status(), 200);
+    let events = client
+        .post(format!("{}/ingress", b.base))
+        .bearer_auth(TOKEN)
+        .header("accept", "application/json")
+        .body(format!("runs events {on_a}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(events.status(), 200);
+    drop(b);
+}

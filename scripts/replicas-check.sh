@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# Replicas and faults, one suite: two `serve` processes over one PostgreSQL, on a private
+# cluster this script makes (initdb on a port of its own, never the shared one on 5432) and
+# removes after. It prints what it did and fails on the first broken promise.
+#
+#   1. The replica suites against that cluster: a Slack event (and Slack's retry delivered to
+#      the other replica) starts one run; a run started on one replica is live in the other's
+#      /runs feed and stops from either; a replica killed with SIGKILL mid-run has its runs
+#      interrupted by the other once its lease lapses, and only its runs.
+#   2. PostgreSQL restarted under load: ingress requests in flight on both replicas while the
+#      cluster restarts. Every answer is 200/202 or a clear 503 (none hangs, none is a 500), both
+#      replicas answer again without a restart, and every accepted run is recorded once.
+#
+# Needs PostgreSQL's server binaries (Debian's postgresql package), curl and cargo.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+pgbin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
+if [ -z "$pgbin" ] || [ ! -x "$pgbin/initdb" ]; then
+  echo "replicas-check: PostgreSQL's server binaries are missing; apt-get install postgresql" >&2
+  exit 2
+fi
+port=${SWITCHBOARD_REPLICAS_PG_PORT:-54329}
+work=$(mktemp -d /tmp/switchboard-replicas.XXXXXX)
+chmod 755 "$work"
+cluster="$work/pg"
+mkdir "$cluster"
+as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+[ "$(id -u)" = 0 ] && chown postgres "$cluster"
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  as_pg "$pgbin/pg_ctl" -D "$cluster" -m immediate stop >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+pg_start() {
+  as_pg "$pgbin/pg_ctl" -D "$cluster" -l "$cluster/server.log" -w \
+    -o "-p $port -k $cluster -c listen_addresses=127.0.0.1" start >/dev/null
+}
+as_pg "$pgbin/initdb" -D "$cluster" -A trust -U postgres >/dev/null
+pg_start
+url="postgres://postgres@127.0.0.1:$port/postgres"
+echo "replicas-check: a private PostgreSQL on 127.0.0.1:$port ($cluster)"
+
+echo "replicas-check: 1/2 the replica suites against it"
+suites="$work/suites.log"
+if ! SWITCHBOARD_TEST_POSTGRES_URL="$url" cargo nextest run --locked -p cli \
+  --test slack_replicas --test access_replicas --test replica_faults --no-fail-fast >"$suites" 2>&1; then
+  cat "$suites" >&2
+  echo "replicas-check: a replica suite failed" >&2
+  exit 1
+fi
+grep -E '^\s+PASS|Summary' "$suites"
+
+echo "replicas-check: 2/2 PostgreSQL restarted under load"
+cargo build --locked -q -p cli
+bin="$root/target/debug/switchboard"
+token="replicas-check-token-0123456789"
+ports=(18741 18742)
+for i in 0 1; do
+  dir="$work/replica-$i"
+  mkdir -p "$dir"
+  cat >"$dir/switchboard.toml" <<TOML
+[server]
+replica_id = "check-$i"
+data_dir = "$dir/data"
+heartbeat_seconds = 1
+lease_seconds = 3
+[store]
+url = "$url"
+[agents]
+default = "echo"
+max_per_actor = 10000
+max_concurrent = 10000
+[agents.echo]
+[grants."http:loadbot"]
+actions = ["runs:read", "runs:write", "agent:run:echo"]
+channels = ["http:load"]
+TOML
+  SWITCHBOARD_INGRESS_TOKENS="{\"$token\": {\"subject\": \"loadbot\", \"channel\": \"http:load\"}}" \
+    NO_COLOR=1 "$bin" --config "$dir/switchboard.toml" serve --listen "127.0.0.1:${ports[$i]}" \
+    >"$dir/stdout.log" 2>"$dir/stderr.log" &
+  pids+=($!)
+done
+ready() { # port, seconds
+  for _ in $(seq 1 $(($2 * 10))); do
+    [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$1/readyz")" = 200 ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+for p in "${ports[@]}"; do ready "$p" 30 || { echo "replicas-check: a replica on $p never became ready" >&2; exit 1; }; done
+
+answers="$work/answers"
+: >"$answers"
+stop_load="$work/stop-load"
+load() { # port [count]: until $stop_load exists, or count requests
+  n=0
+  while [ ! -e "$stop_load" ] || [ -n "${2:-}" ]; do
+    n=$((n + 1))
+    [ -n "${2:-}" ] && [ "$n" -gt "$2" ] && break
+    body=$(curl -s --max-time 20 -o - -w '\n%{http_code} %{time_total}' \
+      -H "authorization: Bearer $token" -H 'accept: application/json' \
+      -d "load $1 $n" "http://127.0.0.1:$1/ingress" || echo $'\n000 20')
+    status=$(tail -n1 <<<"$body")
+    run=$(head -n -1 <<<"$body" | sed -n 's/.*"run_id":"\([^"]*\)".*/\1/p')
+    echo "$1 $status ${run:--}" >>"$answers"
+    case "$status" in 2*) ;; *) echo "$1 $status $(head -n -1 <<<"$body" | head -c 300)" >>"$work/refusals" ;; esac
+    sleep 0.02
+  done
+}
+load "${ports[0]}" &
+l0=$!
+load "${ports[1]}" &
+l1=$!
+sleep 2
+as_pg "$pgbin/pg_ctl" -D "$cluster" -m fast -w stop >/dev/null
+echo "replicas-check: PostgreSQL stopped with requests in flight; down for 12 s (past the pool's 10 s wait)"
+sleep 12
+pg_start
+echo "replicas-check: PostgreSQL started again"
+sleep 3
+touch "$stop_load"
+wait "$l0" "$l1"
+for p in "${ports[@]}"; do ready "$p" 30 || { echo "replicas-check: the replica on $p did not recover" >&2; exit 1; }; done
+load "${ports[0]}" 5
+load "${ports[1]}" 5
+
+total=$(wc -l <"$answers")
+summary=$(awk '{print $2}' "$answers" | sort | uniq -c | awk '{printf "%s %s, ", $2, $1}')
+slowest=$(awk '$3 > max {max = $3} END {print max}' "$answers")
+echo "replicas-check: $total requests: ${summary%, }; the slowest answered in ${slowest}s"
+bad=$(awk '$2 !~ /^20[02]$/ && $2 != "503" && n++ < 5 {print}' "$answers")
+if [ -n "$bad" ]; then
+  echo "replicas-check: answers that are neither 200/202 nor 503 (000 is a request that hung past 20 s):" >&2
+  echo "$bad" >&2
+  sed -n 1,5p "$work/refusals" >&2
+  exit 1
+fi
+slow=$(awk '{print $2}' "$answers" | grep -c 000 || true)
+[ "$slow" = 0 ] || { echo "replicas-check: $slow requests hung" >&2; exit 1; }
+tail -n 10 "$answers" | awk '$2 !~ /^20[02]$/ {bad=1} END {exit bad}' ||
+  { echo "replicas-check: a replica still refused after PostgreSQL came back" >&2; exit 1; }
+accepted=$(awk '$2 ~ /^20[02]$/ && $4 != "-" {print $4}' "$answers" | sort)
+recorded=$(as_pg "$pgbin/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres -At \
+  -c "select id from runs" | sort)
+missing=$(comm -23 <(uniq <<<"$accepted") <(uniq <<<"$recorded") | sed -n 1,3p)
+twice=$(uniq -d <<<"$accepted" | sed -n 1,3p)
+if [ -n "$missing" ] || [ -n "$twice" ]; then
+  echo "replicas-check: accepted runs missing from the store: ${missing:-none}; answered twice: ${twice:-none}" >&2
+  exit 1
+fi
+echo "replicas-check: $(wc -l <<<"$accepted") accepted runs, each recorded once; both replicas recovered without a restart"
+if grep -l panicked "$work"/replica-*/stderr.log >/dev/null 2>&1; then
+  echo "replicas-check: a replica panicked" >&2
+  exit 1
+fi
+echo "replicas-check: passed"
