@@ -6,9 +6,12 @@
 
 use std::path::Path;
 
+/// A target's body: arbitrary bytes in, a refusal or an acceptance, never a panic.
+pub type Body = fn(&[u8]);
+
 /// Every target: its name (the file under `fuzz/fuzz_targets/` and the directory under
 /// `fuzz/corpus/`) and its body.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Body)] = &[
     ("config", config),
     ("token_map", token_map),
     ("command_text", command_text),
@@ -120,7 +123,9 @@ pub fn tool_args(data: &[u8]) {
         return;
     };
     let tools = broker::args::ToolName::ALL;
-    let tool = tools[usize::from(*first) % tools.len()];
+    let Some(tool) = tools.get(usize::from(*first) % tools.len()).copied() else {
+        return;
+    };
     if let Some(raw) = text(rest) {
         let _ = broker::args::parse(tool, raw);
     }
