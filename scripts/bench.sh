@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmarks (never tests). Usage: scripts/bench.sh [authz|store|ingress|mcp|memory|schedule|tracing|slack|access|broker]
+# Benchmarks (never tests). Usage: scripts/bench.sh [authz|store|ingress|mcp|memory|schedule|tracing|slack|access|broker|rss]
 #
 #   authz   authorize and predicate_for, side by side with cedar-policy deciding an equivalent
 #           policy on the same requests in the same run (crates/authz-bench, excluded from the
@@ -53,6 +53,10 @@
 #           workspace in a repo of 10,000 files: the base, the working tree and repository,
 #           keeping its branch, removing it, on the disk and on a tmpfs
 #           (crates/dispatch/benches/workspace.rs). Installs bubblewrap if missing.
+#
+#   rss     the release `serve` with every surface on (ingress, MCP, Slack against a fake Web
+#           API, Access with a key set): idle VmRSS 1 s after the first 200 from /readyz, the
+#           median of five starts, with its anonymous and file-backed parts (scripts/bench/rss.py).
 #
 # Raw output goes to target/bench/<name>.txt; docs/benchmarks.md records the figures with the
 # machine and this command.
@@ -129,8 +133,12 @@ case "$what" in
     echo "== a run's own workspace in a repo of 10,000 files"
     cargo bench --locked -p dispatch --bench workspace | tee -a target/bench/broker.txt
     ;;
+  rss)
+    cargo build --locked --release -p cli
+    python3 scripts/bench/rss.py | tee target/bench/rss.txt
+    ;;
   *)
-    echo "unknown benchmark '$what'; known: authz, store, ingress, mcp, memory, schedule, tracing, slack, access, broker" >&2
+    echo "unknown benchmark '$what'; known: authz, store, ingress, mcp, memory, schedule, tracing, slack, access, broker, rss" >&2
     exit 2
     ;;
 esac
