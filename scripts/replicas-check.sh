@@ -7,7 +7,11 @@
 #      the other replica) starts one run; a run started on one replica is live in the other's
 #      /runs feed and stops from either; a replica killed with SIGKILL mid-run has its runs
 #      interrupted by the other once its lease lapses, and only its runs.
-#   2. PostgreSQL restarted under load: ingress requests in flight on both replicas while the
+#   2. The outside failing: Slack's Web API answering errors and hanging (the stamp is
+#      `unknown` and the reply still lands), the Access key set's endpoint down (held keys
+#      serve, a new kid is refused, past the TTL every token is), SQLite on a full disk (a
+#      clear 503, the file intact with every acknowledged run).
+#   3. PostgreSQL restarted under load: ingress requests in flight on both replicas while the
 #      cluster restarts. Every answer is 200/202 or a clear 503 (none hangs, none is a 500), both
 #      replicas answer again without a restart, and every accepted run is recorded once.
 #
@@ -44,7 +48,7 @@ pg_start
 url="postgres://postgres@127.0.0.1:$port/postgres"
 echo "replicas-check: a private PostgreSQL on 127.0.0.1:$port ($cluster)"
 
-echo "replicas-check: 1/2 the replica suites against it"
+echo "replicas-check: 1/3 the replica suites against it"
 suites="$work/suites.log"
 if ! SWITCHBOARD_TEST_POSTGRES_URL="$url" cargo nextest run --locked -p cli \
   --test slack_replicas --test access_replicas --test replica_faults --no-fail-fast >"$suites" 2>&1; then
@@ -54,7 +58,18 @@ if ! SWITCHBOARD_TEST_POSTGRES_URL="$url" cargo nextest run --locked -p cli \
 fi
 grep -E '^\s+PASS|Summary' "$suites"
 
-echo "replicas-check: 2/2 PostgreSQL restarted under load"
+echo "replicas-check: 2/3 the outside failing: Slack's Web API failing and hung, the JWKS endpoint down, SQLite on a full disk"
+faults="$work/faults.log"
+if ! cargo nextest run --locked -p slack -p access-api -p cli --no-fail-fast -E \
+  'test(a_failed_lookup_stamps_unknown_and_the_reply_still_lands) | test(a_hung_api_is_a_timeout_and_unknown_not_a_stuck_stamp) | test(a_key_set_endpoint_down_serves_the_held_keys_then_fails_closed) | test(a_full_disk_refuses_clearly_and_loses_nothing_acknowledged)' \
+  >"$faults" 2>&1; then
+  cat "$faults" >&2
+  echo "replicas-check: a fault of the outside was not met as promised" >&2
+  exit 1
+fi
+grep -E '^\s+PASS|Summary' "$faults"
+
+echo "replicas-check: 3/3 PostgreSQL restarted under load"
 cargo build --locked -q -p cli
 bin="$root/target/debug/switchboard"
 token="replicas-check-token-0123456789"

@@ -80,6 +80,7 @@ pub struct JwksServer {
     pub addr: SocketAddr,
     set: Arc<Mutex<Value>>,
     hits: Arc<AtomicUsize>,
+    down: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl JwksServer {
@@ -87,15 +88,27 @@ impl JwksServer {
     pub async fn start(keys: &[&SigningKey]) -> JwksServer {
         let set = Arc::new(Mutex::new(key_set(keys)));
         let hits = Arc::new(AtomicUsize::new(0));
-        let (s, h) = (set.clone(), hits.clone());
+        let down = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (s, h, d) = (set.clone(), hits.clone(), down.clone());
         let app = Router::new().route(
             "/certs",
             get(move || {
-                let (s, h) = (s.clone(), h.clone());
+                let (s, h, d) = (s.clone(), h.clone(), d.clone());
                 async move {
                     h.fetch_add(1, Ordering::SeqCst);
+                    if d.load(Ordering::SeqCst) {
+                        return (
+                            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                            [("content-type", "text/plain")],
+                            "down".to_owned(),
+                        );
+                    }
                     let body = s.lock().map(|v| v.to_string()).unwrap_or_default();
-                    ([("content-type", "application/json")], body)
+                    (
+                        axum::http::StatusCode::OK,
+                        [("content-type", "application/json")],
+                        body,
+                    )
                 }
             }),
         );
@@ -106,7 +119,12 @@ impl JwksServer {
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
-        JwksServer { addr, set, hits }
+        JwksServer {
+            addr,
+            set,
+            hits,
+            down,
+        }
     }
 
     pub fn url(&self) -> String {
@@ -116,6 +134,11 @@ impl JwksServer {
     /// How many times the key set was fetched.
     pub fn hits(&self) -> usize {
         self.hits.load(Ordering::SeqCst)
+    }
+
+    /// Answers 503 from now on (`true`), or the key set again (`false`).
+    pub fn set_down(&self, down: bool) {
+        self.down.store(down, Ordering::SeqCst);
     }
 
     /// Serves these keys from now on (a rotation).

@@ -603,6 +603,39 @@ async fn unknown_kids_fetch_at_most_once_a_minute() {
     assert_eq!(h.jwks.hits(), 1);
 }
 
+/// The key set's endpoint down: within the TTL the keys already held still verify (a token
+/// never seen before included), a token of a `kid` they lack is refused; past the TTL every
+/// token is refused (a key set that cannot be fetched again is not kept).
+#[tokio::test]
+async fn a_key_set_endpoint_down_serves_the_held_keys_then_fails_closed() {
+    let h = start(Options {
+        ttl_seconds: 2,
+        ..Options::default()
+    })
+    .await;
+    let fresh = |sub: &str| {
+        let mut c = claims(ISSUER, AUDIENCE, sub);
+        c["jti"] = serde_json::json!(format!("{sub}-{}", h.jwks.hits()));
+        key().sign(&c)
+    };
+    assert_eq!(
+        h.get("/api/runs.list", Some(&fresh("alice"))).await.status,
+        200
+    );
+    h.jwks.set_down(true);
+    assert_eq!(
+        h.get("/api/runs.list", Some(&fresh("bob"))).await.status,
+        200
+    );
+    let foreign = other_key().sign(&claims(ISSUER, AUDIENCE, "carol"));
+    assert_eq!(h.get("/api/runs.list", Some(&foreign)).await.status, 401);
+    tokio::time::sleep(Duration::from_millis(2_300)).await;
+    assert_eq!(
+        h.get("/api/runs.list", Some(&fresh("dave"))).await.status,
+        401
+    );
+}
+
 /// A token verified before a rotation is refused once the refreshed set lacks its key.
 #[tokio::test]
 async fn a_key_removed_from_the_set_stops_verifying_after_the_ttl() {

@@ -210,8 +210,10 @@ pub enum LaunchError {
     Busy(Busy),
     #[error("the server is shutting down; try again shortly")]
     ShuttingDown,
-    /// The store could not be reached; nothing was started.
-    #[error("the store cannot be reached; nothing was started, try again shortly")]
+    /// The store could not be reached or had no room to record the run; nothing was started.
+    #[error(
+        "the store could not record the run (unreachable, or its disk is full); nothing was started, try again shortly"
+    )]
     StoreUnreachable,
     /// A child run was asked for from a run that has ended.
     #[error("the run this agent acts in has ended; a run can only be started from a live one")]

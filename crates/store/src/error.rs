@@ -32,6 +32,23 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// Whether the store could not record for want of room (SQLite's `SQLITE_FULL`, a full
+    /// disk; Postgres's class 53, insufficient resources): nothing was written, and the same
+    /// call may succeed once the operator frees space. Surfaces answer 503 for it.
+    pub fn is_full(&self) -> bool {
+        let StoreError::Database(sqlx::Error::Database(db)) = self else {
+            return false;
+        };
+        db.code()
+            .is_some_and(|code| code == "13" || code.starts_with("53"))
+    }
+
+    /// Whether a call may succeed if made again shortly, without anything changing on the
+    /// caller's side: the database unreachable or out of room. Surfaces answer 503.
+    pub fn is_transient(&self) -> bool {
+        self.is_unreachable() || self.is_full()
+    }
+
     /// Whether the database could not be reached (its connections refused, closed or timed
     /// out, the server shutting down or starting), so the same call may succeed shortly:
     /// surfaces answer 503 for it, never 500.
@@ -107,7 +124,8 @@ mod tests {
             sqlx::Error::Protocol("unexpected eof".into()),
         ];
         for e in unreachable {
-            assert!(StoreError::Database(e).is_unreachable());
+            let e = StoreError::Database(e);
+            assert!(e.is_unreachable() && e.is_transient() && !e.is_full());
         }
         let faults = [
             StoreError::Database(sqlx::Error::RowNotFound),

@@ -61,7 +61,7 @@ fn coding_agent(_: &RawInput, _: &Caller) -> Resource {
 
 pub(crate) fn store_failed(e: StoreError) -> Reply {
     tracing::warn!(target: "store", error = %e.token(), "a command's store call failed");
-    let kind = if e.is_unreachable() {
+    let kind = if e.is_transient() {
         ReplyKind::Unavailable
     } else {
         ReplyKind::Failed
