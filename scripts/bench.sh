@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmarks (never tests). Usage: scripts/bench.sh [authz|store|ingress|mcp|memory|schedule|tracing|slack|access|broker|rss]
+# Benchmarks (never tests). Usage: scripts/bench.sh [authz|store|ingress|mcp|memory|schedule|tracing|slack|access|broker|rss|soak]
 #
 #   authz   authorize and predicate_for, side by side with cedar-policy deciding an equivalent
 #           policy on the same requests in the same run (crates/authz-bench, excluded from the
@@ -57,6 +57,10 @@
 #   rss     the release `serve` with every surface on (ingress, MCP, Slack against a fake Web
 #           API, Access with a key set): idle VmRSS 1 s after the first 200 from /readyz, the
 #           median of five starts, with its anonymous and file-backed parts (scripts/bench/rss.py).
+#
+#   soak    the same `serve` under a steady 50 requests/s (half starting echo runs, half `runs
+#           list`) for 10 minutes: VmRSS every 5 s and its slope after the first minute
+#           (scripts/bench/soak.py; SB_SOAK_SECONDS, SB_SOAK_RATE).
 #
 # Raw output goes to target/bench/<name>.txt; docs/benchmarks.md records the figures with the
 # machine and this command.
@@ -137,8 +141,12 @@ case "$what" in
     cargo build --locked --release -p cli
     python3 scripts/bench/rss.py | tee target/bench/rss.txt
     ;;
+  soak)
+    cargo build --locked --release -p cli
+    python3 scripts/bench/soak.py | tee target/bench/soak.txt
+    ;;
   *)
-    echo "unknown benchmark '$what'; known: authz, store, ingress, mcp, memory, schedule, tracing, slack, access, broker, rss" >&2
+    echo "unknown benchmark '$what'; known: authz, store, ingress, mcp, memory, schedule, tracing, slack, access, broker, rss, soak" >&2
     exit 2
     ;;
 esac

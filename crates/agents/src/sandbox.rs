@@ -180,7 +180,12 @@ impl Sandbox {
         let stub = spec.scratch.join("switchboard-denied-stub");
         std::fs::write(&stub, STUB_TEXT)
             .map_err(|e| SandboxError::Io(format!("{}: {e}", stub.display())))?;
-        let filter = spec.scratch.join("switchboard-seccomp.bpf");
+        // Named by the network it is for: two sandboxes sharing a scratch directory never
+        // read each other's filter.
+        let filter = spec.scratch.join(match spec.network {
+            Network::Unshared => "switchboard-seccomp-unshared.bpf",
+            Network::Shared => "switchboard-seccomp-shared.bpf",
+        });
         let program =
             crate::seccomp::program(spec.network == Network::Unshared).ok_or_else(|| {
                 SandboxError::Unavailable(
