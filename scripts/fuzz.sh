@@ -47,11 +47,13 @@ for target in $run; do
   i=$((i + 1))
   echo "[$i/$n] $target: ${seconds}s from $(ls "corpus/$target" | wc -l) corpus inputs" >&2
   mkdir -p "working-corpus/$target"
+  log="working-corpus/$target.log"
+  status=0
   cargo +nightly fuzz run -O --debug-assertions -s none "$target" "working-corpus/$target" "corpus/$target" -- \
-    -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 2>&1 |
-    grep -E '^(stat::number_of_executed_units|stat::new_units_added|==|thread|SUMMARY|Test unit written|panicked)' >&2 || true
-  if [ "${PIPESTATUS[0]}" -ne 0 ]; then
-    echo "scripts/fuzz.sh: $target failed; its input is under fuzz/artifacts/$target/" >&2
+    -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 >"$log" 2>&1 || status=$?
+  grep -E '^(stat::number_of_executed_units|stat::new_units_added|==|thread|SUMMARY|Test unit written|panicked)' "$log" >&2 || true
+  if [ "$status" -ne 0 ]; then
+    echo "scripts/fuzz.sh: $target failed ($log); its input is under fuzz/artifacts/$target/" >&2
     exit 1
   fi
 done

@@ -26,6 +26,7 @@ BIN = os.path.join(ROOT, "target", "release", "switchboard")
 WORK = os.path.join(ROOT, "target", "bench", "rss")
 PORT = 18191
 STARTS = int(os.environ.get("SB_BENCH_STARTS", "5"))
+TOKEN = "bench-token-0123456789"
 
 CONFIG = """
 [server]
@@ -75,7 +76,8 @@ def status(pid):
     return fields
 
 
-def main():
+def prepare(extra=""):
+    """The fake Slack Web API started, the key set and config written: (config path, env)."""
     os.makedirs(WORK, exist_ok=True)
     server = ThreadingHTTPServer(("127.0.0.1", 0), FakeSlack)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -85,14 +87,19 @@ def main():
         json.dump({"keys": [key]}, f)
     config = os.path.join(WORK, "switchboard.toml")
     with open(config, "w") as f:
-        f.write(CONFIG.format(port=PORT, work=WORK, slack=slack))
+        f.write(CONFIG.format(port=PORT, work=WORK, slack=slack) + extra)
     env = dict(os.environ)
     env.update({
-        "SWITCHBOARD_INGRESS_TOKENS": json.dumps({"bench-token-0123456789": {"subject": "bench"}}),
+        "SWITCHBOARD_INGRESS_TOKENS": json.dumps({TOKEN: {"subject": "bench", "channel": "http:bench"}}),
         "SLACK_BOT_TOKEN": "xoxb-bench",
         "SLACK_SIGNING_SECRET": "bench-signing-secret",
         "NO_COLOR": "1",
     })
+    return config, env
+
+
+def main():
+    config, env = prepare()
     samples = []
     for i in range(STARTS):
         proc = subprocess.Popen([BIN, "--config", config, "serve"], env=env,

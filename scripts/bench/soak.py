@@ -7,27 +7,22 @@ run, half `runs list`. VmRSS is sampled every 5 s; the slope is a least-squares 
 samples after the first minute (warm-up), in KiB a minute, with the first, last and highest
 samples.
 """
-import json
 import os
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
-from http.server import ThreadingHTTPServer
 
 sys.path.insert(0, os.path.dirname(__file__))
 import rss  # noqa: E402
-from slack import FakeSlack  # noqa: E402
 
 SECONDS = int(os.environ.get("SB_SOAK_SECONDS", "600"))
 RATE = int(os.environ.get("SB_SOAK_RATE", "50"))
-TOKEN = "bench-token-0123456789"
 
 
 def request(body):
     req = urllib.request.Request(f"http://127.0.0.1:{rss.PORT}/ingress", data=body.encode(),
-                                 headers={"authorization": f"Bearer {TOKEN}", "accept": "application/json"})
+                                 headers={"authorization": f"Bearer {rss.TOKEN}", "accept": "application/json"})
     try:
         with urllib.request.urlopen(req, timeout=10) as r:
             return r.status
@@ -38,26 +33,12 @@ def request(body):
 
 
 def main():
-    os.makedirs(rss.WORK, exist_ok=True)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeSlack)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    slack = f"http://127.0.0.1:{server.server_address[1]}/api/"
-    with open(os.path.join(rss.WORK, "jwks.json"), "w") as f:
-        key = {"kty": "RSA", "kid": "bench", "alg": "RS256", "use": "sig", "n": rss.b64((1 << 2047) | 0x10001), "e": "AQAB"}
-        json.dump({"keys": [key]}, f)
     db = os.path.join(rss.WORK, "rss.db")
     for suffix in ("", "-wal", "-shm"):
         if os.path.exists(db + suffix):
             os.remove(db + suffix)
-    config = os.path.join(rss.WORK, "switchboard.toml")
-    with open(config, "w") as f:
-        f.write(rss.CONFIG.format(port=rss.PORT, work=rss.WORK, slack=slack)
-                + '[grants."http:bench"]\nactions = ["runs:read", "runs:write", "agent:run:echo"]\nchannels = ["http:bench"]\n')
-    env = dict(os.environ)
-    env.update({
-        "SWITCHBOARD_INGRESS_TOKENS": json.dumps({TOKEN: {"subject": "bench", "channel": "http:bench"}}),
-        "SLACK_BOT_TOKEN": "xoxb-bench", "SLACK_SIGNING_SECRET": "bench-signing-secret", "NO_COLOR": "1",
-    })
+    config, env = rss.prepare(
+        '[grants."http:bench"]\nactions = ["runs:read", "runs:write", "agent:run:echo"]\nchannels = ["http:bench"]\n')
     proc = subprocess.Popen([rss.BIN, "--config", config, "serve"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

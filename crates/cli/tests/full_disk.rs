@@ -114,6 +114,13 @@ fn a_full_disk_refuses_clearly_and_loses_nothing_acknowledged() {
     assert!(lines.contains(&"alive 200"), "{said}");
     assert!(lines.contains(&"panics 0"), "{said}");
     assert!(lines.contains(&"integrity ok"), "{said}");
+    // The operator's log names what happened by SQLite's code, as docs/operations.md says.
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("log ") && l.ends_with("error=database:13")),
+        "{said}"
+    );
     let lost: Vec<&&str> = acked.iter().filter(|id| !stored.contains(**id)).collect();
     assert!(lost.is_empty(), "acknowledged runs lost: {lost:?}");
     println!(

@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use access_api::testing::{SigningKey, claims, key_set};
 use serde_json::{Value, json};
+use server::fuzzing::SeededRng as Rng;
 use slack::testing::{FakeSlack, callback, signed_headers};
 
 const ISSUER: &str = "https://issuer.test";
@@ -27,27 +28,6 @@ const TOKEN: &str = "http-pass-token-0123456789";
 const SIGNING: &str = "http-pass-signing-secret";
 const REQUESTS: usize = 1_500;
 const SEED: u64 = 0x5eed_2026_1205;
-
-/// xorshift64*: the same requests on every run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
-}
 
 /// Every corpus input of the fuzz targets: bodies shaped like what each surface reads.
 fn corpus() -> Vec<Vec<u8>> {
@@ -64,20 +44,23 @@ fn corpus() -> Vec<Vec<u8>> {
 fn random_json(rng: &mut Rng, depth: usize) -> Value {
     match rng.below(if depth > 2 { 5 } else { 7 }) {
         0 => Value::Null,
-        1 => json!(rng.next() as i64),
+        1 => json!(rng.next_u64() as i64),
         2 => json!(rng.below(2) == 0),
         3 => {
             let n = rng.below(40);
             json!(String::from_utf8_lossy(&rng.bytes(n)).into_owned())
         }
-        4 => json!(*rng.pick(&[
-            "runs_list",
-            "2.0",
-            "tools/call",
-            "initialize",
-            "",
-            "<@UBOT> runs list"
-        ])),
+        4 => json!(
+            *rng.pick(&[
+                "runs_list",
+                "2.0",
+                "tools/call",
+                "initialize",
+                "",
+                "<@UBOT> runs list"
+            ])
+            .unwrap()
+        ),
         5 => Value::Array(
             (0..rng.below(4))
                 .map(|_| random_json(rng, depth + 1))
@@ -101,7 +84,10 @@ fn random_json(rng: &mut Rng, depth: usize) -> Value {
             ];
             let mut map = serde_json::Map::new();
             for _ in 0..rng.below(5) {
-                map.insert((*rng.pick(&keys)).to_owned(), random_json(rng, depth + 1));
+                map.insert(
+                    (*rng.pick(&keys).unwrap()).to_owned(),
+                    random_json(rng, depth + 1),
+                );
             }
             Value::Object(map)
         }
@@ -183,6 +169,7 @@ async fn generated_requests_on_every_route_get_no_5xx_and_no_panic() {
                 "..%2f..",
                 &"9".repeat(300),
             ])
+            .unwrap()
             .to_string();
         let routes = [
             ("GET", "/healthz".to_owned()),
@@ -208,29 +195,32 @@ async fn generated_requests_on_every_route_get_no_5xx_and_no_panic() {
             ("GET", "/nope".to_owned()),
             ("GET", "/traces".to_owned()),
         ];
-        let (own_method, route) = rng.pick(&routes).clone();
+        let (own_method, route) = rng.pick(&routes).unwrap().clone();
         let mut path = route;
         if rng.below(4) == 0 {
-            let query = rng.pick(&[
-                "?limit=-1",
-                "?limit=99999999999999999999",
-                "?cursor=%ff%fe",
-                "?run_id=x&run_id=y",
-                "?since=abc",
-                "?channel=slack:C1&status=running",
-                "?%zz",
-            ]);
+            let query = rng
+                .pick(&[
+                    "?limit=-1",
+                    "?limit=99999999999999999999",
+                    "?cursor=%ff%fe",
+                    "?run_id=x&run_id=y",
+                    "?since=abc",
+                    "?channel=slack:C1&status=running",
+                    "?%zz",
+                ])
+                .unwrap();
             path.push_str(query);
         }
         // Mostly the route's own method, so most requests reach what reads them.
         let method = if rng.below(4) == 0 {
             *rng.pick(&["GET", "POST", "PUT", "DELETE", "HEAD", "OPTIONS", "PATCH"])
+                .unwrap()
         } else {
             own_method
         };
         let body: Vec<u8> = match rng.below(5) {
             0 => Vec::new(),
-            1 => rng.pick(&corpus).clone(),
+            1 => rng.pick(&corpus).unwrap().clone(),
             2 => {
                 let n = rng.below(4096);
                 rng.bytes(n)
@@ -239,15 +229,19 @@ async fn generated_requests_on_every_route_get_no_5xx_and_no_panic() {
             _ => callback("EvPass", random_json(&mut rng, 1)),
         };
         let auth = rng.below(6);
-        let content_type = *rng.pick(&[
-            "application/json",
-            "application/x-www-form-urlencoded",
-            "text/plain",
-            "application/json; charset=utf-8",
-            "multipart/form-data; boundary=x",
-            "\u{7f}",
-        ]);
-        let origin = *rng.pick(&["", "", "http://evil.example", "null", "http://localhost"]);
+        let content_type = *rng
+            .pick(&[
+                "application/json",
+                "application/x-www-form-urlencoded",
+                "text/plain",
+                "application/json; charset=utf-8",
+                "multipart/form-data; boundary=x",
+                "\u{7f}",
+            ])
+            .unwrap();
+        let origin = *rng
+            .pick(&["", "", "http://evil.example", "null", "http://localhost"])
+            .unwrap();
         let signed = rng.below(2) == 0;
         planned.push((
             method.to_owned(),

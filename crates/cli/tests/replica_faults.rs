@@ -26,35 +26,29 @@ fn config(i: usize, store: &str) -> String {
     )
 }
 
-async fn start_stalled(client: &reqwest::Client, base: &str) -> String {
-    let text = client
+/// `text` posted to a replica's `/ingress` as the ops bot: the status and the JSON reply.
+async fn ingress(client: &reqwest::Client, base: &str, text: &str) -> (u16, Value) {
+    let response = client
         .post(format!("{base}/ingress"))
         .bearer_auth(TOKEN)
         .header("accept", "application/json")
-        .body("@staller wait for me")
+        .body(text.to_owned())
         .send()
         .await
-        .unwrap()
-        .text()
-        .await
         .unwrap();
-    let started: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    let status = response.status().as_u16();
+    let body = response.text().await.unwrap();
+    let reply = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+    (status, reply)
+}
+
+async fn start_stalled(client: &reqwest::Client, base: &str) -> String {
+    let (_, started) = ingress(client, base, "@staller wait for me").await;
     started["run_id"].as_str().unwrap().to_owned()
 }
 
 async fn status(client: &reqwest::Client, base: &str, run: &str) -> (String, Value) {
-    let text = client
-        .post(format!("{base}/ingress"))
-        .bearer_auth(TOKEN)
-        .header("accept", "application/json")
-        .body(format!("runs get {run}"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let reply: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    let (_, reply) = ingress(client, base, &format!("runs get {run}")).await;
     let status = reply["status"].as_str().unwrap_or_default().to_owned();
     (status, reply)
 }
@@ -102,14 +96,7 @@ async fn a_killed_replicas_runs_are_interrupted_and_only_its() {
         .await
         .unwrap();
     assert_eq!(healthy.status(), 200);
-    let events = client
-        .post(format!("{}/ingress", b.base))
-        .bearer_auth(TOKEN)
-        .header("accept", "application/json")
-        .body(format!("runs events {on_a}"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(events.status(), 200);
+    let (events, _) = ingress(&client, &b.base, &format!("runs events {on_a}")).await;
+    assert_eq!(events, 200);
     drop(b);
 }

@@ -248,7 +248,7 @@ pub(crate) fn launch_refusal(caller: &Caller, e: LaunchError, services: &Service
         LaunchError::Busy(_) | LaunchError::ShuttingDown => {
             Reply::of(ReplyKind::Busy, e.to_string())
         }
-        LaunchError::StoreUnreachable => Reply::of(ReplyKind::Unavailable, e.to_string()),
+        LaunchError::StoreUnavailable => Reply::of(ReplyKind::Unavailable, e.to_string()),
         LaunchError::NoAgent | LaunchError::NoCodingAgent(_) | LaunchError::Workspace(_) => {
             Reply::of(ReplyKind::Usage, e.to_string())
         }

@@ -214,7 +214,7 @@ pub enum LaunchError {
     #[error(
         "the store could not record the run (unreachable, or its disk is full); nothing was started, try again shortly"
     )]
-    StoreUnreachable,
+    StoreUnavailable,
     /// A child run was asked for from a run that has ended.
     #[error("the run this agent acts in has ended; a run can only be started from a live one")]
     ParentEnded,

@@ -159,3 +159,88 @@ pub fn policy_rules(data: &[u8]) {
         let _ = schedule::CronSpec::parse(line, "Europe/Berlin");
     }
 }
+
+/// xorshift64*: a fixed seed gives the same numbers on every run, so a generated input that
+/// fails is the same input next time (the stable mutations, the HTTP pass).
+pub struct SeededRng(pub u64);
+
+impl SeededRng {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// A number below `n` (0 for 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        let n = n as u64;
+        if n == 0 {
+            0
+        } else {
+            (self.next_u64() % n) as usize
+        }
+    }
+
+    /// One of `items` (none of none).
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> Option<&'a T> {
+        let at = self.below(items.len());
+        items.get(at)
+    }
+
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next_u64() as u8).collect()
+    }
+}
+
+/// `input` changed one to five times: a bit flipped, a byte that means something to a parser
+/// inserted, a run cut, the input truncated, a piece of `other` spliced in, a piece repeated.
+pub fn mutate(rng: &mut SeededRng, input: &[u8], other: &[u8]) -> Vec<u8> {
+    const MEANINGFUL: &[u8] = b"{}[]\":,\\\n\0=.%@ \xff";
+    let mut out = input.to_vec();
+    for _ in 0..=rng.below(4) {
+        match rng.below(6) {
+            0 => {
+                let at = rng.below(out.len());
+                let bit = 1 << rng.below(8);
+                if let Some(byte) = out.get_mut(at) {
+                    *byte ^= bit;
+                }
+            }
+            1 => {
+                let at = rng.below(out.len() + 1);
+                if let Some(byte) = rng.pick(MEANINGFUL) {
+                    out.insert(at, *byte);
+                }
+            }
+            2 => {
+                let at = rng.below(out.len());
+                let end = (at + rng.below(16) + 1).min(out.len());
+                out.drain(at.min(end)..end);
+            }
+            3 => {
+                let cut = rng.below(out.len() + 1);
+                out.truncate(cut);
+            }
+            4 => {
+                let at = rng.below(out.len() + 1);
+                let from = rng.below(other.len());
+                let end = (from + rng.below(64) + 1).min(other.len());
+                out.splice(
+                    at..at,
+                    other.get(from..end).unwrap_or_default().iter().copied(),
+                );
+            }
+            _ => {
+                let at = rng.below(out.len() + 1);
+                let n = rng.below(8) + 1;
+                let repeat = out
+                    .get(at..(at + n).min(out.len()))
+                    .unwrap_or_default()
+                    .repeat(rng.below(64) + 1);
+                out.splice(at..at, repeat);
+            }
+        }
+    }
+    out
+}

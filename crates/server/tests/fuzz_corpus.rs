@@ -16,6 +16,8 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use server::fuzzing::{SeededRng, mutate};
+
 fn fuzz_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz")
 }
@@ -62,72 +64,9 @@ fn every_corpus_input_is_read_without_a_panic() {
 /// Mutations of each corpus input per target run.
 const MUTATIONS_PER_INPUT: usize = 400;
 
-/// xorshift64*: the same mutations on every run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        if n == 0 {
-            0
-        } else {
-            (self.next() % n as u64) as usize
-        }
-    }
-}
-
-fn mutate(rng: &mut Rng, input: &[u8], other: &[u8]) -> Vec<u8> {
-    let mut out = input.to_vec();
-    for _ in 0..=rng.below(4) {
-        match rng.below(6) {
-            0 if !out.is_empty() => {
-                let at = rng.below(out.len());
-                out[at] ^= 1 << rng.below(8);
-            }
-            1 => {
-                let at = rng.below(out.len() + 1);
-                let byte = *b"{}[]\":,\\\n\0=.%@ \xff"
-                    .get(rng.below(16))
-                    .unwrap_or(&b'x');
-                out.insert(at, byte);
-            }
-            2 if !out.is_empty() => {
-                let at = rng.below(out.len());
-                let end = (at + rng.below(16) + 1).min(out.len());
-                out.drain(at..end);
-            }
-            3 => {
-                let cut = rng.below(out.len() + 1);
-                out.truncate(cut);
-            }
-            4 if !other.is_empty() => {
-                let at = rng.below(out.len() + 1);
-                let from = rng.below(other.len());
-                let end = (from + rng.below(64) + 1).min(other.len());
-                out.splice(at..at, other[from..end].iter().copied());
-            }
-            _ => {
-                let at = rng.below(out.len() + 1);
-                let n = rng.below(8) + 1;
-                let repeat = out
-                    .get(at..(at + n).min(out.len()))
-                    .unwrap_or_default()
-                    .repeat(rng.below(64) + 1);
-                out.splice(at..at, repeat);
-            }
-        }
-    }
-    out
-}
-
 #[test]
 fn seeded_mutations_of_every_corpus_input_are_read_without_a_panic() {
-    let mut rng = Rng(0x5eed_f022);
+    let mut rng = SeededRng(0x5eed_f022);
     let mut ran = 0;
     for (name, body) in server::fuzzing::TARGETS {
         let dir = fuzz_dir().join("corpus").join(name);

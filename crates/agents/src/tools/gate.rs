@@ -183,7 +183,7 @@ const MAX_SHOWN_BLANKS: usize = 32;
 
 /// The longest run of blank characters in a call's JSON arguments: Unicode white space, and
 /// the escapes `\n`, `\t` and `\r` each as one.
-fn longest_blank_run(arguments: &str) -> Option<usize> {
+fn longest_blank_run(arguments: &str) -> usize {
     let (mut longest, mut current) = (0usize, 0usize);
     let mut chars = arguments.chars().peekable();
     while let Some(c) = chars.next() {
@@ -201,7 +201,7 @@ fn longest_blank_run(arguments: &str) -> Option<usize> {
         current = if blank { current + 1 } else { 0 };
         longest = longest.max(current);
     }
-    (longest > 0).then_some(longest)
+    longest
 }
 
 impl BrokerGate {
@@ -267,7 +267,8 @@ impl BrokerGate {
                 "{action} needs an approval, and its arguments hold text that cannot be shown as it is (a control sequence or a credential); nothing was asked"
             )));
         }
-        if let Some(run) = longest_blank_run(&call.arguments).filter(|n| *n > MAX_SHOWN_BLANKS) {
+        let run = longest_blank_run(&call.arguments);
+        if run > MAX_SHOWN_BLANKS {
             return Err(refused(format!(
                 "{action} needs an approval, and its arguments hold {run} blank characters in a row, which would push what follows out of an approver's sight; nothing was asked"
             )));

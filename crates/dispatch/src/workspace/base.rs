@@ -71,6 +71,11 @@ impl Base {
     pub(super) fn git(&self) -> Git {
         Git::at(&self.git_dir)
     }
+
+    /// Whether `oid` has the shape of an object id of this repository's format.
+    pub(super) fn is_object_id(&self, oid: &str) -> bool {
+        oid.len() == self.commit.len() && oid.bytes().all(|b| b.is_ascii_hexdigit())
+    }
 }
 
 /// Serialises fetches of one mirror in this process (another process's fetch is kept out by
@@ -436,6 +441,15 @@ fn denied_entries(
     tree: &[Entry],
 ) -> Result<Vec<Entry>, WorkspaceError> {
     let by_path: HashMap<&str, &Entry> = tree.iter().map(|e| (e.path.as_str(), e)).collect();
+    // Each file's name as a case-insensitive file system sees it, folded once.
+    let by_folded: HashMap<String, &Entry> = if policy.deny_read.is_empty() {
+        HashMap::new()
+    } else {
+        tree.iter()
+            .filter(|e| e.kind != "tree")
+            .map(|e| (agents::names::fold_path(&e.path), e))
+            .collect()
+    };
     let mut out = Vec::new();
     for name in &policy.deny_read {
         let mut prefix = String::new();
@@ -453,10 +467,10 @@ fn denied_entries(
         // A file the repository spells otherwise (case, Unicode form, a trailing dot) is the
         // denied file on a case-insensitive checkout, and the stub would not cover it here:
         // the policy is refused rather than read as protecting nothing.
-        let folded = agents::names::fold_path(name);
-        if let Some(other) = tree.iter().find(|e| {
-            e.path != *name && e.kind != "tree" && agents::names::fold_path(&e.path) == folded
-        }) {
+        if let Some(other) = by_folded
+            .get(&agents::names::fold_path(name))
+            .filter(|e| e.path != *name)
+        {
             return Err(WorkspaceError::Policy(format!(
                 "{slug}:{PROJECT_POLICY_FILE}: deny_read {name:?} is spelled otherwise in the repository ({:?}); write the name exactly as the repository spells it",
                 other.path

@@ -94,7 +94,7 @@ pub async fn keep(base: &Base, run: &RunId, dir: &RunDir) -> Result<Kept, Worksp
         notes: Vec::new(),
     };
     let tip = read_ref(&work, &format!("refs/heads/{branch}"), base)
-        .filter(|tip| tip == &start.commit || is_hex(tip, base));
+        .filter(|tip| tip == &start.commit || base.is_object_id(tip));
     let commits = match &tip {
         None => {
             kept.notes
@@ -127,6 +127,10 @@ pub async fn keep(base: &Base, run: &RunId, dir: &RunDir) -> Result<Kept, Worksp
         with_base_trees(base, &mine).await?;
     }
     let index = dir.root.join("keep.index");
+    let against = Against {
+        start: &start,
+        denied_only: denied_only_blobs(base),
+    };
     let mut kept_commits: Vec<String> = Vec::new();
     let mut parent = base.commit.clone();
     let mut last_tree = base.root_tree.clone();
@@ -135,7 +139,7 @@ pub async fn keep(base: &Base, run: &RunId, dir: &RunDir) -> Result<Kept, Worksp
             .text(["rev-parse", &format!("{commit}^{{tree}}")])
             .await
             .map_err(fail)?;
-        let tree = kept_tree(&mine, base, &start, &candidate, &index, &mut kept).await?;
+        let tree = kept_tree(&mine, base, &against, &candidate, &index, &mut kept).await?;
         if tree == last_tree {
             continue;
         }
@@ -145,7 +149,7 @@ pub async fn keep(base: &Base, run: &RunId, dir: &RunDir) -> Result<Kept, Worksp
         last_tree = tree;
         kept.commits += 1;
     }
-    let tree = kept_tree(&mine, base, &start, &uncommitted, &index, &mut kept).await?;
+    let tree = kept_tree(&mine, base, &against, &uncommitted, &index, &mut kept).await?;
     if tree != last_tree {
         let message = format!("Uncommitted changes at the end of run {run}\n").into_bytes();
         parent = commit_tree(&mine, run, &tree, &parent, None, message).await?;
@@ -572,16 +576,24 @@ fn short_name_shaped(part: &str) -> bool {
         && extension.chars().count() <= 3
 }
 
+/// What a run's trees are compared against: where it started, and the blob ids no kept
+/// change may name ([`denied_only_blobs`]), worked out once for all its commits.
+struct Against<'a> {
+    start: &'a Start,
+    denied_only: std::collections::HashSet<&'a str>,
+}
+
 /// The tree kept for `candidate`: the base's, with `candidate`'s changes against the run's
 /// start that may be kept.
 async fn kept_tree(
     git: &Git,
     base: &Base,
-    start: &Start,
+    against: &Against<'_>,
     candidate: &str,
     index: &Path,
     kept: &mut Kept,
 ) -> Result<String, WorkspaceError> {
+    let start = against.start;
     if candidate == start.tree {
         return Ok(base.root_tree.clone());
     }
@@ -622,10 +634,9 @@ async fn kept_tree(
     }
     // Whatever else holds, a denied file's blob never reaches the branch under any name
     // (unless the base shows the same bytes at a name it does not deny: an empty file).
-    let denied_only = denied_only_blobs(base);
     if let Some(leak) = keep
         .iter()
-        .find(|c| denied_only.contains(c.new_oid.as_str()))
+        .find(|c| against.denied_only.contains(c.new_oid.as_str()))
     {
         return Err(WorkspaceError::Keep(format!(
             "the run's change to {} names a denied file's contents; nothing of the run was kept",
@@ -659,14 +670,21 @@ async fn kept_tree(
         .map_err(fail)
 }
 
-/// The base commit and the trees of the base the run's repository did not hold (those above a
-/// denied file), copied from the base into the keeping repository, so the kept trees are
-/// built on the base's own: only trees and the commit, never a blob. An object file of the
-/// run's named like one of them with other bytes (a forged tree) refuses the whole run:
-/// `index-pack` compares the bytes of every name it already holds.
+/// The base commit and the trees of the base the run's repository did not hold (the root and
+/// those above a denied file), copied from the base into the keeping repository, so the kept
+/// trees are built on the base's own: only trees and the commit, never a blob. An object file
+/// of the run's named like one of them with other bytes (a forged tree) refuses the whole
+/// run: `index-pack` compares the bytes of every name it already holds. (A forged copy of
+/// any other tree changes nothing kept: a tree the run did not change keeps its id, which the
+/// base's gate reads in the base's own objects.)
 async fn with_base_trees(base: &Base, mine: &Git) -> Result<(), WorkspaceError> {
+    let naming = super::make::naming_denied(base);
     let mut list = format!("{}\n{}\n", base.commit, base.root_tree);
-    for entry in base.tree.iter().filter(|e| e.kind == "tree") {
+    for entry in base
+        .tree
+        .iter()
+        .filter(|e| e.kind == "tree" && naming.contains(e.path.as_str()))
+    {
         list.push_str(&entry.oid);
         list.push('\n');
     }
@@ -868,10 +886,6 @@ async fn commit_tree(
         .map_err(fail)
 }
 
-fn is_hex(oid: &str, base: &Base) -> bool {
-    oid.len() == base.commit.len() && oid.bytes().all(|b| b.is_ascii_hexdigit())
-}
-
 /// The value of `name` in the run's repository (`work/.git`), read from its ref files: a
 /// loose ref (a regular file holding an object id), else `packed-refs`. A symbolic ref is
 /// not followed, and neither is a link on the way (it could lead to another repository's
@@ -880,12 +894,12 @@ fn read_ref(work: &Path, name: &str, base: &Base) -> Option<String> {
     let git_dir = Path::new(".git");
     if let Some(text) = nofollow::read_regular(work, &git_dir.join(name), 256) {
         let oid = text.trim();
-        return is_hex(oid, base).then(|| oid.to_ascii_lowercase());
+        return base.is_object_id(oid).then(|| oid.to_ascii_lowercase());
     }
     let packed = nofollow::read_regular(work, &git_dir.join("packed-refs"), 64 * 1024 * 1024)?;
     packed.lines().find_map(|line| {
         let (oid, refname) = line.split_once(' ')?;
-        (refname == name && is_hex(oid, base)).then(|| oid.to_ascii_lowercase())
+        (refname == name && base.is_object_id(oid)).then(|| oid.to_ascii_lowercase())
     })
 }
 
@@ -1010,7 +1024,7 @@ async fn snapshot(base: &Base, dir: &RunDir, start: &str) -> Result<String, Work
         .unwrap_or_default()
         .trim()
         .to_owned();
-    if !is_hex(&tree, base) {
+    if !base.is_object_id(&tree) {
         return Err(WorkspaceError::Keep(
             "reading the run's working tree gave no tree".to_owned(),
         ));

@@ -100,10 +100,8 @@ impl Start {
         let path = dir.start();
         let fault = |why: &str| WorkspaceError::Keep(format!("{}: {why}", path.display()));
         let text = std::fs::read_to_string(&path).map_err(|e| fault(&e.to_string()))?;
-        let hex =
-            |s: &str| s.len() == base.commit.len() && s.bytes().all(|b| b.is_ascii_hexdigit());
         match text.split_whitespace().collect::<Vec<_>>().as_slice() {
-            [commit, tree] if hex(commit) && hex(tree) => Ok(Start {
+            [commit, tree] if base.is_object_id(commit) && base.is_object_id(tree) => Ok(Start {
                 commit: (*commit).to_owned(),
                 tree: (*tree).to_owned(),
             }),
@@ -275,7 +273,7 @@ pub(crate) async fn repo(
 
 /// The paths of the base's trees that hold a denied file, however deep: the directories
 /// above each denied name, and the root (as "").
-fn naming_denied(base: &Base) -> std::collections::HashSet<&str> {
+pub(super) fn naming_denied(base: &Base) -> std::collections::HashSet<&str> {
     let mut naming = std::collections::HashSet::new();
     if base.denied_entries.is_empty() {
         return naming;
