@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmarks (never tests). Usage: scripts/bench.sh [authz|store|ingress|mcp|memory|schedule|tracing|slack|access|broker|rss|soak]
+# Benchmarks (never tests). Usage: scripts/bench.sh [authz|store|ingress|mcp|memory|schedule|tracing|slack|access|broker|rss|versus|soak]
 #
 #   authz   authorize and predicate_for, side by side with cedar-policy deciding an equivalent
 #           policy on the same requests in the same run (crates/authz-bench, excluded from the
@@ -57,6 +57,11 @@
 #   rss     the release `serve` with every surface on (ingress, MCP, Slack against a fake Web
 #           API, Access with a key set): idle VmRSS 1 s after the first 200 from /readyz, the
 #           median of five starts, with its anonymous and file-backed parts (scripts/bench/rss.py).
+#
+#   versus  the ingress history page (`runs list --status all`, wrk with 64 connections, 10 s)
+#           against the release binary and a baseline binary, alternating rounds in one run:
+#           each round's ratio and the median (scripts/bench/versus.py). Build the baseline from
+#           the commit to compare with and pass it: scripts/bench.sh versus /path/to/switchboard
 #
 #   soak    the same `serve` under a steady 50 requests/s (half starting echo runs, half `runs
 #           list`) for 10 minutes: VmRSS every 5 s and its slope after the first minute
@@ -141,12 +146,18 @@ case "$what" in
     cargo build --locked --release -p cli
     python3 scripts/bench/rss.py | tee target/bench/rss.txt
     ;;
+  versus)
+    need wrk
+    need sqlite3
+    cargo build --locked --release -p cli
+    python3 scripts/bench/versus.py "$@" | tee target/bench/versus.txt
+    ;;
   soak)
     cargo build --locked --release -p cli
     python3 scripts/bench/soak.py | tee target/bench/soak.txt
     ;;
   *)
-    echo "unknown benchmark '$what'; known: authz, store, ingress, mcp, memory, schedule, tracing, slack, access, broker, rss, soak" >&2
+    echo "unknown benchmark '$what'; known: authz, store, ingress, mcp, memory, schedule, tracing, slack, access, broker, rss, versus, soak" >&2
     exit 2
     ;;
 esac

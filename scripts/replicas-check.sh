@@ -15,6 +15,9 @@
 #   3. PostgreSQL restarted under load: ingress requests in flight on both replicas while the
 #      cluster restarts. Every answer is 200/202 or a clear 503 (none hangs, none is a 500), both
 #      replicas answer again without a restart, and every accepted run is recorded once.
+#   4. A minutely schedule on two `serve` over one database, both on the test-only driven
+#      clock (cargo feature `driven-clock`, 600x): 100 consecutive slots or more, each fired
+#      exactly once, by one replica or the other.
 #
 # Needs PostgreSQL's server binaries (Debian's postgresql package), curl and cargo.
 set -euo pipefail
@@ -49,7 +52,7 @@ pg_start
 url="postgres://postgres@127.0.0.1:$port/postgres"
 echo "replicas-check: a private PostgreSQL on 127.0.0.1:$port ($cluster)"
 
-echo "replicas-check: 1/3 the replica suites against it"
+echo "replicas-check: 1/4 the replica suites against it"
 suites="$work/suites.log"
 if ! SWITCHBOARD_TEST_POSTGRES_URL="$url" cargo nextest run --locked -p cli -p schedule --no-fail-fast -E \
   'binary(slack_replicas) | binary(access_replicas) | binary(replica_faults) | test(/fire_each_of_100_slots_exactly_once/)' \
@@ -60,7 +63,7 @@ if ! SWITCHBOARD_TEST_POSTGRES_URL="$url" cargo nextest run --locked -p cli -p s
 fi
 grep -E '^\s+PASS|Summary' "$suites"
 
-echo "replicas-check: 2/3 the outside failing: Slack's Web API failing and hung, the JWKS endpoint down, SQLite on a full disk"
+echo "replicas-check: 2/4 the outside failing: Slack's Web API failing and hung, the JWKS endpoint down, SQLite on a full disk"
 faults="$work/faults.log"
 if ! cargo nextest run --locked -p slack -p access-api -p cli --no-fail-fast -E \
   'test(a_failed_lookup_stamps_unknown_and_the_reply_still_lands) | test(a_hung_api_is_a_timeout_and_unknown_not_a_stuck_stamp) | test(a_key_set_endpoint_down_serves_the_held_keys_then_fails_closed) | test(a_full_disk_refuses_clearly_and_loses_nothing_acknowledged)' \
@@ -71,7 +74,7 @@ if ! cargo nextest run --locked -p slack -p access-api -p cli --no-fail-fast -E 
 fi
 grep -E '^\s+PASS|Summary' "$faults"
 
-echo "replicas-check: 3/3 PostgreSQL restarted under load"
+echo "replicas-check: 3/4 PostgreSQL restarted under load"
 cargo build --locked -q -p cli
 bin="$root/target/debug/switchboard"
 token="replicas-check-token-0123456789"
@@ -170,7 +173,63 @@ if [ -n "$missing" ] || [ -n "$twice" ]; then
   exit 1
 fi
 echo "replicas-check: $(wc -l <<<"$accepted") accepted runs, each recorded once; both replicas recovered without a restart"
-if grep -l panicked "$work"/replica-*/stderr.log >/dev/null 2>&1; then
+stop_replicas() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  pids=()
+}
+stop_replicas
+
+echo "replicas-check: 4/4 a minutely schedule on two serve over one database, on a clock driven ${pace:=600}x"
+# The test-only `driven-clock` build: both replicas' clocks run $pace times the wall clock
+# from one anchor, so a virtual minute (one slot) passes every $((60000 / pace)) ms of wall time.
+cargo build --locked -q -p cli --features driven-clock
+as_pg "$pgbin/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres -qc "create database slots" >/dev/null
+slots_url="postgres://postgres@127.0.0.1:$port/slots"
+slots=${SWITCHBOARD_REPLICAS_SLOTS:-100}
+anchor=$(($(date +%s%N) / 1000))
+for i in 0 1; do
+  dir="$work/slots-$i"
+  mkdir -p "$dir"
+  cat >"$dir/switchboard.toml" <<TOML
+[server]
+replica_id = "slots-$i"
+data_dir = "$dir/data"
+[store]
+url = "$slots_url"
+[agents]
+default = "echo"
+[agents.echo]
+[[schedules]]
+name = "minutely"
+cron = "* * * * *"
+command = "help"
+[grants."schedule:minutely"]
+actions = ["help:read"]
+TOML
+  SWITCHBOARD_DRIVEN_CLOCK="$pace@$anchor" NO_COLOR=1 "$bin" --config "$dir/switchboard.toml" \
+    serve --listen "127.0.0.1:${ports[$i]}" >"$dir/stdout.log" 2>"$dir/stderr.log" &
+  pids+=($!)
+done
+for p in "${ports[@]}"; do ready "$p" 30 || { echo "replicas-check: a slots replica on $p never became ready" >&2; exit 1; }; done
+# Both replicas tick through $slots slots after the later one is ready, then stop.
+sleep "$(awk -v n="$slots" -v pace="$pace" 'BEGIN {printf "%.2f", (n + 1) * 60 / pace}')"
+stop_replicas
+query() { as_pg "$pgbin/psql" -h 127.0.0.1 -p "$port" -U postgres -d slots -At -F ' ' -c "$1"; }
+read -r fired distinct_slots distinct_runs first last completed <<<"$(query \
+  "select count(*), count(distinct slot), count(distinct run_id), min(slot_at), max(slot_at), count(*) filter (where status = 'completed') from schedule_firings where name = 'minutely'")"
+runs=$(query "select count(*) from runs where channel_id = 'schedule:minutely'")
+by_replica=$(query "select owner, count(*) from runs where channel_id = 'schedule:minutely' group by owner order by owner" | tr '\n' ' ')
+span=$(( (last - first) / 60000000 + 1 ))
+echo "replicas-check: $fired slots fired ($span minutes from the first to the last), $runs runs; runs by replica: $by_replica"
+if [ "$fired" -lt "$slots" ] || [ "$distinct_slots" != "$fired" ] || [ "$distinct_runs" != "$fired" ] \
+  || [ "$runs" != "$fired" ] || [ "$completed" != "$fired" ] || [ "$span" != "$fired" ]; then
+  echo "replicas-check: each slot once was broken: $fired firings over $span slots, $distinct_slots distinct slots, $distinct_runs distinct runs, $runs runs, $completed completed (want $slots or more, all equal)" >&2
+  exit 1
+fi
+echo "replicas-check: each of $fired consecutive slots fired exactly once, across both replicas"
+
+if grep -l panicked "$work"/replica-*/stderr.log "$work"/slots-*/stderr.log >/dev/null 2>&1; then
   echo "replicas-check: a replica panicked" >&2
   exit 1
 fi

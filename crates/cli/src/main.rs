@@ -16,6 +16,7 @@ mod out;
 mod approve;
 mod ask;
 mod check;
+mod driven_clock;
 mod explain;
 mod forward;
 mod render;
@@ -285,6 +286,8 @@ fn serve(
         server::preflight(&config, &secrets)?;
         let overrides = server::Overrides {
             span_log: Some(telemetry.span_log()),
+            #[cfg(feature = "driven-clock")]
+            clock: driven_clock::from_env()?,
             ..server::Overrides::default()
         };
         let app = server::App::build_with(config, secrets, replica, overrides).await?;

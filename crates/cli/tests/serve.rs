@@ -602,3 +602,41 @@ async fn serve_prunes_what_is_past_its_retention_in_batches() {
     served.signal(Signal::SIGTERM);
     assert_eq!(served.wait_exit(Duration::from_secs(20)), Some(0));
 }
+
+/// The driven clock is a test-only build's (cargo feature `driven-clock`): the shipped binary
+/// reads no time from its environment, so a run it records carries the wall clock's instant.
+#[tokio::test]
+async fn the_shipped_build_takes_no_clock_from_its_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as i64;
+    let day = 86_400_000_000_i64;
+    std::fs::write(
+        dir.path().join("switchboard.toml"),
+        "[agents]\ndefault = \"echo\"\n[agents.echo]\n[grants.\"http:ops\"]\nactions = [\"runs:read\", \"agent:run:echo\"]\nchannels = [\"http:ops\"]\n",
+    )
+    .unwrap();
+    let mut cmd = switchboard(dir.path());
+    cmd.args(["serve", "--listen", "127.0.0.1:0"])
+        .stderr(Stdio::null())
+        .env("SWITCHBOARD_INGRESS_TOKENS", TOKENS)
+        // Honoured, this would put the clock 599 days ahead.
+        .env("SWITCHBOARD_DRIVEN_CLOCK", format!("600@{}", now - day));
+    let (child, addr, summary) = common::spawn_serve(cmd);
+    let s = Served {
+        child,
+        addr,
+        summary,
+    };
+    let id = start_run(&reqwest::Client::new(), &s, "hello").await;
+    let run = run_json(dir.path(), &id);
+    let created = run["created_at"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("{run}"));
+    assert!(
+        (created - now).abs() < 600_000_000,
+        "the run was recorded at {created}, not about now ({now}): {run}"
+    );
+}

@@ -151,6 +151,10 @@ impl Command {
 pub struct Clock {
     pub started_at: Timestamp,
     pub now: fn() -> Timestamp,
+    /// How many times faster than the wall clock `now` runs: 1, except in the binary built with
+    /// the test-only `driven-clock` feature (the replicas check's schedule slots). A timer that
+    /// sleeps until an instant of this clock sleeps [`Clock::wall_wait`].
+    pub pace: u32,
 }
 
 impl Clock {
@@ -158,11 +162,17 @@ impl Clock {
         Clock {
             started_at: Timestamp::now(),
             now: Timestamp::now,
+            pace: 1,
         }
     }
 
     pub fn now(&self) -> Timestamp {
         (self.now)()
+    }
+
+    /// The wall-clock time that passes while this clock advances by `span`.
+    pub fn wall_wait(&self, span: std::time::Duration) -> std::time::Duration {
+        span / self.pace.max(1)
     }
 }
 

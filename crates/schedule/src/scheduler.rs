@@ -218,7 +218,7 @@ impl Scheduler {
                     .unwrap_or(MAX_SLEEP)
                     .min(MAX_SLEEP);
                 tokio::select! {
-                    () = tokio::time::sleep(wait) => {}
+                    () = tokio::time::sleep(services.clock.wall_wait(wait)) => {}
                     () = stop.cancelled() => return,
                 }
             }

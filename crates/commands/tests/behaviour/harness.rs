@@ -82,6 +82,7 @@ async fn world_with(
         clock: Clock {
             started_at: Timestamp::from_micros(NOW - 90_000_000),
             now,
+            pace: 1,
         },
         audit: audit.clone(),
         ..server::Overrides::default()

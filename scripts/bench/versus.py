@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Two builds side by side (scripts/bench.sh versus <baseline binary>). Not a test.
+
+The ingress history page (`POST /ingress` `runs list --status all --limit 50` over the ingress
+bench's store of 1M runs, wrk with 64 connections) against the release binary and against a
+baseline binary given on the command line, in alternating rounds on the same machine in one
+run; each round's ratio (release ÷ baseline) and the median are printed. Used to check that a
+change of allocator or build profile keeps throughput (docs/benchmarks.md, "Resident memory
+with every surface on").
+"""
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+import ingress  # noqa: E402
+
+ROUNDS = int(os.environ.get("SB_BENCH_ROUNDS", "3"))
+DURATION = os.environ.get("SB_BENCH_DURATION", "10s")
+BODY = "runs list --status all --limit 50"
+
+
+def requests_per_second(binary, db, lua):
+    ingress.BIN = binary
+    proc = ingress.spawn(db)
+    try:
+        ingress.ready_after(proc)
+        # A short warm-up, so the page cache and the pool are as warm for each build.
+        subprocess.run(["wrk", "-t2", "-c64", "-d", "2s", "-s", lua, f"http://127.0.0.1:{ingress.PORT}/ingress"],
+                       check=True, capture_output=True)
+        out = subprocess.run(["wrk", "-t2", "-c64", "-d", DURATION, "-s", lua,
+                              f"http://127.0.0.1:{ingress.PORT}/ingress"],
+                             check=True, capture_output=True, text=True).stdout
+    finally:
+        ingress.stop(proc)
+    if "Non-2xx" in out or "Socket errors" in out:
+        raise SystemExit(f"{binary}: errors under load:\n{out}")
+    return float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+
+
+def main():
+    if len(sys.argv) != 2 or not os.access(sys.argv[1], os.X_OK):
+        raise SystemExit("usage: scripts/bench.sh versus <baseline switchboard binary>")
+    baseline, release = os.path.abspath(sys.argv[1]), ingress.BIN
+    os.makedirs(os.path.join(ingress.WORK, "data"), exist_ok=True)
+    db = os.path.join(ingress.WORK, f"runs-{ingress.RUNS}.db")
+    ingress.seed(db)
+    ingress.write_config(db)
+    subprocess.run([release, "--config", ingress.config_path(db), "db", "migrate"], check=True,
+                   stdout=subprocess.DEVNULL)
+    lua = os.path.join(ingress.WORK, "versus.lua")
+    with open(lua, "w") as f:
+        f.write(f'wrk.method = "POST"\nwrk.body = "{BODY}"\n'
+                f'wrk.headers["Authorization"] = "Bearer {ingress.TOKEN}"\n'
+                'wrk.headers["Content-Type"] = "text/plain"\n')
+    print(f"POST /ingress '{BODY}', wrk -c64 {DURATION} per build per round; release {release}, baseline {baseline}")
+    ratios = []
+    for r in range(ROUNDS):
+        # Alternate which build goes first, so neither always meets a warmer machine.
+        order = [("release", release), ("baseline", baseline)]
+        if r % 2:
+            order.reverse()
+        rps = {name: requests_per_second(binary, db, lua) for name, binary in order}
+        ratios.append(rps["release"] / rps["baseline"])
+        print(f"round {r + 1}: release {rps['release']:.0f} req/s, baseline {rps['baseline']:.0f} req/s, "
+              f"ratio {ratios[-1]:.3f}")
+        time.sleep(1)
+    print(f"release ÷ baseline: median {statistics.median(ratios):.3f} (rounds: "
+          + ", ".join(f"{x:.3f}" for x in ratios) + ")")
+
+
+if __name__ == "__main__":
+    main()
