@@ -43,6 +43,8 @@
 #           cores: requests/s, latency percentiles, resident memory under load; then 1,000
 #           viewers on `/runs/stream`: the memory they add and how long a new run's upsert
 #           takes to reach each of them (scripts/bench/access.py). Installs wrk if missing.
+#           Both this and `ingress` also run the same wrk load against a bare axum handler
+#           answering the same bytes (crates/bare-http) and print Switchboard ÷ bare.
 #
 #   broker  `decide` over 100 grants (a read, a fetch, a call no grant covers) and the rule
 #           table over 1,000 rules (exact, prefix, unnamed), per call, in batches of 1,000
@@ -95,6 +97,7 @@ case "$what" in
     need wrk
     need sqlite3
     cargo build --locked --release -p cli
+    cargo build --locked --release --manifest-path crates/bare-http/Cargo.toml
     python3 scripts/bench/ingress.py | tee target/bench/ingress.txt
     ;;
   mcp)
@@ -129,6 +132,7 @@ case "$what" in
       python3 -m venv "$venv" && "$venv/bin/pip" install --quiet --disable-pip-version-check "pyjwt[crypto]==2.10.1"
     }
     cargo build --locked --release -p cli
+    cargo build --locked --release --manifest-path crates/bare-http/Cargo.toml
     "$venv/bin/python" scripts/bench/access.py | tee target/bench/access.txt
     ;;
   broker)

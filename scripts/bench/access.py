@@ -11,14 +11,19 @@ Against the release `switchboard serve` on a SQLite store, with an RS256 token m
 """
 import asyncio
 import json
+import signal
 import os
 import re
 import resource
 import statistics
 import subprocess
+import sys
 import threading
 import time
 import urllib.request
+
+sys.path.insert(0, os.path.dirname(__file__))
+import bare  # noqa: E402
 
 import jwt
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -160,7 +165,9 @@ def main():
                 time.sleep(0.1)
         url = f"http://127.0.0.1:{PORT}/api/runs.get?id={run_id}"
         check = urllib.request.Request(url, headers={"Cf-Access-Jwt-Assertion": jwt_token})
-        assert json.load(urllib.request.urlopen(check))["id"] == run_id
+        with urllib.request.urlopen(check) as answered:
+            body, content_type = answered.read(), answered.headers["Content-Type"]
+        assert json.loads(body)["id"] == run_id
         idle = rss_kib(server.pid)
         peak = [0]
         stop = threading.Event()
@@ -179,6 +186,17 @@ def main():
         print(f"  requests/s      {rps:,.0f}   (non-2xx: {non2xx})")
         print(f"  latency         p50 {pct.get('50')}  p75 {pct.get('75')}  p90 {pct.get('90')}  p99 {pct.get('99')}")
         print(f"  resident memory idle {idle / 1024:.1f} MB, under load max {peak[0] / 1024:.1f} MB")
+        # The same load against one axum handler answering the same bytes, in this run.
+        server.send_signal(signal.SIGSTOP)
+        bare_server = bare.serve_bytes(body, content_type)
+        try:
+            bare_rps, bare_pct, _ = wrk(bare.url_on_bare(url), f"Cf-Access-Jwt-Assertion: {jwt_token}")
+        finally:
+            bare_server.terminate()
+            bare_server.wait()
+            server.send_signal(signal.SIGCONT)
+        print(f"  a bare axum handler answering the same {len(body)} bytes: {bare_rps:,.0f} requests/s, p50 {bare_pct.get('50')}")
+        print(f"  Switchboard ÷ bare: {rps / bare_rps:.3f} (goal ≥ 0.8)")
         base, held, delays = asyncio.run(feed_bench(server.pid, jwt_token))
         print(f"/runs/stream with {VIEWERS} open viewers:")
         print(f"  resident memory before {base / 1024:.1f} MB, holding them {held / 1024:.1f} MB (added {(held - base) / 1024:.1f} MB)")

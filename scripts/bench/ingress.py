@@ -18,6 +18,9 @@ import sys
 import time
 import urllib.request
 
+sys.path.insert(0, os.path.dirname(__file__))
+import bare  # noqa: E402
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BIN = os.path.join(ROOT, "target", "release", "switchboard")
 WORK = os.path.join(ROOT, "target", "bench", "ingress")
@@ -178,12 +181,32 @@ def main():
             print(f"== POST /ingress '{body}': one request: {r.status}, {len(page['runs'])} runs in the page")
             if len(page["runs"]) != 50:
                 raise SystemExit(f"expected a full 50-run page for '{body}'")
+        # What wrk's requests are answered with (no Accept header: the text reply).
+        as_wrk = urllib.request.Request(f"http://127.0.0.1:{PORT}/ingress", data=body.encode(), method="POST",
+                                        headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "text/plain"})
+        with urllib.request.urlopen(as_wrk) as r:
+            answer, content_type = r.read(), r.headers["Content-Type"]
         wrk = subprocess.Popen(["wrk", "-t2", "-c64", "-d", DURATION, "--latency", "-s", lua,
                                 f"http://127.0.0.1:{PORT}/ingress"], stdout=subprocess.PIPE, text=True)
         while wrk.poll() is None:
             samples.append(rss_kib(p.pid, "VmRSS"))
             time.sleep(0.5)
-        print(wrk.stdout.read())
+        out = wrk.stdout.read()
+        print(out)
+        # The same load against one axum handler answering the same bytes, in this run.
+        p.send_signal(signal.SIGSTOP)
+        bare_server = bare.serve_bytes(answer, content_type)
+        try:
+            bare_out = subprocess.run(["wrk", "-t2", "-c64", "-d", DURATION, "-s", lua,
+                                       f"http://127.0.0.1:{bare.PORT}/ingress"],
+                                      capture_output=True, text=True, check=True).stdout
+        finally:
+            bare_server.terminate()
+            bare_server.wait()
+            p.send_signal(signal.SIGCONT)
+        rps, bare_rps = bare.requests_per_second(out), bare.requests_per_second(bare_out)
+        print(f"a bare axum handler answering the same {len(answer)} bytes: {bare_rps:,.0f} req/s; "
+              f"Switchboard ÷ bare: {rps / bare_rps:.3f}")
     peak = rss_kib(p.pid, "VmHWM")
     stop(p)
     print(f"resident memory: idle {idle / 1024:.1f} MiB; under load max sampled {max(samples) / 1024:.1f} MiB, "
