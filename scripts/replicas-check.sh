@@ -180,7 +180,8 @@ stop_replicas() {
 }
 stop_replicas
 
-echo "replicas-check: 4/4 a minutely schedule on two serve over one database, on a clock driven ${pace:=600}x"
+pace=600
+echo "replicas-check: 4/4 a minutely schedule on two serve over one database, on a clock driven ${pace}x"
 # The test-only `driven-clock` build: both replicas' clocks run $pace times the wall clock
 # from one anchor, so a virtual minute (one slot) passes every $((60000 / pace)) ms of wall time.
 cargo build --locked -q -p cli --features driven-clock
@@ -212,8 +213,9 @@ TOML
   pids+=($!)
 done
 for p in "${ports[@]}"; do ready "$p" 30 || { echo "replicas-check: a slots replica on $p never became ready" >&2; exit 1; }; done
-# Both replicas tick through $slots slots after the later one is ready, then stop.
-sleep "$(awk -v n="$slots" -v pace="$pace" 'BEGIN {printf "%.2f", (n + 1) * 60 / pace}')"
+# Both replicas tick through $slots slots (and a few more, so a late first tick still leaves
+# $slots) after the later one is ready, then stop.
+sleep "$(awk -v n="$slots" -v pace="$pace" 'BEGIN {printf "%.2f", (n + 5) * 60 / pace}')"
 stop_replicas
 query() { as_pg "$pgbin/psql" -h 127.0.0.1 -p "$port" -U postgres -d slots -At -F ' ' -c "$1"; }
 read -r fired distinct_slots distinct_runs first last completed <<<"$(query \
