@@ -148,9 +148,10 @@ impl Policy {
             return Verdict::Deny(Reason::InconsistentActor);
         }
         let grants = actor.effective_grants();
+        let held = Held::new(&grants);
         let mut first = Fallback::default();
         for rule in self.rows_for_resource(action, resource) {
-            match evaluate_row(rule, actor, &grants, resource) {
+            match evaluate_row(rule, actor, &held, resource) {
                 RowResult::Allowed => return Verdict::Allow,
                 other => first.note(other),
             }
@@ -167,11 +168,12 @@ impl Policy {
             };
         }
         let grants = actor.effective_grants();
+        let held = Held::new(&grants);
         let mut first = Fallback::default();
         let mut allowed = false;
         let mut rows = Vec::new();
         for rule in self.rows_for_resource(action, resource) {
-            let result = evaluate_row(rule, actor, &grants, resource);
+            let result = evaluate_row(rule, actor, &held, resource);
             let outcome = result.outcome();
             allowed |= outcome == RowOutcome::Allowed;
             first.note(result);
@@ -292,17 +294,45 @@ pub fn explain(actor: &Actor, action: &Action, resource: &Resource) -> Explanati
     Policy::builtin().explain(actor, action, resource)
 }
 
+/// The effective grants of one decision, remembering the last action asked of them: the rows
+/// an action selects mostly open with the same `has_grant`, so a deny that tries them all
+/// searches the action set once, not once a row.
+struct Held<'a> {
+    grants: &'a Grants,
+    last: std::cell::Cell<Option<(&'a Action, bool)>>,
+}
+
+impl<'a> Held<'a> {
+    fn new(grants: &'a Grants) -> Self {
+        Held {
+            grants,
+            last: std::cell::Cell::new(None),
+        }
+    }
+
+    fn action(&self, action: &'a Action) -> bool {
+        if let Some((asked, held)) = self.last.get()
+            && asked == action
+        {
+            return held;
+        }
+        let held = self.grants.actions.holds(action);
+        self.last.set(Some((action, held)));
+        held
+    }
+}
+
 fn evaluate_row<'a>(
     rule: &'a Rule,
     actor: &'a Actor,
-    grants: &'a Grants,
+    held: &Held<'a>,
     resource: &'a Resource,
 ) -> RowResult<'a> {
     if let Some(miss) = unselected(rule, actor, resource) {
         return RowResult::NotSelected(miss);
     }
     for condition in &rule.when {
-        if let Err(miss) = holds(condition, actor, grants, resource) {
+        if let Err(miss) = holds(condition, actor, held, resource) {
             return RowResult::Failed(condition, miss);
         }
     }
@@ -346,12 +376,13 @@ fn unselected<'a>(rule: &'a Rule, actor: &'a Actor, resource: &'a Resource) -> O
 fn holds<'a>(
     condition: &'a Condition,
     actor: &'a Actor,
-    grants: &'a Grants,
+    held: &Held<'a>,
     resource: &'a Resource,
 ) -> Result<(), Miss<'a>> {
+    let grants = held.grants;
     match condition {
         Condition::HasGrant(GrantTemplate::Action(action)) => {
-            check(grants.actions.holds(action), Miss::MissingGrant(action))
+            check(held.action(action), Miss::MissingGrant(action))
         }
         Condition::HasGrant(GrantTemplate::AgentRunOfResource) => match resource {
             Resource::Agent { name } => {
