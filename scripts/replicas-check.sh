@@ -79,6 +79,15 @@ cargo build --locked -q -p cli
 bin="$root/target/debug/switchboard"
 token="replicas-check-token-0123456789"
 ports=(18741 18742)
+launch() { # index, directory, VAR=value...: `serve` on ports[index] with that directory's config
+  local i=$1 dir=$2
+  shift 2
+  env "$@" NO_COLOR=1 "$bin" --config "$dir/switchboard.toml" serve --listen "127.0.0.1:${ports[$i]}" \
+    >"$dir/stdout.log" 2>"$dir/stderr.log" &
+  pids+=($!)
+}
+# psql as the cluster's owner: database, then psql's arguments.
+psql_in() { local db=$1; shift; as_pg "$pgbin/psql" -h 127.0.0.1 -p "$port" -U postgres -d "$db" "$@"; }
 for i in 0 1; do
   dir="$work/replica-$i"
   mkdir -p "$dir"
@@ -99,10 +108,7 @@ max_concurrent = 10000
 actions = ["runs:read", "runs:write", "agent:run:echo"]
 channels = ["http:load"]
 TOML
-  SWITCHBOARD_INGRESS_TOKENS="{\"$token\": {\"subject\": \"loadbot\", \"channel\": \"http:load\"}}" \
-    NO_COLOR=1 "$bin" --config "$dir/switchboard.toml" serve --listen "127.0.0.1:${ports[$i]}" \
-    >"$dir/stdout.log" 2>"$dir/stderr.log" &
-  pids+=($!)
+  launch "$i" "$dir" SWITCHBOARD_INGRESS_TOKENS="{\"$token\": {\"subject\": \"loadbot\", \"channel\": \"http:load\"}}"
 done
 ready() { # port, seconds
   for _ in $(seq 1 $(($2 * 10))); do
@@ -164,8 +170,7 @@ slow=$(awk '{print $2}' "$answers" | grep -c 000 || true)
 tail -n 10 "$answers" | awk '$2 !~ /^20[02]$/ {bad=1} END {exit bad}' ||
   { echo "replicas-check: a replica still refused after PostgreSQL came back" >&2; exit 1; }
 accepted=$(awk '$2 ~ /^20[02]$/ && $4 != "-" {print $4}' "$answers" | sort)
-recorded=$(as_pg "$pgbin/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres -At \
-  -c "select id from runs" | sort)
+recorded=$(psql_in postgres -At -c "select id from runs" | sort)
 missing=$(comm -23 <(uniq <<<"$accepted") <(uniq <<<"$recorded") | sed -n 1,3p)
 twice=$(uniq -d <<<"$accepted" | sed -n 1,3p)
 if [ -n "$missing" ] || [ -n "$twice" ]; then
@@ -185,7 +190,7 @@ echo "replicas-check: 4/4 a minutely schedule on two serve over one database, on
 # The test-only `driven-clock` build: both replicas' clocks run $pace times the wall clock
 # from one anchor, so a virtual minute (one slot) passes every $((60000 / pace)) ms of wall time.
 cargo build --locked -q -p cli --features driven-clock
-as_pg "$pgbin/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres -qc "create database slots" >/dev/null
+psql_in postgres -qc "create database slots" >/dev/null
 slots_url="postgres://postgres@127.0.0.1:$port/slots"
 slots=${SWITCHBOARD_REPLICAS_SLOTS:-100}
 anchor=$(($(date +%s%N) / 1000))
@@ -208,16 +213,14 @@ command = "help"
 [grants."schedule:minutely"]
 actions = ["help:read"]
 TOML
-  SWITCHBOARD_DRIVEN_CLOCK="$pace@$anchor" NO_COLOR=1 "$bin" --config "$dir/switchboard.toml" \
-    serve --listen "127.0.0.1:${ports[$i]}" >"$dir/stdout.log" 2>"$dir/stderr.log" &
-  pids+=($!)
+  launch "$i" "$dir" SWITCHBOARD_DRIVEN_CLOCK="$pace@$anchor"
 done
 for p in "${ports[@]}"; do ready "$p" 30 || { echo "replicas-check: a slots replica on $p never became ready" >&2; exit 1; }; done
 # Both replicas tick through $slots slots (and a few more, so a late first tick still leaves
 # $slots) after the later one is ready, then stop.
 sleep "$(awk -v n="$slots" -v pace="$pace" 'BEGIN {printf "%.2f", (n + 5) * 60 / pace}')"
 stop_replicas
-query() { as_pg "$pgbin/psql" -h 127.0.0.1 -p "$port" -U postgres -d slots -At -F ' ' -c "$1"; }
+query() { psql_in slots -At -F ' ' -c "$1"; }
 read -r fired distinct_slots distinct_runs first last completed <<<"$(query \
   "select count(*), count(distinct slot), count(distinct run_id), min(slot_at), max(slot_at), count(*) filter (where status = 'completed') from schedule_firings where name = 'minutely'")"
 runs=$(query "select count(*) from runs where channel_id = 'schedule:minutely'")

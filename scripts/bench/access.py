@@ -11,10 +11,10 @@ Against the release `switchboard serve` on a SQLite store, with an RS256 token m
 """
 import asyncio
 import json
-import signal
 import os
 import re
 import resource
+import signal
 import statistics
 import subprocess
 import sys

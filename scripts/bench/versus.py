@@ -9,13 +9,13 @@ change of allocator or build profile keeps throughput (docs/benchmarks.md, "Resi
 with every surface on").
 """
 import os
-import re
 import statistics
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
+import bare  # noqa: E402
 import ingress  # noqa: E402
 
 ROUNDS = int(os.environ.get("SB_BENCH_ROUNDS", "3"))
@@ -38,7 +38,7 @@ def requests_per_second(binary, db, lua):
         ingress.stop(proc)
     if "Non-2xx" in out or "Socket errors" in out:
         raise SystemExit(f"{binary}: errors under load:\n{out}")
-    return float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    return bare.requests_per_second(out)
 
 
 def main():
