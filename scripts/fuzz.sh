@@ -8,6 +8,9 @@
 #   scripts/fuzz.sh --budget <s>    every target within <s> seconds in all, unoptimised (CI's run:
 #                                   the build is what takes the time, and an unoptimised one is
 #                                   half as long; each target still runs thousands of inputs)
+#   scripts/fuzz.sh --budget <s> --build-only
+#                                   only the build --budget runs on (CI starts it in the
+#                                   background at idle priority, then runs --budget <s>)
 #   scripts/fuzz.sh --list          the targets
 #
 # Each run starts from fuzz/corpus/<target>/ (the committed seeds, never written) and keeps
@@ -38,10 +41,19 @@ fi
 profile=(-O --debug-assertions -s none)
 if [ "${1:-}" = "--budget" ]; then
   budget=${2:?scripts/fuzz.sh --budget <total seconds>}
+  [[ "$budget" =~ ^[0-9]+$ ]] || { echo "scripts/fuzz.sh: --budget takes whole seconds, not $budget" >&2; exit 2; }
   which=all
   seconds=$((budget / $(wc -w <<<"$targets")))
   [ "$seconds" -ge 1 ] || { echo "scripts/fuzz.sh: a budget of ${budget}s is under a second a target" >&2; exit 2; }
   profile=(--dev -s none)
+  if [ "${3:-}" = "--build-only" ]; then
+    cargo +nightly fuzz build "${profile[@]}" >&2
+    echo "built every target for scripts/fuzz.sh --budget" >&2
+    exit 0
+  elif [ -n "${3:-}" ]; then
+    echo "scripts/fuzz.sh: --budget <s> takes only --build-only after it, not ${3}" >&2
+    exit 2
+  fi
 else
   which="${1:-all}"
   seconds="${2:-30}"
