@@ -248,7 +248,11 @@ pub(crate) fn launch_refusal(caller: &Caller, e: LaunchError, services: &Service
         LaunchError::Busy(_) | LaunchError::ShuttingDown => {
             Reply::of(ReplyKind::Busy, e.to_string())
         }
-        LaunchError::StoreUnavailable => Reply::of(ReplyKind::Unavailable, e.to_string()),
+        LaunchError::StoreUnavailable { ref reason } => {
+            // The caller is told to try again; the operator's log names the store's fault.
+            tracing::warn!(error = %reason, "a run could not be recorded; nothing was started");
+            Reply::of(ReplyKind::Unavailable, e.to_string())
+        }
         LaunchError::NoAgent | LaunchError::NoCodingAgent(_) | LaunchError::Workspace(_) => {
             Reply::of(ReplyKind::Usage, e.to_string())
         }

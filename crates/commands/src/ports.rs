@@ -211,10 +211,12 @@ pub enum LaunchError {
     #[error("the server is shutting down; try again shortly")]
     ShuttingDown,
     /// The store could not be reached or had no room to record the run; nothing was started.
+    /// `reason` is the store's short token (`database:13`, `pool-timeout`, …), for the operator
+    /// log only.
     #[error(
         "the store could not record the run (unreachable, or its disk is full); nothing was started, try again shortly"
     )]
-    StoreUnavailable,
+    StoreUnavailable { reason: String },
     /// A child run was asked for from a run that has ended.
     #[error("the run this agent acts in has ended; a run can only be started from a live one")]
     ParentEnded,

@@ -161,7 +161,9 @@ impl From<DispatchError> for LaunchError {
             DispatchError::ParentEnded => LaunchError::ParentEnded,
             DispatchError::Workspace(w) => LaunchError::Workspace(w.to_string()),
             DispatchError::Policy(why) => LaunchError::Policy(why),
-            DispatchError::Store(e) if e.is_transient() => LaunchError::StoreUnavailable,
+            DispatchError::Store(e) if e.is_transient() => {
+                LaunchError::StoreUnavailable { reason: e.token() }
+            }
             e @ (DispatchError::Store(_) | DispatchError::Token(_)) => LaunchError::Failed {
                 detail: e.to_string(),
             },
