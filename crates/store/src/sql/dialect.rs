@@ -10,9 +10,7 @@ use crate::StoreSpec;
 use crate::error::Result;
 use crate::merge::OpenBranch;
 use crate::plan::Group;
-use crate::types::StatusFilter;
-
-use super::rows::RawRun;
+use crate::types::{RunRecord, StatusFilter};
 
 /// A bound value.
 #[derive(Debug, Clone)]
@@ -127,6 +125,11 @@ pub trait Dialect: Send + Sync + Sized + 'static {
     /// plain arms in index order and stops at the outer limit, which a per-arm limit would
     /// defeat (each arm would be read to its limit and sorted).
     const MEMORY_ARM_LIMIT: bool;
+    /// Whether the walk bounds its window by the window's last key (a subquery) rather than
+    /// reading the window into a table of its own and sorting what passes. SQLite then reads
+    /// the page index in order and stops at the page's last match; Postgres keeps the bounded
+    /// read, which its planner already streams.
+    const WALK_TO_BOUNDARY: bool;
     /// The column that finds a row of `runs` from an index entry fastest, within one statement
     /// (`rowid` on SQLite, `ctid` on Postgres).
     fn row_key() -> &'static str;
@@ -153,7 +156,7 @@ pub trait Dialect: Send + Sync + Sized + 'static {
     /// Runs read by a statement selecting `RUN_COLUMNS`, in any order (callers sort). How rows
     /// travel differs: SQLite's driver hands each row across a thread on its own, so SQLite
     /// returns the whole page as one JSON array; Postgres streams rows.
-    async fn fetch_runs(pool: &Pool<Self::Db>, st: Statement) -> Result<Vec<RawRun>>;
+    async fn fetch_runs(pool: &Pool<Self::Db>, st: Statement) -> Result<Vec<RunRecord>>;
     /// Rows affected.
     async fn execute(pool: &Pool<Self::Db>, st: Statement) -> Result<u64>;
     /// In one transaction: `bump` (which returns one integer, or no row), then `then` built

@@ -82,11 +82,7 @@ impl<D: Dialect> SqlStore<D> {
     }
 
     async fn runs(&self, st: Statement) -> Result<Vec<RunRecord>> {
-        D::fetch_runs(&self.pool, st)
-            .await?
-            .into_iter()
-            .map(rows::RawRun::into_record)
-            .collect()
+        D::fetch_runs(&self.pool, st).await
     }
 }
 

@@ -17,7 +17,7 @@ use super::statements::status_sql;
 use crate::error::{Result, StoreError};
 use crate::merge::OpenBranch;
 use crate::plan::Group;
-use crate::types::StatusFilter;
+use crate::types::{RunRecord, StatusFilter};
 use crate::{StoreSpec, StoreUrl};
 
 /// The Postgres dialect.
@@ -70,6 +70,7 @@ impl Dialect for Postgres {
     type Row = PgRow;
     const BACKEND: &'static str = "postgres";
     const MEMORY_ARM_LIMIT: bool = true;
+    const WALK_TO_BOUNDARY: bool = false;
 
     fn placeholders(sql: String) -> String {
         numbered(&sql)
@@ -190,11 +191,11 @@ impl Dialect for Postgres {
         Ok(exec::query(prepared(st)?).fetch_optional(pool).await?)
     }
 
-    async fn fetch_runs(pool: &Pool<sqlx::Postgres>, st: Statement) -> Result<Vec<RawRun>> {
+    async fn fetch_runs(pool: &Pool<sqlx::Postgres>, st: Statement) -> Result<Vec<RunRecord>> {
         Self::fetch_all(pool, st)
             .await?
             .iter()
-            .map(RawRun::from_row)
+            .map(|r| RawRun::from_row(r)?.into_record())
             .collect()
     }
 

@@ -1,6 +1,8 @@
 //! Rows read back into their types, the same way on both databases. Every stored string is
 //! parsed; a value that does not parse is `Corrupt`, naming what it was and never skipped.
 
+use std::borrow::Cow;
+
 use authz_core::{ActorId, ChannelVisibility, RunId, ScheduleName, Surface};
 use serde::Deserialize;
 
@@ -12,11 +14,16 @@ use crate::types::{
     tier_from_parts,
 };
 
-fn parsed<T>(what: &'static str, raw: String, parse: impl FnOnce(&str) -> Option<T>) -> Result<T> {
-    parse(&raw).ok_or_else(|| StoreError::corrupt(what, &raw))
+fn parsed<T>(
+    what: &'static str,
+    raw: impl AsRef<str>,
+    parse: impl FnOnce(&str) -> Option<T>,
+) -> Result<T> {
+    let raw = raw.as_ref();
+    parse(raw).ok_or_else(|| StoreError::corrupt(what, raw))
 }
 
-fn run_id(raw: String) -> Result<RunId> {
+fn run_id(raw: impl AsRef<str>) -> Result<RunId> {
     parsed("run id", raw, |s| RunId::parse(s).ok())
 }
 
@@ -29,73 +36,95 @@ fn micros(v: i64) -> Timestamp {
     Timestamp::from_micros(v)
 }
 
-/// A run row as the database returns it, in `RUN_COLUMNS` order: read by position from a row,
-/// or from one JSON array of that row (how SQLite hands a page over in one piece).
+/// A run row as the database returns it, in `RUN_COLUMNS` order: read by position from a row
+/// (owned), or from one JSON array of that row (how SQLite hands a page over in one piece),
+/// where each text borrows from the page's JSON unless it had escapes, so a value is copied
+/// once, into its record.
 #[derive(Debug, Deserialize)]
-pub struct RawRun {
-    id: String,
-    surface: String,
-    channel_id: String,
-    thread_key: Option<String>,
-    user_id: String,
-    agent: String,
-    repo: Option<String>,
-    status: String,
-    request: String,
-    answer: Option<String>,
-    error: Option<String>,
+pub struct RawRun<'a> {
+    #[serde(borrow)]
+    id: Cow<'a, str>,
+    #[serde(borrow)]
+    surface: Cow<'a, str>,
+    #[serde(borrow)]
+    channel_id: Cow<'a, str>,
+    #[serde(borrow)]
+    thread_key: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    user_id: Cow<'a, str>,
+    #[serde(borrow)]
+    agent: Cow<'a, str>,
+    #[serde(borrow)]
+    repo: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    status: Cow<'a, str>,
+    #[serde(borrow)]
+    request: Cow<'a, str>,
+    #[serde(borrow)]
+    answer: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    error: Option<Cow<'a, str>>,
     created_at: i64,
     finished_at: Option<i64>,
-    capability_token_hash: Option<String>,
-    agent_token_hash: Option<String>,
-    owner: Option<String>,
-    channel_visibility: String,
+    #[serde(borrow)]
+    capability_token_hash: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    agent_token_hash: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    owner: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    channel_visibility: Cow<'a, str>,
     stop_requested_at: Option<i64>,
-    parent_run: Option<String>,
+    #[serde(borrow)]
+    parent_run: Option<Cow<'a, str>>,
 }
 
-impl RawRun {
-    pub fn from_row(r: &impl RowAccess) -> Result<RawRun> {
+impl RawRun<'static> {
+    pub fn from_row(r: &impl RowAccess) -> Result<RawRun<'static>> {
+        let text = |i| r.text(i).map(Cow::Owned);
+        let opt_text = |i| r.opt_text(i).map(|v| v.map(Cow::Owned));
         Ok(RawRun {
-            id: r.text(0)?,
-            surface: r.text(1)?,
-            channel_id: r.text(2)?,
-            thread_key: r.opt_text(3)?,
-            user_id: r.text(4)?,
-            agent: r.text(5)?,
-            repo: r.opt_text(6)?,
-            status: r.text(7)?,
-            request: r.text(8)?,
-            answer: r.opt_text(9)?,
-            error: r.opt_text(10)?,
+            id: text(0)?,
+            surface: text(1)?,
+            channel_id: text(2)?,
+            thread_key: opt_text(3)?,
+            user_id: text(4)?,
+            agent: text(5)?,
+            repo: opt_text(6)?,
+            status: text(7)?,
+            request: text(8)?,
+            answer: opt_text(9)?,
+            error: opt_text(10)?,
             created_at: r.int(11)?,
             finished_at: r.opt_int(12)?,
-            capability_token_hash: r.opt_text(13)?,
-            agent_token_hash: r.opt_text(14)?,
-            owner: r.opt_text(15)?,
-            channel_visibility: r.text(16)?,
+            capability_token_hash: opt_text(13)?,
+            agent_token_hash: opt_text(14)?,
+            owner: opt_text(15)?,
+            channel_visibility: text(16)?,
             stop_requested_at: r.opt_int(17)?,
-            parent_run: r.opt_text(18)?,
+            parent_run: opt_text(18)?,
         })
     }
+}
 
+impl RawRun<'_> {
     /// The record, every field parsed back into its type.
     pub fn into_record(self) -> Result<RunRecord> {
         Ok(RunRecord {
             id: run_id(self.id)?,
             surface: parsed("surface", self.surface, Surface::parse)?,
             channel_id: parsed("channel id", self.channel_id, |s| s.parse().ok())?,
-            thread_key: self.thread_key,
+            thread_key: self.thread_key.map(Cow::into_owned),
             user_id: parsed("user id", self.user_id, |s| s.parse().ok())?,
-            agent: self.agent,
+            agent: self.agent.into_owned(),
             repo: self
                 .repo
                 .map(|v| parsed("repo", v, |s| s.parse().ok()))
                 .transpose()?,
             status: RunStatus::parse(&self.status)?,
-            request: self.request,
-            answer: self.answer,
-            error: self.error,
+            request: self.request.into_owned(),
+            answer: self.answer.map(Cow::into_owned),
+            error: self.error.map(Cow::into_owned),
             created_at: micros(self.created_at),
             finished_at: self.finished_at.map(micros),
             capability_token: self
@@ -108,7 +137,7 @@ impl RawRun {
                 .as_deref()
                 .map(TokenHash::from_hex)
                 .transpose()?,
-            owner: self.owner,
+            owner: self.owner.map(Cow::into_owned),
             channel_visibility: parsed(
                 "channel visibility",
                 self.channel_visibility,

@@ -19,7 +19,7 @@ use super::statements::{RUN_COLUMNS, status_sql};
 use crate::error::{Result, StoreError};
 use crate::merge::OpenBranch;
 use crate::plan::Group;
-use crate::types::StatusFilter;
+use crate::types::{RunRecord, StatusFilter};
 use crate::{StoreSpec, StoreUrl};
 
 /// The SQLite dialect.
@@ -79,6 +79,7 @@ impl Dialect for Sqlite {
     type Row = SqliteRow;
     const BACKEND: &'static str = "sqlite";
     const MEMORY_ARM_LIMIT: bool = false;
+    const WALK_TO_BOUNDARY: bool = true;
 
     fn placeholders(sql: String) -> String {
         sql
@@ -158,6 +159,10 @@ impl Dialect for Sqlite {
             .busy_timeout(Duration::from_secs(5));
         let pool = SqlitePoolOptions::new()
             .max_connections(spec.max_connections.unwrap_or(4))
+            // A file connection cannot drop the way a socket can, so the pool's ping before
+            // each checkout would only add a round trip to the connection's worker thread to
+            // every statement (a third of a 50-run page's time; see docs/benchmarks.md).
+            .test_before_acquire(false)
             .connect_with(options)
             .await
             .map_err(|e| not_sqlite(e, spec))?;
@@ -192,7 +197,7 @@ impl Dialect for Sqlite {
         Ok(exec::query(prepared(st)?).fetch_optional(pool).await?)
     }
 
-    async fn fetch_runs(pool: &Pool<sqlx::Sqlite>, st: Statement) -> Result<Vec<RawRun>> {
+    async fn fetch_runs(pool: &Pool<sqlx::Sqlite>, st: Statement) -> Result<Vec<RunRecord>> {
         let sql = format!(
             "SELECT json_group_array(json_array({RUN_COLUMNS})) FROM ({})",
             st.sql
@@ -200,7 +205,9 @@ impl Dialect for Sqlite {
         let page: String = sqlx::query_scalar_with(AssertSqlSafe(sql), arguments(st.binds)?)
             .fetch_one(pool)
             .await?;
-        serde_json::from_str(&page).map_err(|e| StoreError::corrupt("run row", &e.to_string()))
+        let rows: Vec<RawRun<'_>> = serde_json::from_str(&page)
+            .map_err(|e| StoreError::corrupt("run row", &e.to_string()))?;
+        rows.into_iter().map(RawRun::into_record).collect()
     }
 
     async fn execute(pool: &Pool<sqlx::Sqlite>, st: Statement) -> Result<u64> {

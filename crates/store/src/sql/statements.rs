@@ -113,6 +113,9 @@ pub fn walk<D: Dialect>(
     window: u32,
     need: u32,
 ) -> Statement {
+    if D::WALK_TO_BOUNDARY {
+        return walk_to_boundary::<D>(groups, status, start, window, need);
+    }
     let (filter, filter_binds) = flat_where::<D>(groups, "w");
     let key = D::row_key();
     Statement::new(format!(
@@ -126,6 +129,40 @@ pub fn walk<D: Dialect>(
     .int(start.0)
     .text(start.1.clone())
     .int(i64::from(window))
+    .binds(filter_binds)
+    .int(i64::from(need))
+}
+
+/// The same walk, with the window bounded by its last key instead of a `LIMIT`ed read: the
+/// page index between that key (the `window`-th before `start`, or the oldest row when fewer
+/// remain) and `start`, filtered in index order and cut at `need`. The rows examined are the
+/// same; the database stops at the `need`-th match, with no table of the window and no sort.
+fn walk_to_boundary<D: Dialect>(
+    groups: &[Group],
+    status: StatusFilter,
+    start: &Key,
+    window: u32,
+    need: u32,
+) -> Statement {
+    let (filter, filter_binds) = flat_where::<D>(groups, "x");
+    let key = D::row_key();
+    Statement::new(format!(
+        "SELECT {} FROM {} JOIN runs r ON r.{key} = x.{key} \
+         WHERE (x.created_at, x.id) < (?, ?) \
+         AND (x.created_at, x.id) >= (SELECT * FROM (SELECT b.created_at, b.id FROM {} WHERE (b.created_at, b.id) < (?, ?) \
+         ORDER BY b.created_at DESC, b.id DESC LIMIT 1 OFFSET ?) UNION ALL SELECT ?, '' LIMIT 1) \
+         AND {filter}{} ORDER BY x.created_at DESC, x.id DESC LIMIT ?",
+        RUN_COLUMNS_OF_R.as_str(),
+        D::page_index(),
+        D::page_index().replacen("runs x", "runs b", 1),
+        status_sql(status, "x")
+    ))
+    .int(start.0)
+    .text(start.1.clone())
+    .int(start.0)
+    .text(start.1.clone())
+    .int(i64::from(window.saturating_sub(1)))
+    .int(i64::MIN)
     .binds(filter_binds)
     .int(i64::from(need))
 }

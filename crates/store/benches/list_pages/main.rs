@@ -1,5 +1,7 @@
 //! A 50-run page for four actor shapes at 10k, 100k and 1M runs, on SQLite and Postgres,
-//! side by side with the naive way (load every run, filter with `authorize`, sort, take 50).
+//! side by side with the naive way (load every run, filter with `authorize`, sort, take 50)
+//! and, on SQLite, with the same page read from SQLite directly (`raw.rs`): store ÷ raw is what
+//! the store adds to the database's own work.
 //!
 //! Run with `scripts/bench.sh store` (or `cargo bench -p store --bench list_pages -- [sizes]`).
 //! Fixtures are built once with batched inserts in one transaction and kept in
@@ -12,6 +14,8 @@
     clippy::panic,
     clippy::indexing_slicing
 )]
+
+mod raw;
 
 use std::time::{Duration, Instant};
 
@@ -94,7 +98,20 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
-async fn page_median(store: &dyn Store, p: &Predicate, iterations: usize) -> Duration {
+/// A shape's page through the store, and (on SQLite) the raw floor's reads of the same page,
+/// timed in alternation so the machine's noise falls on both alike.
+struct PageTimes {
+    store: Duration,
+    /// The faster raw read and its name.
+    raw: Option<(Duration, &'static str)>,
+}
+
+async fn page_median(
+    store: &dyn Store,
+    p: &Predicate,
+    iterations: usize,
+    raw_conn: Option<&rusqlite::Connection>,
+) -> PageTimes {
     let q = ListRuns {
         visible_to: p.clone(),
         status: StatusFilter::All,
@@ -104,14 +121,56 @@ async fn page_median(store: &dyn Store, p: &Predicate, iterations: usize) -> Dur
     for _ in 0..5 {
         store.list_runs(&q).await.expect("warm-up page");
     }
-    let mut times = Vec::with_capacity(iterations);
+    // The store reads one row past the page (to know a next page exists); so does the floor.
+    let mut raw = raw_conn.map(|c| raw::RawPage::prepare(c, p, PAGE as usize + 1));
+    if let Some(raw) = raw.as_mut() {
+        let want: Vec<String> = store
+            .list_runs(&q)
+            .await
+            .expect("page")
+            .runs
+            .iter()
+            .map(|r| r.id.to_string())
+            .collect();
+        let mut reads = vec![raw.scan()];
+        if raw.merges() {
+            reads.push(raw.merge());
+        }
+        for rows in reads {
+            let got: Vec<&str> = rows.iter().take(PAGE as usize).map(raw::id_of).collect();
+            assert_eq!(got, want, "the raw floor reads the store's page");
+        }
+    }
+    let (mut times, mut scans, mut merges) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..iterations {
         let t = Instant::now();
         let page = store.list_runs(&q).await.expect("page");
         times.push(t.elapsed());
         assert_eq!(page.runs.len(), PAGE as usize, "a full page");
+        if let Some(raw) = raw.as_mut() {
+            let t = Instant::now();
+            std::hint::black_box(raw.scan());
+            scans.push(t.elapsed());
+            if raw.merges() {
+                let t = Instant::now();
+                std::hint::black_box(raw.merge());
+                merges.push(t.elapsed());
+            }
+        }
     }
-    median(times)
+    let raw = raw.map(|r| {
+        let scan = (median(scans), if r.merges() { "walk" } else { "range" });
+        if merges.is_empty() {
+            scan
+        } else {
+            let merge = (median(merges), "merge");
+            if merge.0 < scan.0 { merge } else { scan }
+        }
+    });
+    PageTimes {
+        store: median(times),
+        raw,
+    }
 }
 
 /// The naive way: every run through the store, filtered by point `authorize`, sorted, 50 taken.
@@ -142,10 +201,14 @@ async fn naive(store: &dyn Store, actor: &authz_core::Actor) -> Duration {
     t.elapsed()
 }
 
-async fn sqlite_fixture(n: usize) -> SqliteStore {
+fn sqlite_path(n: usize) -> std::path::PathBuf {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/bench");
     std::fs::create_dir_all(&dir).expect("bench dir");
-    let path = dir.join(format!("runs-{n}.db"));
+    dir.join(format!("runs-{n}.db"))
+}
+
+async fn sqlite_fixture(n: usize) -> SqliteStore {
+    let path = sqlite_path(n);
     let url = format!("sqlite://{}", path.display());
     let spec = store::StoreSpec::parse(&url).expect("sqlite url");
     let store = SqliteStore::open(&spec).await.expect("sqlite");
@@ -243,6 +306,7 @@ async fn measure(
     store: &dyn Store,
     n: usize,
     naive_too: bool,
+    raw_conn: Option<&rusqlite::Connection>,
     out: &mut Vec<String>,
 ) {
     let read: Action = "runs:read".parse().unwrap_or(Action::TraceRead);
@@ -251,7 +315,7 @@ async fn measure(
     let mut pages = Vec::new();
     for shape in shapes() {
         let p = predicate_for(&shape.actor, &read, ResourceType::Run);
-        pages.push((shape.name, page_median(store, &p, 200).await));
+        pages.push((shape.name, page_median(store, &p, 200, raw_conn).await));
     }
     for (shape, (name, page)) in shapes().into_iter().zip(pages) {
         let naive_time = if naive_too {
@@ -259,13 +323,20 @@ async fn measure(
         } else {
             None
         };
+        let dash = || "—".to_owned();
         let line = format!(
-            "| {backend} | {n} | {name} | {} | {} | {} |",
-            ms(page),
-            naive_time.map(ms).unwrap_or_else(|| "—".into()),
+            "| {backend} | {n} | {name} | {} | {} | {} | {} | {} |",
+            ms(page.store),
+            page.raw
+                .map(|(t, how)| format!("{} ({how})", ms(t)))
+                .unwrap_or_else(dash),
+            page.raw
+                .map(|(t, _)| format!("{:.2}×", page.store.as_secs_f64() / t.as_secs_f64()))
+                .unwrap_or_else(dash),
+            naive_time.map(ms).unwrap_or_else(dash),
             naive_time
-                .map(|t| format!("{:.0}×", t.as_secs_f64() / page.as_secs_f64()))
-                .unwrap_or_else(|| "—".into()),
+                .map(|t| format!("{:.0}×", t.as_secs_f64() / page.store.as_secs_f64()))
+                .unwrap_or_else(dash),
         );
         println!("{line}");
         out.push(line);
@@ -297,18 +368,21 @@ fn main() {
         .expect("runtime");
     rt.block_on(async {
         let mut out = Vec::new();
-        println!("| back end | runs | actor | page median (ms) | load-then-filter (ms) | ratio |");
-        println!("| --- | ---: | --- | ---: | ---: | ---: |");
+        println!(
+            "| back end | runs | actor | page median (ms) | raw SQLite (ms) | store ÷ raw | load-then-filter (ms) | ratio |"
+        );
+        println!("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |");
         let largest = sizes.iter().copied().max().unwrap_or(0);
         for &n in &sizes {
             let naive_too = naive_wanted && n == largest;
             if only("sqlite") {
                 let s = sqlite_fixture(n).await;
-                measure("SQLite", &s, n, naive_too, &mut out).await;
+                let raw_conn = raw::open(&sqlite_path(n));
+                measure("SQLite", &s, n, naive_too, Some(&raw_conn), &mut out).await;
             }
             if only("postgres") {
                 let p = postgres_fixture(&pg_url, n).await;
-                measure("Postgres", &p, n, naive_too, &mut out).await;
+                measure("Postgres", &p, n, naive_too, None, &mut out).await;
             }
         }
     });
