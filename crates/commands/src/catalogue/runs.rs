@@ -165,33 +165,43 @@ fn page_text(runs: &[RunRecord], next: Option<&str>, now: store::Timestamp) -> S
     text
 }
 
-/// An aligned table; the last column is not padded.
+/// An aligned table; the last column is not padded. Written into one buffer: a page of runs
+/// is rendered on every `runs list` that wants text (every MCP call carries it).
 pub(crate) fn table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) -> String {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    let mut widths: [usize; N] = header.map(|h| h.chars().count());
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
         }
     }
-    let mut out = String::new();
-    let header: [String; N] = header.map(str::to_owned);
-    for row in std::iter::once(&header).chain(rows) {
-        let cells: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .enumerate()
-            .map(|(i, (c, w))| {
-                if i + 1 == N {
-                    c.clone()
-                } else {
-                    format!("{c:<w$}")
-                }
-            })
-            .collect();
-        out.push_str(cells.join("  ").trim_end());
+    let line = widths.iter().sum::<usize>() + 2 * N;
+    let mut out = String::with_capacity(line * (rows.len() + 1));
+    table_row(&mut out, header.iter().copied(), &widths);
+    for row in rows {
         out.push('\n');
+        table_row(&mut out, row.iter().map(String::as_str), &widths);
     }
-    out.trim_end().to_owned()
+    let end = out.trim_end().len();
+    out.truncate(end);
+    out
+}
+
+/// One row: cells two spaces apart, each but the last padded to its column, trailing
+/// whitespace cut.
+fn table_row<'c>(out: &mut String, cells: impl Iterator<Item = &'c str>, widths: &[usize]) {
+    let start = out.len();
+    for (i, (cell, width)) in cells.zip(widths).enumerate() {
+        if i > 0 {
+            out.push_str("  ");
+        }
+        out.push_str(cell);
+        if i + 1 < widths.len() {
+            let pad = width.saturating_sub(cell.chars().count());
+            out.extend(std::iter::repeat_n(' ', pad));
+        }
+    }
+    let end = start + out[start..].trim_end().len();
+    out.truncate(end);
 }
 
 /// A loaded run's handler: the point read has been authorized.
@@ -352,5 +362,61 @@ pub(crate) async fn stop_reply(run: &RunRecord, services: &Services) -> Reply {
             replies::already_finished(status.as_str()),
         ),
         Err(e) => store_failed(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::table;
+
+    /// The table as it was first written (a cell per `format!`, rows joined): the one-buffer
+    /// table must render the same text.
+    fn reference<const N: usize>(header: &[&str; N], rows: &[[String; N]]) -> String {
+        let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+        for row in rows {
+            for (w, cell) in widths.iter_mut().zip(row) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+        let header: [String; N] = header.map(str::to_owned);
+        let mut out = String::new();
+        for row in std::iter::once(&header).chain(rows) {
+            let cells: Vec<String> = row
+                .iter()
+                .zip(&widths)
+                .enumerate()
+                .map(|(i, (c, w))| {
+                    if i + 1 == N {
+                        c.clone()
+                    } else {
+                        format!("{c:<w$}")
+                    }
+                })
+                .collect();
+            out.push_str(cells.join("  ").trim_end());
+            out.push('\n');
+        }
+        out.trim_end().to_owned()
+    }
+
+    #[test]
+    fn the_table_renders_as_the_reference_does() {
+        let row = |cells: [&str; 3]| cells.map(str::to_owned);
+        let cases: Vec<Vec<[String; 3]>> = vec![
+            vec![],
+            vec![row(["r1", "running", "ask the tests"])],
+            vec![row(["a", "", ""]), row(["", "", ""])],
+            vec![
+                row(["ünïcode", "ß", "trailing  "]),
+                row(["x", "longer status", " lead"]),
+            ],
+            vec![row(["", "", ""])],
+            vec![row(["tab\t", "mid", "last\n"])],
+        ];
+        for rows in cases {
+            let header = ["ID", "STATUS", "REQUEST"];
+            assert_eq!(table(&header, &rows), reference(&header, &rows), "{rows:?}");
+        }
+        assert_eq!(table(&["", ""], &[]), reference(&["", ""], &[]));
     }
 }

@@ -161,7 +161,7 @@ impl Dialect for Sqlite {
             .max_connections(spec.max_connections.unwrap_or(4))
             // A file connection cannot drop the way a socket can, so the pool's ping before
             // each checkout would only add a round trip to the connection's worker thread to
-            // every statement (a third of a 50-run page's time; see docs/benchmarks.md).
+            // every statement (docs/benchmarks.md, the store page beside raw SQLite).
             .test_before_acquire(false)
             .connect_with(options)
             .await
