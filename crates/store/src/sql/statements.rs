@@ -134,9 +134,11 @@ pub fn walk<D: Dialect>(
 }
 
 /// The same walk, with the window bounded by its last key instead of a `LIMIT`ed read: the
-/// page index between that key (the `window`-th before `start`, or the oldest row when fewer
-/// remain) and `start`, filtered in index order and cut at `need`. The rows examined are the
-/// same; the database stops at the `need`-th match, with no table of the window and no sort.
+/// page index between that key and `start`, filtered in index order and cut at `need`. The
+/// bound is the `window`-th key before `start`, or the smallest key when fewer rows remain:
+/// the subquery yields exactly one of the two, whatever order its arms run in. The rows
+/// examined are the same; the database stops at the `need`-th match, with no table of the
+/// window and no sort.
 fn walk_to_boundary<D: Dialect>(
     groups: &[Group],
     status: StatusFilter,
@@ -146,23 +148,30 @@ fn walk_to_boundary<D: Dialect>(
 ) -> Statement {
     let (filter, filter_binds) = flat_where::<D>(groups, "x");
     let key = D::row_key();
+    let last = format!(
+        "SELECT b.created_at, b.id FROM {} WHERE (b.created_at, b.id) < (?, ?) \
+         ORDER BY b.created_at DESC, b.id DESC LIMIT 1 OFFSET ?",
+        D::page_index().replacen("runs x", "runs b", 1)
+    );
+    let skip = i64::from(window.saturating_sub(1));
     Statement::new(format!(
         "SELECT {} FROM {} JOIN runs r ON r.{key} = x.{key} \
          WHERE (x.created_at, x.id) < (?, ?) \
-         AND (x.created_at, x.id) >= (SELECT * FROM (SELECT b.created_at, b.id FROM {} WHERE (b.created_at, b.id) < (?, ?) \
-         ORDER BY b.created_at DESC, b.id DESC LIMIT 1 OFFSET ?) UNION ALL SELECT ?, '' LIMIT 1) \
+         AND (x.created_at, x.id) >= (SELECT * FROM ({last}) UNION ALL SELECT ?, '' WHERE NOT EXISTS ({last}) LIMIT 1) \
          AND {filter}{} ORDER BY x.created_at DESC, x.id DESC LIMIT ?",
         RUN_COLUMNS_OF_R.as_str(),
         D::page_index(),
-        D::page_index().replacen("runs x", "runs b", 1),
         status_sql(status, "x")
     ))
     .int(start.0)
     .text(start.1.clone())
     .int(start.0)
     .text(start.1.clone())
-    .int(i64::from(window.saturating_sub(1)))
+    .int(skip)
     .int(i64::MIN)
+    .int(start.0)
+    .text(start.1.clone())
+    .int(skip)
     .binds(filter_binds)
     .int(i64::from(need))
 }
