@@ -1,15 +1,17 @@
 //! # xtask: the workspace's own chores
 //!
 //! `cargo xtask tidy`: the checks that keep the architecture true (authz-core stays pure; no
-//! hand-made comparisons of caller ids or channels outside authz-core).
+//! hand-made comparisons of caller ids or channels outside authz-core; memory decides through
+//! its seam; no document or comment names a page outside the repository).
 //! `cargo xtask conformance-matrix`: prints docs/conformance-matrix.md.
 //! It never ships; `anyhow` is fine here.
 
+mod references;
 mod tidy;
 
 use anyhow::{Context, Result, bail};
 
-const USAGE: &str = "usage: cargo xtask <verb>\n\nverbs:\n  tidy                 check that authz-core depends on no async runtime, database or HTTP\n                       crate and touches no I/O, clock or environment API, and that no\n                       command or adapter compares caller ids or channels by hand\n  conformance-matrix   print the conformance matrix (docs/conformance-matrix.md)";
+const USAGE: &str = "usage: cargo xtask <verb>\n\nverbs:\n  tidy                 check that authz-core depends on no async runtime, database or HTTP\n                       crate and touches no I/O, clock or environment API, and that no\n                       command or adapter compares caller ids or channels by hand, and that no\n                       document or comment names a page outside the repository\n  conformance-matrix   print the conformance matrix (docs/conformance-matrix.md)";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -21,6 +23,7 @@ fn main() -> Result<()> {
             faults.extend(tidy::forbidden_apis(&root.join("crates/authz-core/src"))?);
             faults.extend(tidy::hand_made_decisions(&root)?);
             faults.extend(tidy::undecided_memory(&root)?);
+            faults.extend(references::outside_references(&root)?);
             if !faults.is_empty() {
                 bail!(
                     "tidy found {} fault(s):\n  {}",
@@ -29,7 +32,7 @@ fn main() -> Result<()> {
                 );
             }
             println!(
-                "tidy: authz-core is pure; no hand-made id or channel comparisons in commands or adapters; memory decides only through its seam"
+                "tidy: authz-core is pure; no hand-made id or channel comparisons in commands or adapters; memory decides only through its seam; nothing names a page outside the repository"
             );
             Ok(())
         }

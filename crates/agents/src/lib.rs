@@ -57,7 +57,7 @@ pub struct AgentJob {
     pub run_id: RunId,
     pub agent: AgentName,
     pub request: String,
-    /// The memory context block (spec/memory.md) the run was given.
+    /// The memory context block the run was given (docs/memory.md, "What a run is given").
     pub memory: MemoryBlock,
     pub repo: Option<RepoSlug>,
     /// The run's own workspace (`dispatch` makes one per run): where a `command` agent runs

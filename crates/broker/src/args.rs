@@ -101,7 +101,7 @@ impl ToolArgs {
         }
     }
 
-    /// The rule table's action name for this call (spec/broker.md): `fs.read`, `fs.write`,
+    /// The rule table's action name for this call (docs/broker.md, "Rules"): `fs.read`, `fs.write`,
     /// `shell.exec`, `net.fetch`, `git.<subcommand>`, `mcp.<server>.<tool>`.
     pub fn action(&self) -> String {
         match self {

@@ -308,7 +308,7 @@ rules = [
         assert_eq!(parse("").unwrap(), ProjectPolicy::default());
     }
 
-    /// Each malformed file of seed 002, and a few more: the line, the column and what was expected.
+    /// Each malformed policy file the docs describe, and a few more: the line, the column and what was expected.
     #[test]
     fn malformed_files_name_line_column_and_what_was_expected() {
         let cases: [(&str, &str, (usize, usize), &str); 14] = [

@@ -1,4 +1,4 @@
-//! Grants (seed 003): what one agent may do with one tool, over which paths or hosts, in which
+//! Grants: what one agent may do with one tool, over which paths or hosts, in which
 //! mode, until when, and at what taint. A [`GrantSet`] is the set `decide` reads, in id order.
 
 use std::collections::{BTreeMap, HashMap};

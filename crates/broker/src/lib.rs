@@ -1,11 +1,11 @@
 //! # broker: every tool call an agent makes
 //!
 //! An agent is an actor acting for its run's principal. For each tool call the broker asks, in
-//! this order, and a deny at any step ends it (spec/broker.md):
+//! this order, and a deny at any step ends it (docs/broker.md, "One tool call, step by step"):
 //!
 //! 1. authz-core: `authorize(agent, repo:use, repo)` for a call inside a repo's workspace;
-//! 2. the rule table ([`rules`], seed 002): the call's action → one of five decisions;
-//! 3. the grant set ([`policy`], seed 003): `decide` at the moment of execution.
+//! 2. the rule table ([`rules`]): the call's action → one of five decisions;
+//! 3. the grant set ([`policy`]): `decide` at the moment of execution.
 //!
 //! **What it must never do:** read a clock, the environment or a file in a decision function
 //! (`policy`, `rules`, `args`, `grant` take time and state as arguments; only

@@ -1,4 +1,4 @@
-//! `decide` and `redecide` (seed 003): a tool call against the grant set, the session's state and
+//! `decide` and `redecide`: a tool call against the grant set, the session's state and
 //! the time, all passed in. No I/O, no clock. This module is the only place a [`Decision`] or an
 //! [`Ask`] is built, and the types carry the two facts callers must not have to remember:
 //!

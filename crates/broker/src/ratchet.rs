@@ -1,4 +1,4 @@
-//! The ratchet (seed 002): promises an agent makes with `restrict_self`, folded out of the run's
+//! The ratchet: promises an agent makes with `restrict_self`, folded out of the run's
 //! event log and its ancestors' logs. Narrowing is free; the one way back up is `policy.widen`,
 //! decided by the rule table like any other action, after which the broker (never the agent)
 //! writes the event that replaces the named promise.

@@ -1,4 +1,4 @@
-//! The rule table (seed 002): a call's action, tool, model and agent kind against the agent
+//! The rule table: a call's action, tool, model and agent kind against the agent
 //! policy rules, giving one of five decisions. Three layers: the org's `[agent_policy]` (a
 //! ceiling), the project's `.switchboard/agent-policy.toml`, and one run's `--policy-rule`s,
 //! with the shipped defaults under them all. Pure: the files are parsed elsewhere

@@ -1,4 +1,4 @@
-//! decide and redecide, case by case (seed 003's matching M1–M5 and the winner's mode).
+//! decide and redecide, case by case (matching by tool, path, host and mode, and the winner's mode).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -28,7 +28,7 @@ pub const CODING_AGENT: &str = "coding";
 pub struct RunRequest {
     pub actor: Actor,
     pub surface: Surface,
-    /// The run channel (spec/authz.md, "Where a run is recorded").
+    /// The run channel: where the run is recorded, which decides who may read it.
     pub channel: ChannelId,
     pub thread_key: Option<String>,
     pub text: String,

@@ -2,7 +2,7 @@
 //!
 //! What it is: the implementation of the ports `commands` defines for running agents
 //! ([`RunLauncher`], [`LiveFeed`], [`AgentTokenCheck`]): what happens to text that is not a
-//! command. In order (spec/dispatch.md):
+//! command. In order:
 //! choose the agent (`@name`, the channel's then the org's `agent` config value, the
 //! configured default); `authorize(actor, agent:run:<name>, agent{name})`; take a concurrency
 //! slot; stamp the channel's visibility from the [`ChannelDirectory`], bounded by

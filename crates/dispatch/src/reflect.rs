@@ -1,5 +1,5 @@
 //! Memory around a run: the context block it is given, and reflection after its reply
-//! (spec/dispatch.md, "Reflection hook"). Reflection never runs on the reply's path: the
+//! (docs/memory.md, "How facts are written: reflection"). Reflection never runs on the reply's path: the
 //! run's final record is handed out first, then its reflection starts, bounded by
 //! `[memory] reflection_timeout_seconds`, counted in [`PendingReflections`] so `switchboard
 //! ask` and `serve`'s shutdown can wait for it.

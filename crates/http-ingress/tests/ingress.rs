@@ -327,8 +327,8 @@ async fn bearer_body_and_content_type_faults_have_their_statuses() {
     assert_eq!(unknown.status, 400);
 }
 
-/// Seed 001, deliberate change (d): a token's channel is where its runs are recorded, never a
-/// grant; reading runs needs the channels axis (or is_self).
+/// A token's channel is where its runs are recorded, never a grant; reading runs needs the
+/// channels axis (or is_self).
 #[tokio::test]
 async fn tokens_see_exactly_what_their_grants_allow() {
     let s = start(Some(token_map()), 64 * 1024).await;

@@ -1,4 +1,4 @@
-//! The write gate (spec/memory.md steps 1–5), as a pure routing of one candidate: resolve its
+//! The write gate (docs/memory.md, "How facts are written: reflection", steps 1–5), as a pure routing of one candidate: resolve its
 //! audience to one of the run's scopes, ask `authorize(reflection_actor, memory:write,
 //! memory-scope{scope, origin_visibility})`, narrow an org candidate the origin may not write,
 //! and drop anything else the table denies. Nothing here widens: the only other scope a

@@ -4,7 +4,7 @@
 //! `repo:<owner/name>`) of a request ([`RunScopes`]); the context block a run is given
 //! ([`Memory::context_block`]); the extractors that propose facts after a run ([`rules`],
 //! and the `model` extractor over a [`ModelCall`]); and the reflection write gate
-//! ([`Memory::reflect`], spec/memory.md steps 1–6).
+//! ([`Memory::reflect`], docs/memory.md, "How facts are written: reflection").
 //!
 //! What it must never do:
 //! - gate a read: the context block reads its request's scopes and never calls `authorize`

@@ -4,8 +4,10 @@
 //! composition root: [`App::build`] wires store, channel directory, agent back ends,
 //! dispatcher, registry and the ports the registry reaches them through. `serve`, `ask`, the
 //! CLI's registry commands and every test harness build the same `App`. It also holds the
-//! axum router of every surface this build has (`/healthz`, `/readyz`, `/ingress`, `/mcp`), the
-//! replica's heartbeat, recovery and stop-request watch, and graceful shutdown.
+//! axum router of every surface this build has (`serve::router`: `/healthz`, `/readyz`,
+//! `/ingress` and the trace log always; `/api` and `/runs` with an Access key set; `/slack/*` in
+//! Events mode; `/mcp` when enabled), the replica's heartbeat, recovery and stop-request watch,
+//! and graceful shutdown.
 //!
 //! What it must never do: decide anything (authorization is authz-core's, reached through the
 //! registry and the dispatcher), start a surface whose secret is missing (it stays off and the

@@ -1,4 +1,4 @@
-//! Approve / Deny in Slack (spec/broker.md, "Asking a person or a reviewer"). While a run a
+//! Approve / Deny in Slack (docs/broker.md, "Who answers an ask"). While a run a
 //! Slack request started is live, each tool call waiting for its principal's answer is posted
 //! into the run's thread with two buttons. A click arrives signed at `POST /slack/interactions`
 //! (or over Socket Mode) and counts only when the clicker is the run's principal: the desk

@@ -45,7 +45,7 @@ api_url = "{api_url}"
 directory_ttl_seconds = {TTL}
 {slack_keys}
 
-# runs:read is not in the Slack baseline; granted here as seed 001 does.
+# runs:read is not in the Slack baseline; granted here.
 [grants."slack:*"]
 actions = ["runs:read"]
 "#

@@ -1,4 +1,4 @@
-//! The broker in front of every tool call (spec/broker.md, "Three questions, one answer"):
+//! The broker in front of every tool call (docs/broker.md, "One tool call, step by step"):
 //! authz `repo:use`, then the rule table bounded by the ratchet (collecting the approvals it
 //! asks for), then `decide` at the moment of execution (`redecide` after a person approved an
 //! `Ask`, with the grants, state and time as they are then). A tool runs only with a

@@ -1,6 +1,6 @@
-//! The oracle: seed 003's matching written the plainest way, with its own path and host
-//! checks, so the property test compares two independent readings of the same text. Where the
-//! oracle and `broker::policy` disagree, the oracle is the specification.
+//! The oracle: grant matching written the plainest way, with its own path and host
+//! checks, so the property test compares two independent readings of the same rules (docs/broker.md,
+//! "Grants"). Where the oracle and `broker::policy` disagree, the oracle is taken as right.
 
 use broker::args::{ToolArgs, ToolName};
 use broker::{DataClass, DenyReason, Grant, GrantSet, Mode, SessionState, Timestamp};

@@ -1,4 +1,4 @@
-//! The command catalogue (spec/commands.md): every command, defined once.
+//! The command catalogue: every command, defined once.
 
 mod config;
 mod friction;
