@@ -2,16 +2,18 @@
 //!
 //! `cargo xtask tidy`: the checks that keep the architecture true (authz-core stays pure; no
 //! hand-made comparisons of caller ids or channels outside authz-core; memory decides through
-//! its seam; no document or comment names a page outside the repository).
+//! its seam; no document or comment names a page outside the repository; no two modules of a
+//! crate name each other).
 //! `cargo xtask conformance-matrix`: prints docs/conformance-matrix.md.
 //! It never ships; `anyhow` is fine here.
 
+mod circles;
 mod references;
 mod tidy;
 
 use anyhow::{Context, Result, bail};
 
-const USAGE: &str = "usage: cargo xtask <verb>\n\nverbs:\n  tidy                 check that authz-core depends on no async runtime, database or HTTP\n                       crate and touches no I/O, clock or environment API, and that no\n                       command or adapter compares caller ids or channels by hand, and that no\n                       document or comment names a page outside the repository\n  conformance-matrix   print the conformance matrix (docs/conformance-matrix.md)";
+const USAGE: &str = "usage: cargo xtask <verb>\n\nverbs:\n  tidy                 check that authz-core depends on no async runtime, database or HTTP\n                       crate and touches no I/O, clock or environment API, and that no\n                       command or adapter compares caller ids or channels by hand, and that no\n                       document or comment names a page outside the repository, and that no two\n                       modules of a crate name each other\n  conformance-matrix   print the conformance matrix (docs/conformance-matrix.md)";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -24,6 +26,7 @@ fn main() -> Result<()> {
             faults.extend(tidy::hand_made_decisions(&root)?);
             faults.extend(tidy::undecided_memory(&root)?);
             faults.extend(references::outside_references(&root)?);
+            faults.extend(circles::module_circles(&root)?);
             if !faults.is_empty() {
                 bail!(
                     "tidy found {} fault(s):\n  {}",
@@ -32,7 +35,7 @@ fn main() -> Result<()> {
                 );
             }
             println!(
-                "tidy: authz-core is pure; no hand-made id or channel comparisons in commands or adapters; memory decides only through its seam; nothing names a page outside the repository"
+                "tidy: authz-core is pure; no hand-made id or channel comparisons in commands or adapters; memory decides only through its seam; nothing names a page outside the repository; no two modules name each other"
             );
             Ok(())
         }

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use jsonwebtoken::DecodingKey;
 use jsonwebtoken::jwk::{AlgorithmParameters, Jwk, KeyAlgorithm};
 
-use crate::verify::Refused;
+use crate::refused::Refused;
 
 /// An unknown `kid` fetches again only this long after the last fetch of any kind.
 pub const UNKNOWN_KID_REFETCH: Duration = Duration::from_secs(60);

@@ -25,6 +25,7 @@ pub mod guard;
 pub mod html;
 mod jwks;
 pub mod pages;
+mod refused;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod verify;

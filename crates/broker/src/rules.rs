@@ -1,8 +1,8 @@
 //! The rule table: a call's action, tool, model and agent kind against the agent
 //! policy rules, giving one of five decisions. Three layers: the org's `[agent_policy]` (a
 //! ceiling), the project's `.switchboard/agent-policy.toml`, and one run's `--policy-rule`s,
-//! with the shipped defaults under them all. Pure: the files are parsed elsewhere
-//! ([`crate::file`]) and handed in.
+//! with the shipped defaults under them all. Pure: the files are parsed before a run starts
+//! (the crate's `file` module, which builds on these types) and the rules handed in.
 
 use std::collections::HashMap;
 use std::fmt;

@@ -10,8 +10,6 @@
 use authz_core::{
     Action, AgentName, ChannelId, ConfigTier, RepoSlug, Resource, Surface, authorize,
 };
-use serde_json::Value;
-use store::RunRecord;
 
 use crate::deny::{Denial, Refusal, deny};
 use crate::ports::{LaunchError, RunRequest};
@@ -191,36 +189,6 @@ pub(crate) fn run_request(
 
 /// Where the CLI's runs are recorded.
 pub const CLI_CHANNEL: &str = "cli:local";
-
-/// A run as data: a started run's reply, what `ask --json` prints, what `POST /ingress?wait=`
-/// answers.
-pub(crate) fn outcome_json(run: &RunRecord) -> Value {
-    serde_json::json!({
-        "run_id": run.id.as_str(),
-        "agent": run.agent,
-        "channel": run.channel_id.as_str(),
-        "status": run.status.as_str(),
-        "answer": run.answer,
-        "error": run.error,
-    })
-}
-
-/// A finished run as text: its answer, else its status and error.
-pub(crate) fn outcome_text(run: &RunRecord) -> String {
-    match (&run.answer, &run.error) {
-        (Some(answer), _) => answer.clone(),
-        (None, Some(error)) => format!("run {} {}: {error}", run.id, run.status),
-        (None, None) => format!("run {} {}", run.id, run.status),
-    }
-}
-
-/// The reply to a started run.
-pub(crate) fn started_reply(run: &RunRecord) -> Reply {
-    Reply::ok(
-        replies::run_started(run.id.as_str(), &run.agent, run.channel_id.as_str()),
-        outcome_json(run),
-    )
-}
 
 /// Why the launcher started nothing, as a reply; a refusal leaves its audit line.
 pub(crate) fn launch_refusal(caller: &Caller, e: LaunchError, services: &Services) -> Reply {

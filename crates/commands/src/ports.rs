@@ -273,7 +273,7 @@ impl StartedRun {
 
     /// The reply to a started run.
     pub fn reply(&self) -> crate::Reply {
-        crate::agent_run::started_reply(&self.run)
+        started_reply(&self.run)
     }
 
     /// The capability link under `public_url`: the run's page, stream and stop, with no
@@ -326,13 +326,43 @@ impl RunOutcome {
 
     /// Its answer, else its status and error.
     pub fn text(&self) -> String {
-        crate::agent_run::outcome_text(&self.0)
+        outcome_text(&self.0)
     }
 
     /// What `ask --json` prints and `POST /ingress?wait=` answers.
     pub fn json(&self) -> Value {
-        crate::agent_run::outcome_json(&self.0)
+        outcome_json(&self.0)
     }
+}
+
+/// A run as data: a started run's reply, what `ask --json` prints, what `POST /ingress?wait=`
+/// answers.
+fn outcome_json(run: &RunRecord) -> Value {
+    serde_json::json!({
+        "run_id": run.id.as_str(),
+        "agent": run.agent,
+        "channel": run.channel_id.as_str(),
+        "status": run.status.as_str(),
+        "answer": run.answer,
+        "error": run.error,
+    })
+}
+
+/// A finished run as text: its answer, else its status and error.
+fn outcome_text(run: &RunRecord) -> String {
+    match (&run.answer, &run.error) {
+        (Some(answer), _) => answer.clone(),
+        (None, Some(error)) => format!("run {} {}: {error}", run.id, run.status),
+        (None, None) => format!("run {} {}", run.id, run.status),
+    }
+}
+
+/// The reply to a started run.
+fn started_reply(run: &RunRecord) -> crate::Reply {
+    crate::Reply::ok(
+        crate::replies::run_started(run.id.as_str(), &run.agent, run.channel_id.as_str()),
+        outcome_json(run),
+    )
 }
 
 /// A command's answer, recorded as a run (a schedule's firing).

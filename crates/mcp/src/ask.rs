@@ -15,7 +15,7 @@ use rmcp::model::{CallToolResult, JsonObject, ProgressNotificationParam, Tool, T
 use rmcp::service::RequestContext;
 use serde_json::{Value, json};
 
-use crate::tools::tool_result;
+use crate::result::tool_result;
 use crate::{MAX_WAIT, Mcp, caller_key};
 
 pub(crate) const ASK: &str = "ask";

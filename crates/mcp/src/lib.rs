@@ -29,6 +29,7 @@
 
 mod ask;
 mod gate;
+mod result;
 mod tools;
 mod waits;
 

@@ -6,16 +6,17 @@ use std::sync::Arc;
 use authz_core::{Action, Effect};
 use commands::{Caller, Command, RawInput, Reply, ReplyKind};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
     ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use crate::Mcp;
 use crate::ask::{self, ASK};
+use crate::result::tool_result;
 
 /// The MCP handler; one per request (stateless), sharing the surface.
 #[derive(Clone)]
@@ -113,30 +114,6 @@ fn command_tool(command: &Command) -> Tool {
         .with_annotations(ToolAnnotations::new().read_only(read_only))
 }
 
-/// A reply as a tool result: its text as content, its data as `structuredContent` (always an
-/// object), and `isError` for anything but ok.
-pub(crate) fn tool_result(reply: Reply) -> CallToolResult {
-    let Reply { kind, text, data } = reply;
-    let content = vec![ContentBlock::text(text)];
-    let mut result = if kind == ReplyKind::Ok {
-        CallToolResult::success(content)
-    } else {
-        CallToolResult::error(content)
-    };
-    result.structured_content = Some(as_object(data));
-    result
-}
-
-/// `structuredContent` must be an object (2025-06-18+): an object stays as it is; anything
-/// else is wrapped as `{"value": …}`.
-fn as_object(data: Value) -> Value {
-    match data {
-        Value::Object(_) => data,
-        Value::Null => json!({}),
-        other => json!({ "value": other }),
-    }
-}
-
 /// The caller the gate proved; `None` only if the handler is reached without the gate.
 fn caller_of(ctx: &RequestContext<RoleServer>) -> Option<Caller> {
     ctx.extensions
@@ -230,28 +207,11 @@ mod tests {
     }
 
     #[test]
-    fn structured_content_is_always_an_object() {
-        assert_eq!(as_object(json!({"a": 1})), json!({"a": 1}));
-        assert_eq!(as_object(json!([1, 2])), json!({"value": [1, 2]}));
-        assert_eq!(as_object(json!("x")), json!({"value": "x"}));
-        assert_eq!(as_object(Value::Null), json!({}));
-    }
-
-    #[test]
     fn cursors_are_offsets_inside_the_list() {
         assert_eq!(page_start(None, 3).unwrap(), 0);
         assert_eq!(page_start(Some("2"), 3).unwrap(), 2);
         for bad in ["0", "3", "-1", "x", "", "99999999999999999999999"] {
             assert!(page_start(Some(bad), 3).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn a_refusal_is_a_tool_error_with_the_registry_text() {
-        let r = tool_result(Reply::not_found("run x"));
-        assert_eq!(r.is_error, Some(true));
-        assert_eq!(r.structured_content.unwrap()["code"], json!("not_found"));
-        let ok = tool_result(Reply::ok("fine", json!({"runs": []})));
-        assert_eq!(ok.is_error, Some(false));
     }
 }

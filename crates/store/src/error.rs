@@ -3,7 +3,7 @@
 
 use authz_core::RunId;
 
-use crate::types::RunStatus;
+use crate::status::RunStatus;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

@@ -33,6 +33,7 @@ mod merge;
 pub mod plan;
 pub mod repos;
 mod sql;
+mod status;
 mod types;
 
 use std::sync::Arc;

@@ -40,57 +40,14 @@ impl Timestamp {
     }
 }
 
-/// A run's status. Terminal statuses never change again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum RunStatus {
-    Queued,
-    Running,
-    Completed,
-    Failed,
-    Stopped,
-    Interrupted,
-    Misconfigured,
-}
+pub use crate::status::RunStatus;
 
 impl RunStatus {
-    pub const ALL: [RunStatus; 7] = [
-        RunStatus::Queued,
-        RunStatus::Running,
-        RunStatus::Completed,
-        RunStatus::Failed,
-        RunStatus::Stopped,
-        RunStatus::Interrupted,
-        RunStatus::Misconfigured,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunStatus::Queued => "queued",
-            RunStatus::Running => "running",
-            RunStatus::Completed => "completed",
-            RunStatus::Failed => "failed",
-            RunStatus::Stopped => "stopped",
-            RunStatus::Interrupted => "interrupted",
-            RunStatus::Misconfigured => "misconfigured",
-        }
-    }
-
     pub fn parse(s: &str) -> Result<Self, StoreError> {
         RunStatus::ALL
             .into_iter()
             .find(|st| st.as_str() == s)
             .ok_or_else(|| StoreError::corrupt("run status", s))
-    }
-
-    /// Queued or running.
-    pub fn is_live(self) -> bool {
-        matches!(self, RunStatus::Queued | RunStatus::Running)
-    }
-}
-
-impl fmt::Display for RunStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

@@ -15,6 +15,7 @@ use broker::Decision;
 use broker::args::{HttpMethod, ToolArgs};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
+use super::capped::capped;
 use super::mcp::McpServers;
 use super::net::is_internal;
 use crate::sandbox::{Network, POLICY_DIR, Sandbox, SandboxLimits, SandboxSpec};
@@ -526,15 +527,5 @@ async fn read_capped<R: AsyncRead + Unpin>(stream: Option<R>, cap: usize) -> Cap
                 bytes.extend_from_slice(read);
             }
         }
-    }
-}
-
-/// `bytes` as text, cut at `cap` bytes and marked when cut (every tool's output).
-pub(super) fn capped(bytes: &[u8], cap: usize) -> String {
-    let text = String::from_utf8_lossy(bytes.get(..cap.min(bytes.len())).unwrap_or(bytes));
-    if bytes.len() > cap {
-        format!("{text}\n[cut at {cap} bytes]")
-    } else {
-        text.into_owned()
     }
 }

@@ -14,7 +14,7 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
-use super::exec::capped;
+use super::capped::capped;
 
 /// One configured server: its name (the middle of `mcp.<server>.<tool>`) and URL.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -4,6 +4,7 @@
 //! call: authz `repo:use`, the rule table (with the ratchet and approvals), then `decide` at the
 //! moment of execution, and only then the tool.
 
+mod capped;
 mod exec;
 mod gate;
 mod mcp;

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use toml::Spanned;
 
-use super::sections::{Positive, Whole};
+use super::numbers::{Positive, Whole};
 
 /// The keys `[agents]` itself takes (besides `[agents.<name>]` tables).
 pub const SETTINGS: [&str; 5] = [

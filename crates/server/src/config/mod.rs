@@ -7,6 +7,7 @@
 //! files this config names (`secrets.rs`).
 
 mod agents;
+mod numbers;
 mod position;
 mod sections;
 
@@ -513,14 +514,14 @@ fn retention(
     section: &sections::RetentionSection,
 ) -> Result<RetentionConfig, LoadError> {
     let default = store::Retention::default();
-    let days = |key: Option<sections::Whole>, default: Option<Duration>| match key {
+    let days = |key: Option<numbers::Whole>, default: Option<Duration>| match key {
         None => default,
-        Some(sections::Whole(0)) => None,
-        Some(sections::Whole(d)) => Some(Duration::from_secs(d.saturating_mul(24 * 3600))),
+        Some(numbers::Whole(0)) => None,
+        Some(numbers::Whole(d)) => Some(Duration::from_secs(d.saturating_mul(24 * 3600))),
     };
     let batch = match section.batch {
         None => default.batch,
-        Some(sections::Whole(n)) if (1..=100_000).contains(&n) => n as u32,
+        Some(numbers::Whole(n)) if (1..=100_000).contains(&n) => n as u32,
         Some(_) => {
             return Err(t.key(
                 &["retention", "batch"],
@@ -530,7 +531,7 @@ fn retention(
     };
     let interval = match section.interval_minutes {
         None => Duration::from_secs(3600),
-        Some(sections::Whole(m)) if m >= 1 => Duration::from_secs(m.saturating_mul(60)),
+        Some(numbers::Whole(m)) if m >= 1 => Duration::from_secs(m.saturating_mul(60)),
         Some(_) => {
             return Err(t.key(
                 &["retention", "interval_minutes"],
@@ -562,8 +563,8 @@ fn repos(section: &sections::ReposSection) -> dispatch::RepoSettings {
             }),
         branch_retention: match section.branch_retention_days {
             None => default.branch_retention,
-            Some(sections::Whole(0)) => None,
-            Some(sections::Whole(days)) => Some(std::time::Duration::from_secs(
+            Some(numbers::Whole(0)) => None,
+            Some(numbers::Whole(days)) => Some(std::time::Duration::from_secs(
                 days.saturating_mul(24 * 3600),
             )),
         },

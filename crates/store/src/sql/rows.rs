@@ -37,9 +37,9 @@ fn micros(v: i64) -> Timestamp {
 }
 
 /// A run row as the database returns it, in `RUN_COLUMNS` order: read by position from a row
-/// (owned), or from one JSON array of that row (how SQLite hands a page over in one piece),
-/// where each text borrows from the page's JSON unless it had escapes, so a value is copied
-/// once, into its record.
+/// (owned), or from one JSON array of that row (how SQLite hands a page over in one piece).
+/// From JSON, each required text borrows from the page unless it had escapes, so it is copied
+/// once, into its record; serde copies the optional ones (it borrows only a plain `Cow`).
 #[derive(Debug, Deserialize)]
 pub struct RawRun<'a> {
     #[serde(borrow)]
@@ -48,34 +48,26 @@ pub struct RawRun<'a> {
     surface: Cow<'a, str>,
     #[serde(borrow)]
     channel_id: Cow<'a, str>,
-    #[serde(borrow)]
     thread_key: Option<Cow<'a, str>>,
     #[serde(borrow)]
     user_id: Cow<'a, str>,
     #[serde(borrow)]
     agent: Cow<'a, str>,
-    #[serde(borrow)]
     repo: Option<Cow<'a, str>>,
     #[serde(borrow)]
     status: Cow<'a, str>,
     #[serde(borrow)]
     request: Cow<'a, str>,
-    #[serde(borrow)]
     answer: Option<Cow<'a, str>>,
-    #[serde(borrow)]
     error: Option<Cow<'a, str>>,
     created_at: i64,
     finished_at: Option<i64>,
-    #[serde(borrow)]
     capability_token_hash: Option<Cow<'a, str>>,
-    #[serde(borrow)]
     agent_token_hash: Option<Cow<'a, str>>,
-    #[serde(borrow)]
     owner: Option<Cow<'a, str>>,
     #[serde(borrow)]
     channel_visibility: Cow<'a, str>,
     stop_requested_at: Option<i64>,
-    #[serde(borrow)]
     parent_run: Option<Cow<'a, str>>,
 }
 
