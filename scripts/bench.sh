@@ -90,7 +90,7 @@ case "$what" in
       | tee target/bench/authz.txt
     ;;
   store)
-    echo "== list pages: SQLite and Postgres (builds fixtures on first run: a few minutes at 1M)"
+    echo "== list pages: SQLite (beside raw SQLite: store ÷ raw per shape) and Postgres (builds fixtures on first run: a few minutes at 1M)"
     cargo bench --locked -p store --features testing --bench list_pages -- "$@" | tee target/bench/store.txt
     ;;
   ingress)

@@ -28,7 +28,7 @@
 
 mod error;
 pub mod fanout;
-mod memory;
+mod in_memory;
 mod merge;
 pub mod plan;
 pub mod repos;
@@ -44,7 +44,7 @@ use authz_core::{ConfigTier, Predicate, RunId, ScheduleName, ScopeKey};
 
 pub use error::{Result, StoreError};
 pub use fanout::{FanoutListener, LiveFanout};
-pub use memory::MemoryStore as InMemoryStore;
+pub use in_memory::InMemoryStore;
 pub use merge::DEFAULT_WALK_PAGES;
 pub use sql::{Backup, Postgres, PostgresStore, SqlStore, Sqlite, SqliteStore};
 pub use types::*;

@@ -29,7 +29,7 @@ struct State {
 
 /// All state behind one mutex; every operation is atomic.
 #[derive(Default)]
-pub struct MemoryStore {
+pub struct InMemoryStore {
     state: Mutex<State>,
     max_width: usize,
 }
@@ -46,9 +46,9 @@ fn live_mut<'s>(s: &'s mut State, id: &RunId) -> Result<&'s mut RunRecord> {
     }
 }
 
-impl MemoryStore {
+impl InMemoryStore {
     pub fn new() -> Self {
-        MemoryStore {
+        InMemoryStore {
             state: Mutex::default(),
             max_width: DEFAULT_MAX_PREDICATE_WIDTH,
         }
@@ -76,7 +76,7 @@ fn status_ok(filter: StatusFilter, s: RunStatus) -> bool {
 }
 
 #[async_trait]
-impl RunStore for MemoryStore {
+impl RunStore for InMemoryStore {
     async fn create_run(&self, new: NewRun) -> Result<RunRecord> {
         let id = RunId::parse(&new_id(new.created_at))
             .map_err(|e| StoreError::Invalid(e.to_string()))?;
@@ -309,7 +309,7 @@ impl RunStore for MemoryStore {
 }
 
 #[async_trait]
-impl crate::MemoryStore for MemoryStore {
+impl crate::MemoryStore for InMemoryStore {
     async fn add_memory(&self, new: NewMemory) -> Result<MemoryRecord> {
         let id = RunId::parse(&new_id(new.created_at))
             .map_err(|e| StoreError::Invalid(e.to_string()))?;
@@ -367,7 +367,7 @@ fn config_key(tier: &ConfigTier, key: &str) -> (&'static str, String, String) {
 }
 
 #[async_trait]
-impl ConfigStore for MemoryStore {
+impl ConfigStore for InMemoryStore {
     async fn get_config(&self, tier: &ConfigTier, key: &str) -> Result<Option<ConfigValue>> {
         Ok(self.with(|s| s.config.get(&config_key(tier, key)).cloned()))
     }
@@ -394,7 +394,7 @@ impl ConfigStore for MemoryStore {
 }
 
 #[async_trait]
-impl ScheduleStore for MemoryStore {
+impl ScheduleStore for InMemoryStore {
     async fn claim_firing(
         &self,
         name: &ScheduleName,
@@ -473,7 +473,7 @@ impl ScheduleStore for MemoryStore {
 }
 
 #[async_trait]
-impl SlackEventStore for MemoryStore {
+impl SlackEventStore for InMemoryStore {
     async fn first_sighting(&self, event_id: &str, at: Timestamp) -> Result<bool> {
         check_event_id(event_id)?;
         Ok(self.with(|s| {
@@ -510,7 +510,7 @@ impl SlackEventStore for MemoryStore {
 }
 
 #[async_trait]
-impl ApprovalStore for MemoryStore {
+impl ApprovalStore for InMemoryStore {
     async fn open_approval(&self, ask: &ApprovalRecord) -> Result<()> {
         check_approval_id(&ask.id)?;
         if ask.state != ApprovalState::Open {
@@ -601,7 +601,7 @@ fn remove_all<K: Ord, V>(items: &mut BTreeMap<K, V>, keys: Vec<K>) -> u64 {
 }
 
 #[async_trait]
-impl RetentionStore for MemoryStore {
+impl RetentionStore for InMemoryStore {
     async fn prune(&self, rules: &Retention, now: Timestamp) -> Result<Pruned> {
         let batch = rules.batch.max(1) as usize;
         Ok(self.with(|s| {
@@ -659,7 +659,7 @@ impl RetentionStore for MemoryStore {
 }
 
 #[async_trait]
-impl Store for MemoryStore {
+impl Store for InMemoryStore {
     fn backend(&self) -> &'static str {
         "memory"
     }
