@@ -105,13 +105,21 @@ pub struct DispatchSettings {
     pub repos: RepoSettings,
 }
 
+/// `[agents] max_concurrent` when unset: live runs at once in this process.
+pub const DEFAULT_MAX_CONCURRENT: usize = 16;
+/// `[agents] max_per_actor` when unset: live runs at once per actor.
+pub const DEFAULT_MAX_PER_ACTOR: usize = 4;
+/// `[agents] channel_directory_timeout_ms` when unset: how long a run waits for the channel
+/// directory to say what its channel is (past it the run is stamped unknown and proceeds).
+pub const DEFAULT_CHANNEL_DIRECTORY_TIMEOUT: Duration = Duration::from_millis(1500);
+
 impl Default for DispatchSettings {
     fn default() -> Self {
         DispatchSettings {
             default_agent: None,
-            max_concurrent: 16,
-            max_per_actor: 4,
-            channel_directory_timeout: Duration::from_millis(1500),
+            max_concurrent: DEFAULT_MAX_CONCURRENT,
+            max_per_actor: DEFAULT_MAX_PER_ACTOR,
+            channel_directory_timeout: DEFAULT_CHANNEL_DIRECTORY_TIMEOUT,
             data_dir: PathBuf::from("."),
             agent_token_slack: Duration::from_secs(300),
             cancel_grace: Duration::from_secs(10),

@@ -258,9 +258,9 @@ pub struct AgentLimits {
 impl Default for AgentLimits {
     fn default() -> Self {
         AgentLimits {
-            max_concurrent: 16,
-            max_per_actor: 4,
-            channel_directory_timeout: Duration::from_millis(1500),
+            max_concurrent: dispatch::DEFAULT_MAX_CONCURRENT,
+            max_per_actor: dispatch::DEFAULT_MAX_PER_ACTOR,
+            channel_directory_timeout: dispatch::DEFAULT_CHANNEL_DIRECTORY_TIMEOUT,
             env_allow: ["PATH", "HOME", "LANG", "LC_ALL", "TERM", "TMPDIR", "USER"]
                 .map(String::from)
                 .to_vec(),

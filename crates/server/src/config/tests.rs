@@ -44,6 +44,21 @@ fn the_embedded_default_and_the_example_load() {
     assert_eq!(resolved.paths, ["/srv/ws/docs"]);
     assert!(resolved.expires.is_some());
     assert!(default.tool_policy.grants.is_empty() && default.tool_policy.org_rules.is_empty());
+    // The example writes out the `[agents]` limits' defaults; both read as the dispatcher's.
+    for limits in [&default.limits, &example.limits] {
+        assert_eq!(
+            (
+                limits.max_concurrent,
+                limits.max_per_actor,
+                limits.channel_directory_timeout
+            ),
+            (
+                dispatch::DEFAULT_MAX_CONCURRENT,
+                dispatch::DEFAULT_MAX_PER_ACTOR,
+                dispatch::DEFAULT_CHANNEL_DIRECTORY_TIMEOUT
+            )
+        );
+    }
 }
 
 /// Every fault: the file, the line and column of the key or value at fault, the dotted key,
