@@ -13,7 +13,7 @@ use axum::body::Body;
 use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
-use commands::{Caller, RawInput, Reply, ReplyKind, Wants, replies};
+use commands::{Caller, RawInput, Reply, ReplyKind, Wants, reply_texts};
 use serde_json::{Map, Value};
 
 use crate::{AccessApi, cross_site, guard};
@@ -62,7 +62,7 @@ pub async fn get(
     let Some(command) = api.registry.by_id(&id) else {
         return reply(&Reply::of(
             ReplyKind::UnknownCommand,
-            replies::unknown_command(&id),
+            reply_texts::unknown_command(&id),
         ));
     };
     if !matches!(command.action, Action::Command(_, Effect::Read)) {
@@ -116,7 +116,7 @@ pub async fn post(
             if api.registry.by_id(&id).is_none() {
                 return reply(&Reply::of(
                     ReplyKind::UnknownCommand,
-                    replies::unknown_command(&id),
+                    reply_texts::unknown_command(&id),
                 ));
             }
             return usage_or_refusal(&api, &caller, &id, &problem).await;
@@ -156,7 +156,7 @@ async fn usage_or_refusal(api: &AccessApi, caller: &Caller, id: &str, problem: &
     let Some(command) = api.registry.by_id(id) else {
         return reply(&Reply::of(
             ReplyKind::UnknownCommand,
-            replies::unknown_command(id),
+            reply_texts::unknown_command(id),
         ));
     };
     let raw = RawInput::Json {
@@ -169,7 +169,7 @@ async fn usage_or_refusal(api: &AccessApi, caller: &Caller, id: &str, problem: &
     }
     reply(&Reply::of(
         ReplyKind::Usage,
-        replies::usage_error(problem, &command.usage()),
+        reply_texts::usage_error(problem, &command.usage()),
     ))
 }
 

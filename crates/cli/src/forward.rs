@@ -56,7 +56,7 @@ pub fn run(config: Option<PathBuf>, json: bool, words: Vec<String>) -> anyhow::R
         let first = words.first().map(String::as_str).unwrap_or_default();
         eprintln!(
             "{} (a request for an agent is `switchboard ask \"…\"`)",
-            commands::replies::unknown_command(first)
+            commands::reply_texts::unknown_command(first)
         );
         return Ok(2);
     }
@@ -109,7 +109,7 @@ fn help(registry: &Registry, words: &[String]) -> anyhow::Result<u8> {
         .filter(|c| c.id.as_str().split('.').next() == Some(group.as_str()))
         .collect();
     if members.is_empty() {
-        eprintln!("{}", commands::replies::unknown_command(&group));
+        eprintln!("{}", commands::reply_texts::unknown_command(&group));
         return Ok(2);
     }
     for c in members {

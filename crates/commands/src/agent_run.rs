@@ -13,7 +13,7 @@ use authz_core::{
 
 use crate::deny::{Denial, Refusal, deny};
 use crate::ports::{LaunchError, RunRequest};
-use crate::{Caller, Handled, Reply, ReplyKind, Services, replies};
+use crate::{Caller, Handled, Reply, ReplyKind, Services, reply_texts};
 
 /// The config key (channel tier, then org) naming the repo a channel's runs work in.
 pub const DEFAULT_REPO_KEY: &str = "repo.default";
@@ -61,7 +61,7 @@ pub async fn start_agent_run_with(
         },
     };
     let Some(mut request) = run_request(caller, text, options.agent) else {
-        return Handled::reply(Reply::of(ReplyKind::Failed, replies::no_run_channel()));
+        return Handled::reply(Reply::of(ReplyKind::Failed, reply_texts::no_run_channel()));
     };
     let repo = match named {
         Some(repo) => Some(repo),
@@ -210,7 +210,10 @@ pub(crate) fn launch_refusal(caller: &Caller, e: LaunchError, services: &Service
                 .filter(|a| services.table.can_run_agent(&caller.actor, a))
                 .map(|a| a.to_string())
                 .collect();
-            Reply::of(ReplyKind::Usage, replies::unknown_agent(&name, &runnable))
+            Reply::of(
+                ReplyKind::Usage,
+                reply_texts::unknown_agent(&name, &runnable),
+            )
         }
         LaunchError::ParentEnded => Reply::of(ReplyKind::Conflict, e.to_string()),
         LaunchError::Busy(_) | LaunchError::ShuttingDown => {

@@ -9,7 +9,7 @@ use authz_core::{Action, Resource, Verdict};
 use serde::Serialize;
 
 use crate::reply::Reply;
-use crate::{Caller, Services, replies};
+use crate::{Caller, Services, reply_texts};
 
 /// A denied decision: what was asked, on what, and the verdict (for the audit line only).
 #[derive(Debug, Clone)]
@@ -59,14 +59,15 @@ pub(crate) fn deny(
         Denial::Command {
             shape: DenyShape::Unauthorized,
             command,
-        } => Reply::unauthorized(replies::unauthorized(command, &admins)),
-        Denial::Agent(agent) => Reply::unauthorized(replies::agent_refused(agent, &admins)),
+        } => Reply::unauthorized(reply_texts::unauthorized(command, &admins)),
+        Denial::Agent(agent) => Reply::unauthorized(reply_texts::agent_refused(agent, &admins)),
         Denial::ChannelConfig(channel) => {
-            Reply::unauthorized(replies::channel_config_denied(channel, &admins))
+            Reply::unauthorized(reply_texts::channel_config_denied(channel, &admins))
         }
-        Denial::Repo(slug) => {
-            Reply::of(crate::ReplyKind::Usage, replies::repo_not_configured(slug))
-        }
+        Denial::Repo(slug) => Reply::of(
+            crate::ReplyKind::Usage,
+            reply_texts::repo_not_configured(slug),
+        ),
     }
 }
 

@@ -32,8 +32,8 @@ mod deny;
 pub mod identity;
 pub mod ports;
 pub mod records;
-pub mod replies;
 mod reply;
+pub mod reply_texts;
 pub mod schedules;
 pub mod tokens;
 pub mod trace;
@@ -405,7 +405,7 @@ impl Registry {
             Err(e) => {
                 return Reply::of(
                     ReplyKind::Usage,
-                    replies::usage_error(&e.to_string(), &command.usage()),
+                    reply_texts::usage_error(&e.to_string(), &command.usage()),
                 );
             }
         };
@@ -425,7 +425,7 @@ impl Registry {
         let words = match raw {
             RawInput::Json { id, .. } => {
                 return self.by_id(id).map(|c| (c, None)).ok_or_else(|| {
-                    Reply::of(ReplyKind::UnknownCommand, replies::unknown_command(id))
+                    Reply::of(ReplyKind::UnknownCommand, reply_texts::unknown_command(id))
                 });
             }
             RawInput::Words(w) if w.iter().any(|w| args::has_control(w)) => {
@@ -445,7 +445,7 @@ impl Registry {
                 let first = words.first().map(String::as_str).unwrap_or("");
                 Err(Reply::of(
                     ReplyKind::UnknownCommand,
-                    replies::unknown_command(first),
+                    reply_texts::unknown_command(first),
                 ))
             }
         }
@@ -491,11 +491,11 @@ impl Registry {
         let plain: Vec<String> = text.split_whitespace().map(str::to_owned).collect();
         let usage = match self.by_words(&plain) {
             Some((c, _)) => c.usage(),
-            None => replies::unknown_command(plain.first().map(String::as_str).unwrap_or("")),
+            None => reply_texts::unknown_command(plain.first().map(String::as_str).unwrap_or("")),
         };
         Reply::of(
             ReplyKind::Usage,
-            replies::usage_error(&format!("the command text has {e}"), &usage),
+            reply_texts::usage_error(&format!("the command text has {e}"), &usage),
         )
     }
 

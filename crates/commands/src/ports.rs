@@ -360,7 +360,7 @@ fn outcome_text(run: &RunRecord) -> String {
 /// The reply to a started run.
 fn started_reply(run: &RunRecord) -> crate::Reply {
     crate::Reply::ok(
-        crate::replies::run_started(run.id.as_str(), &run.agent, run.channel_id.as_str()),
+        crate::reply_texts::run_started(run.id.as_str(), &run.agent, run.channel_id.as_str()),
         outcome_json(run),
     )
 }

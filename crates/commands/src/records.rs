@@ -7,7 +7,7 @@ use store::{Firing, FiringSlot, Timestamp};
 
 use crate::agent_run::run_request;
 use crate::ports::{CommandRun, LaunchError};
-use crate::{Caller, RawInput, Registry, Reply, ReplyKind, Services, replies};
+use crate::{Caller, RawInput, Registry, Reply, ReplyKind, Services, reply_texts};
 
 /// A store call that failed, as the store's short token (for log lines: never the
 /// database's free text).
@@ -129,7 +129,7 @@ impl Registry {
             .await;
         let Some(request) = run_request(caller, text.to_owned(), None) else {
             return Err(LaunchError::Failed {
-                detail: replies::no_run_channel(),
+                detail: reply_texts::no_run_channel(),
             });
         };
         let run = services

@@ -4,7 +4,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::replies;
+use crate::reply_texts;
 
 /// What kind of answer a reply is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -49,7 +49,7 @@ impl Reply {
 
     /// The not_found reply: identical for a missing and a denied resource.
     pub fn not_found(what: &str) -> Self {
-        let text = replies::not_found(what);
+        let text = reply_texts::not_found(what);
         Reply {
             kind: ReplyKind::NotFound,
             data: serde_json::json!({"error": text, "code": "not_found"}),

@@ -70,7 +70,7 @@ impl Handler {
         else {
             // Not a tool: the registry's unknown-command reply (a tool error, not a protocol
             // error). A command id spelled with dots is not a tool name either.
-            let text = commands::replies::unknown_command(name);
+            let text = commands::reply_texts::unknown_command(name);
             return tool_result(Reply::of(ReplyKind::UnknownCommand, text));
         };
         let id = command.id.as_str().to_owned();

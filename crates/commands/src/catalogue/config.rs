@@ -9,7 +9,7 @@ use store::ConfigValue;
 use super::friction::PROPOSAL_PREFIX;
 use super::{ok, store_failed};
 use crate::agent_run::DEFAULT_REPO_KEY;
-use crate::{Args, Ctx, Refusal, Registry, Reply, ReplyKind, replies};
+use crate::{Args, Ctx, Refusal, Registry, Reply, ReplyKind, reply_texts};
 
 /// The config keys `mcp add` writes: `mcp.<server name>`, valued the server's URL.
 pub const MCP_PREFIX: &str = "mcp.";
@@ -17,7 +17,7 @@ pub const MCP_PREFIX: &str = "mcp.";
 fn usage(ctx: &Ctx<'_>, problem: &str) -> Reply {
     Reply::of(
         ReplyKind::Usage,
-        replies::usage_error(problem, &ctx.command.usage()),
+        reply_texts::usage_error(problem, &ctx.command.usage()),
     )
 }
 
@@ -62,7 +62,7 @@ fn write_tier(ctx: &Ctx<'_>, args: &Args) -> Result<ConfigTier, Reply> {
         Some(origin) => Ok(ConfigTier::Channel(origin.channel_id.clone())),
         None => Err(Reply::of(
             ReplyKind::Usage,
-            replies::need_tier(&ctx.command.text_form()),
+            reply_texts::need_tier(&ctx.command.text_form()),
         )),
     }
 }
@@ -135,7 +135,7 @@ pub fn get<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
             _ => "any tier".to_owned(),
         };
         ok(
-            replies::config_unset(&key, &where_),
+            reply_texts::config_unset(&key, &where_),
             json!({"key": key, "value": null}),
         )
     })
@@ -200,7 +200,7 @@ pub fn set<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
             return store_failed(e);
         }
         ok(
-            replies::config_set(&key, &tier_name(&tier)),
+            reply_texts::config_set(&key, &tier_name(&tier)),
             json!({"key": key, "value": value, "tier": tier_json(&tier)}),
         )
     })

@@ -9,7 +9,7 @@ use authz_core::{
 use serde_json::json;
 
 use super::{ok, store_failed, with_list};
-use crate::{Args, Ctx, Registry, Reply, ReplyKind, replies};
+use crate::{Args, Ctx, Registry, Reply, ReplyKind, reply_texts};
 
 fn scope_json(s: &ScopeKey) -> serde_json::Value {
     json!({"kind": s.kind().as_str(), "key": s.key()})
@@ -22,7 +22,7 @@ pub fn list<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
             Err(e) => {
                 return Reply::of(
                     ReplyKind::Usage,
-                    replies::usage_error(&format!("`--repo`: {e}"), &ctx.command.usage()),
+                    reply_texts::usage_error(&format!("`--repo`: {e}"), &ctx.command.usage()),
                 );
             }
         };

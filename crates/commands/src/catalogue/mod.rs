@@ -14,7 +14,9 @@ use serde_json::Value;
 use store::StoreError;
 
 use crate::args::{ArgSpec, ArgsSchema};
-use crate::{Caller, Command, DenyShape, Handler, RawInput, Reply, ReplyKind, ResourceFn, replies};
+use crate::{
+    Caller, Command, DenyShape, Handler, RawInput, Reply, ReplyKind, ResourceFn, reply_texts,
+};
 
 /// A command row. Ids and actions are literals of the catalogue; a typo fails the catalogue
 /// test (every id parses, every action has a policy row), so they are checked once there.
@@ -66,7 +68,7 @@ pub(crate) fn store_failed(e: StoreError) -> Reply {
     } else {
         ReplyKind::Failed
     };
-    Reply::of(kind, replies::store_failed())
+    Reply::of(kind, reply_texts::store_failed())
 }
 
 /// `object` with `items` moved in under `key`. (`json!` serializes every value it is handed

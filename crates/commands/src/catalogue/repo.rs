@@ -8,13 +8,13 @@ use store::repos::{self, RepoSource};
 
 use super::{ok, store_failed};
 use crate::agent_run::{launch_refusal, run_request};
-use crate::{Args, Ctx, Registry, Reply, ReplyKind, RepoTask, replies};
+use crate::{Args, Ctx, Registry, Reply, ReplyKind, RepoTask, reply_texts};
 
 fn slug(ctx: &Ctx<'_>, args: &Args) -> Result<RepoSlug, Reply> {
     RepoSlug::parse(args.text("repo").unwrap_or_default()).map_err(|e| {
         Reply::of(
             ReplyKind::Usage,
-            replies::usage_error(&e.to_string(), &ctx.command.usage()),
+            reply_texts::usage_error(&e.to_string(), &ctx.command.usage()),
         )
     })
 }
@@ -117,7 +117,7 @@ async fn exec(ctx: &Ctx<'_>, args: &Args, task: RepoTask) -> Reply {
         return Registry::refuse(ctx, &Action::RepoUse, &resource, &verdict);
     }
     let Some(request) = run_request(ctx.caller, String::new(), None) else {
-        return Reply::of(ReplyKind::Failed, replies::no_run_channel());
+        return Reply::of(ReplyKind::Failed, reply_texts::no_run_channel());
     };
     match ctx.services.runs.start_repo(request, slug, task).await {
         // Like an agent run's: the one who asked is told where to watch, unless an agent asked.

@@ -9,7 +9,7 @@ use serde_json::json;
 use store::{Cursor, ListRuns, RunRecord, StatusFilter};
 
 use super::{ago, ok, store_failed, with_list};
-use crate::{Args, Ctx, Registry, Reply, ReplyKind, Services, replies};
+use crate::{Args, Ctx, Registry, Reply, ReplyKind, Services, reply_texts};
 
 fn action(ctx: &Ctx<'_>) -> Action {
     ctx.command.action.clone()
@@ -90,7 +90,7 @@ pub fn list<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
             Err(_) => {
                 return Reply::of(
                     ReplyKind::Usage,
-                    replies::usage_error(
+                    reply_texts::usage_error(
                         "`--before`: that cursor is not one this server gave",
                         &ctx.command.usage(),
                     ),
@@ -336,12 +336,12 @@ pub(crate) async fn stop_reply(run: &RunRecord, services: &Services) -> Reply {
     if !run.status.is_live() {
         return Reply::of(
             ReplyKind::Conflict,
-            replies::already_finished(run.status.as_str()),
+            reply_texts::already_finished(run.status.as_str()),
         );
     }
     if services.runs.stop_here(&run.id) {
         return ok(
-            replies::stopping(run.id.as_str()),
+            reply_texts::stopping(run.id.as_str()),
             json!({"run_id": run.id.as_str(), "stopping": true}),
         );
     }
@@ -351,7 +351,7 @@ pub(crate) async fn stop_reply(run: &RunRecord, services: &Services) -> Reply {
         .await
     {
         Ok(run) => ok(
-            replies::stop_requested(
+            reply_texts::stop_requested(
                 run.id.as_str(),
                 run.owner.as_deref().unwrap_or("no owner recorded"),
             ),
@@ -359,7 +359,7 @@ pub(crate) async fn stop_reply(run: &RunRecord, services: &Services) -> Reply {
         ),
         Err(store::StoreError::AlreadyFinished { status, .. }) => Reply::of(
             ReplyKind::Conflict,
-            replies::already_finished(status.as_str()),
+            reply_texts::already_finished(status.as_str()),
         ),
         Err(e) => store_failed(e),
     }

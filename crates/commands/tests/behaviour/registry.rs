@@ -2,7 +2,7 @@
 //! handle. And the reply texts, byte for byte.
 
 use authz_core::ChannelVisibility as V;
-use commands::{RawInput, ReplyKind, replies};
+use commands::{RawInput, ReplyKind, reply_texts};
 
 use crate::harness::*;
 
@@ -201,58 +201,73 @@ fn reply_texts_match_their_goldens() {
         .collect();
     let one: Vec<authz_core::ActorId> = vec!["slack:U024BE7LH".parse().unwrap()];
     let cases = [
-        ("not_found.txt", replies::not_found("run")),
-        ("not_found_memory.txt", replies::not_found("memory record")),
-        ("not_found.json", replies::not_found_json("run")),
-        ("unauthorized.txt", replies::unauthorized("runs list", &one)),
+        ("not_found.txt", reply_texts::not_found("run")),
+        (
+            "not_found_memory.txt",
+            reply_texts::not_found("memory record"),
+        ),
+        ("not_found.json", reply_texts::not_found_json("run")),
+        (
+            "unauthorized.txt",
+            reply_texts::unauthorized("runs list", &one),
+        ),
         (
             "unauthorized_two_admins.txt",
-            replies::unauthorized("config set", &admins),
+            reply_texts::unauthorized("config set", &admins),
         ),
         (
             "unauthorized_no_admins.txt",
-            replies::unauthorized("runs list", &[]),
+            reply_texts::unauthorized("runs list", &[]),
         ),
-        ("unauthorized.json", replies::UNAUTHORIZED_JSON.to_owned()),
+        (
+            "unauthorized.json",
+            reply_texts::UNAUTHORIZED_JSON.to_owned(),
+        ),
         (
             "channel_config_denied.txt",
-            replies::channel_config_denied("slack:C024", &one),
+            reply_texts::channel_config_denied("slack:C024", &one),
         ),
         (
             "channel_config_denied_no_admins.txt",
-            replies::channel_config_denied("slack:C024", &[]),
+            reply_texts::channel_config_denied("slack:C024", &[]),
         ),
-        ("unknown_command.txt", replies::unknown_command("deploy")),
+        (
+            "unknown_command.txt",
+            reply_texts::unknown_command("deploy"),
+        ),
         (
             "already_finished.txt",
-            replies::already_finished("completed"),
+            reply_texts::already_finished("completed"),
         ),
         (
             "stop_requested.txt",
-            replies::stop_requested("01JABCDEFGHJKMNPQRSTVWXYZ0", "replica-web-1"),
+            reply_texts::stop_requested("01JABCDEFGHJKMNPQRSTVWXYZ0", "replica-web-1"),
         ),
         (
             "unknown_agent.txt",
-            replies::unknown_agent("nosuch", &["echo".into(), "reviewer".into()]),
+            reply_texts::unknown_agent("nosuch", &["echo".into(), "reviewer".into()]),
         ),
         (
             "unknown_agent_none.txt",
-            replies::unknown_agent("nosuch", &[]),
+            reply_texts::unknown_agent("nosuch", &[]),
         ),
         (
             "stopping.txt",
-            replies::stopping("01JABCDEFGHJKMNPQRSTVWXYZ0"),
+            reply_texts::stopping("01JABCDEFGHJKMNPQRSTVWXYZ0"),
         ),
         (
             "run_started.txt",
-            replies::run_started("01JABCDEFGHJKMNPQRSTVWXYZ0", "echo", "http:ops"),
+            reply_texts::run_started("01JABCDEFGHJKMNPQRSTVWXYZ0", "echo", "http:ops"),
         ),
-        ("agent_refused.txt", replies::agent_refused("coding", &one)),
+        (
+            "agent_refused.txt",
+            reply_texts::agent_refused("coding", &one),
+        ),
         (
             "agent_refused_no_admins.txt",
-            replies::agent_refused("coding", &[]),
+            reply_texts::agent_refused("coding", &[]),
         ),
-        ("no_run_channel.txt", replies::no_run_channel()),
+        ("no_run_channel.txt", reply_texts::no_run_channel()),
     ];
     for (file, text) in cases {
         assert_eq!(text, golden(file).trim_end_matches('\n'), "{file}");
