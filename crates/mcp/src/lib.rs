@@ -28,7 +28,7 @@
 //! agent's runs are children of the run it acts in (`Caller::acting_in`).
 
 mod ask;
-mod gate;
+mod entry;
 mod result;
 mod tools;
 mod waits;
@@ -42,13 +42,13 @@ use rmcp::transport::streamable_http_server::session::never::NeverSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
-pub use gate::HostRule;
+pub use entry::HostRule;
 
 /// The entry point for the fuzz target `mcp_envelope` (`fuzz/`) and its corpus replay: a body
 /// read as the gate reads it before rmcp sees it. It refuses or accepts; it may not panic.
 #[doc(hidden)]
 pub fn fuzz_envelope(body: &[u8]) -> bool {
-    gate::read_message(body).is_ok()
+    entry::read_message(body).is_ok()
 }
 
 /// Where the surface is mounted.
@@ -135,5 +135,5 @@ pub fn router(mcp: Arc<Mcp>, shutdown: CancellationToken) -> Router {
     );
     Router::new()
         .nest_service(PATH, service)
-        .layer(axum::middleware::from_fn_with_state(mcp, gate::gate))
+        .layer(axum::middleware::from_fn_with_state(mcp, entry::gate))
 }

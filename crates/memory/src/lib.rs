@@ -25,8 +25,8 @@
 
 mod block;
 mod extract;
-mod gate;
 mod scopes;
+mod write_gate;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,8 +39,8 @@ pub use extract::{
     Audience, Candidate, Extraction, MAX_FACT_CHARS, MAX_FACTS, ModelCall, Transcript,
     model_prompt, parse_model_answer, rules,
 };
-pub use gate::{Decide, Report, Route, may_retire, memory_write, route};
 pub use scopes::{RunScopes, reflection_actor};
+pub use write_gate::{Decide, Report, Route, may_retire, memory_write, route};
 
 /// Which extractor proposes facts after a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

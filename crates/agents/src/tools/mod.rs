@@ -4,9 +4,9 @@
 //! call: authz `repo:use`, the rule table (with the ratchet and approvals), then `decide` at the
 //! moment of execution, and only then the tool.
 
+mod broker_gate;
 mod capped;
 mod exec;
-mod gate;
 mod mcp;
 pub mod net;
 
@@ -18,11 +18,11 @@ use serde_json::{Value, json};
 
 use crate::EventSink;
 
-pub use exec::{ExecLimits, REFUSED_READ};
-pub use gate::{
+pub use broker_gate::{
     Answer, Approver, BrokerGate, Clock, GateSettings, MAX_SHOWN_ARGUMENTS, NobodyToAsk, Question,
     Who,
 };
+pub use exec::{ExecLimits, REFUSED_READ};
 pub use mcp::{McpServer, McpServers, McpTimeouts};
 
 /// One call as the model made it.
