@@ -25,7 +25,7 @@ use authz_core::{ActorId, AgentName, GrantsTable, resolve_actor, resolve_agent};
 use broker::ratchet::Ratchet;
 use broker::rules::parse_run_rule;
 use broker::{
-    DataClass, Grant, GrantId, GrantSet, Mode, RuleTable, SessionId, SessionState, Timestamp,
+    DataClass, Grant, GrantId, Mode, RuleTable, SessionId, SessionState, Timestamp, ToolGrants,
 };
 
 const ROUNDS: usize = 3;
@@ -167,7 +167,7 @@ fn child(command: &str) {
             session: SessionId::parse("01JFLOODBENCH").unwrap(),
             agent,
             repo: None,
-            grants: GrantSet::new(vec![grant]).unwrap(),
+            grants: ToolGrants::new(vec![grant]).unwrap(),
             table: RuleTable::new(
                 vec![],
                 vec![],

@@ -28,7 +28,7 @@ use authz_core::{ActorId, AgentName, GrantsTable, RepoSlug, RunId, resolve_actor
 use broker::ratchet::{Ratchet, RatchetEvent};
 use broker::rules::parse_run_rule;
 use broker::{
-    DataClass, Grant, GrantId, GrantSet, Mode, RuleTable, SessionId, SessionState, Timestamp,
+    DataClass, Grant, GrantId, Mode, RuleTable, SessionId, SessionState, Timestamp, ToolGrants,
 };
 use serde_json::{Value, json};
 
@@ -202,7 +202,7 @@ impl Fixture {
             session: SessionId::parse("01JTOOLLOOP").unwrap(),
             agent,
             repo: None,
-            grants: GrantSet::new(grants(self.ws.path())).unwrap(),
+            grants: ToolGrants::new(grants(self.ws.path())).unwrap(),
             // This run's own rules answer for the actions the shipped defaults would ask about.
             table: RuleTable::new(
                 vec![],
@@ -894,7 +894,7 @@ async fn mcp_tools_are_called_through_the_broker() {
     grants.push(grant("notes-fail", "mcp.notes.fail"));
     grants.push(grant("gone-all", "mcp.gone.*"));
     grants.push(grant("nowhere-all", "mcp.nowhere.*"));
-    settings.grants = GrantSet::new(grants).unwrap();
+    settings.grants = ToolGrants::new(grants).unwrap();
     // Unnamed actions ask by default; this run's rules allow the notes server's tools.
     settings.table = RuleTable::new(
         vec![],

@@ -18,9 +18,9 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use broker::rules::{Charset, NamePattern, Rule, RuleDecision, RuleKey, RuleTable};
+use broker::rules::{Charset, NamePattern, RuleDecision, RuleKey, RuleTable, ToolRule};
 use broker::{
-    CallId, DataClass, Grant, GrantId, GrantSet, Mode, SessionId, SessionState, Timestamp,
+    CallId, DataClass, Grant, GrantId, Mode, SessionId, SessionState, Timestamp, ToolGrants,
     ToolRequest, decide,
 };
 
@@ -41,7 +41,7 @@ fn print(what: &str, (median, p99): (f64, f64)) {
 }
 
 /// 100 grants: 40 read_file trees, 20 write_file, 20 http_fetch hosts, 10 shell, 10 MCP.
-fn hundred_grants() -> GrantSet {
+fn hundred_grants() -> ToolGrants {
     let grant = |i: usize, tool: &str, paths: Vec<String>, hosts: Vec<String>| Grant {
         id: GrantId::new(format!("g{i:03}")).unwrap(),
         tool: tool.to_owned(),
@@ -82,10 +82,10 @@ fn hundred_grants() -> GrantSet {
         80..90 => grant(i, "shell", vec![format!("/srv/ws/r{}", i - 80)], vec![]),
         _ => grant(i, "mcp.github.*", vec![], vec![]),
     });
-    GrantSet::new(grants).unwrap()
+    ToolGrants::new(grants).unwrap()
 }
 
-fn bench_decide(label: &str, grants: &GrantSet, tool: &str, arguments: &str) {
+fn bench_decide(label: &str, grants: &ToolGrants, tool: &str, arguments: &str) {
     let request = ToolRequest {
         session: SessionId::parse("01JBENCH").unwrap(),
         call: CallId(1),
@@ -106,35 +106,35 @@ fn bench_decide(label: &str, grants: &GrantSet, tool: &str, arguments: &str) {
 
 /// 1,000 rules: exact MCP tool rules, server prefixes, git and net rules narrowed by tool,
 /// model and agent kind.
-fn thousand_rules() -> Vec<Rule> {
+fn thousand_rules() -> Vec<ToolRule> {
     let lower = |t: &str| Some(NamePattern::parse(t, Charset::Lower).unwrap());
     let wide = |t: &str| Some(NamePattern::parse(t, Charset::Wide).unwrap());
     (0..1000)
         .map(|i| {
             let decision = RuleDecision::ALL[i % 5];
             match i % 4 {
-                0 => Rule {
+                0 => ToolRule {
                     action: lower(&format!("mcp.server{}.tool{i}", i % 50)),
                     tool: None,
                     model: None,
                     agent_kind: None,
                     decision,
                 },
-                1 => Rule {
+                1 => ToolRule {
                     action: lower(&format!("mcp.server{}.*", i % 50)),
                     tool: None,
                     model: wide(&format!("model-{}", i % 7)),
                     agent_kind: None,
                     decision,
                 },
-                2 => Rule {
+                2 => ToolRule {
                     action: lower(&format!("git.sub{i}")),
                     tool: lower("git"),
                     model: None,
                     agent_kind: wide(&format!("kind{}", i % 3)),
                     decision,
                 },
-                _ => Rule {
+                _ => ToolRule {
                     action: lower(&format!("net.fetch.h{i}.*")),
                     tool: None,
                     model: None,

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::rules::{Charset, NamePattern, PatternError, Rule, RuleDecision};
+use crate::rules::{Charset, NamePattern, PatternError, RuleDecision, ToolRule};
 
 /// Where the project file lives, relative to the workspace root.
 pub const PROJECT_POLICY_FILE: &str = ".switchboard/agent-policy.toml";
@@ -41,7 +41,7 @@ pub struct ProjectPolicy {
     /// Project-relative, normalised file names.
     pub deny_read: Vec<String>,
     pub agents: Vec<AgentKind>,
-    pub rules: Vec<Rule>,
+    pub rules: Vec<ToolRule>,
 }
 
 /// A declared agent kind and its parent kind.
@@ -84,9 +84,9 @@ struct RuleToml {
     decision: RuleDecision,
 }
 
-impl From<RuleToml> for Rule {
-    fn from(rule: RuleToml) -> Rule {
-        Rule {
+impl From<RuleToml> for ToolRule {
+    fn from(rule: RuleToml) -> ToolRule {
+        ToolRule {
             action: rule.action.map(|p| p.0),
             tool: rule.tool.map(|p| p.0),
             model: rule.model.map(|p| p.0),
@@ -131,8 +131,8 @@ pub struct OrgPolicyToml {
 }
 
 impl OrgPolicyToml {
-    pub fn rules(&self) -> Vec<Rule> {
-        self.rules.iter().cloned().map(Rule::from).collect()
+    pub fn rules(&self) -> Vec<ToolRule> {
+        self.rules.iter().cloned().map(ToolRule::from).collect()
     }
 }
 
@@ -182,7 +182,7 @@ pub fn parse_project(
     Ok(ProjectPolicy {
         deny_read,
         agents,
-        rules: policy.rules.into_iter().map(Rule::from).collect(),
+        rules: policy.rules.into_iter().map(ToolRule::from).collect(),
     })
 }
 

@@ -1,5 +1,5 @@
 //! Grants: what one agent may do with one tool, over which paths or hosts, in which
-//! mode, until when, and at what taint. A [`GrantSet`] is the set `decide` reads, in id order.
+//! mode, until when, and at what taint. A [`ToolGrants`] is the set `decide` reads, in id order.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -335,13 +335,13 @@ fn host_pattern_ok(host: &str) -> bool {
 /// The grants of one run, in id order, each with its SHA-256 computed once, and indexed by the
 /// tool they name so `decide` reads only the grants M1 can keep. Duplicate ids fail the load.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct GrantSet {
+pub struct ToolGrants {
     entries: Vec<(Arc<Grant>, Hash32)>,
     by_tool: HashMap<String, Vec<usize>>,
 }
 
-impl GrantSet {
-    pub fn new(grants: impl IntoIterator<Item = Grant>) -> Result<GrantSet, GrantError> {
+impl ToolGrants {
+    pub fn new(grants: impl IntoIterator<Item = Grant>) -> Result<ToolGrants, GrantError> {
         let mut by_id = BTreeMap::new();
         for grant in grants {
             grant.validate()?;
@@ -361,7 +361,7 @@ impl GrantSet {
         for (i, (grant, _)) in entries.iter().enumerate() {
             by_tool.entry(grant.tool.clone()).or_default().push(i);
         }
-        Ok(GrantSet { entries, by_tool })
+        Ok(ToolGrants { entries, by_tool })
     }
 
     /// Every grant, in id order.
@@ -500,13 +500,13 @@ mod tests {
         }
         assert!(GrantId::new("").is_err());
         assert!(GrantId::new("a b").is_err());
-        let twice = GrantSet::new([grant("a", "shell", &[], &[]), grant("a", "shell", &[], &[])]);
+        let twice = ToolGrants::new([grant("a", "shell", &[], &[]), grant("a", "shell", &[], &[])]);
         assert_eq!(twice, Err(GrantError::Duplicate("a".into())));
     }
 
     #[test]
     fn grants_iterate_in_id_order_and_hash_by_every_field() {
-        let set = GrantSet::new([
+        let set = ToolGrants::new([
             grant("b", "shell", &[], &[]),
             grant("a", "mcp.gh.*", &[], &[]),
         ])

@@ -5,11 +5,11 @@
 //!
 //! 1. authz-core: `authorize(agent, repo:use, repo)` for a call inside a repo's workspace;
 //! 2. the rule table ([`rules`]): the call's action → one of five decisions;
-//! 3. the grant set ([`policy`]): `decide` at the moment of execution.
+//! 3. the grant set ([`decision`]): `decide` at the moment of execution.
 //!
 //! **What it must never do:** read a clock, the environment or a file in a decision function
 //! (`policy`, `rules`, `args`, `grant` take time and state as arguments; only
-//! [`file::load_project`] reads a file, before a run starts); build a [`policy::Decision`]
+//! [`file::load_project`] reads a file, before a run starts); build a [`decision::Decision`]
 //! anywhere but `decide`/`redecide`; widen on error (an unknown tool, bad arguments or an
 //! unreadable policy file is a denial or a refusal to start, never an allow).
 //!
@@ -25,19 +25,19 @@
 //! set of subcommands and arguments, checked when its arguments are parsed.
 
 pub mod args;
+pub mod decision;
 pub mod file;
 pub mod git;
 pub mod grant;
-pub mod policy;
 pub mod ratchet;
 pub mod request;
 pub mod rules;
 
-pub use grant::{
-    DataClass, Grant, GrantError, GrantId, GrantSet, GrantSpec, Hash32, Mode, Timestamp,
-};
-pub use policy::{
+pub use decision::{
     Ask, Decision, Denial, DenyReason, Label, Outcome, SessionState, decide, redecide,
+};
+pub use grant::{
+    DataClass, Grant, GrantError, GrantId, GrantSpec, Hash32, Mode, Timestamp, ToolGrants,
 };
 pub use request::{CallId, SessionId, ToolRequest};
 pub use rules::{RuleAnswer, RuleDecision, RuleKey, RuleSource, RuleTable};

@@ -310,8 +310,8 @@ mod tests {
         }
     }
 
-    fn rule(action: &str, decision: RuleDecision) -> crate::rules::Rule {
-        crate::rules::Rule::for_action(
+    fn rule(action: &str, decision: RuleDecision) -> crate::rules::ToolRule {
+        crate::rules::ToolRule::for_action(
             NamePattern::parse(action, Charset::Lower).unwrap(),
             decision,
         )

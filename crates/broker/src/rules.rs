@@ -165,7 +165,7 @@ impl fmt::Display for NamePattern {
 
 /// One rule: a key of four optional patterns (absent matches every value) and a decision.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rule {
+pub struct ToolRule {
     pub action: Option<NamePattern>,
     pub tool: Option<NamePattern>,
     pub model: Option<NamePattern>,
@@ -173,10 +173,10 @@ pub struct Rule {
     pub decision: RuleDecision,
 }
 
-impl Rule {
+impl ToolRule {
     /// A rule on the action alone (the shape of a `--policy-rule` and of the shipped defaults).
-    pub fn for_action(action: NamePattern, decision: RuleDecision) -> Rule {
-        Rule {
+    pub fn for_action(action: NamePattern, decision: RuleDecision) -> ToolRule {
+        ToolRule {
             action: Some(action),
             tool: None,
             model: None,
@@ -210,7 +210,7 @@ impl Rule {
     }
 }
 
-impl fmt::Display for Rule {
+impl fmt::Display for ToolRule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let fields = [
             ("action", &self.action),
@@ -244,14 +244,14 @@ pub struct RuleKey<'a> {
 /// those naming the action exactly, those naming one of its prefixes, and those naming none.
 #[derive(Debug, Clone, Default)]
 pub struct Layer {
-    rules: Vec<Rule>,
+    rules: Vec<ToolRule>,
     exact: HashMap<String, Vec<usize>>,
     below: HashMap<String, Vec<usize>>,
     any_action: Vec<usize>,
 }
 
 impl Layer {
-    pub fn new(rules: Vec<Rule>) -> Layer {
+    pub fn new(rules: Vec<ToolRule>) -> Layer {
         let mut layer = Layer::default();
         for (i, rule) in rules.iter().enumerate() {
             match &rule.action {
@@ -345,7 +345,7 @@ pub struct RuleTable {
 }
 
 impl RuleTable {
-    pub fn new(org: Vec<Rule>, project: Vec<Rule>, run: Vec<Rule>) -> RuleTable {
+    pub fn new(org: Vec<ToolRule>, project: Vec<ToolRule>, run: Vec<ToolRule>) -> RuleTable {
         RuleTable {
             org: Layer::new(org),
             project: Layer::new(project),
@@ -389,7 +389,7 @@ impl RuleTable {
 /// allowed: reading and looking at git inside the workspace (the grants hold the paths) are
 /// allowed; writing, running, fetching and committing ask; pushing is denied unless configured;
 /// widening a promise asks.
-pub fn shipped_rules() -> Vec<Rule> {
+pub fn shipped_rules() -> Vec<ToolRule> {
     use RuleDecision::{Allow, Ask, Deny};
     [
         ("fs.read", Allow),
@@ -404,7 +404,7 @@ pub fn shipped_rules() -> Vec<Rule> {
         ("policy.widen", Ask),
     ]
     .into_iter()
-    .map(|(action, decision)| Rule::for_action(NamePattern::Exact(action.to_owned()), decision))
+    .map(|(action, decision)| ToolRule::for_action(NamePattern::Exact(action.to_owned()), decision))
     .collect()
 }
 
@@ -425,7 +425,7 @@ pub enum RunRuleError {
 }
 
 /// Parses one `--policy-rule "<action>=<decision>"`: an action and a decision, nothing else.
-pub fn parse_run_rule(text: &str) -> Result<Rule, RunRuleError> {
+pub fn parse_run_rule(text: &str) -> Result<ToolRule, RunRuleError> {
     let (action, decision) = text
         .split_once('=')
         .ok_or_else(|| RunRuleError::Shape(text.to_owned()))?;
@@ -437,7 +437,7 @@ pub fn parse_run_rule(text: &str) -> Result<Rule, RunRuleError> {
     })?;
     let decision = RuleDecision::parse(decision.trim())
         .ok_or_else(|| RunRuleError::Decision(text.to_owned()))?;
-    Ok(Rule::for_action(action, decision))
+    Ok(ToolRule::for_action(action, decision))
 }
 
 #[cfg(test)]
@@ -454,8 +454,8 @@ mod tests {
         model: Option<&str>,
         kind: Option<&str>,
         decision: RuleDecision,
-    ) -> Rule {
-        Rule {
+    ) -> ToolRule {
+        ToolRule {
             action: action.map(pattern),
             tool: tool.map(pattern),
             model: model.map(pattern),
@@ -541,7 +541,7 @@ mod tests {
     #[test]
     fn specificity_is_field_by_field_then_most_restrictive() {
         use RuleDecision::*;
-        let cases: Vec<(&str, Vec<Rule>, RuleDecision)> = vec![
+        let cases: Vec<(&str, Vec<ToolRule>, RuleDecision)> = vec![
             // Exact action beats a prefix with every other field named.
             (
                 "net.fetch",

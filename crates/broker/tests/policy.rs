@@ -38,7 +38,7 @@ fn decide_table() {
     use DenyReason::*;
     let cases: Vec<(
         &str,
-        broker::GrantSet,
+        broker::ToolGrants,
         broker::ToolRequest,
         SessionState,
         i64,
@@ -367,7 +367,7 @@ fn a_decision_carries_the_winning_grant_for_the_executor() {
     );
 }
 
-fn ask_for(path: &str, grants: &broker::GrantSet) -> broker::Ask {
+fn ask_for(path: &str, grants: &broker::ToolGrants) -> broker::Ask {
     match decide(read(path), grants, CLEAN, at(0)) {
         Outcome::Ask(ask) => ask,
         other => panic!("expected an ask, got {other:?}"),
@@ -382,7 +382,7 @@ fn redecide_table() {
         .expires(100)]);
     /// Granted by this grant, or denied for this reason naming this grant.
     type Want = Result<&'static str, (DenyReason, Option<&'static str>)>;
-    let cases: Vec<(&str, broker::GrantSet, SessionState, i64, Want)> = vec![
+    let cases: Vec<(&str, broker::ToolGrants, SessionState, i64, Want)> = vec![
         (
             "the same grants, in time",
             asking.clone(),

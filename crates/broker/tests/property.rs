@@ -11,7 +11,9 @@
 mod support;
 
 use broker::args::{host_matches, inside};
-use broker::{DataClass, Grant, GrantId, GrantSet, Mode, Outcome, SessionState, decide, redecide};
+use broker::{
+    DataClass, Grant, GrantId, Mode, Outcome, SessionState, ToolGrants, decide, redecide,
+};
 use proptest::prelude::*;
 use support::build::{at, request};
 use support::oracle::{self, Expected, observed};
@@ -58,7 +60,7 @@ fn pick<T: Clone + std::fmt::Debug + 'static>(
     proptest::sample::subsequence(items.to_vec(), 0..=items.len())
 }
 
-/// A grant whose fields fit its tool (the shapes `GrantSet::new` accepts).
+/// A grant whose fields fit its tool (the shapes `ToolGrants::new` accepts).
 fn grant(index: usize) -> impl Strategy<Value = Grant> {
     (
         proptest::sample::select(TOOLS.to_vec()),
@@ -107,10 +109,10 @@ fn grant(index: usize) -> impl Strategy<Value = Grant> {
         )
 }
 
-fn grants() -> impl Strategy<Value = GrantSet> {
+fn grants() -> impl Strategy<Value = ToolGrants> {
     (0usize..7)
         .prop_flat_map(|n| (0..n).map(grant).collect::<Vec<_>>())
-        .prop_map(|grants| GrantSet::new(grants).unwrap())
+        .prop_map(|grants| ToolGrants::new(grants).unwrap())
 }
 
 fn call() -> impl Strategy<Value = (String, String)> {

@@ -26,7 +26,7 @@ pub struct RunOptions {
     /// A repo named outside the text (it wins over `in <owner/name>:` and the default).
     pub repo: Option<RepoSlug>,
     /// The run's own agent policy rules (`ask --policy-rule`).
-    pub policy_rules: Vec<broker::rules::Rule>,
+    pub policy_rules: Vec<broker::rules::ToolRule>,
 }
 
 /// Starts an agent run for `caller` (text that is not a command, or `ask`), recorded in the

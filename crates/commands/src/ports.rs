@@ -41,7 +41,7 @@ pub struct RunRequest {
     /// This run's own agent policy rules (`switchboard ask --policy-rule`): they answer
     /// instead of the project's for their actions, under the org's ceiling, and a child run
     /// never inherits them.
-    pub policy_rules: Vec<broker::rules::Rule>,
+    pub policy_rules: Vec<broker::rules::ToolRule>,
     /// The repo the run works in (`ask --repo`, MCP `ask` with `repo`, `in <owner/name>:`
     /// in the text, else the channel's `repo.default`), already authorized `repo:use` for the
     /// actor; the launcher asks again and makes the run's workspace from the repo's base.

@@ -17,8 +17,8 @@ use agents::tools::{
 };
 use authz_core::{Actor, AgentName, ChannelId, ConfigTier, GrantsTable, RunId};
 use broker::ratchet::{Ratchet, RatchetEvent};
-use broker::rules::Rule;
-use broker::{GrantSet, GrantSpec, RuleTable, SessionId, SessionState, Timestamp};
+use broker::rules::ToolRule;
+use broker::{GrantSpec, RuleTable, SessionId, SessionState, Timestamp, ToolGrants};
 use commands::catalogue::MCP_PREFIX;
 use store::{RunRecord, Store};
 
@@ -30,7 +30,7 @@ const MAX_ANCESTORS: usize = 32;
 pub struct ToolBroker {
     /// To resolve agent actors and repo resources.
     pub table: Arc<GrantsTable>,
-    pub org_rules: Vec<Rule>,
+    pub org_rules: Vec<ToolRule>,
     pub grants: Vec<GrantSpec>,
     pub approval_timeout: Duration,
     /// Who answers a person's ask: the terminal for `switchboard ask`, the approval desk
@@ -78,7 +78,7 @@ pub(crate) struct ForRun<'a> {
     pub project: &'a broker::file::ProjectPolicy,
     /// Who answers a person's ask; `None` when the principal is not a person.
     pub person: Option<Arc<dyn Approver>>,
-    pub run_rules: &'a [Rule],
+    pub run_rules: &'a [ToolRule],
     pub now: fn() -> store::Timestamp,
 }
 
@@ -101,7 +101,7 @@ pub(crate) async fn gate_for(
         })
         .map(|g| g.resolve(&r.workspace.dir))
         .collect::<Result<Vec<_>, _>>()
-        .and_then(GrantSet::new)
+        .and_then(ToolGrants::new)
         .map_err(|e| format!("the agent's grants: {e}"))?;
     let table = RuleTable::new(
         broker.org_rules.clone(),

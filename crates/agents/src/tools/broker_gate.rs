@@ -19,8 +19,8 @@ use authz_core::{Action, Actor, Resource, authorize};
 use broker::args::{self, ToolName};
 use broker::ratchet::Ratchet;
 use broker::{
-    CallId, Decision, GrantSet, Outcome, RuleDecision, RuleKey, RuleTable, SessionId, SessionState,
-    Timestamp, ToolRequest, decide, redecide,
+    CallId, Decision, Outcome, RuleDecision, RuleKey, RuleTable, SessionId, SessionState,
+    Timestamp, ToolGrants, ToolRequest, decide, redecide,
 };
 use serde::Deserialize;
 use serde_json::Value;
@@ -107,7 +107,7 @@ pub struct GateSettings {
     pub agent: Actor,
     /// The repo whose workspace the run is in, as a resource, when it is in one.
     pub repo: Option<Resource>,
-    pub grants: GrantSet,
+    pub grants: ToolGrants,
     pub table: RuleTable,
     pub agent_kind: Option<String>,
     pub model: String,
@@ -145,7 +145,7 @@ pub struct BrokerGate {
     session: SessionId,
     agent: Actor,
     repo: Option<Resource>,
-    grants: GrantSet,
+    grants: ToolGrants,
     table: RuleTable,
     agent_kind: Option<String>,
     model: String,

@@ -2,7 +2,7 @@
 //! never-expiring grant set by its methods.
 
 use broker::{
-    CallId, DataClass, Grant, GrantId, GrantSet, Mode, SessionId, Timestamp, ToolRequest,
+    CallId, DataClass, Grant, GrantId, Mode, SessionId, Timestamp, ToolGrants, ToolRequest,
 };
 
 pub fn grant(id: &str, tool: &str) -> Grant {
@@ -60,8 +60,8 @@ impl GrantExt for Grant {
     }
 }
 
-pub fn set(grants: impl IntoIterator<Item = Grant>) -> GrantSet {
-    GrantSet::new(grants).unwrap()
+pub fn set(grants: impl IntoIterator<Item = Grant>) -> ToolGrants {
+    ToolGrants::new(grants).unwrap()
 }
 
 pub fn request(tool: &str, arguments: &str) -> ToolRequest {

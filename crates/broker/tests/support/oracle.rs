@@ -1,9 +1,9 @@
 //! The oracle: grant matching written the plainest way, with its own path and host
 //! checks, so the property test compares two independent readings of the same rules (docs/broker.md,
-//! "Grants"). Where the oracle and `broker::policy` disagree, the oracle is taken as right.
+//! "Grants"). Where the oracle and `broker::decision` disagree, the oracle is taken as right.
 
 use broker::args::{ToolArgs, ToolName};
-use broker::{DataClass, DenyReason, Grant, GrantSet, Mode, SessionState, Timestamp};
+use broker::{DataClass, DenyReason, Grant, Mode, SessionState, Timestamp, ToolGrants};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Expected {
@@ -113,7 +113,7 @@ fn coverage(grant: &Grant, args: &ToolArgs) -> Option<Option<String>> {
 pub fn expect(
     tool: &str,
     raw_args: &str,
-    grants: &GrantSet,
+    grants: &ToolGrants,
     state: SessionState,
     now: Timestamp,
 ) -> Expected {
@@ -134,7 +134,7 @@ pub fn expect(
 
 pub fn matching(
     args: &ToolArgs,
-    grants: &GrantSet,
+    grants: &ToolGrants,
     state: SessionState,
     now: Timestamp,
 ) -> Expected {

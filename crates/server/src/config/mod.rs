@@ -111,7 +111,7 @@ pub struct RetentionConfig {
 /// The org's agent policy rules and the configured grants (docs/broker.md).
 #[derive(Debug, Clone, Default)]
 pub struct ToolPolicyConfig {
-    pub org_rules: Vec<broker::rules::Rule>,
+    pub org_rules: Vec<broker::rules::ToolRule>,
     /// Per agent and per repo; `{workspace}` resolved per run.
     pub grants: Vec<broker::GrantSpec>,
     pub approval_timeout: Duration,

@@ -17,17 +17,17 @@
 //!     arguments: r#"{"command":"ls"}"#.to_string(),
 //! };
 //! let args = broker::args::parse(broker::args::ToolName::Shell, &request.arguments).unwrap();
-//! let _ = broker::policy::Decision { request, args, matched: todo!() };
+//! let _ = broker::decision::Decision { request, args, matched: todo!() };
 //! ```
 //!
 //! ```compile_fail
 //! fn needs_clone<T: Clone>() {}
-//! needs_clone::<broker::policy::Decision>();
+//! needs_clone::<broker::decision::Decision>();
 //! ```
 //!
 //! ```compile_fail
 //! fn needs_decoding<T: serde::de::DeserializeOwned>() {}
-//! needs_decoding::<broker::policy::Decision>();
+//! needs_decoding::<broker::decision::Decision>();
 //! ```
 //!
 //! ```compile_fail
@@ -38,22 +38,22 @@
 //!     arguments: r#"{"command":"ls"}"#.to_string(),
 //! };
 //! let args = broker::args::parse(broker::args::ToolName::Shell, &request.arguments).unwrap();
-//! let _ = broker::policy::Ask { request, args, matched: todo!() };
+//! let _ = broker::decision::Ask { request, args, matched: todo!() };
 //! ```
 //!
 //! ```compile_fail
 //! fn needs_clone<T: Clone>() {}
-//! needs_clone::<broker::policy::Ask>();
+//! needs_clone::<broker::decision::Ask>();
 //! ```
 //!
 //! ```compile_fail
 //! fn needs_decoding<T: serde::de::DeserializeOwned>() {}
-//! needs_decoding::<broker::policy::Ask>();
+//! needs_decoding::<broker::decision::Ask>();
 //! ```
 //!
 //! ```
-//! use broker::policy::{Outcome, SessionState, decide};
-//! use broker::{DenyReason, GrantSet, Timestamp};
+//! use broker::decision::{Outcome, SessionState, decide};
+//! use broker::{DenyReason, ToolGrants, Timestamp};
 //! fn needs_clone<T: Clone>() {}
 //! fn needs_decoding<T: serde::de::DeserializeOwned>() {}
 //! let request = broker::ToolRequest {
@@ -67,14 +67,14 @@
 //! needs_clone::<broker::ToolRequest>();
 //! needs_decoding::<broker::ToolRequest>();
 //! let now = Timestamp::from_unix_micros(0);
-//! match decide(request, &GrantSet::default(), SessionState::default(), now) {
+//! match decide(request, &ToolGrants::default(), SessionState::default(), now) {
 //!     Outcome::Denied(denial) => assert_eq!(denial.reason, DenyReason::NoGrant),
 //!     other => panic!("expected a NoGrant denial, got {other:?}"),
 //! }
 //! ```
 
 use crate::args::{self, ToolArgs, ToolName};
-use crate::grant::{DataClass, Grant, GrantSet, Hash32, Mode, Timestamp};
+use crate::grant::{DataClass, Grant, Hash32, Mode, Timestamp, ToolGrants};
 use crate::request::ToolRequest;
 use std::sync::Arc;
 
@@ -235,7 +235,7 @@ pub enum Outcome {
 /// Decides one call: the tool name, its arguments, then matching (M1–M5), then the winner's mode.
 pub fn decide(
     request: ToolRequest,
-    grants: &GrantSet,
+    grants: &ToolGrants,
     state: SessionState,
     now: Timestamp,
 ) -> Outcome {
@@ -275,7 +275,7 @@ pub fn decide(
 /// left is the denial. An approval that arrives after the grant expired is therefore a denial.
 pub fn redecide(
     ask: Ask,
-    grants: &GrantSet,
+    grants: &ToolGrants,
     state: SessionState,
     now: Timestamp,
 ) -> Result<Decision, Denial> {
@@ -317,7 +317,7 @@ impl Won<'_> {
 /// M1–M5. M1 is the set's index by tool; the rest reads only the grants it keeps.
 fn winner<'g>(
     args: &ToolArgs,
-    grants: &'g GrantSet,
+    grants: &'g ToolGrants,
     state: SessionState,
     now: Timestamp,
 ) -> Result<Won<'g>, DenyReason> {
@@ -383,7 +383,7 @@ fn ranks_before(a: &Won<'_>, b: &Won<'_>) -> bool {
 
 /// M1: the grants naming this call's tool; for MCP, `mcp.<server>.<tool>` and `mcp.<server>.*`.
 fn naming_tool<'g>(
-    grants: &'g GrantSet,
+    grants: &'g ToolGrants,
     args: &ToolArgs,
 ) -> impl Iterator<Item = (&'g Arc<Grant>, &'g Hash32)> {
     let (exact, server_star) = match args {
