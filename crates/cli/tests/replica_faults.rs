@@ -67,8 +67,20 @@ async fn a_killed_replicas_runs_are_interrupted_and_only_its() {
         .unwrap();
     let on_a = start_stalled(&client, &a.base).await;
     let on_b = start_stalled(&client, &b.base).await;
-    let (first, reply) = status(&client, &b.base, &on_a).await;
-    assert_eq!(first, "running", "{reply}");
+    // Recorded `queued` first; A marks it `running` as its agent starts, which B may be asked
+    // about a moment before.
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (first, reply) = status(&client, &b.base, &on_a).await;
+        if first == "running" {
+            break;
+        }
+        assert!(
+            first == "queued" && Instant::now() < until,
+            "A's run should be running: {reply}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     a.child.kill().unwrap();
     a.child.wait().unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
