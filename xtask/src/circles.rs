@@ -30,30 +30,19 @@ pub fn module_circles(root: &Path) -> Result<Vec<String>> {
 /// before any unit-test module.
 fn modules_of(src: &Path) -> Result<BTreeMap<String, String>> {
     let mut modules = BTreeMap::new();
-    let mut dirs = vec![src.to_path_buf()];
-    while let Some(dir) = dirs.pop() {
-        for entry in
-            std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))?
+    for (path, text) in crate::tidy::rust_sources(src)? {
+        let rel = path.strip_prefix(src).unwrap_or(&path).with_extension("");
+        let mut parts: Vec<String> = rel
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        if parts
+            .last()
+            .is_some_and(|l| matches!(l.as_str(), "mod" | "lib" | "main"))
         {
-            let path = entry?.path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                let text = std::fs::read_to_string(&path)?;
-                let rel = path.strip_prefix(src).unwrap_or(&path).with_extension("");
-                let mut parts: Vec<String> = rel
-                    .components()
-                    .map(|c| c.as_os_str().to_string_lossy().into_owned())
-                    .collect();
-                if parts
-                    .last()
-                    .is_some_and(|l| matches!(l.as_str(), "mod" | "lib" | "main"))
-                {
-                    parts.pop();
-                }
-                modules.insert(parts.join("::"), without_tests(&text).to_owned());
-            }
+            parts.pop();
         }
+        modules.insert(parts.join("::"), without_tests(&text).to_owned());
     }
     Ok(modules)
 }

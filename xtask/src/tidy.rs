@@ -97,7 +97,7 @@ pub fn hand_made_decisions(root: &Path) -> Result<Vec<String>> {
 }
 
 /// Every `.rs` file under `dir`, with its text.
-fn rust_sources(dir: &Path) -> Result<Vec<(std::path::PathBuf, String)>> {
+pub fn rust_sources(dir: &Path) -> Result<Vec<(std::path::PathBuf, String)>> {
     let mut found = Vec::new();
     let mut dirs = vec![dir.to_path_buf()];
     while let Some(dir) = dirs.pop() {
