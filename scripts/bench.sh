@@ -111,7 +111,7 @@ case "$what" in
     cargo bench --locked -p memory --bench memory -- "$@" | tee target/bench/memory.txt
     ;;
   schedule)
-    cargo bench --locked -p schedule --bench tick | tee target/bench/schedule.txt
+    cargo bench --locked -p server --bench schedule_tick | tee target/bench/schedule.txt
     ;;
   tracing)
     need wrk
@@ -121,7 +121,7 @@ case "$what" in
     ;;
   slack)
     need sqlite3
-    cargo bench --locked -p slack --features testing --bench directory | tee target/bench/slack.txt
+    cargo bench --locked -p slack --bench directory | tee target/bench/slack.txt
     cargo build --locked --release -p cli
     python3 scripts/bench/slack.py | tee -a target/bench/slack.txt
     ;;

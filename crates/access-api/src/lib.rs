@@ -18,6 +18,34 @@
 //! Invariants: a feed hands over only updates the viewer's predicate admits (the dispatcher's
 //! subscription filters before this crate sees anything) and closes at the viewer's `exp` and
 //! on shutdown; a capability token opens only its own run, only while it is live.
+//!
+//! ## Modules
+//!
+//! Dependencies beyond `commands` and `authz-core`: jsonwebtoken, moka and reqwest (for the key
+//! set).
+//!
+//! | module | what it holds |
+//! | --- | --- |
+//! | `verify` | `Verifier`: the one token from the configured header, else the cookie (two of either: `TwoTokens`, refused); the header's `alg` read first (only `RS256`), the key by `kid`, jsonwebtoken's validation (`iss`, `aud`, `exp`, `nbf`, a small leeway); `sub` → `access:<sub>` (never `svc:…`), else `common_name` → `access:svc:<cn>`; verified tokens cached by SHA-256 (moka, bounded, for min(`exp`, the key set's TTL), dropped when the fresh key set lacks their `kid`) |
+//! | `refused` | `Refused`: the reason tokens of the `[access]` log line, shared by the verifier and the key set |
+//! | `jwks` | `Jwks`: the key set from a URL or a file, RSA keys by `kid`, kept for the TTL; an unknown `kid` fetches again at most once a minute since the last fetch of any kind; one fetch at a time; a failed fetch keeps nothing (every token refused, retried soon after); its HTTP client is made at the first URL fetch |
+//! | `api` | `GET /api/<id>?args` (`:read` commands only, else 405; the query read by `ArgsSchema::object_from_query`) and `POST /api/<id>` (a JSON object, same-origin only) → `Registry::invoke`; the reply's JSON and its status |
+//! | `pages` | `/runs` (live: `runs list --status live`; `?all=1`: history with the store's cursor), `/runs/<id>` (`runs get`, `runs events`, `runs friction` as the viewer, or the `Capability`), `/events` and `/friction` as text, `POST /stop` (`runs stop`, 303 back, 409 finished), the Approve / Deny forms of the asks the opener may answer and `POST /approvals/<approval>` (`ApprovalDesk::answer`: 303, 409 not waiting, 403 not the principal), `/runs/scheduled` (`schedule list`; a firing's run linked when `runs get` as the viewer answers ok); not_found and 🚫 on a run are the one 404 page |
+//! | `feed` | SSE from `LiveFeed::subscribe(viewer)` (`sync` from the store after subscribing, then `upsert` / `finished` / `lagged`), one run's feed (`subscribe_run`, after `runs get` as the viewer or the capability check; its `event`s too; ends with the run); keep-alives; ends on shutdown and at the viewer's `exp`; the pages' two scripts |
+//! | `guard` | `same_origin`: `Sec-Fetch-Site`, else `Origin` against `Host` or `public_url`, else (no browser) allowed |
+//! | `html` | `escape`, the page frame, the headers every page carries (CSP with a per-response script nonce, `Referrer-Policy: no-referrer`, `nosniff`, `DENY` framing, `no-store`), the one 404 page, `utc` |
+//! | `testing` (feature) | `SigningKey` (a real RSA key, RS256 tokens, its JWK), `JwksServer` (loopback, counts fetches, rotates), `claims` |
+//!
+//! More invariants: every refusal is the same 401; a denied run is the unknown-id 404 on `/api`
+//! and on the pages, byte for byte; a feed never carries a run its viewer may not read, on one
+//! replica or across two; agent text is always escaped; a cross-site post changes nothing.
+//!
+//! Tests: against the whole App in `crates/server/tests/surfaces/access_surface.rs`; two replicas
+//! in `crates/cli/tests/access_replicas.rs`; a real browser in `scripts/browser-check.sh`.
+//!
+//! Wiring (server's `access_surface.rs`): `AccessState::build` makes the verifier from
+//! `[access]` (no I/O); the router mounts the routes with the server's shutdown token; the
+//! summary line says on (issuer, audience, key source, links) or off and what is missing.
 
 pub mod api;
 pub mod feed;

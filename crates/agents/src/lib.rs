@@ -25,6 +25,52 @@
 //!   store has it, and the gate fails closed when it cannot.
 //! - Cancellation is honoured: a back end returns promptly once its token is cancelled, and
 //!   the command back end kills the program's whole process group.
+//!
+//! ## The back ends
+//!
+//! `AgentBackend::run(job, sink, cancel) -> AgentOutcome`. `EventSink` is the only way to emit an
+//! event or friction and the only way to build an outcome, so every agent-supplied text passes
+//! the `Sanitizer` (control sequences, credential shapes, capability tokens and any link's
+//! `token=` value, configured secrets by value, another run's id or thread key) and the
+//! `OutputCaps` (per event, total with one `output_capped` friction, answer).
+//!
+//! - `command`: its own process group, `env_clear` + the allow-list the server passes +
+//!   `SWITCHBOARD_RUN_ID`, `SWITCHBOARD_AGENT_TOKEN`, `SWITCHBOARD_MEMORY_FILE` (the memory
+//!   block in a 0600 temp file removed when the run returns), `SWITCHBOARD_MCP_URL` when MCP is
+//!   on; stdout lines are events, the last block the answer; stderr is friction on a non-zero
+//!   exit; the group is killed on cancel and when the program exits. It works in the job's
+//!   `Workspace` (the run's own directory, with the project's deny_read names the dispatcher read
+//!   from the repo's base), or in a temporary directory of its own for a call that is not a run.
+//!   The program runs under `sandbox` unless `sandbox = false` and its project denies no file; a
+//!   bare program name is looked up on the program's own `PATH` and bound read-only where found;
+//!   `sandbox_bind` / `sandbox_read_only` paths are bound at their own place (never one reaching
+//!   `CommandSettings::private` or the run's `Workspace::private`). What it keeps of the output is
+//!   bounded as it streams: capped lines, the answer's block, a bounded tail of stderr.
+//! - `openai`: streaming chat completions; each completed line is an event; tool calls are
+//!   joined from the stream by index and answered by the job's `Tools` for a bounded number of
+//!   rounds, and a job without tools ends its run with an error saying so. It gets the memory
+//!   block as a system message of its own.
+//! - `echo`: deterministic (`behaviour` answer, fail or stall; `delay_ms`); says it runs no
+//!   model, and how many memory records it was given per scope, never their text.
+//!
+//! ## Modules
+//!
+//! | module | what it holds |
+//! | --- | --- |
+//! | `sandbox` | `Sandbox::prepare(spec)` then `command(program, args)`: bwrap with `--unshare-all` (`--share-net` only for `Network::Shared`), `--cap-drop ALL`, `/usr` and named paths of `/etc` read-only, `/dev`, `/proc`, a tmpfs `/tmp` of `SandboxLimits::tmp_bytes`, the configured binds (each must exist; before the workspace, so none covers what follows), the workspace read-write, its `.git` pinned with its `config` read-only (a run in a repo), the whole `.switchboard/` read-only (made when missing), each deny_read name covered by a stub (created empty first when missing; a symlink or directory is refused), `--seccomp` with the filter `seccomp` builds, `--chdir` the workspace; the program runs as `prlimit --nproc=N:N -- choom -n 1000 -- program` (`SandboxLimits::processes`; the OOM killer's first choice). bwrap and prlimit are probed once per process (`available()`, which the start-up summary reports); missing, or unable to make namespaces, is `SandboxError`, and nothing starts unsandboxed |
+//! | `seccomp` | the classic BPF filter, written to the sandbox's scratch directory and opened at fd 9 by `sh` before it execs bwrap |
+//! | `names` | a path folded as a case-insensitive file system sees it (the file tools' deny check; dispatch's `keep.rs` and `base.rs`) |
+//! | `sanitize` | `Sanitizer` |
+//! | `tools/mod.rs` | `ToolGate` (what `openai` offers and how each call is answered) |
+//! | `tools/broker_gate.rs` | `BrokerGate`, the broker in front of every call: authz `repo:use` for the agent acting for its principal; the rule table bounded by the ratchet, collecting a reviewer's and a person's yes through `Approver` ports under a timeout; `decide` at the moment of execution and `redecide` after an approved `Ask`; `restrict_self` written as a `restriction` event before it binds; `widen_self` (`policy.widen`) decided by the table, its event written only after the answer; a result's label raising the taint, a `taint` event stored (`EventSink::event_kept`) before the result reaches the model, else the gate closes; an approver asked only about a call it can be shown whole and as it is, and only when the run's principal is a person |
+//! | `tools/exec.rs` | the executor: a tool runs only with a `Decision`; real paths rechecked against the winning grant, deny_read refused by name, nothing written into `.git` or `.switchboard/`, atomic writes that never follow a link, `shell` and `git` in the sandbox with the network unshared (the git tool on the run's own repository, with safe config), stdout and stderr read with their cap as they stream and the program stopped there; `http_fetch` resolved once, checked by `net`, connected to the checked address, no proxy, no redirect; an `mcp` call sent over the run's session to its server |
+//! | `tools/net.rs` | internal addresses, in every IPv6 form |
+//! | `tools/capped.rs` | how every tool cuts its output |
+//! | `tools/mcp.rs` | `McpServers`: the run's configured servers connected and listed with rmcp's Streamable HTTP client at the start, the `mcp` tool definition listing their tools, one session per server, calls bounded by a timeout, results as capped text |
+//! | `testing` (feature) | `NotesServer`, a real rmcp server on loopback; `writing_model`, a scripted OpenAI-compatible model that asks to write a file; `init_repository` / `git_repository` |
+//!
+//! Tests: `tests/backends.rs`, `tests/sandbox.rs`, `tests/tool_loop.rs` (every call passes the
+//! broker); the binary's boundary in `crates/cli/tests/agent_boundary.rs`.
 
 mod command;
 mod echo;

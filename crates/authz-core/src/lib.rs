@@ -23,6 +23,68 @@
 //! - Config parsing fails closed, naming key and field; nothing unknown is skipped or widened.
 //! - A deny `Reason` is for the audit line only; it names the actor's missing fact, never the
 //!   surface key a grant came through.
+//!
+//! ## Modules
+//!
+//! | module | what it holds |
+//! | --- | --- |
+//! | `ids` | validated newtypes: `ActorId` (namespaced: `slack:U…`, `http:`, `mcp:`, `access:`, `access:svc:`, `cli:local`, `schedule:`, `agent:`), `ChannelId`, `RepoSlug` (lower-cased), `AgentName`, `ScheduleName`, `RunId`, `CommandId`; `Namespace` |
+//! | `surface` | `Surface`, the one spelling of the surfaces (`slack http mcp access cli schedule`): how runs record it, which have a grants entry (`slack:*` …), which take bearer tokens |
+//! | `action` | the closed vocabulary: `Action::{Command(group, effect), AgentRun, AgentRunAny, RepoUse, TraceRead}`; `CATALOGUE_ACTIONS` (the command actions the catalogue declares) |
+//! | `grants` | `GrantSet<T>` (`All` / `Only`), `Grants` (actions, channels, repos), `NO_GRANTS`, `ALL_GRANTS`; `holds` (with `agent:run:*`), union, intersection |
+//! | `actor` | `ActorKind`, `Actor`, `Origin`; consistency (kind matches namespace) and `effective_grants` (agent ∩ principal) |
+//! | `resource` | `Resource` and its parts (`RunFacts`, `ScopeKey`, `ConfigTier`, …), `ChannelVisibility` (default `Unknown`), `ResourceType`, kinds |
+//! | `policy` | `Rule` (action pattern, `Target` with kind, selectors, conditions), `Condition` (the five), `validate_policy`, `Policy` (only validated tables decide), `builtin_rules()` |
+//! | `decide` | `authorize`, `explain`, `Verdict`, `Reason` (audit line only), `RowOutcome` |
+//! | `predicate` | `Predicate`, `predicate_for`, `matches`, `Predicate::check` (what a store refuses) |
+//! | `config` | `GrantsTable::from_config` (grants + restrict, fail closed), baselines, surface entries, schedule declarations, `grants_for`, `resolve_actor`, `resolve_agent`, `admins_hint`, `can_*`, `restricted_agents_for` |
+//! | `spec` | `parse_resource_spec`: the one-line resource form operators and tests use |
+//! | `directory` | `ChannelDirectory` (boxed futures, no runtime: `info`, `is_member`, `memberships`), `StaticChannelDirectory`, `static_visibility` |
+//! | `policy_cases` (test) | a positive and a negative case for every row of the built-in table |
+//!
+//! ## What a decision reads
+//!
+//! authz-core reads these attributes; it never looks anything up.
+//!
+//! | attribute | of | supplied by |
+//! | --- | --- | --- |
+//! | id, kind | actor | the surface that proved it (`ActorId` namespace → `ActorKind`) |
+//! | grants (actions, channels, repos) | actor | the one resolver, `resolve_actor` / `resolve_agent`, from the grants table |
+//! | memberships | actor | a surface's directory, per request (`ChannelDirectory::memberships`; the Slack surface: the private channels and group DMs `users.conversations` says the user shares with the bot, cached for the TTL). Facts, not grants: `effective_grants` adds them to the channels `member_of` reads, never to `all`; an agent sees them only through its principal. A failed lookup supplies none (deny) |
+//! | origin (channel, thread) | actor | the surface (where the request was made; context, never authority) |
+//! | channel id, visibility stamp, user, repo | run | the dispatcher at the run's start (the stamp from `ChannelDirectory::info`, bounded, else `unknown`) |
+//!
+//! More invariants, each pinned by a test (`tests/behaviour/`, `policy_cases.rs`, the `compile_fail`
+//! doctests in `policy.rs`; purity by `cargo xtask tidy`):
+//!
+//! - It names no command id of the catalogue: which commands exist is `commands`'s.
+//! - An inconsistent actor also covers a non-agent with a principal and an agent acting for an
+//!   agent. `all ∩ S = S` for effective grants (property-tested).
+//! - The differential covers `runs:read`, `runs:write`, `friction:read` and an action with no
+//!   run row, over generated actors and runs.
+//! - Rows OR, conditions AND, no row denies. A row on a memory or config scope has a kind and no
+//!   other row can (`Target`).
+//! - The built-in table passes `validate_policy` against `CATALOGUE_ACTIONS`; every row has a
+//!   positive and a negative case, and a case naming no row fails.
+//!
+//! ## Decisions
+//!
+//! - `ActorId` is strict: an id that does not parse (unknown namespace, empty subject, a Slack id
+//!   that is not `U…`/`W…`, `cli:` other than `local`) cannot be built, so the surface refuses it
+//!   rather than resolving it to an actor. Every id that parses is placeable; the ones the table
+//!   knows nothing about (an unlisted token, an undeclared schedule, an agent with no principal)
+//!   hold `NO_GRANTS`.
+//! - `Reason` has variants for rows that fail for other causes: `NotAllChannels`, `ActorKind`
+//!   (the rows that apply are for other kinds), `Restricted` (a restricted repo), `Unreadable` (a
+//!   row that reads an attribute the resource lacks; validation refuses such rows, this is the
+//!   fail-closed answer). The reason is the first failed condition of a row that applied, else
+//!   the first selector that kept a row out, else `NoRule`.
+//! - A grant `agent:run:<name>` must name a declared agent (a typo would silently grant nothing),
+//!   and a grants entry for `cli:local` is refused (it already holds everything).
+//! - `predicate_for` compiles only unkinded rows without resource-side selectors or templated
+//!   grants; such rows are point-only and can only narrow a list, never widen it.
+//! - Whether a caller may use a command is the registry's admission (`Registry::admission`), not
+//!   a `can_*` here: that would have to name a command id.
 
 pub mod action;
 pub mod actor;

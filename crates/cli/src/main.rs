@@ -10,6 +10,29 @@
 //!
 //! Invariants: exit 0 = ok (or allowed), 1 = refused, not found or not done, 2 = usage or
 //! config error; human output by default, `--json` for scripts; colour only on a terminal.
+//!
+//! ## Modules
+//!
+//! | module | what it holds |
+//! | --- | --- |
+//! | `main.rs` | the verbs (`LOCAL_VERBS`, pinned by a test), the process allocator (mimalloc without transparent huge pages) |
+//! | `ask` | `ask "<request>" [--agent NAME] [--policy-rule ACTION=DECISION]…`: an agent run as `cli:local`, in-process, recorded in `cli:local`; progress on stderr, the answer on stdout; Ctrl-C stops the run; the run's rules printed first |
+//! | `approve` | a tool call that needs a person, asked on stderr and answered by a line of stdin |
+//! | `forward` | command-shaped words to the registry as `cli:local` through the same `App` (and `db migrate`), with `--help` generated from the command's schema; a run such a command starts is followed to its end. Other words are an unknown command (an agent request is `ask`) |
+//! | `check`, `explain` | `config check`; `authz explain` |
+//! | `out` | `out!`, `outln!`: every command writes through them, and a reader gone early (`… \| head`) ends it quietly with status 0 |
+//! | `render` | aligned tables, colour only on a terminal |
+//! | `driven_clock` | cargo feature `driven-clock` (off in every shipped build): `scripts/replicas-check.sh` runs two `serve` on a faster clock that `SWITCHBOARD_DRIVEN_CLOCK` drives |
+//!
+//! A closed stdout or stderr never stops the server: log lines and the summary that cannot be
+//! written are dropped. The release profile (fat LTO, one codegen unit, opt-level "s") is chosen
+//! for idle resident memory (docs/benchmarks.md).
+//!
+//! Tests (`tests/`) run the real binary: the registry from the CLI (`registry_cli.rs`), `serve`
+//! (`serve.rs`, which also checks the default build reads no driven-clock variable), replicas and
+//! faults (`slack_replicas.rs`, `access_replicas.rs`, `replica_faults.rs`, `full_disk.rs`), agents
+//! against a scripted model from `test-support` (`ask_tools.rs`, `agent_boundary.rs`,
+//! `workspaces.rs`), and generated HTTP requests (`http_pass.rs`).
 
 #[macro_use]
 mod out;

@@ -18,9 +18,9 @@ use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use common::model::{Model, Turn};
 use common::project::{Project, SECRET, Switchboard, branch_diff, git};
 use serde_json::{Value, json};
+use test_support::model::{Model, Turn};
 
 /// What the org allows in these tests: everything the attacks use, and no push.
 const PERMISSIVE: &str = r#"rules = [

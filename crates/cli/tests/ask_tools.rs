@@ -9,7 +9,6 @@
     clippy::indexing_slicing
 )]
 
-use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -17,52 +16,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
-/// The scripted model: each request gets the next turn; a turn's `{workspace}` is replaced by
-/// the workspace the broker told the model about; the final turn echoes the last tool result.
+/// The scripted model (each request gets the next turn; `{workspace}` is the workspace the
+/// broker named; once spent, it echoes the last tool result), at its base URL.
 async fn scripted_model(calls: Vec<(&'static str, Value)>) -> String {
-    use axum::Router;
-    use axum::body::Body;
-    use axum::extract::State;
-    use axum::http::Response;
-    use axum::routing::post;
-
-    type Turns = Arc<Mutex<VecDeque<(&'static str, Value)>>>;
-    async fn completions(State(turns): State<Turns>, body: String) -> Response<Body> {
-        let request: Value = serde_json::from_str(&body).unwrap();
-        let messages = request["messages"].as_array().unwrap();
-        let workspace = messages
-            .iter()
-            .filter_map(|m| m["content"].as_str())
-            .find_map(|c| c.strip_prefix("Your workspace is "))
-            .and_then(|rest| rest.split(". ").next())
-            .unwrap_or("/nowhere")
-            .to_owned();
-        let delta = match turns.lock().unwrap().pop_front() {
-            Some((name, args)) => {
-                let args = args.to_string().replace("{workspace}", &workspace);
-                json!({"tool_calls": [{"index": 0, "id": "call-1", "type": "function",
-                    "function": {"name": name, "arguments": args}}]})
-            }
-            None => {
-                let last = messages.last().unwrap();
-                json!({"content": format!("last tool result: {}", last["content"].as_str().unwrap_or("none"))})
-            }
-        };
-        let chunk = json!({"choices": [{"delta": delta}]});
-        Response::builder()
-            .header("content-type", "text/event-stream")
-            .body(Body::from(format!("data: {chunk}\n\ndata: [DONE]\n\n")))
-            .unwrap()
-    }
-
-    let turns: Turns = Arc::new(Mutex::new(calls.into()));
-    let app = Router::new()
-        .route("/v1/chat/completions", post(completions))
-        .with_state(turns);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    format!("http://{addr}/v1")
+    test_support::model::Model::serve(calls).await.base
 }
 
 /// An RFC 3339 time `seconds` from now (by date(1), the machine's own clock).

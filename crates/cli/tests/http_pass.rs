@@ -20,7 +20,7 @@ use std::time::Duration;
 use access_api::testing::{SigningKey, claims, key_set};
 use serde_json::{Value, json};
 use server::fuzzing::SeededRng as Rng;
-use slack::testing::{FakeSlack, callback, signed_headers};
+use test_support::slack::{FakeSlack, callback, signed_headers};
 
 const ISSUER: &str = "https://issuer.test";
 const AUDIENCE: &str = "aud-http-pass";

@@ -16,7 +16,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use serde_json::json;
-use slack::testing::{FakeSlack, callback, signed_headers};
+use test_support::slack::{FakeSlack, callback, signed_headers};
 
 use common::Replica;
 

@@ -16,9 +16,9 @@ mod common;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
-use common::model::Model;
 use common::project::{Project, SECRET, Switchboard, git};
 use serde_json::{Value, json};
+use test_support::model::Model;
 
 /// Everything a run here does is allowed by the org.
 const OPEN: &str = r#"rules = [

@@ -23,6 +23,62 @@
 //! to a missing resource; every refusal is audited and rendered by one function
 //! (`deny::deny`); every registered command's action has a policy row (`declared_actions`
 //! feeds `validate_policy`).
+//!
+//! ## How a command runs
+//!
+//! `Registry::invoke(caller, raw, services)`: find the command (words, or id for JSON), resolve
+//! its resource (`command{id}` unless it declares one: `repo test` and `repo build` use
+//! `agent{coding}`), `authorize` before parsing; on deny the refusal goes to `deny::deny`, the
+//! one function that writes the `AuditLine` (actor, action, resource type, reason token, surface)
+//! and renders the reply its shape declares (`not_found` for point reads, 🚫 otherwise, the agent
+//! and channel-tier 🚫s); then parse with the command's `ArgsSchema` (text words or JSON; the
+//! same schema renders usage and a JSON Schema); then run the handler. Handlers that touch a
+//! resource authorize it (`Registry::refuse` keeps the deny shape); lists hand `predicate_for`
+//! to the store.
+//!
+//! `Registry::handle(caller, text, services)`: command-shaped words go to `invoke`; text whose
+//! first word is a command group gets the registry's reply even when it does not split (an
+//! unclosed quote: usage); text with control characters is refused; anything else starts an
+//! agent run through the `RunLauncher` port. The word splitter takes an apostrophe inside a word
+//! as a letter. `handle_for` / `invoke_for` take `Wants` (text, data or both): a surface that
+//! shows one form of a reply says so, and a handler with a large answer (`runs list`) builds only
+//! that form.
+//!
+//! ## Modules
+//!
+//! | module | what it holds |
+//! | --- | --- |
+//! | `catalogue` | every command, defined once (`all()`: id, summary, action, deny shape, arguments, handler), with the handlers by group (`runs`, `config`, `repo`, `friction`, `memory`, `system`) |
+//! | `args` | `ArgsSchema`, `ArgSpec`: one schema for text words, JSON, a query string (`object_from_query`), usage and JSON Schema |
+//! | `deny` | `deny::deny` and the `AuditLine` |
+//! | `reply`, `reply_texts` | the `Reply` type; every reply text, each with a golden in `tests/goldens/` |
+//! | `conformance` | the fixed actor set × every command, rendered to docs/conformance-matrix.md (golden) |
+//! | `ports` | `RunLauncher` (start, start a repo run, stop a run live here, record a command's run), `LiveFeed` + `LiveStream` (the live runs per viewer; one run's for a capability), `AgentTokenCheck` (the run a token names), `ApprovalDesk` (the tool calls waiting for a person: those an `Answerer` may answer, and the answer; `NoApprovals`); their data (`RunRequest` with the run's `policy_rules`, `RepoTask`, `StartedRun`, whose `reply_with_link` adds the capability link under `Services::public_url` for the starter only, `RunOutcome`, `LaunchError`, `Busy`, `LiveRun`, `LiveUpdate`, `CommandRun`) |
+//! | `tokens` | the bearer token map, surface-neutral: a token or `sha256:<hex>` → `{subject, channel?}`; the channel must be a machine channel of a token surface (`http:…`, `mcp:…`); faults name the subject, never the token |
+//! | `identity` | `bearer_caller` (`http:<subject>` / `mcp:<subject>`), `agent_caller` (agent for the run's principal, only while the run is live, read from the store; the only setter of `Caller::acting_in`), `Capability` (one run opened by its token: page, events, friction, stop) |
+//! | `records` | Slack event dedupe and answered threads, a reply failure as run friction, schedule firing slots (`FiringSlot`: `timer:<µs>` or `manual:<id>`), the latest timer slot, `Registry::invoke_recorded` (a command's answer recorded as a run) |
+//! | `schedules` | the `ScheduleDesk` port behind `schedule list` and `schedule fire` (`schedule` implements it; `NoSchedules` when there is none): the declared schedules with their next slot, and a manual firing handed the registry and services but never the caller |
+//! | `trace` | a request's root span (`request_span`: surface, route, actor, status, outcome), `record_actor` (the registry names its caller on the current span), and `mark_denied`, the marker every refusal emits so the span sinks drop the trace |
+//! | `agent_run` | `start_agent_run`, the refusal replies (a started run's and a finished run's rendering live with `StartedRun` and `RunOutcome` in `ports`) |
+//!
+//! Invariants each port keeps (tests in `crates/server/tests/surfaces/registry_behaviour/`,
+//! `ports.rs` and `registry.rs`, and `crates/dispatch/tests/dispatch.rs`):
+//!
+//! - a launcher asks `authorize` before it starts anything, and a refusal records nothing;
+//! - a feed hands a viewer nothing about a run its `predicate_for(runs:read)` does not match, and
+//!   a run's end is one step (it leaves the live set and its `Finished` is published under one
+//!   lock, which `subscribe` takes too), so a view that subscribes and then snapshots never keeps
+//!   an ended run as live;
+//! - a token check accepts only tokens it signed that have not expired;
+//! - an agent caller never holds more than its principal, and never writes config, repos or MCP
+//!   servers (the policy's rows for those admit no agent).
+//!
+//! Decisions: `@nosuch` names only the agents the caller may run (a caller with no grants learns
+//! none); `runs stop` of a run live in another process writes a stop request to the store and
+//! says which process will stop it; a CLI command has no origin channel (a channel-tier write
+//! must name `--channel`), and a run it starts (`repo test`) is recorded in `cli:local`; a
+//! command's recorded run has the agent `(command)` (dispatch's `COMMAND_AGENT`), a name no agent
+//! can have.
 
 mod agent_run;
 pub mod args;

@@ -124,3 +124,70 @@ pub fn config_unset(key: &str, tier: &str) -> String {
 pub fn need_tier(command: &str) -> String {
     format!("`{command}` needs a tier here: --org, --user or --channel <channel>")
 }
+
+#[cfg(test)]
+mod tests {
+    use authz_core::ActorId;
+
+    use super::*;
+
+    /// The goldens in `tests/goldens/` are the texts people read; a change to one is a
+    /// change to what they see, made on purpose in both places.
+    fn golden(name: &str) -> String {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/goldens")
+            .join(name);
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    #[test]
+    fn reply_texts_match_their_goldens() {
+        let admins: Vec<ActorId> = ["slack:U024BE7LH", "access:ops"]
+            .iter()
+            .map(|a| a.parse().unwrap())
+            .collect();
+        let one: Vec<ActorId> = vec!["slack:U024BE7LH".parse().unwrap()];
+        let cases = [
+            ("not_found.txt", not_found("run")),
+            ("not_found_memory.txt", not_found("memory record")),
+            ("not_found.json", not_found_json("run")),
+            ("unauthorized.txt", unauthorized("runs list", &one)),
+            (
+                "unauthorized_two_admins.txt",
+                unauthorized("config set", &admins),
+            ),
+            ("unauthorized_no_admins.txt", unauthorized("runs list", &[])),
+            ("unauthorized.json", UNAUTHORIZED_JSON.to_owned()),
+            (
+                "channel_config_denied.txt",
+                channel_config_denied("slack:C024", &one),
+            ),
+            (
+                "channel_config_denied_no_admins.txt",
+                channel_config_denied("slack:C024", &[]),
+            ),
+            ("unknown_command.txt", unknown_command("deploy")),
+            ("already_finished.txt", already_finished("completed")),
+            (
+                "stop_requested.txt",
+                stop_requested("01JABCDEFGHJKMNPQRSTVWXYZ0", "replica-web-1"),
+            ),
+            (
+                "unknown_agent.txt",
+                unknown_agent("nosuch", &["echo".into(), "reviewer".into()]),
+            ),
+            ("unknown_agent_none.txt", unknown_agent("nosuch", &[])),
+            ("stopping.txt", stopping("01JABCDEFGHJKMNPQRSTVWXYZ0")),
+            (
+                "run_started.txt",
+                run_started("01JABCDEFGHJKMNPQRSTVWXYZ0", "echo", "http:ops"),
+            ),
+            ("agent_refused.txt", agent_refused("coding", &one)),
+            ("agent_refused_no_admins.txt", agent_refused("coding", &[])),
+            ("no_run_channel.txt", no_run_channel()),
+        ];
+        for (file, text) in cases {
+            assert_eq!(text, golden(file).trim_end_matches('\n'), "{file}");
+        }
+    }
+}

@@ -15,6 +15,23 @@
 //! body; a body over the limit → 413; JSON that is not `{"text": string}` → 400 naming the
 //! problem; any other content type → 415 naming the ones it takes. A denied point read is
 //! the registry's not_found, byte-identical to a missing id.
+//!
+//! ## The request, step by step
+//!
+//! No token map → 503 saying so; `Authorization: Bearer` →
+//! `commands::identity::bearer_caller(Surface::Http, …)` (the shared token map, constant-time
+//! over hashes) → 401 with an empty body when missing or unknown; then the content type
+//! (`text/plain` or none → text; `application/x-www-form-urlencoded`, what `curl -d` sends → the
+//! text as written, or one decoded `text=` field; `application/json` → `{"text": …}`; else 415),
+//! the body under `max_body_bytes` (413), JSON faults named (400); `Registry::handle` does the
+//! rest. Statuses: 200, 202 (a run started), 400, 403, 404, 409, 429 (busy), 503. `?wait=<s>`
+//! (at most `MAX_WAIT`) waits for a started run and answers with its result; the capability link
+//! is kept only for a run still live after the wait.
+//!
+//! Tests: the route against the whole App is in
+//! `crates/server/tests/surfaces/ingress_surface.rs` (a denied point read byte-identical to a
+//! missing id on every route), and generated requests on every route in
+//! `crates/cli/tests/http_pass.rs`.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -26,6 +26,20 @@
 //! a body over the limit → 413, and one that is not a JSON-RPC 2.0 message → 400 with a
 //! JSON-RPC error (the gate, before rmcp); `structuredContent` is always a JSON object; an
 //! agent's runs are children of the run it acts in (`Caller::acting_in`).
+//!
+//! ## Modules
+//!
+//! | module | what it holds |
+//! | --- | --- |
+//! | `entry` | the gate, before rmcp: `Host` against `[mcp] allowed_hosts` (403; its own rule, a port-less entry matches any port; rmcp's host check is off), no token map → 503, then the bearer: `bearer_caller(Surface::Mcp)` from the shared map, else `agent_caller` (an agent token whose run is live in the store) → 401 with an empty body; any `Mcp-Session-Id` → 404 (none is issued); the body bounded (413) and checked to be one JSON-RPC 2.0 message (400 with `-32700` / `-32600`). The proven `Caller` rides in the request's extensions, which rmcp hands the handler |
+//! | `tools` | `tools/list` = the commands whose `Registry::admission` passes (with empty arguments) plus `ask` when the caller may run some agent, paged by offset cursors; `tools/call` → `Registry::invoke(RawInput::Json)` |
+//! | `result` | a registry reply as a tool result: the reply's text as content and its data as `structuredContent` (always an object), `isError` unless ok |
+//! | `ask` | a bearer's run through `start_agent_run`; an agent's caller carries the run it acts in (`Caller::acting_in`, set only by `identity::agent_caller`), so any run it starts (`ask`, `repo test`, `repo build`) is that run's child (the launcher places it in its live parent's channel, with its stamp, for its principal, read from the store); `wait` bounded by `MAX_WAIT`, progress notifications when asked; the client's disconnect ends the wait and never the run |
+//! | `waits` | the `ask` calls waiting for their runs, so a `notifications/cancelled` (its own POST on a stateless server) stops a wait of the same caller only |
+//!
+//! Tests: against the whole App in `crates/server/tests/surfaces/mcp_surface.rs` (with its
+//! helpers in `crates/server/tests/surfaces/mcp_surface/common.rs`); the official Python SDK
+//! against a running server in `scripts/mcp-client-check.sh`.
 
 mod ask;
 mod entry;

@@ -22,6 +22,25 @@
 //!   store's "hidden when superseded" rule never hides a record of another scope; a narrowed
 //!   correction drops it, and the record it meant to retire stands.
 //! - A malformed model answer writes nothing and becomes one friction entry.
+//!
+//! It depends on `authz-core` and the store's `MemoryStore` trait (agent memory's records; the
+//! store's `InMemoryStore` is something else); `dispatch` wires it into runs.
+//!
+//! | module | what it holds |
+//! | --- | --- |
+//! | `scopes` | `RunScopes` (a request's org, user, channel, repo, from the request itself), `reflection_actor(principal, run)`: the principal holding the run's channel and repo as memberships, no action added, `all` left alone, the principal not mutated |
+//! | `block` | `ContextBlock`: the live records newest first, within `context_max_records` (the store's limit) and `context_max_chars` (the first record that does not fit ends the block); `render()`, `counts()` per scope kind |
+//! | `extract` | `Candidate` / `Audience` / `Extraction`; `rules` (`remember:` org, `remember for this channel:`, `remember for this repo:`, `note for me:` user, `forget that …`); the `model` extractor's prompt (the request and the remembered records, never the agent's answer) and its strict parser (`deny_unknown_fields`, a bounded number of facts of bounded length, one line each, ids well-formed; anything else fails the whole answer, its error naming line and column, never the text); `ModelCall`, which dispatch implements over a configured back end |
+//! | `write_gate` | `route`: the audience resolved to one of the run's scopes, `authorize(reflection_actor, memory:write, memory-scope{scope, origin})`, an org candidate the origin may not write narrowed (dm → user, else channel; private or unknown → channel, else user; never repo), any other denial dropped with its reason token; `may_retire` (a forget or a supersedes: the write, and `repo:write` for a shared record); `Report` (counts and tokens only) |
+//! | `lib.rs` | `Memory`: `context_block` (never calls the decision; `with_decide` lets a test spy on it), `reflect` (extract → gate → one insert per write; a `supersedes` kept only when its target is live, in the scope written to and `may_retire` allows it, dropped on a narrowed write; `forget that` forgets matching records `may_retire` allows; one `[memory]` line when anything narrowed or dropped) |
+//!
+//! Tests: `tests/reflection.rs` (the gate and the seam: `the_context_block_never_calls_authorize_and_reflection_does`),
+//! `tests/gate_props.rs` (never wider than the origin allows); `cargo xtask tidy` checks that
+//! this crate calls `authorize` only through its seam.
+//!
+//! Decisions: a user scope's records are shown to the extraction model only from a dm origin
+//! (elsewhere it could copy a fact kept out of the room into a candidate for that room); a
+//! `forget that …` is never narrowed (it would forget something else): denied, it is dropped.
 
 mod block;
 mod extract;

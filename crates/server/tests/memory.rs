@@ -223,13 +223,7 @@ async fn memory_end_to_end_on_sqlite() {
 
 #[tokio::test]
 async fn memory_end_to_end_on_postgres() {
-    let url = std::env::var("SWITCHBOARD_TEST_POSTGRES_URL")
-        .expect("SWITCHBOARD_TEST_POSTGRES_URL is not set (scripts/test.sh sets it)");
-    let schema = format!(
-        "sb_mem_{}",
-        store::new_id(store::Timestamp::now()).to_ascii_lowercase()
-    );
     let dir = tempfile::tempdir().unwrap();
-    let store = format!("[store]\nurl = {url:?}\nschema = {schema:?}");
+    let store = test_support::postgres::store_section("memory");
     memory_lands_where_it_belongs(&store, dir.path()).await;
 }

@@ -21,9 +21,10 @@ use authz_core::ChannelVisibility;
 use opentelemetry::Value;
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
 use server::config::{Source, TelemetryConfig, parse};
-use server::telemetry::{self, CapturedLog, SpanLog};
+use server::telemetry::{self, SpanLog};
 use server::{App, Overrides, Secrets};
 use store::{NewRun, Timestamp};
+use test_support::log::CapturedLog;
 
 const OPS: &str = "ops-token-PLANTED-0123456789";
 const TRACER: &str = "tracer-token-PLANTED-0123456789";

@@ -16,8 +16,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use authz_core::{ChannelDirectory, ChannelId};
-use slack::testing::{Conversation, FakeSlack};
 use slack::{SlackApi, SlackChannelDirectory};
+use test_support::slack::{Conversation, FakeSlack};
 
 const STAMPS: usize = 10_000;
 const CHANNELS: usize = 100;

@@ -28,6 +28,34 @@
 //! bot's own messages, other bots', edits, deletes and joins are ignored; a failed lookup is
 //! `unknown` visibility and no memberships (deny); a reply that cannot be posted is the run's
 //! friction and the run keeps its outcome; a click counts only from the run's principal.
+//!
+//! ## Modules
+//!
+//! | module | what it holds |
+//! | --- | --- |
+//! | `signature` | `SigningSecret`: v0 HMAC-SHA256 over `v0:{ts}:{raw body}`, a 5-minute window, a constant-time compare; `Refused` reason tokens |
+//! | `event` | `read(body, bot_user)`: `url_verification` → `Challenge`; `app_mention`, an `im` message and a thread message → `SlackRequest` (the mention stripped, the sender's workspace from `user_team` else `team`); subtypes, bots, edits and the bot's own messages → `Ignore(why)`; malformed, or an event id that is not Slack's shape → `Malformed` (400) |
+//! | `text` | the mention stripped; `escape` (`&`, `<`, `>`); `messages`: split on lines under Slack's message size, never cut |
+//! | `approvals` | Approve / Deny for a tool call waiting for its person: `offer` (the escaped ask and two buttons whose value is `<run>/<approval>`), posted into the run's thread while `serve` awaits the run (watching `ApprovalDesk::asked`, then reading `pending` for the requester); `read_form` / `read_payload` (a `block_actions` click → `Click`; other interactions and other apps' buttons → `Ignore`; malformed → `BadInteraction`, 400); a click is answered through the desk as `slack:<clicker>`, which counts only the principal's; the message is replaced with who answered, or "no longer waits"; another person's click is told so ephemerally |
+//! | `api` | `SlackApi`: slack-morphism's client at `api_url` (https, or http on loopback only); `auth.test` (read directly, for the `x-oauth-scopes` header; the bot's user and team), `apps.connections.open` (the Socket Mode URL), post, update, ephemeral, `conversations.info` → visibility, `users.conversations` (paged) → private channels; `ratelimited` retried after `Retry-After`; each call bounded (then `timeout`); every failure an `ApiFault` token |
+//! | `directory` | `SlackChannelDirectory`: moka caches of `(value, fetched_at)` on an injected clock (one lookup per channel or user per TTL, bounded, shared first lookups via `or_insert_with_if`, each run in a task of its own so a caller's bound never cancels it, LRU eviction so a newcomer is always admitted, failures cached as `unknown` / no memberships) |
+//! | `lib.rs` | `SlackSurface`: the `/slack/events` and `/slack/interactions` routes (one `signed_body` check: body over the limit → 413, signature → 401 with nothing written, parse → 400, challenge, ignore → 200, a store fault → 503), `accept_within` (`accept` in a task of its own, Slack answered within `ACK_BOUND`: past it a 503 while the acceptance finishes; served at most once either way), `accept` (a follow-up only in an answered thread, from this process's memory or the store's `slack_threads`; `first_slack_delivery` across replicas; the work spawned under a `request` root span), `serve` (the caller with the directory's memberships, `Registry::handle`, the thread replies, the working message updated with the outcome, the ephemeral capability link, reply failures as run friction); a command's reply to its caller alone outside their DM (`reply_to_command`: ephemeral parts, one line in the thread); an outsider (another workspace, `Outsiders`) refused with an audit line, or resolved with `resolve_outsider` |
+//! | `socket` | Socket Mode: `apps.connections.open`, then the WebSocket (frames bounded); each `events_api` payload read raw by `event::read` and taken by `accept`, acknowledged once taken (not when its id could not be recorded); each `interactive` payload read by `approvals::read_payload`; `disconnect` or a dropped connection reconnects with a backoff |
+//!
+//! More invariants: a bad or stale signature spends no event id; one run per event id across
+//! replicas and transports; the bot never answers itself; a capability link is only ever
+//! ephemeral; a member of a private channel reads its runs with no config entry, and loses them
+//! within one TTL of leaving; a person of another workspace never holds the baseline or `slack:*`.
+//!
+//! Tests: `tests/directory.rs` (the directory against the fake Slack Web API of `test-support`);
+//! the surface against the whole App in `crates/server/tests/surfaces/slack_surface.rs`; two
+//! replicas in `crates/cli/tests/slack_replicas.rs`.
+//!
+//! Wiring (server's `slack_surface.rs`): `SlackState::build` makes the client and the directory
+//! from `[slack]` and `SLACK_*` without I/O (the dispatcher stamps with the directory; a one-shot
+//! CLI command never calls Slack); `serve` connects it (`auth.test`), mounts the routes (events
+//! mode) or starts Socket Mode; the summary line says on (mode, bot user, missing scopes) or off
+//! and why.
 
 pub mod api;
 pub mod approvals;
@@ -35,8 +63,6 @@ pub mod directory;
 pub mod event;
 pub mod signature;
 mod socket;
-#[cfg(feature = "testing")]
-pub mod testing;
 pub mod text;
 
 use std::sync::Arc;

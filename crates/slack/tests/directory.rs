@@ -15,8 +15,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use authz_core::{ActorId, ChannelDirectory, ChannelId, ChannelVisibility as V, Membership};
-use slack::testing::{Conversation, FakeSlack};
 use slack::{SlackApi, SlackChannelDirectory};
+use test_support::slack::{Conversation, FakeSlack};
 
 const TTL: Duration = Duration::from_secs(600);
 
@@ -231,7 +231,7 @@ async fn a_newcomer_to_a_full_cache_is_always_admitted() {
 
 #[tokio::test]
 async fn a_failing_channel_is_logged_once_per_window() {
-    let captured = server::telemetry::CapturedLog::default();
+    let captured = test_support::log::CapturedLog::default();
     let _guard = captured.install();
     let fake = FakeSlack::new();
     fake.set_conversation("C9", Conversation::ServerError);

@@ -25,6 +25,60 @@
 //! - A row written before the visibility stamp reads `unknown`.
 //! - A tool call's ask is answered or closed at most once, by one conditional write, whichever
 //!   replica answers.
+//!
+//! ## Traits, back ends, modules
+//!
+//! The traits: `RunStore`, `MemoryStore` (agent memory's records; not the in-memory back end),
+//! `ConfigStore`, `ScheduleStore`, `SlackEventStore`, `ApprovalStore`, `RetentionStore` (pruning
+//! past `[retention]` in bounded batches; `db backup`'s `SqliteStore::backup_to` beside it);
+//! `Store` is all of them. The back end is chosen by URL (`StoreUrl`, the one place a URL is
+//! checked) and opened from a `StoreSpec` (the URL, a Postgres schema, the pool's size;
+//! `open_spec`).
+//!
+//! | module | what it holds |
+//! | --- | --- |
+//! | `error` | `StoreError` (its `token()` is what logs carry, never the database's text), `Result` |
+//! | `status` | `RunStatus`, a leaf the error type and the records both name |
+//! | `types` | `Timestamp` (µs, passed in, never read by the store), `RunStatus` (re-exported; its `parse`), `RunRecord` (with its `Surface` and `stop_requested_at`), `NewRun`, `Cursor` (opaque hex of `created_at.id`), `TokenHash` (SHA-256 only), memory, config and firing records, `ApprovalRecord` / `ApprovalState` (a tool call's ask for a person: open, then approved, denied or closed, once), `new_id` (time-sortable) |
+//! | `plan` | a `Predicate` checked (`Predicate::check`, width bound) and put in disjunctive normal form: groups of branches, one per value, each driven by an indexed column |
+//! | `merge` | a page of a branched list: the walk (one statement: a window of a few pages of the page index's keys, filtered from the index, joined to their rows), then, only when the window left the page short, the per-branch k-way merge in rounds of keys below it, then those rows by id; the page helpers (`start_key`, `assemble_page`, `check_limit`) |
+//! | `sql/mod.rs` | `SqlStore<D: Dialect>`: every statement and trait body, written once for both databases (`SqliteStore`, `PostgresStore` are its two instances) |
+//! | `sql/dialect.rs` | `Dialect`: what really differs: placeholders, bound lists (`json_each` / `= ANY`), `INDEXED BY`, the row key a walk joins on (`rowid` / `ctid`), the branch read, how a page of runs travels (one JSON array from SQLite, rows from Postgres), plan lines, connect from the `StoreSpec` (Postgres: an optional schema, `plan_cache_mode = force_generic_plan`), migrate; `Statement`, `Bind`, `RowAccess` (rows read by position) |
+//! | `sql/exec.rs` | a prepared statement as a sqlx query, and the counter-then-insert transaction, written once for every sqlx database |
+//! | `sql/statements.rs` | the shared list statements (whole table, live runs, the walk and its boundary, runs by id), friction and counts |
+//! | `sql/rows.rs` | rows parsed back into their types; anything that does not parse is `Corrupt` |
+//! | `sql/sqlite.rs`, `sql/postgres.rs` | the two dialects: WAL file and `json_each` + rowid branches; `unnest` + `CROSS JOIN LATERAL` branches and an optional schema; each runs its `migrations/` directory with `sqlx::migrate!` |
+//! | `repos` | the `repo.*` key family's one owner: `RepoSource` (`path:` / `url:`), set, remove, list; a URL's credentials are never shown |
+//! | `fanout` | `LiveFanout` / `FanoutListener`: live-run payloads between replicas on one Postgres (`NOTIFY` / `LISTEN`); the store carries them and never reads them |
+//! | `in_memory` | `InMemoryStore`, the in-memory back end (`memory:`; not agent memory): one mutex; filters with `authz_core::matches` |
+//!
+//! Test hooks (`connect` without migrating, `migrate_first`, `spec`, `pool`, `with_walk_pages`,
+//! `list_plan`, `NewRun::fixture`) are behind the `testing` cargo feature.
+//!
+//! More invariants, pinned in `tests/contract/` (one suite over every back end; the Postgres
+//! suites each in a schema of their own, from `test-support`):
+//!
+//! - `list_runs(predicate_for(actor))` equals point `authorize`: a proptest over one bursty
+//!   fixture per back end, read with the walk and by branches alone (`PROPTEST_CASES` for more).
+//! - Each branch reads an index ordered like the page (plans read in tests).
+//! - A file that is not SQLite is refused untouched.
+//! - Live runs of a dead replica become `interrupted` with their stamp and events
+//!   (`tombstone_orphans`; a restart tombstones its own); a stop request is kept on a live run
+//!   and refused on a finished one.
+//! - `memory_in_scopes` is the newest live, unsuperseded records over all the scopes asked, read
+//!   as one index range per scope (`memory_live_scope`, partial on `forgotten_at IS NULL`) with a
+//!   per-row probe of `memory_supersedes` (on Postgres `supersedes` is `COLLATE "C"` like the ids
+//!   it names, and the probe carries `OFFSET 0` so the planner keeps it a probe); SQLite merges
+//!   the ranges in order and stops at the limit, Postgres limits each range first
+//!   (`Dialect::MEMORY_ARM_LIMIT`). Its cost follows the scopes and the limit, not the table.
+//!
+//! Decisions: the bundled SQLite is built with `SQLITE_ENABLE_QPSG` and
+//! `SQLITE_DEFAULT_MEMSTATUS=0` (`.cargo/config.toml`; why, with measurements, in
+//! docs/benchmarks.md); times are `BIGINT` microseconds on both databases; ids compare byte-wise
+//! (`COLLATE "C"` on Postgres); the page index on SQLite carries the filter columns so the walk
+//! filters from it; friction proposals and repos are config-value key families
+//! (`friction.proposal.*`, `repo.*`), MCP servers `mcp.*`; `[store] schema` puts Switchboard in a
+//! Postgres schema of its own (the test harnesses use one each).
 
 mod error;
 pub mod fanout;

@@ -1,21 +1,13 @@
 //! Helpers shared by the CLI's test binaries.
 
-#[allow(dead_code)] // not every test binary runs a scripted model
-pub mod model;
-#[allow(dead_code)] // nor works in a repository
+#[allow(dead_code)] // not every test binary works in a repository
 pub mod project;
 
 /// A `[store]` section on the Postgres of `SWITCHBOARD_TEST_POSTGRES_URL`, in a schema of its
 /// own so concurrent tests never see each other's runs.
 #[allow(dead_code)] // not every test binary runs on Postgres
 pub fn postgres_store_section() -> String {
-    let url = std::env::var("SWITCHBOARD_TEST_POSTGRES_URL")
-        .expect("SWITCHBOARD_TEST_POSTGRES_URL is not set");
-    let schema = format!(
-        "sb_cli_{}",
-        store::new_id(store::Timestamp::now()).to_ascii_lowercase()
-    );
-    format!("[store]\nurl = \"{url}\"\nschema = \"{schema}\"\n")
+    test_support::postgres::store_section("cli")
 }
 
 /// Spawns `cmd` (a `switchboard serve` with its stdout piped) and waits up to 60 s for its

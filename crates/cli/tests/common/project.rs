@@ -6,7 +6,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-use super::model::Model;
+use test_support::model::Model;
 
 /// The file every project here denies.
 pub const SECRET: &str = "config/production-secrets.toml";

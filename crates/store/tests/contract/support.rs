@@ -35,16 +35,11 @@ impl Under {
 }
 
 pub fn postgres_url() -> String {
-    std::env::var("SWITCHBOARD_TEST_POSTGRES_URL").unwrap_or_else(|_| {
-        panic!("SWITCHBOARD_TEST_POSTGRES_URL is not set: Postgres tests need a server (scripts/test.sh sets it when one is reachable)")
-    })
+    test_support::postgres::url()
 }
 
 pub fn unique_schema() -> String {
-    format!(
-        "sb_test_{}",
-        store::new_id(Timestamp::now()).to_ascii_lowercase()
-    )
+    test_support::postgres::unique_schema("store")
 }
 
 pub fn sqlite_spec(url: &str) -> StoreSpec {

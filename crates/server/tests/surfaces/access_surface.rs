@@ -1,13 +1,6 @@
 //! The Access surface over real HTTP on loopback: the app from the one composition root
 //! (`server::App::build_with`) on SQLite, real RS256 tokens signed with RSA keys generated
 //! here, and the key set served on loopback by this test.
-// A test binary: a failed expectation panics.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -1335,7 +1328,7 @@ async fn a_runs_feed_ends_with_the_run_even_when_its_notification_is_lost() {
 /// Refusals log a reason token, never the token itself.
 #[test]
 fn refusal_log_lines_carry_a_reason_and_never_the_token() {
-    let captured = server::telemetry::CapturedLog::default();
+    let captured = test_support::log::CapturedLog::default();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -1609,13 +1602,7 @@ async fn a_refused_answers_log_line_names_no_run() {
 /// agent. (Behind a load balancer, either replica may get the page and the answer.)
 #[tokio::test]
 async fn a_tool_call_is_answered_through_another_replica_on_postgres() {
-    let url = std::env::var("SWITCHBOARD_TEST_POSTGRES_URL")
-        .expect("SWITCHBOARD_TEST_POSTGRES_URL is not set (scripts/test.sh sets it)");
-    let schema = format!(
-        "sb_cli_approvals_{}",
-        store::new_id(store::Timestamp::now()).to_ascii_lowercase()
-    );
-    let store = format!("[store]\nurl = {url:?}\nschema = {schema:?}");
+    let store = test_support::postgres::store_section("approvals");
     let model_url = writing_model().await;
     let running = start(Options {
         model_url: model_url.clone(),

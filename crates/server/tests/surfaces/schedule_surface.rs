@@ -1,12 +1,5 @@
 //! The scheduler on a real store, driven by an injected clock: `tick(now)` with the test's
 //! own instants. Apps are built from config text exactly as `serve` builds them.
-// A test binary: a failed expectation panics.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
 
 use std::collections::BTreeMap;
 
@@ -45,13 +38,7 @@ async fn app_in(dir: &std::path::Path, store: &str, extra: &str) -> App {
 }
 
 fn postgres_store(tag: &str) -> String {
-    let url = std::env::var("SWITCHBOARD_TEST_POSTGRES_URL")
-        .expect("SWITCHBOARD_TEST_POSTGRES_URL is not set");
-    let schema = format!(
-        "sb_sched_{tag}_{}",
-        store::new_id(Timestamp::now()).to_ascii_lowercase()
-    );
-    format!("[store]\nurl = {url:?}\nschema = {schema:?}\n")
+    test_support::postgres::store_section(&format!("sched_{tag}"))
 }
 
 const EVERY_MINUTE: &str = r#"
@@ -413,7 +400,7 @@ async fn two_processes_on_one_postgres_fire_each_of_100_slots_exactly_once() {
     let spawn = || {
         std::process::Command::new(std::env::current_exe().unwrap())
             .args([
-                "two_processes_on_one_postgres_fire_each_of_100_slots_exactly_once",
+                "schedule_surface::two_processes_on_one_postgres_fire_each_of_100_slots_exactly_once",
                 "--exact",
                 "--nocapture",
                 "--test-threads=1",

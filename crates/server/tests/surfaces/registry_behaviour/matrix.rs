@@ -8,7 +8,7 @@ use authz_core::{Verdict, authorize, policy::builtin_rules, validate_policy};
 use commands::conformance::{actor_set, render_markdown};
 use commands::{DenyShape, RawInput, ReplyKind};
 
-use crate::harness::*;
+use crate::registry_behaviour::harness::*;
 
 #[tokio::test]
 async fn admission_through_the_registry_equals_authorize_for_every_pair() {

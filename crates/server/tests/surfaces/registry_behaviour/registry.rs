@@ -2,9 +2,9 @@
 //! handle. And the reply texts, byte for byte.
 
 use authz_core::ChannelVisibility as V;
-use commands::{RawInput, ReplyKind, reply_texts};
+use commands::{RawInput, ReplyKind};
 
-use crate::harness::*;
+use crate::registry_behaviour::harness::*;
 
 #[tokio::test]
 async fn a_refused_caller_is_never_parsed_and_learns_no_usage() {
@@ -184,94 +184,6 @@ async fn control_characters_in_command_text_are_refused() {
         .await;
     assert_eq!(r.kind, ReplyKind::Usage);
     assert_eq!(r.text, "command text contains control characters");
-}
-
-fn golden(name: &str) -> String {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/goldens")
-        .join(name);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-#[test]
-fn reply_texts_match_their_goldens() {
-    let admins: Vec<authz_core::ActorId> = ["slack:U024BE7LH", "access:ops"]
-        .iter()
-        .map(|a| a.parse().unwrap())
-        .collect();
-    let one: Vec<authz_core::ActorId> = vec!["slack:U024BE7LH".parse().unwrap()];
-    let cases = [
-        ("not_found.txt", reply_texts::not_found("run")),
-        (
-            "not_found_memory.txt",
-            reply_texts::not_found("memory record"),
-        ),
-        ("not_found.json", reply_texts::not_found_json("run")),
-        (
-            "unauthorized.txt",
-            reply_texts::unauthorized("runs list", &one),
-        ),
-        (
-            "unauthorized_two_admins.txt",
-            reply_texts::unauthorized("config set", &admins),
-        ),
-        (
-            "unauthorized_no_admins.txt",
-            reply_texts::unauthorized("runs list", &[]),
-        ),
-        (
-            "unauthorized.json",
-            reply_texts::UNAUTHORIZED_JSON.to_owned(),
-        ),
-        (
-            "channel_config_denied.txt",
-            reply_texts::channel_config_denied("slack:C024", &one),
-        ),
-        (
-            "channel_config_denied_no_admins.txt",
-            reply_texts::channel_config_denied("slack:C024", &[]),
-        ),
-        (
-            "unknown_command.txt",
-            reply_texts::unknown_command("deploy"),
-        ),
-        (
-            "already_finished.txt",
-            reply_texts::already_finished("completed"),
-        ),
-        (
-            "stop_requested.txt",
-            reply_texts::stop_requested("01JABCDEFGHJKMNPQRSTVWXYZ0", "replica-web-1"),
-        ),
-        (
-            "unknown_agent.txt",
-            reply_texts::unknown_agent("nosuch", &["echo".into(), "reviewer".into()]),
-        ),
-        (
-            "unknown_agent_none.txt",
-            reply_texts::unknown_agent("nosuch", &[]),
-        ),
-        (
-            "stopping.txt",
-            reply_texts::stopping("01JABCDEFGHJKMNPQRSTVWXYZ0"),
-        ),
-        (
-            "run_started.txt",
-            reply_texts::run_started("01JABCDEFGHJKMNPQRSTVWXYZ0", "echo", "http:ops"),
-        ),
-        (
-            "agent_refused.txt",
-            reply_texts::agent_refused("coding", &one),
-        ),
-        (
-            "agent_refused_no_admins.txt",
-            reply_texts::agent_refused("coding", &[]),
-        ),
-        ("no_run_channel.txt", reply_texts::no_run_channel()),
-    ];
-    for (file, text) in cases {
-        assert_eq!(text, golden(file).trim_end_matches('\n'), "{file}");
-    }
 }
 
 #[tokio::test]

@@ -7,7 +7,7 @@ use commands::identity::{AgentTokenRefused, Capability, agent_caller, bearer_cal
 use commands::{Caller, LiveUpdate, ReplyKind, RunStatus};
 use store::{FiringSlot, Timestamp, TokenHash};
 
-use crate::harness::*;
+use crate::registry_behaviour::harness::*;
 
 const SECRET: &str = "ports-test-agent-token-secret-0123456789";
 const STALLER: &str = "[agents.staller]\nbehaviour = \"stall\"\n";

@@ -1,4 +1,4 @@
-//! A scripted OpenAI-compatible model on loopback for the binary's tests: it answers each
+//! A scripted OpenAI-compatible model on loopback: it answers each
 //! chat-completions request with the next turn of its script, and keeps every request body it
 //! was sent, so a test can say what reached the model.
 
@@ -127,7 +127,6 @@ impl Model {
     }
 }
 
-/// The workspace the broker's system message names.
 /// The first run of 40 hex digits in `text` (a commit id a tool printed), or nothing.
 fn first_hex(text: &str) -> String {
     let bytes = text.as_bytes();
@@ -141,6 +140,7 @@ fn first_hex(text: &str) -> String {
         .unwrap_or_default()
 }
 
+/// The workspace the broker's system message names.
 pub fn workspace_of(messages: &[Value]) -> String {
     messages
         .iter()

@@ -4,7 +4,7 @@
 //! - the first tick of a process (every schedule's latest timer slot, read in one query);
 //! - a due tick (about 7 schedules a minute: each slot claimed, its command run and recorded).
 //!
-//! Run with `scripts/bench.sh schedule` (or `cargo bench -p schedule --bench tick`).
+//! Run with `scripts/bench.sh schedule` (or `cargo bench -p server --bench schedule_tick`).
 // A bench binary: a broken fixture stops it.
 #![allow(
     clippy::unwrap_used,

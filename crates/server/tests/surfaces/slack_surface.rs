@@ -2,13 +2,6 @@
 //! served by `server::serve` (which connects the surface with `auth.test`), slack-morphism's
 //! client pointed at a fake Slack Web API through `[slack] api_url`, and event bodies signed
 //! in the test with Slack's scheme.
-// A test binary: a failed expectation panics.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,9 +9,11 @@ use std::time::Duration;
 
 use authz_core::{ChannelVisibility, Predicate, Surface};
 use serde_json::{Value, json};
-use slack::testing::{Conversation, FakeSlack, callback, click, interaction_form, signed_headers};
 use slack::{SlackApi, SlackChannelDirectory};
 use store::{ListRuns, RunRecord, RunStatus, StatusFilter, Store};
+use test_support::slack::{
+    Conversation, FakeSlack, callback, click, interaction_form, signed_headers,
+};
 
 const SECRET: &str = "8f742231b10e8888abcd99yyyzzz85a5";
 const TTL: u64 = 600;
@@ -245,7 +240,7 @@ impl Harness {
     }
 
     /// Whether `call` is a `chat.update` of a message the bot posted into thread `ts`.
-    fn updates_in(&self, call: &slack::testing::Call, ts: &str) -> bool {
+    fn updates_in(&self, call: &test_support::slack::Call, ts: &str) -> bool {
         call.method == "chat.update"
             && self.fake.calls_of("chat.postMessage").iter().any(|p| {
                 p.param("thread_ts") == Some(ts) && p.param("posted_ts") == call.param("ts")
@@ -482,7 +477,7 @@ async fn conversations_info_is_asked_once_per_channel_per_ttl() {
 /// without it and are cached, so ten mentions cost one call of each and one `[authz]` line.
 #[tokio::test]
 async fn a_slow_directory_is_asked_once_for_ten_mentions() {
-    let captured = server::telemetry::CapturedLog::default();
+    let captured = test_support::log::CapturedLog::default();
     let _guard = captured.install();
     let h = start().await;
     h.fake.set_conversation("G7", Conversation::Private);

@@ -5,12 +5,12 @@ use authz_core::ChannelVisibility as V;
 use commands::ReplyKind;
 use store::{Finish, FiringSlot, Friction, NewMemory, RunStatus, Timestamp};
 
-use crate::harness::*;
+use crate::registry_behaviour::harness::*;
 
 macro_rules! on_both {
     ($($name:ident),* $(,)?) => {
-        mod sqlite { $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(crate::harness::sqlite().await).await })* }
-        mod postgres { $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(crate::harness::postgres().await).await })* }
+        mod sqlite { $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(crate::registry_behaviour::harness::sqlite().await).await })* }
+        mod postgres { $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(crate::registry_behaviour::harness::postgres().await).await })* }
     };
 }
 

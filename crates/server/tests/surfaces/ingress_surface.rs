@@ -1,13 +1,6 @@
 //! `POST /ingress` over real HTTP on loopback: the app built by the one composition root
 //! (`server::App::build_with`) from a config with a SQLite store, the real registry and a real
 //! dispatcher running echo agents, served by the server's own router.
-// A test binary: a failed expectation panics.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -51,13 +51,7 @@ pub async fn sqlite_with(extra_agents: &str, env: &[(&str, &str)]) -> World {
 }
 
 pub async fn postgres() -> World {
-    let url = std::env::var("SWITCHBOARD_TEST_POSTGRES_URL")
-        .expect("SWITCHBOARD_TEST_POSTGRES_URL is not set");
-    let schema = format!(
-        "sb_cmd_{}",
-        store::new_id(Timestamp::now()).to_ascii_lowercase()
-    );
-    let store = format!("[store]\nurl = {url:?}\nschema = {schema:?}\n");
+    let store = test_support::postgres::store_section("cmd");
     world_with(tempfile::tempdir().unwrap(), &store, "", &[]).await
 }
 

@@ -1,12 +1,5 @@
 //! `/mcp` over real HTTP on loopback, driven by rmcp's own client (and raw HTTP for the bad
 //! input rmcp's client would never send).
-// A test binary: a failed expectation panics.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
 
 mod common;
 
