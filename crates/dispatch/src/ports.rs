@@ -1,0 +1,69 @@
+//! The ports `commands` defines, implemented by the [`Dispatcher`]: starting runs, the live
+//! feed, and checking an agent token.
+
+use authz_core::{Actor, BoxFuture, RepoSlug, RunId};
+use commands::{
+    AgentTokenCheck, CommandRun, LaunchError, LiveFeed, LiveRun, LiveStream, RepoTask, RunLauncher,
+    RunRequest, StartedRun,
+};
+use store::RunRecord;
+use tracing::Instrument;
+
+use crate::Dispatcher;
+
+impl RunLauncher for Dispatcher {
+    fn start(&self, req: RunRequest) -> BoxFuture<'_, Result<StartedRun, LaunchError>> {
+        // The admission, the stamp and the record, as a span of the request that asked.
+        let span = tracing::info_span!("dispatch");
+        Box::pin(
+            async move { Ok(Dispatcher::start(self, req).await?.into_port()) }.instrument(span),
+        )
+    }
+
+    fn start_repo(
+        &self,
+        req: RunRequest,
+        repo: RepoSlug,
+        task: RepoTask,
+    ) -> BoxFuture<'_, Result<StartedRun, LaunchError>> {
+        let span = tracing::info_span!("dispatch", repo = %repo);
+        Box::pin(
+            async move {
+                Ok(Dispatcher::start_repo(self, req, repo, task)
+                    .await?
+                    .into_port())
+            }
+            .instrument(span),
+        )
+    }
+
+    fn stop_here(&self, id: &RunId) -> bool {
+        self.stop(id)
+    }
+
+    fn record_command_run(&self, run: CommandRun) -> BoxFuture<'_, Result<RunRecord, LaunchError>> {
+        let span = tracing::info_span!("dispatch.record_command_run");
+        Box::pin(async move { Ok(self.inner.record_command_run(run).await?) }.instrument(span))
+    }
+}
+
+impl LiveFeed for Dispatcher {
+    fn snapshot(&self, viewer: &Actor) -> Vec<LiveRun> {
+        self.inner.live.snapshot(viewer)
+    }
+
+    fn subscribe(&self, viewer: &Actor) -> Box<dyn LiveStream> {
+        Box::new(self.inner.live.subscribe(viewer))
+    }
+
+    fn subscribe_run(&self, run: &RunId) -> Box<dyn LiveStream> {
+        Box::new(self.inner.live.subscribe_run(run))
+    }
+}
+
+impl AgentTokenCheck for Dispatcher {
+    fn run_of(&self, token: &str) -> Option<RunId> {
+        let claims = self.inner.tokens.verify(token).ok()?;
+        RunId::parse(&claims.run).ok()
+    }
+}

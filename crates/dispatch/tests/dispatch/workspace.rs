@@ -1,0 +1,150 @@
+//! Repo runs: a workspace of their own made from the base, and the repos refused.
+
+use super::*;
+
+async fn add_repo(w: &World, slug: &str, source: store::repos::RepoSource) {
+    store::repos::set(
+        w.store.as_ref(),
+        &slug.parse().unwrap(),
+        &source,
+        &ActorId::cli_local(),
+        Timestamp::now(),
+    )
+    .await
+    .unwrap();
+}
+
+/// `git` in `dir` as a test's author.
+fn git_in(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// A repository with one commit.
+fn repository() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    git_in(dir.path(), &["init", "-q"]);
+    std::fs::write(dir.path().join("README"), "hi").unwrap();
+    git_in(dir.path(), &["add", "README"]);
+    git_in(dir.path(), &["commit", "-qm", "init"]);
+    dir
+}
+
+#[tokio::test]
+async fn repo_runs_work_in_a_copy_of_their_own_made_from_the_base() {
+    let w = world().await;
+    let data = tempfile::tempdir().unwrap();
+    let mut o = Options::default();
+    o.settings.data_dir = data.path().to_path_buf();
+    let d = dispatcher(&w, &o);
+    let local = repository();
+    let local_path = std::fs::canonicalize(local.path()).unwrap();
+    add_repo(
+        &w,
+        "acme/web",
+        store::repos::RepoSource::Path(local_path.display().to_string()),
+    )
+    .await;
+    let slug = RepoSlug::parse("acme/web").unwrap();
+    // The admission is asked again here: without repo:exec or agent:run:coding, nothing starts.
+    let e = d
+        .start_repo(
+            request(&w, "http:viewer", "http:ops", ""),
+            slug.clone(),
+            RepoTask::Test,
+        )
+        .await
+        .err()
+        .unwrap();
+    assert!(matches!(e, DispatchError::Refused(_)), "{e}");
+    assert!(all_runs(&w).await.is_empty());
+    let req = request(&w, "http:coder", "http:ops", "");
+    let s = d
+        .start_repo(req.clone(), slug.clone(), RepoTask::Test)
+        .await
+        .unwrap();
+    assert_eq!(s.run.repo.as_ref(), Some(&slug));
+    assert!(s.run.request.starts_with("Run the test suite of acme/web"));
+    let id = s.run.id.clone();
+    let r = s.finished().await.unwrap();
+    let own = std::fs::canonicalize(data.path())
+        .unwrap()
+        .join(format!("runs/{id}/work"));
+    assert_eq!(
+        r.answer.as_deref(),
+        Some(own.to_str().unwrap()),
+        "ran in a workspace of its own"
+    );
+    assert!(!own.exists(), "the workspace is removed when the run ends");
+    // Its branch is in the user's repository, at the base (it changed nothing).
+    let head = git_in(&local_path, &["rev-parse", "HEAD"]);
+    assert_eq!(
+        git_in(&local_path, &["rev-parse", &format!("switchboard/{id}")]),
+        head
+    );
+
+    // A URL: mirrored into the data directory; each run gets its own copy too.
+    let origin = repository();
+    add_repo(
+        &w,
+        "acme/api",
+        store::repos::RepoSource::Url(format!("file://{}", origin.path().display())),
+    )
+    .await;
+    let api = RepoSlug::parse("acme/api").unwrap();
+    let s = d
+        .start_repo(req.clone(), api.clone(), RepoTask::Build)
+        .await
+        .unwrap();
+    let id = s.run.id.clone();
+    let r = s.finished().await.unwrap();
+    let mirror = data.path().join("repos/acme/api.git");
+    assert!(mirror.join("switchboard-fetched").is_file());
+    assert!(
+        r.answer
+            .as_deref()
+            .unwrap()
+            .ends_with(&format!("runs/{id}/work"))
+    );
+
+    let ghost = RepoSlug::parse("acme/ghost").unwrap();
+    let e = d
+        .start_repo(req.clone(), ghost, RepoTask::Test)
+        .await
+        .err()
+        .unwrap();
+    assert!(
+        e.to_string().contains("repo acme/ghost is not configured"),
+        "{e}"
+    );
+    // A path that is not a git repository is refused for runs, saying why.
+    let plain = tempfile::tempdir().unwrap();
+    add_repo(
+        &w,
+        "acme/plain",
+        store::repos::RepoSource::Path(plain.path().display().to_string()),
+    )
+    .await;
+    let e = d
+        .start_repo(req, RepoSlug::parse("acme/plain").unwrap(), RepoTask::Test)
+        .await
+        .err()
+        .unwrap();
+    assert!(
+        e.to_string().contains("is not the top of a git repository"),
+        "{e}"
+    );
+}

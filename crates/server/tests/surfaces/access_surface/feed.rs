@@ -1,0 +1,161 @@
+//! The feeds (`/runs/stream` and a run's own): what they carry and when they end.
+
+use super::*;
+
+/// The feed carries only runs the viewer may read: a private run never becomes a byte.
+#[tokio::test]
+async fn the_feed_carries_only_readable_runs_with_keep_alives() {
+    let h = start(Options {
+        keep_alive: Duration::from_millis(200),
+        ..Options::default()
+    })
+    .await;
+    let alice = token_for("alice");
+    let mut feed = h.open("/runs/stream", &alice).await;
+    assert_eq!(feed.status(), 200);
+    assert_eq!(feed.headers()["content-type"], "text/event-stream");
+    let opening = read_until(&mut feed, "event: sync", Duration::from_secs(5)).await;
+    assert!(opening.contains("event: sync"), "{opening}");
+    let private = h.live_run("slack:U2", "slack:G1").await;
+    let public = h.live_run("slack:U1", "slack:C1").await;
+    let mut seen = read_until(&mut feed, public.as_str(), Duration::from_secs(5)).await;
+    seen.push_str(&read_until(&mut feed, "\n:", Duration::from_secs(2)).await);
+    assert!(
+        seen.contains("event: upsert") && seen.contains(public.as_str()),
+        "{seen}"
+    );
+    assert!(
+        !seen.contains(private.as_str()),
+        "a private run reached a viewer who may not read it"
+    );
+    // A line starting with `:` is an SSE comment: the keep-alive.
+    assert!(
+        seen.lines().any(|l| l.starts_with(':')),
+        "no keep-alive: {seen}"
+    );
+    // The fleet's feed sees both; its stream ends on shutdown.
+    let mut fleet = h.open("/runs?stream=1", &token_for("fleet")).await;
+    let sync = read_until(&mut fleet, "\n\n", Duration::from_secs(5)).await;
+    assert!(
+        sync.contains(private.as_str()) && sync.contains(public.as_str()),
+        "{sync}"
+    );
+    h.shutdown.cancel();
+    assert!(
+        ends_within(&mut fleet, Duration::from_secs(5)).await,
+        "the feed did not end on shutdown"
+    );
+}
+
+/// A feed closes at the viewer's `exp`.
+#[tokio::test]
+async fn the_feed_closes_at_the_tokens_expiry() {
+    let h = start(Options::default()).await;
+    let mut c = claims(ISSUER, AUDIENCE, "alice");
+    c["exp"] = json!(now() + 2);
+    let short = key().sign(&c);
+    let mut feed = h.open("/runs/stream", &short).await;
+    assert_eq!(feed.status(), 200);
+    assert!(
+        ends_within(&mut feed, Duration::from_secs(8)).await,
+        "the feed outlived its token"
+    );
+}
+
+/// A run's feed: its events and its end, for a reader; the unknown-id 404 for anyone else.
+#[tokio::test]
+async fn a_runs_feed_is_for_its_readers_and_ends_with_the_run() {
+    let h = start(Options::default()).await;
+    let private = h.live_run("slack:U2", "slack:G1").await;
+    let denied = h
+        .get(
+            &format!("/runs/{private}/stream"),
+            Some(&token_for("alice")),
+        )
+        .await;
+    let missing = h
+        .get(
+            "/runs/01JZZZZZZZZZZZZZZZZZZZZZZZ/stream",
+            Some(&token_for("alice")),
+        )
+        .await;
+    assert_eq!(denied, missing);
+    let mut feed = h
+        .open(&format!("/runs/{private}/stream"), &token_for("fleet"))
+        .await;
+    assert_eq!(feed.status(), 200);
+    let cli = Caller::new(
+        resolve_actor(ActorId::parse("cli:local").unwrap(), &h.services.table),
+        Surface::Cli,
+    );
+    let stop = h
+        .registry
+        .handle(&cli, &format!("runs stop {private}"), &h.services)
+        .await;
+    assert_eq!(stop.reply.kind, commands::ReplyKind::Ok);
+    let seen = read_until(&mut feed, "event: finished", Duration::from_secs(5)).await;
+    assert!(seen.contains("event: finished"), "{seen}");
+    assert!(
+        ends_within(&mut feed, Duration::from_secs(5)).await,
+        "a run's feed outlived the run"
+    );
+}
+
+/// A token whose `exp` is 2^64 − 1 (valid for ever) is served: its `/api` answer and its
+/// feed, with no overflow adding the leeway or the feed's deadline (the feed closed with no
+/// answer before).
+#[tokio::test]
+async fn a_token_that_never_expires_is_served_without_an_overflow() {
+    let h = start(Options::default()).await;
+    let mut c = claims(ISSUER, AUDIENCE, "alice");
+    c["exp"] = json!(u64::MAX);
+    let forever = key().sign(&c);
+    assert_eq!(h.get("/api/runs.list", Some(&forever)).await.status, 200);
+    let mut feed = h.open("/runs/stream", &forever).await;
+    assert_eq!(feed.status(), 200);
+    let opening = read_until(&mut feed, "event: sync", Duration::from_secs(5)).await;
+    assert!(opening.contains("event: sync"), "{opening}");
+    let run = h.live_run("slack:U1", "slack:C1").await;
+    let mut run_feed = h.open(&format!("/runs/{run}/stream"), &forever).await;
+    assert_eq!(run_feed.status(), 200);
+    h.shutdown.cancel();
+    assert!(ends_within(&mut run_feed, Duration::from_secs(5)).await);
+}
+
+/// A run's feed (a capability link's, or a reader's) ends when the store says the run ended,
+/// even when the notification of its end never arrives (lost between replicas): the feed
+/// reads its run's status at each recheck.
+#[tokio::test]
+async fn a_runs_feed_ends_with_the_run_even_when_its_notification_is_lost() {
+    let h = start(Options {
+        recheck: Duration::from_millis(200),
+        ..Options::default()
+    })
+    .await;
+    let token = "sbp_feed-recheck-0123456789";
+    let run = h.stored_run_opened_by(Place::Public, token).await;
+    let mut feed = h
+        .client
+        .get(format!("{}/runs/{}/stream?token={token}", h.base, run.id))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(feed.status(), 200);
+    // Ended in the store alone: no live update is sent.
+    let done = store::Finish {
+        status: RunStatus::Completed,
+        answer: Some("done".into()),
+        error: None,
+        at: Timestamp::now(),
+    };
+    h.store.finish_run(&run.id, done).await.unwrap();
+    let seen = read_until(&mut feed, "event: finished", Duration::from_secs(5)).await;
+    assert!(
+        seen.contains("event: finished") && seen.contains("completed"),
+        "{seen}"
+    );
+    assert!(
+        ends_within(&mut feed, Duration::from_secs(5)).await,
+        "the feed outlived its run"
+    );
+}

@@ -1,0 +1,109 @@
+//! `help`, `status` and `schedule list|fire`.
+
+use super::*;
+
+on_both!(help_and_status, schedules);
+
+async fn help_and_status(w: World) {
+    let help = w.say(&w.caller("slack:UPLAIN"), "help").await;
+    assert_eq!(help.kind, ReplyKind::Ok);
+    assert!(
+        help.text.contains("friction report") && help.text.contains("config set"),
+        "{}",
+        help.text
+    );
+    assert!(
+        !help.text.contains("runs list"),
+        "a plain Slack user holds no runs:read: {}",
+        help.text
+    );
+    let token_help = w.say(&w.caller("http:reader"), "help").await;
+    assert!(
+        token_help.text.contains("runs list") && !token_help.text.contains("config set"),
+        "{}",
+        token_help.text
+    );
+    refused(&w, &w.caller("http:dispatch"), "help").await;
+
+    w.run("slack:C1", "slack:UPLAIN", V::Public, 1).await;
+    let status = w.say(&w.caller("http:reader"), "status").await;
+    assert_eq!(status.kind, ReplyKind::Ok);
+    assert!(
+        status.text.contains("live runs you can see: 1"),
+        "{}",
+        status.text
+    );
+    assert!(status.text.contains("up since 1m ago"), "{}", status.text);
+    assert_eq!(
+        w.say(&w.caller("http:reader"), "status now").await.kind,
+        ReplyKind::Usage
+    );
+    refused(&w, &w.caller("http:writer"), "status").await;
+}
+
+async fn schedules(w: World) {
+    let listed = w.say(&w.caller("slack:UPLAIN"), "schedule list").await;
+    assert!(
+        listed.text.contains("self-improvement")
+            && listed.text.contains("0 9 * * MON (UTC)")
+            && listed.text.contains("never"),
+        "{}",
+        listed.text
+    );
+    // The next slot is computed in the schedule's zone: the Monday 09:00 after now.
+    let next = &listed.data["schedules"][0]["next"];
+    assert!(
+        next["local"].as_str().unwrap().ends_with("09:00 UTC"),
+        "{next}"
+    );
+    assert!(next["at"].as_i64().unwrap() > NOW);
+    let name = "self-improvement".parse().unwrap();
+    let slot = FiringSlot::Timer(Timestamp::from_micros(1));
+    w.services
+        .store
+        .claim_firing(&name, &slot, Timestamp::from_micros(NOW - 120_000_000))
+        .await
+        .unwrap();
+    w.services
+        .store
+        .record_firing(&name, &slot, "completed", None, None)
+        .await
+        .unwrap();
+    assert!(
+        w.say(&w.caller("slack:UPLAIN"), "schedule list")
+            .await
+            .text
+            .contains("completed 2m ago")
+    );
+    refused(
+        &w,
+        &w.caller("slack:UPLAIN"),
+        "schedule fire self-improvement",
+    )
+    .await;
+    let fired = w
+        .say(&w.caller("slack:UADMIN"), "schedule fire self-improvement")
+        .await;
+    assert_eq!(fired.kind, ReplyKind::Ok, "{}", fired.text);
+    let run = fired.data["run_id"].as_str().unwrap().to_owned();
+    assert_eq!(fired.data["status"], "completed");
+    assert!(
+        !fired.text.contains("runs analysed"),
+        "the reply is the run id and status, never the firing's output: {}",
+        fired.text
+    );
+    let listed = w.say(&w.caller("slack:UADMIN"), "schedule list").await;
+    assert!(
+        listed
+            .text
+            .contains(&format!("completed 0s ago, manual (run {run})")),
+        "{}",
+        listed.text
+    );
+    assert_eq!(
+        w.say(&w.caller("slack:UADMIN"), "schedule fire nightly")
+            .await
+            .kind,
+        ReplyKind::Usage
+    );
+}
