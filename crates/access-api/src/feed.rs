@@ -123,10 +123,10 @@ impl Recheck {
     async fn ended(&mut self) -> commands::RunStatus {
         loop {
             self.every.tick().await;
-            if let Ok(Some(run)) = self.services.store.get_run(&self.run).await
-                && !run.status.is_live()
+            if let Ok(Some(status)) = self.services.run_status(&self.run).await
+                && !status.is_live()
             {
-                return run.status;
+                return status;
             }
         }
     }

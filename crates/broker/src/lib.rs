@@ -24,8 +24,8 @@
 //! servers' tools included (built per run by `dispatch`). [`git`] is the `git` tool's vetted
 //! set of subcommands and arguments, checked when its arguments are parsed.
 //!
-//! Also a dependency of `commands` (a run's own rules, `RunRequest::policy_rules`, are
-//! `ToolRule`s) and of `cli` (`ask --policy-rule` parsed by `parse_run_rule`). It depends on
+//! Also a dependency of `cli` (`ask --policy-rule` checked by `parse_run_rule` before the
+//! run starts; `dispatch` parses the run's rules again when it builds the run's gate). It depends on
 //! `authz-core` (a session is a `RunId`), serde, toml, sha2 and url; no I/O in a decision.
 //!
 //! | module | what it holds |

@@ -108,7 +108,7 @@ pub fn run(
     let rules = choices
         .policy_rules
         .iter()
-        .map(|r| broker::rules::parse_run_rule(r))
+        .map(|r| broker::rules::parse_run_rule(r).map(|_| commands::RunRule(r.clone())))
         .collect::<Result<Vec<_>, _>>()?;
     let options = commands::RunOptions {
         agent,
@@ -141,8 +141,11 @@ async fn ask(
     let mut feed = app.dispatcher.subscribe(&caller.actor);
     // The one part of a run's policy no file records: said before the run starts.
     let progress = Progress::new(json);
+    // Each was read before the run was asked for (`run`), so each reads again here.
     for rule in &options.policy_rules {
-        progress.line(&format!("policy rule for this run: {rule}"));
+        if let Ok(rule) = broker::rules::parse_run_rule(&rule.0) {
+            progress.line(&format!("policy rule for this run: {rule}"));
+        }
     }
     let handled = commands::start_agent_run_with(&caller, request, options, &app.services).await;
     let Some(started) = handled.run else {

@@ -26,7 +26,7 @@ pub struct RunOptions {
     /// A repo named outside the text (it wins over `in <owner/name>:` and the default).
     pub repo: Option<RepoSlug>,
     /// The run's own agent policy rules (`ask --policy-rule`).
-    pub policy_rules: Vec<broker::rules::ToolRule>,
+    pub policy_rules: Vec<crate::ports::RunRule>,
 }
 
 /// Starts an agent run for `caller` (text that is not a command, or `ask`), recorded in the
@@ -142,6 +142,7 @@ async fn channel_default(
     for tier in [ConfigTier::Channel(channel.clone()), ConfigTier::Org] {
         let value = services
             .store
+            .get()
             .get_config(&tier, DEFAULT_REPO_KEY)
             .await
             .map_err(crate::catalogue::store_failed)?;

@@ -68,6 +68,7 @@ pub async fn agent_caller(
         .ok_or(AgentTokenRefused::BadToken)?;
     let run = services
         .store
+        .get()
         .get_run(&id)
         .await
         .map_err(|_| AgentTokenRefused::Store)?
@@ -134,7 +135,7 @@ impl Capability {
     /// The run `token` opens; `None` for a missing run, a run with no token, a wrong token or
     /// a store fault — all alike.
     pub async fn open(services: &Services, id: &RunId, token: &str) -> Option<Capability> {
-        let run = services.store.get_run(id).await.ok()??;
+        let run = services.store.get().get_run(id).await.ok()??;
         let holder = if token.starts_with(LinkHolder::Person.prefix()) {
             LinkHolder::Person
         } else {

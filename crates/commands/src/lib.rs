@@ -110,7 +110,8 @@ pub use deny::{Audit, AuditLine, DenyShape, MemoryAudit, Refusal, TracingAudit};
 pub use ports::{
     AgentTokenCheck, Answerer, ApprovalDesk, ApprovalError, AskedWatch, Busy, CODING_AGENT,
     CommandRun, LaunchError, LiveFeed, LiveRun, LiveStream, LiveUpdate, NoApprovals,
-    PendingApproval, RepoTask, RunLauncher, RunOutcome, RunRequest, StartedRun, run_branch,
+    PendingApproval, RepoTask, RunLauncher, RunOutcome, RunRequest, RunRule, StartedRun,
+    run_branch,
 };
 pub use reply::{Reply, ReplyKind};
 pub use schedules::{FireError, ManualFiring, NoSchedules, ScheduleDesk, ScheduleView};
@@ -232,10 +233,27 @@ impl Clock {
     }
 }
 
-/// What handlers and surfaces work with: the store, the grants table, the audit stream, the
-/// clock, and the ports to the parts that run agents.
+/// The store as the registry holds it. The App hands it over when it builds [`Services`];
+/// nothing outside this crate reaches through it: what a surface records or reads beyond a
+/// command goes through a method of [`Services`] (`records.rs`), so the policy decides
+/// every read and no surface writes past the registry.
+#[derive(Clone)]
+pub struct StoreAccess(Arc<dyn Store>);
+
+impl StoreAccess {
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        StoreAccess(store)
+    }
+
+    pub(crate) fn get(&self) -> &Arc<dyn Store> {
+        &self.0
+    }
+}
+
+/// What handlers and surfaces work with: the store (only this crate reaches through it), the
+/// grants table, the audit stream, the clock, and the ports to the parts that run agents.
 pub struct Services {
-    pub store: Arc<dyn Store>,
+    pub store: StoreAccess,
     pub table: Arc<GrantsTable>,
     pub audit: Arc<dyn Audit>,
     pub clock: Clock,

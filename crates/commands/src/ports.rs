@@ -23,6 +23,13 @@ use crate::deny::Refusal;
 /// `repo:exec`) and run.
 pub const CODING_AGENT: &str = "coding";
 
+/// One of a run's own agent policy rules as its asker wrote it (`switchboard ask
+/// --policy-rule "<action>=<decision>"`). The broker reads it when the run's gate is built
+/// (the CLI checks it first, so its error comes before anything starts); a rule the broker
+/// cannot read fails the run before its agent starts, never widens it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunRule(pub String);
+
 /// Who asks for a run, from where, and what.
 #[derive(Debug, Clone)]
 pub struct RunRequest {
@@ -41,7 +48,7 @@ pub struct RunRequest {
     /// This run's own agent policy rules (`switchboard ask --policy-rule`): they answer
     /// instead of the project's for their actions, under the org's ceiling, and a child run
     /// never inherits them.
-    pub policy_rules: Vec<broker::rules::ToolRule>,
+    pub policy_rules: Vec<RunRule>,
     /// The repo the run works in (`ask --repo`, MCP `ask` with `repo`, `in <owner/name>:`
     /// in the text, else the channel's `repo.default`), already authorized `repo:use` for the
     /// actor; the launcher asks again and makes the run's workspace from the repo's base.
@@ -230,6 +237,21 @@ pub enum LaunchError {
     /// The run could not be recorded or its tokens made; `detail` is for the operator log.
     #[error("the run could not be started; the operator log has the details")]
     Failed { detail: String },
+}
+
+/// A store fault while starting a run: one the store says may pass (unreachable, its disk
+/// full) is `StoreUnavailable` with its short token; any other is `Failed`, its text for the
+/// operator log only.
+impl From<store::StoreError> for LaunchError {
+    fn from(e: store::StoreError) -> Self {
+        if e.is_transient() {
+            LaunchError::StoreUnavailable { reason: e.token() }
+        } else {
+            LaunchError::Failed {
+                detail: format!("the run could not be recorded: {e}"),
+            }
+        }
+    }
 }
 
 /// A run that started: its record, the capability token (for the requester only), and its end.

@@ -3,7 +3,7 @@
 //! across replicas), and a command's answer recorded as a run (a schedule's firing).
 
 use authz_core::{RunId, ScheduleName};
-use store::{Firing, FiringSlot, Timestamp};
+use store::{Firing, FiringSlot, RunStatus, Timestamp};
 
 use crate::agent_run::run_request;
 use crate::ports::{CommandRun, LaunchError};
@@ -24,6 +24,7 @@ impl Services {
     /// for every retry. A malformed id is an error (and spends nothing).
     pub async fn first_slack_delivery(&self, event_id: &str) -> Result<bool, RecordError> {
         self.store
+            .get()
             .first_sighting(event_id, self.clock.now())
             .await
             .map_err(fault)
@@ -37,6 +38,7 @@ impl Services {
         thread_ts: &str,
     ) -> Result<(), RecordError> {
         self.store
+            .get()
             .record_answered_thread(channel, thread_ts, self.clock.now())
             .await
             .map_err(fault)
@@ -49,6 +51,7 @@ impl Services {
         thread_ts: &str,
     ) -> Result<bool, RecordError> {
         self.store
+            .get()
             .answered_thread(channel, thread_ts)
             .await
             .map_err(fault)
@@ -62,6 +65,7 @@ impl Services {
         detail: &str,
     ) -> Result<(), RecordError> {
         self.store
+            .get()
             .add_friction(store::Friction {
                 run_id: run.clone(),
                 at: self.clock.now(),
@@ -79,6 +83,7 @@ impl Services {
         slot: &FiringSlot,
     ) -> Result<bool, RecordError> {
         self.store
+            .get()
             .claim_firing(name, slot, self.clock.now())
             .await
             .map_err(fault)
@@ -94,14 +99,47 @@ impl Services {
         detail: Option<&str>,
     ) -> Result<(), RecordError> {
         self.store
+            .get()
             .record_firing(name, slot, status, run, detail)
             .await
             .map_err(fault)
     }
 
+    /// What records a claimed firing's end once its run ends: a future holding its own handle
+    /// on the store, for the scheduler to spawn (it outlives the tick that fired). A store
+    /// fault is logged by its token, never the database's text.
+    pub fn record_firing_when_done(
+        &self,
+        started: crate::StartedRun,
+        name: ScheduleName,
+        slot: FiringSlot,
+        note: Option<String>,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let store = self.store.get().clone();
+        async move {
+            let Some(outcome) = started.finished().await else {
+                return;
+            };
+            let status = outcome.status().as_str().to_owned();
+            if let Err(e) = store
+                .record_firing(&name, &slot, &status, Some(outcome.id()), note.as_deref())
+                .await
+            {
+                tracing::warn!(schedule = %name, error = %e.token(), "[schedule] the run's end was not recorded on its firing");
+            }
+        }
+    }
+
+    /// A run's status as the store has it now, for a feed already opened for this run (its
+    /// viewer's read was decided when it opened); `None` for a run the store does not have.
+    pub async fn run_status(&self, run: &RunId) -> Result<Option<RunStatus>, RecordError> {
+        let found = self.store.get().get_run(run).await.map_err(fault)?;
+        Ok(found.map(|r| r.status))
+    }
+
     /// Each schedule's latest timer slot any replica claimed (where catching up starts).
     pub async fn last_timer_slots(&self) -> Result<Vec<(ScheduleName, Timestamp)>, RecordError> {
-        self.store.last_timer_slots().await.map_err(fault)
+        self.store.get().last_timer_slots().await.map_err(fault)
     }
 
     /// A schedule's latest firings, the most recently fired first.
@@ -110,7 +148,11 @@ impl Services {
         name: &ScheduleName,
         limit: u32,
     ) -> Result<Vec<Firing>, RecordError> {
-        self.store.recent_firings(name, limit).await.map_err(fault)
+        self.store
+            .get()
+            .recent_firings(name, limit)
+            .await
+            .map_err(fault)
     }
 }
 

@@ -12,7 +12,7 @@ use authz_core::{
     Resource, RunId, authorize,
 };
 use commands::identity::LinkHolder;
-use commands::{CommandRun, LiveRun, Refusal, RunRequest};
+use commands::{CommandRun, LaunchError, LiveRun, Refusal, RunRequest, StartedRun};
 use store::{Finish, NewRun, RunRecord, RunStatus};
 use store::{Timestamp, TokenHash};
 use tokio::sync::watch;
@@ -20,8 +20,8 @@ use tracing::Instrument;
 
 use crate::workspace;
 use crate::{
-    AgentClaims, COMMAND_AGENT, DispatchError, Inner, RunPlace, Started, TokenError, ToolProfile,
-    WorkspaceError, random_token, reflect, tools,
+    AgentClaims, COMMAND_AGENT, Inner, RunPlace, TokenError, ToolProfile, WorkspaceError,
+    random_token, reflect, tools,
 };
 
 /// Where a new run goes and whose it is (see `Inner::place`).
@@ -40,13 +40,13 @@ pub(crate) fn principal_of(actor: &Actor) -> &ActorId {
 
 /// The admission of `action` on `agent{name}`; a refusal carries what was asked, for the
 /// registry's audit line.
-pub(crate) fn admit(actor: &Actor, action: Action, name: AgentName) -> Result<(), DispatchError> {
+pub(crate) fn admit(actor: &Actor, action: Action, name: AgentName) -> Result<(), LaunchError> {
     let resource = Resource::Agent { name };
     let verdict = authorize(actor, &action, &resource);
     if verdict.is_allow() {
         return Ok(());
     }
-    Err(DispatchError::Refused(Box::new(Refusal {
+    Err(LaunchError::Refused(Box::new(Refusal {
         action,
         resource,
         verdict,
@@ -62,7 +62,7 @@ impl Inner {
         repo: Option<RepoSlug>,
         request: String,
         capability_token: Option<TokenHash>,
-    ) -> Result<NewRun, DispatchError> {
+    ) -> Result<NewRun, LaunchError> {
         let place = self.place(req).await?;
         Ok(NewRun {
             surface: req.surface,
@@ -85,7 +85,7 @@ impl Inner {
     /// request's principal — or, for a child run, its live parent's channel, thread, stamp
     /// and principal, read from the store (never from the request), so an agent cannot start
     /// a run anywhere more visible than its own.
-    pub(crate) async fn place(&self, req: &RunRequest) -> Result<Placement, DispatchError> {
+    pub(crate) async fn place(&self, req: &RunRequest) -> Result<Placement, LaunchError> {
         let Some(parent) = &req.parent else {
             return Ok(Placement {
                 channel: req.channel.clone(),
@@ -100,7 +100,7 @@ impl Inner {
             .get_run(parent)
             .await?
             .filter(|p| p.status.is_live())
-            .ok_or(DispatchError::ParentEnded)?;
+            .ok_or(LaunchError::ParentEnded)?;
         Ok(Placement {
             channel: parent.channel_id,
             thread_key: parent.thread_key,
@@ -114,7 +114,7 @@ impl Inner {
     pub(crate) async fn record_command_run(
         &self,
         run: CommandRun,
-    ) -> Result<RunRecord, DispatchError> {
+    ) -> Result<RunRecord, LaunchError> {
         let req = &run.request;
         let new = self
             .new_run(req, COMMAND_AGENT.to_owned(), None, req.text.clone(), None)
@@ -139,7 +139,7 @@ impl Inner {
     pub(crate) async fn choose_agent(
         &self,
         req: &RunRequest,
-    ) -> Result<(AgentName, String), DispatchError> {
+    ) -> Result<(AgentName, String), LaunchError> {
         if let Some((word, rest)) = mention(&req.text) {
             return Ok((self.declared(word)?, rest.to_owned()));
         }
@@ -155,15 +155,17 @@ impl Inner {
             .settings
             .default_agent
             .clone()
-            .ok_or(DispatchError::NoAgent)?;
+            .ok_or(LaunchError::NoAgent)?;
         Ok((self.declared(name.as_str())?, req.text.clone()))
     }
 
-    pub(crate) fn declared(&self, word: &str) -> Result<AgentName, DispatchError> {
+    pub(crate) fn declared(&self, word: &str) -> Result<AgentName, LaunchError> {
         AgentName::parse(word)
             .ok()
             .filter(|n| self.agents.contains_key(n))
-            .ok_or_else(|| DispatchError::UnknownAgent(word.chars().take(64).collect()))
+            .ok_or_else(|| LaunchError::UnknownAgent {
+                name: word.chars().take(64).collect(),
+            })
     }
 
     /// The repo's base (its policy read), for a run the actor may use it in; before anything is
@@ -172,7 +174,7 @@ impl Inner {
         &self,
         actor: &Actor,
         slug: &RepoSlug,
-    ) -> Result<workspace::Base, DispatchError> {
+    ) -> Result<workspace::Base, LaunchError> {
         let resource = self.tool_broker.table.repo(slug.clone());
         if !authorize(actor, &Action::RepoUse, &resource).is_allow() {
             return Err(WorkspaceError::NotConfigured(slug.clone()).into());
@@ -197,11 +199,11 @@ impl Inner {
         name: AgentName,
         text: String,
         repo: Option<RepoSlug>,
-    ) -> Result<Started, DispatchError> {
+    ) -> Result<StartedRun, LaunchError> {
         if !self.accepting.load(Ordering::SeqCst) {
-            return Err(DispatchError::ShuttingDown);
+            return Err(LaunchError::ShuttingDown);
         }
-        let entry = self.agents.get(&name).ok_or(DispatchError::NoAgent)?;
+        let entry = self.agents.get(&name).ok_or(LaunchError::NoAgent)?;
         let base = match &repo {
             Some(slug) => Some(self.base_of(&req.actor, slug).await?),
             None => None,
@@ -209,7 +211,7 @@ impl Inner {
         let slot = self
             .slots
             .acquire(principal_of(&req.actor))
-            .map_err(DispatchError::Busy)?;
+            .map_err(LaunchError::Busy)?;
         // The link's token says whether a person asked: only then does it answer asks.
         let capability_token = LinkHolder::of(&req.actor).token(&random_token()?);
         let capability = Some(TokenHash::of(&capability_token));
@@ -268,7 +270,7 @@ impl Inner {
                 Err(why) => {
                     workspace::remove(&place.dir).await;
                     self.fail_before_start(&run, &why).await;
-                    return Err(DispatchError::Policy(why));
+                    return Err(LaunchError::Policy(why));
                 }
             },
         };
@@ -335,11 +337,7 @@ impl Inner {
             }
             .instrument(span),
         );
-        Ok(Started {
-            run,
-            capability_token,
-            done,
-        })
+        Ok(crate::launch_error::started(run, capability_token, done))
     }
 
     /// The channel's visibility, bounded by the directory timeout; `unknown` past it.

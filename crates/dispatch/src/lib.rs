@@ -73,7 +73,7 @@
 //! | `launch.rs` | a run's start: the admission, the agent's choice, the placement, the slot, the record and tokens, the workspace and tool broker, then the run's task |
 //! | `supervise.rs` | a run's life after its start: events recorded and published, timeout and stop, the workspace kept and removed, the one finish |
 //! | `ports.rs` | the `commands` ports (`RunLauncher`, `LiveFeed`, `AgentTokenCheck`) on `Dispatcher` |
-//! | `started.rs` | what `start` gives back (`Started`, or `DispatchError`) and its conversion to the port's types |
+//! | `launch_error.rs` | the dispatcher's faults as the port's one `LaunchError`, and a started run as the port's `StartedRun` |
 //! | `tools.rs` | an agent whose `AgentEntry::tools` is set (the server sets it for `openai` agents, with the agent's kind and model) gets a `BrokerGate` built in `launch`, after the run record and before the agent starts: the grants for its agent and repo with `{workspace}` resolved, the org rules, the workspace's policy file, the run's `policy_rules`, the promises of its ancestors (their `restriction` events, oldest first) and their highest taint (`taint` events), the agent actor for the request's principal, the MCP servers `mcp add` configured for the run's channel and the org (connected and listed at once, `mcp_timeouts`; a store fault fails the run), and the approvers (a person: `PendingApprovals` under `serve`, the terminal under `switchboard ask`; a reviewer: `ReviewerAgent`, built like the memory model through `model_agent` → `BackendModel`: the call as JSON data in a fixed frame, only the answer `APPROVE` alone approving). A run whose principal is not a person gets no person approver: its asks are refused at once. The project's rules and deny_read are the base's. A policy that cannot be read records the run failed and answers `LaunchError::Policy` |
 //! | `approvals.rs` | `PendingApprovals`, the person approver under `serve` and the `ApprovalDesk`: an ask is a `tool_approvals` row under an unguessable id, readable and answerable from every replica; the run's principal or a person's capability link answers once, by the store's conditional write; the asking replica wakes at once on a local answer and polls the row for a remote one; an ask dropped by its timeout or its run is closed; `asked()` is a watch on this process's new asks a surface holds before reading `pending`, as Slack does to post each one |
 //! | `reflect.rs` | memory: the run's task reads the context block of the run's scopes (principal, channel, repo) before the back end starts (a store failure gives an empty block and a `memory_unavailable` friction) and hands it over as `AgentJob::memory`. When a completed run that a person or a machine started (not a child run) ends, its final record goes out first; then its reflection is counted in `PendingReflections` and runs, bounded by `[memory] reflection_timeout_seconds` (past it: a `memory_timeout` friction; what was written stays). The `model` extractor calls the named agent's back end directly (`BackendModel`: no run row, no events kept, no token). `settle_reflections` is what `switchboard ask` waits on; `shutdown` gives reflections what is left of the grace |
@@ -89,12 +89,12 @@
 mod approvals;
 mod fanout;
 mod launch;
+mod launch_error;
 mod limits;
 mod live;
 mod ports;
 mod reflect;
 mod settings;
-mod started;
 mod supervise;
 mod tokens;
 mod tools;
@@ -109,7 +109,7 @@ use agents::CancellationToken;
 use agents::Sanitizer;
 use agents::tools::{Approver, NobodyToAsk};
 use authz_core::{Action, AgentName, ChannelDirectory, CommandGroup, Effect, RepoSlug, RunId};
-use commands::{CODING_AGENT, CommandRun, RepoTask, RunRequest};
+use commands::{CODING_AGENT, CommandRun, LaunchError, RepoTask, RunRequest, StartedRun};
 use memory::Memory;
 use store::Timestamp;
 use store::{ReplicaId, RunRecord, Store, StoreError};
@@ -122,7 +122,6 @@ pub use settings::{
     AgentEntry, DEFAULT_CHANNEL_DIRECTORY_TIMEOUT, DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_PER_ACTOR,
     DispatchSettings,
 };
-pub use started::{DispatchError, Started};
 pub use tokens::{AgentClaims, AgentTokens, TokenError, random_token};
 pub use tools::{ToolBroker, ToolProfile};
 pub use workspace::{RepoSettings, WorkspaceError, sweep as sweep_workspaces};
@@ -237,7 +236,7 @@ impl Dispatcher {
     }
 
     /// Starts a run for text that is not a command.
-    pub async fn start(&self, req: RunRequest) -> Result<Started, DispatchError> {
+    pub async fn start(&self, req: RunRequest) -> Result<StartedRun, LaunchError> {
         let (name, text) = self.inner.choose_agent(&req).await?;
         launch::admit(&req.actor, Action::AgentRun(name.clone()), name.clone())?;
         let repo = req.repo.clone();
@@ -252,16 +251,17 @@ impl Dispatcher {
         req: RunRequest,
         slug: RepoSlug,
         task: RepoTask,
-    ) -> Result<Started, DispatchError> {
-        let name = AgentName::parse(CODING_AGENT)
-            .map_err(|_| DispatchError::UnknownAgent(CODING_AGENT.to_owned()))?;
+    ) -> Result<StartedRun, LaunchError> {
+        let name = AgentName::parse(CODING_AGENT).map_err(|_| LaunchError::UnknownAgent {
+            name: CODING_AGENT.to_owned(),
+        })?;
         launch::admit(
             &req.actor,
             Action::Command(CommandGroup::Repo, Effect::Exec),
             name.clone(),
         )?;
         if !self.inner.agents.contains_key(&name) {
-            return Err(DispatchError::NoCodingAgent(name));
+            return Err(LaunchError::NoCodingAgent(name));
         }
         let text = task.prompt(&slug);
         self.inner.launch(req, name, text, Some(slug)).await
@@ -313,7 +313,7 @@ impl Dispatcher {
     }
 
     /// Records a run that a command answered: stamped like any other, finished at once.
-    pub async fn record_command_run(&self, run: CommandRun) -> Result<RunRecord, DispatchError> {
+    pub async fn record_command_run(&self, run: CommandRun) -> Result<RunRecord, LaunchError> {
         self.inner.record_command_run(run).await
     }
 

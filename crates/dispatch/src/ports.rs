@@ -15,9 +15,7 @@ impl RunLauncher for Dispatcher {
     fn start(&self, req: RunRequest) -> BoxFuture<'_, Result<StartedRun, LaunchError>> {
         // The admission, the stamp and the record, as a span of the request that asked.
         let span = tracing::info_span!("dispatch");
-        Box::pin(
-            async move { Ok(Dispatcher::start(self, req).await?.into_port()) }.instrument(span),
-        )
+        Box::pin(Dispatcher::start(self, req).instrument(span))
     }
 
     fn start_repo(
@@ -27,14 +25,7 @@ impl RunLauncher for Dispatcher {
         task: RepoTask,
     ) -> BoxFuture<'_, Result<StartedRun, LaunchError>> {
         let span = tracing::info_span!("dispatch", repo = %repo);
-        Box::pin(
-            async move {
-                Ok(Dispatcher::start_repo(self, req, repo, task)
-                    .await?
-                    .into_port())
-            }
-            .instrument(span),
-        )
+        Box::pin(Dispatcher::start_repo(self, req, repo, task).instrument(span))
     }
 
     fn stop_here(&self, id: &RunId) -> bool {
@@ -43,7 +34,7 @@ impl RunLauncher for Dispatcher {
 
     fn record_command_run(&self, run: CommandRun) -> BoxFuture<'_, Result<RunRecord, LaunchError>> {
         let span = tracing::info_span!("dispatch.record_command_run");
-        Box::pin(async move { Ok(self.inner.record_command_run(run).await?) }.instrument(span))
+        Box::pin(self.inner.record_command_run(run).instrument(span))
     }
 }
 

@@ -78,8 +78,18 @@ pub(crate) struct ForRun<'a> {
     pub project: &'a broker::file::ProjectPolicy,
     /// Who answers a person's ask; `None` when the principal is not a person.
     pub person: Option<Arc<dyn Approver>>,
-    pub run_rules: &'a [ToolRule],
+    pub run_rules: &'a [commands::RunRule],
     pub now: fn() -> store::Timestamp,
+}
+
+/// The run's own rules, read by the broker; one it cannot read is the run's fault (the run
+/// fails before its agent starts), never a rule left out.
+fn run_rules(rules: &[commands::RunRule]) -> Result<Vec<ToolRule>, String> {
+    rules
+        .iter()
+        .map(|rule| broker::rules::parse_run_rule(&rule.0))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())
 }
 
 /// The run's gate, or why it cannot have one (the run then fails before its agent starts).
@@ -103,11 +113,8 @@ pub(crate) async fn gate_for(
         .collect::<Result<Vec<_>, _>>()
         .and_then(ToolGrants::new)
         .map_err(|e| format!("the agent's grants: {e}"))?;
-    let table = RuleTable::new(
-        broker.org_rules.clone(),
-        r.project.rules.clone(),
-        r.run_rules.to_vec(),
-    );
+    let run_rules = run_rules(r.run_rules)?;
+    let table = RuleTable::new(broker.org_rules.clone(), r.project.rules.clone(), run_rules);
     let (ratchet, state) = ancestors(store, r.run.parent_run.clone()).await?;
     let agent = authz_core::resolve_agent(r.agent, Some(r.principal.clone()), &broker.table);
     let servers = mcp_servers(store, &r.run.channel_id).await?;
@@ -212,6 +219,18 @@ async fn ancestors(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_run_rule_the_broker_cannot_read_fails_the_gate_and_a_good_one_is_kept() {
+        use commands::RunRule;
+        let good = super::run_rules(&[RunRule("fs.write=allow".into())]).unwrap();
+        assert_eq!(good.len(), 1);
+        let bad = super::run_rules(&[
+            RunRule("fs.write=allow".into()),
+            RunRule("fs.write=maybe".into()),
+        ]);
+        assert!(bad.unwrap_err().contains("fs.write=maybe"));
+    }
+
     use super::*;
     use authz_core::{ActorId, ChannelId, ChannelVisibility};
     use broker::{DataClass, RuleDecision};

@@ -25,10 +25,8 @@ use authz_core::{
     ActorId, AgentName, BoxFuture, ChannelDirectory, ChannelId, ChannelVisibility, ConfigTier,
     GrantsTable, Membership, RepoSlug, StaticChannelDirectory, resolve_actor,
 };
-use commands::{LiveUpdate, RepoTask, RunRequest};
-use dispatch::{
-    AgentEntry, AgentTokens, Busy, DispatchError, DispatchSettings, Dispatcher, DispatcherParts,
-};
+use commands::{LaunchError, LiveUpdate, RepoTask, RunRequest};
+use dispatch::{AgentEntry, AgentTokens, Busy, DispatchSettings, Dispatcher, DispatcherParts};
 use store::{ConfigValue, ListRuns, RunStatus, StatusFilter, Store, Timestamp};
 
 struct World {
@@ -208,11 +206,16 @@ fn request(w: &World, actor: &str, channel: &str, text: &str) -> RunRequest {
 }
 
 /// A request the dispatcher must refuse; its error.
-async fn refused(d: &Dispatcher, req: RunRequest) -> DispatchError {
+async fn refused(d: &Dispatcher, req: RunRequest) -> LaunchError {
     match d.start(req).await {
-        Ok(s) => panic!("started {} instead of refusing", s.run.id),
+        Ok(s) => panic!("started {} instead of refusing", s.id()),
         Err(e) => e,
     }
+}
+
+/// A run's record as the store has it now.
+async fn record(w: &World, id: &authz_core::RunId) -> store::RunRecord {
+    w.store.get_run(id).await.unwrap().unwrap()
 }
 
 async fn all_runs(w: &World) -> Vec<store::RunRecord> {

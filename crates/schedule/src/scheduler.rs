@@ -324,8 +324,8 @@ async fn fire_slot(
     }
 }
 
-/// Records an agent firing's final status when its run ends. Detached: the services are
-/// reached through the run's own completion only, so nothing here outlives the process.
+/// Records an agent firing's final status when its run ends, detached: the future holds
+/// its own handle on the store, so nothing here borrows the tick that fired.
 fn follow(
     started: commands::StartedRun,
     name: ScheduleName,
@@ -333,19 +333,7 @@ fn follow(
     note: Option<String>,
     services: &Services,
 ) {
-    let store = services.store.clone();
-    tokio::spawn(async move {
-        if let Some(outcome) = started.finished().await {
-            let run = outcome.id().clone();
-            let status = outcome.status().as_str().to_owned();
-            if let Err(e) = store
-                .record_firing(&name, &slot, &status, Some(&run), note.as_deref())
-                .await
-            {
-                tracing::warn!(schedule = %name, error = %e.token(), "[schedule] the run's end was not recorded on its firing");
-            }
-        }
-    });
+    tokio::spawn(services.record_firing_when_done(started, name, slot, note));
 }
 
 impl ScheduleDesk for Scheduler {

@@ -300,7 +300,7 @@ impl App {
             tracing::warn!(schedule = %name, "[schedule] misconfigured, its firings will send nothing: {fault}");
         }
         let services = Arc::new(Services {
-            store: store.clone(),
+            store: commands::StoreAccess::new(store.clone()),
             table,
             audit: overrides.audit,
             clock: overrides.clock,

@@ -119,7 +119,7 @@ pub fn get<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
             Err(r) => return r,
         };
         for tier in &tiers {
-            match ctx.services.store.get_config(tier, &key).await {
+            match ctx.services.store.get().get_config(tier, &key).await {
                 Ok(Some(v)) => {
                     return ok(
                         format!("{key} = {} (from {})", v.value, tier_name(tier)),
@@ -196,7 +196,7 @@ pub fn set<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
             updated_by: ctx.caller.actor.id.clone(),
             updated_at: ctx.services.clock.now(),
         };
-        if let Err(e) = ctx.services.store.set_config(v).await {
+        if let Err(e) = ctx.services.store.get().set_config(v).await {
             return store_failed(e);
         }
         ok(
@@ -220,7 +220,13 @@ pub fn mcp_list<'a>(ctx: &'a Ctx<'a>, _args: Args) -> BoxFuture<'a, Reply> {
         let mut lines = Vec::new();
         let mut data = Vec::new();
         for tier in visible_mcp_tiers(ctx) {
-            let values = match ctx.services.store.list_config(&tier, MCP_PREFIX).await {
+            let values = match ctx
+                .services
+                .store
+                .get()
+                .list_config(&tier, MCP_PREFIX)
+                .await
+            {
                 Ok(v) => v,
                 Err(e) => return store_failed(e),
             };
@@ -289,7 +295,7 @@ pub fn mcp_add<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
             updated_by: ctx.caller.actor.id.clone(),
             updated_at: ctx.services.clock.now(),
         };
-        if let Err(e) = ctx.services.store.set_config(v).await {
+        if let Err(e) = ctx.services.store.get().set_config(v).await {
             return store_failed(e);
         }
         ok(
@@ -315,6 +321,7 @@ pub fn mcp_remove<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
         match ctx
             .services
             .store
+            .get()
             .delete_config(&tier, &format!("{MCP_PREFIX}{name}"))
             .await
         {

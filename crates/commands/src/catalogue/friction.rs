@@ -46,6 +46,7 @@ pub fn report<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
             let analysed = match ctx
                 .services
                 .store
+                .get()
                 .count_runs_since(&visible_to, since)
                 .await
             {
@@ -55,6 +56,7 @@ pub fn report<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
             match ctx
                 .services
                 .store
+                .get()
                 .friction_recent(&visible_to, since, 1000)
                 .await
             {
@@ -108,7 +110,7 @@ pub fn propose<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
             updated_by: ctx.caller.actor.id.clone(),
             updated_at: now,
         };
-        if let Err(e) = ctx.services.store.set_config(value).await {
+        if let Err(e) = ctx.services.store.get().set_config(value).await {
             return store_failed(e);
         }
         ok(

@@ -43,7 +43,7 @@ pub fn list<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
         if let Some(only) = args.text("scope") {
             scopes.retain(|s| s.kind().as_str() == only);
         }
-        let records = match ctx.services.store.memory_in_scopes(&scopes, 50).await {
+        let records = match ctx.services.store.get().memory_in_scopes(&scopes, 50).await {
             Ok(r) => r,
             Err(e) => return store_failed(e),
         };
@@ -69,7 +69,7 @@ pub fn forget<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
         let Some(id) = args.text("id").and_then(|t| RunId::parse(t).ok()) else {
             return Reply::not_found("memory record");
         };
-        let record = match ctx.services.store.get_memory(&id).await {
+        let record = match ctx.services.store.get().get_memory(&id).await {
             Ok(Some(r)) if r.forgotten_at.is_none() => r,
             Ok(_) => return Reply::not_found("memory record"),
             Err(e) => return store_failed(e),
@@ -89,6 +89,7 @@ pub fn forget<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
         match ctx
             .services
             .store
+            .get()
             .forget_memory(&id, ctx.services.clock.now())
             .await
         {

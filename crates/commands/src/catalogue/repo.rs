@@ -21,7 +21,7 @@ fn slug(ctx: &Ctx<'_>, args: &Args) -> Result<RepoSlug, Reply> {
 
 pub fn list<'a>(ctx: &'a Ctx<'a>, _args: Args) -> BoxFuture<'a, Reply> {
     Box::pin(async move {
-        let configured = match repos::all(ctx.services.store.as_ref()).await {
+        let configured = match repos::all(ctx.services.store.get().as_ref()).await {
             Ok(v) => v,
             Err(e) => return store_failed(e),
         };
@@ -65,7 +65,7 @@ pub fn add<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
         };
         let s = ctx.services;
         if let Err(e) = repos::set(
-            s.store.as_ref(),
+            s.store.get().as_ref(),
             &slug,
             &source,
             &ctx.caller.actor.id,
@@ -88,7 +88,7 @@ pub fn remove<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
             Ok(s) => s,
             Err(r) => return r,
         };
-        match repos::remove(ctx.services.store.as_ref(), &slug).await {
+        match repos::remove(ctx.services.store.get().as_ref(), &slug).await {
             Ok(true) => ok(
                 format!("removed repo {slug}"),
                 json!({"removed": slug.as_str()}),

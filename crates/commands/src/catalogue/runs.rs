@@ -25,7 +25,7 @@ pub(crate) async fn load_run(
     let Some(id) = args.text("id").and_then(|t| RunId::parse(t).ok()) else {
         return Err(Reply::not_found("run"));
     };
-    let run = match ctx.services.store.get_run(&id).await {
+    let run = match ctx.services.store.get().get_run(&id).await {
         Ok(Some(run)) => run,
         Ok(None) => return Err(Reply::not_found("run")),
         Err(e) => return Err(store_failed(e)),
@@ -108,6 +108,7 @@ pub fn list<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
             match ctx
                 .services
                 .store
+                .get()
                 .list_runs(&ListRuns {
                     visible_to,
                     status,
@@ -281,7 +282,7 @@ pub(crate) fn run_reply(run: &RunRecord, now: store::Timestamp) -> Reply {
 
 /// `runs events`'s answer.
 pub(crate) async fn events_reply(run: &RunRecord, services: &Services) -> Reply {
-    let events = match services.store.events(&run.id).await {
+    let events = match services.store.get().events(&run.id).await {
         Ok(e) => e,
         Err(e) => return store_failed(e),
     };
@@ -306,7 +307,7 @@ pub(crate) async fn events_reply(run: &RunRecord, services: &Services) -> Reply 
 
 /// `runs friction`'s answer.
 pub(crate) async fn friction_reply(run: &RunRecord, services: &Services) -> Reply {
-    let entries = match services.store.friction(&run.id).await {
+    let entries = match services.store.get().friction(&run.id).await {
         Ok(e) => e,
         Err(e) => return store_failed(e),
     };
@@ -347,6 +348,7 @@ pub(crate) async fn stop_reply(run: &RunRecord, services: &Services) -> Reply {
     }
     match services
         .store
+        .get()
         .request_stop(&run.id, services.clock.now())
         .await
     {

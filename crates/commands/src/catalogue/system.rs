@@ -47,6 +47,7 @@ pub fn status<'a>(ctx: &'a Ctx<'a>, _args: Args) -> BoxFuture<'a, Reply> {
         } else {
             match s
                 .store
+                .get()
                 .list_runs(&ListRuns {
                     visible_to: p,
                     status: StatusFilter::Live,
@@ -72,11 +73,11 @@ pub fn status<'a>(ctx: &'a Ctx<'a>, _args: Args) -> BoxFuture<'a, Reply> {
             "switchboard {}\nup since {}\nstore {} ({store_state})\nlive runs you can see: {live_text}",
             s.version,
             ago(now, s.clock.started_at),
-            s.store.backend()
+            s.store.get().backend()
         );
         ok(
             text,
-            json!({"version": s.version, "started_at": s.clock.started_at.micros(), "store": {"backend": s.store.backend(), "state": store_state}, "live_runs": live}),
+            json!({"version": s.version, "started_at": s.clock.started_at.micros(), "store": {"backend": s.store.get().backend(), "state": store_state}, "live_runs": live}),
         )
     })
 }
@@ -87,7 +88,7 @@ pub fn schedule_list<'a>(ctx: &'a Ctx<'a>, _args: Args) -> BoxFuture<'a, Reply> 
         let mut rows = Vec::new();
         let mut data = Vec::new();
         for s in ctx.services.schedules.schedules(now) {
-            let last = match ctx.services.store.recent_firings(&s.name, 1).await {
+            let last = match ctx.services.store.get().recent_firings(&s.name, 1).await {
                 Ok(f) => f.into_iter().next(),
                 Err(e) => return store_failed(e),
             };

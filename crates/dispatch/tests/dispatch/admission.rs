@@ -10,20 +10,19 @@ async fn a_request_is_recorded_run_and_finished_with_its_events() {
         .start(request(&w, "http:viewer", "http:ops", "hello there"))
         .await
         .unwrap();
-    assert_eq!(started.run.channel_visibility, ChannelVisibility::Machine);
-    assert_eq!(started.run.channel_id.as_str(), "http:ops");
+    let run = record(&w, started.id()).await;
+    assert_eq!(run.channel_visibility, ChannelVisibility::Machine);
+    assert_eq!(run.channel_id.as_str(), "http:ops");
     assert!(
-        started
-            .run
-            .capability_token
+        run.capability_token
             .as_ref()
             .unwrap()
-            .matches(&started.capability_token)
+            .matches(started.capability_token())
     );
-    let id = started.run.id.clone();
+    let id = started.id().clone();
     let done = started.finished().await.unwrap();
-    assert_eq!(done.status, RunStatus::Completed);
-    assert!(done.answer.unwrap().contains("request: hello there"));
+    assert_eq!(done.status(), RunStatus::Completed);
+    assert!(done.answer().unwrap().contains("request: hello there"));
     let events = w.store.events(&id).await.unwrap();
     assert_eq!(events.len(), 3);
     assert!(d.live().is_empty());
@@ -34,8 +33,8 @@ async fn the_agent_is_chosen_by_mention_then_flag_then_channel_then_org_then_def
     let w = world().await;
     let d = dispatcher(&w, &Options::default());
     // Each run is waited for, so the per-actor limit never refuses the next.
-    async fn agent_of(s: dispatch::Started) -> String {
-        let agent = s.run.agent.clone();
+    async fn agent_of(s: commands::StartedRun) -> String {
+        let agent = s.agent().to_owned();
         s.finished().await.unwrap();
         agent
     }
@@ -44,7 +43,8 @@ async fn the_agent_is_chosen_by_mention_then_flag_then_channel_then_org_then_def
         .await
         .unwrap();
     assert_eq!(
-        r.run.request, "hi",
+        record(&w, r.id()).await.request,
+        "hi",
         "the mention is not part of the request"
     );
     assert_eq!(agent_of(r).await, "other");
@@ -96,7 +96,7 @@ async fn the_agent_is_chosen_by_mention_then_flag_then_channel_then_org_then_def
     );
     let e = refused(&d, request(&w, "http:viewer", "http:ops", "@ghost hi")).await;
     assert!(
-        matches!(e, DispatchError::UnknownAgent(ref name) if name == "ghost"),
+        matches!(e, LaunchError::UnknownAgent { ref name } if name == "ghost"),
         "{e}"
     );
 }
@@ -106,13 +106,13 @@ async fn a_refused_agent_starts_and_records_nothing() {
     let w = world().await;
     let d = dispatcher(&w, &Options::default());
     let e = refused(&d, request(&w, "http:viewer", "http:ops", "@coding fix")).await;
-    assert!(matches!(e, DispatchError::Refused(_)), "{e}");
+    assert!(matches!(e, LaunchError::Refused(_)), "{e}");
     assert!(all_runs(&w).await.is_empty());
     let ok = d
         .start(request(&w, "http:coder", "http:ops", "@coding fix"))
         .await
         .unwrap();
-    assert_eq!(ok.run.agent, "coding");
+    assert_eq!(ok.agent(), "coding");
 }
 
 /// A directory that never answers in time.
@@ -167,9 +167,12 @@ async fn a_slow_directory_stamps_unknown_at_its_timeout_logs_it_and_the_run_proc
         Duration::from_millis(1500),
         "stamped exactly at the timeout, not before and not at the directory's 30 s"
     );
-    assert_eq!(started.run.channel_visibility, ChannelVisibility::Unknown);
     assert_eq!(
-        started.finished().await.unwrap().status,
+        record(&w, started.id()).await.channel_visibility,
+        ChannelVisibility::Unknown
+    );
+    assert_eq!(
+        started.finished().await.unwrap().status(),
         RunStatus::Completed
     );
     let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();

@@ -15,7 +15,7 @@ async fn over_a_limit_the_reply_is_busy_and_nothing_starts() {
         .unwrap();
     let e = refused(&d, request(&w, "http:viewer", "http:ops", "@echo b")).await;
     assert!(
-        matches!(e, DispatchError::Busy(Busy::Actor { limit: 1 })),
+        matches!(e, LaunchError::Busy(Busy::Actor { limit: 1 })),
         "{e}"
     );
     assert!(
@@ -29,7 +29,7 @@ async fn over_a_limit_the_reply_is_busy_and_nothing_starts() {
         .unwrap();
     let e = refused(&d, request(&w, "http:coder", "http:ops", "@echo d")).await;
     assert!(
-        matches!(e, DispatchError::Busy(Busy::Global { limit: 2 })),
+        matches!(e, LaunchError::Busy(Busy::Global { limit: 2 })),
         "{e}"
     );
     assert_eq!(
@@ -37,7 +37,7 @@ async fn over_a_limit_the_reply_is_busy_and_nothing_starts() {
         2,
         "the refused requests recorded nothing"
     );
-    assert!(d.stop(&first.run.id));
+    assert!(d.stop(first.id()));
     first.finished().await.unwrap();
     assert!(
         d.start(request(&w, "http:viewer", "http:ops", "@echo e"))
@@ -61,10 +61,10 @@ async fn output_past_the_cap_is_dropped_and_recorded_as_friction() {
         .start(request(&w, "http:viewer", "http:ops", "@chatty go"))
         .await
         .unwrap();
-    let id = s.run.id.clone();
+    let id = s.id().clone();
     let r = s.finished().await.unwrap();
-    assert_eq!(r.status, RunStatus::Completed);
-    assert!(r.answer.unwrap().len() <= 32);
+    assert_eq!(r.status(), RunStatus::Completed);
+    assert!(r.answer().unwrap().len() <= 32);
     let events = w.store.events(&id).await.unwrap();
     assert!(
         events.len() < 50 && !events.is_empty(),

@@ -19,7 +19,7 @@ async fn live_updates_reach_only_viewers_who_may_read_the_run() {
         .start(request(&w, "http:coder", "http:ops", "@echo two"))
         .await
         .unwrap();
-    let ops_id = ops.run.id.clone();
+    let ops_id = ops.id().clone();
     ops.finished().await.unwrap();
     let drain = |sub: &mut dispatch::Subscription| {
         let mut seen = Vec::new();
@@ -55,7 +55,7 @@ async fn live_updates_reach_only_viewers_who_may_read_the_run() {
         .unwrap();
     assert_eq!(d.live().snapshot(&viewer("http:fleet")).len(), 1);
     assert!(d.live().snapshot(&viewer("http:viewer")).is_empty());
-    d.stop(&stalled.run.id);
+    d.stop(stalled.id());
 }
 
 /// A capability token's feed: one run's updates, its end included, and no other run's.
@@ -67,7 +67,7 @@ async fn a_runs_own_feed_carries_that_run_only() {
         .start(request(&w, "http:coder", "http:ci", "@staller wait"))
         .await
         .unwrap();
-    let id = stalled.run.id.clone();
+    let id = stalled.id().clone();
     let mut feed = d.live().subscribe_run(&id);
     let other = d
         .start(request(&w, "http:coder", "http:ci", "@echo another"))
@@ -106,7 +106,7 @@ async fn a_runs_finished_update_is_in_the_feed_before_it_leaves_the_live_set() {
             .start(request(&w, "http:coder", "http:ci", &text))
             .await
             .unwrap();
-        ids.push(s.run.id.clone());
+        ids.push(s.id().clone());
     }
     d.live().until_empty().await;
     let mut ended = Vec::new();

@@ -62,7 +62,9 @@ async fn finished_run(w: &World, d: &Dispatcher) -> store::RunRecord {
         .start(request(w, "http:viewer", "http:ops", "hello"))
         .await
         .unwrap();
-    started.finished().await.unwrap()
+    let id = started.id().clone();
+    started.finished().await.unwrap();
+    record(w, &id).await
 }
 
 async fn org_facts(w: &World) -> Vec<String> {

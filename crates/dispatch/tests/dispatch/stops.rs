@@ -12,11 +12,11 @@ async fn stop_ends_a_live_run_stopped_and_a_timeout_ends_it_failed_with_friction
         .start(request(&w, "http:viewer", "http:ops", "@staller wait"))
         .await
         .unwrap();
-    let id = stalled.run.id.clone();
+    let id = stalled.id().clone();
     tokio::time::advance(Duration::from_millis(100)).await;
     assert!(d.stop(&id), "live here");
     let r = stalled.finished().await.unwrap();
-    assert_eq!(r.status, RunStatus::Stopped);
+    assert_eq!(r.status(), RunStatus::Stopped);
     assert!(!d.stop(&id), "a finished run is not live");
 
     // The staller's timeout is 300 ms: live just before it, failed just after.
@@ -24,7 +24,7 @@ async fn stop_ends_a_live_run_stopped_and_a_timeout_ends_it_failed_with_friction
         .start(request(&w, "http:viewer", "http:ops", "@staller wait"))
         .await
         .unwrap();
-    let id = timed.run.id.clone();
+    let id = timed.id().clone();
     running(&w, &id).await;
     tokio::time::advance(Duration::from_millis(299)).await;
     assert!(!d.live().is_empty(), "still live at 299 ms");
@@ -34,8 +34,11 @@ async fn stop_ends_a_live_run_stopped_and_a_timeout_ends_it_failed_with_friction
         begun.elapsed() <= Duration::from_millis(2),
         "ended at its timeout"
     );
-    assert_eq!(r.status, RunStatus::Failed);
-    assert_eq!(r.error.as_deref(), Some("timed out after 300ms"));
+    assert_eq!(r.status(), RunStatus::Failed);
+    assert_eq!(
+        record(&w, &id).await.error.as_deref(),
+        Some("timed out after 300ms")
+    );
     let f = w.store.friction(&id).await.unwrap();
     assert!(f.iter().any(|f| f.kind == "timeout"), "{f:?}");
 }
@@ -57,14 +60,14 @@ async fn a_stop_requested_through_the_store_stops_the_owners_run() {
         .start(request(&w, "http:viewer", "http:ops", "@staller wait"))
         .await
         .unwrap();
-    let id = stalled.run.id.clone();
+    let id = stalled.id().clone();
     assert_eq!(d.stop_requested().await.unwrap(), 0, "nobody asked yet");
     // Another process asks: it only writes to the store.
     let asked = w.store.request_stop(&id, Timestamp::now()).await.unwrap();
     assert_eq!(asked.owner.as_deref(), Some("test-replica"));
     assert_eq!(d.stop_requested().await.unwrap(), 1);
     let r = stalled.finished().await.unwrap();
-    assert_eq!(r.status, RunStatus::Stopped);
+    assert_eq!(r.status(), RunStatus::Stopped);
     assert!(matches!(
         w.store.request_stop(&id, Timestamp::now()).await,
         Err(store::StoreError::AlreadyFinished { .. })
@@ -82,11 +85,11 @@ async fn the_stop_watch_honours_a_request_within_its_period() {
         .start(request(&w, "http:viewer", "http:ops", "@staller wait"))
         .await
         .unwrap();
-    let id = stalled.run.id.clone();
+    let id = stalled.id().clone();
     w.store.request_stop(&id, Timestamp::now()).await.unwrap();
     let begun = tokio::time::Instant::now();
     let r = stalled.finished().await.unwrap();
-    assert_eq!(r.status, RunStatus::Stopped);
+    assert_eq!(r.status(), RunStatus::Stopped);
     assert!(
         begun.elapsed() <= Duration::from_millis(500),
         "{:?}",
@@ -110,7 +113,7 @@ async fn shutdown_lets_short_runs_finish_and_interrupts_the_rest() {
         .start(request(&w, "http:viewer", "http:ops", "@staller b"))
         .await
         .unwrap();
-    running(&w, &stalled.run.id).await;
+    running(&w, stalled.id()).await;
     // The grace is shorter than the staller's 300 ms timeout: shutdown interrupts it.
     let begun = tokio::time::Instant::now();
     let cancelled = d
@@ -121,13 +124,16 @@ async fn shutdown_lets_short_runs_finish_and_interrupts_the_rest() {
         begun.elapsed() >= Duration::from_millis(200),
         "the whole grace was given"
     );
-    assert_eq!(quick.finished().await.unwrap().status, RunStatus::Completed);
     assert_eq!(
-        stalled.finished().await.unwrap().status,
+        quick.finished().await.unwrap().status(),
+        RunStatus::Completed
+    );
+    assert_eq!(
+        stalled.finished().await.unwrap().status(),
         RunStatus::Interrupted
     );
     let e = refused(&d, request(&w, "http:viewer", "http:ops", "@echo c")).await;
-    assert!(matches!(e, DispatchError::ShuttingDown));
+    assert!(matches!(e, LaunchError::ShuttingDown));
 }
 
 /// A back end that never looks at its cancellation token.
@@ -177,7 +183,7 @@ async fn a_back_end_that_ignores_its_stop_is_abandoned_and_the_run_still_ends() 
         .start(request(&w, "http:viewer", "http:ops", "hello"))
         .await
         .unwrap();
-    let id = s.run.id.clone();
+    let id = s.id().clone();
     let begun = tokio::time::Instant::now();
     let r = s.finished().await.unwrap();
     assert_eq!(
@@ -185,8 +191,11 @@ async fn a_back_end_that_ignores_its_stop_is_abandoned_and_the_run_still_ends() 
         Duration::from_millis(200),
         "its timeout, then the grace, then abandoned"
     );
-    assert_eq!(r.status, RunStatus::Failed);
-    assert_eq!(r.error.as_deref(), Some("timed out after 100ms"));
+    assert_eq!(r.status(), RunStatus::Failed);
+    assert_eq!(
+        record(&w, &id).await.error.as_deref(),
+        Some("timed out after 100ms")
+    );
     let kinds: Vec<String> = w
         .store
         .friction(&id)

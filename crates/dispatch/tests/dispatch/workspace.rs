@@ -69,22 +69,23 @@ async fn repo_runs_work_in_a_copy_of_their_own_made_from_the_base() {
         .await
         .err()
         .unwrap();
-    assert!(matches!(e, DispatchError::Refused(_)), "{e}");
+    assert!(matches!(e, LaunchError::Refused(_)), "{e}");
     assert!(all_runs(&w).await.is_empty());
     let req = request(&w, "http:coder", "http:ops", "");
     let s = d
         .start_repo(req.clone(), slug.clone(), RepoTask::Test)
         .await
         .unwrap();
-    assert_eq!(s.run.repo.as_ref(), Some(&slug));
-    assert!(s.run.request.starts_with("Run the test suite of acme/web"));
-    let id = s.run.id.clone();
+    let run = record(&w, s.id()).await;
+    assert_eq!(run.repo.as_ref(), Some(&slug));
+    assert!(run.request.starts_with("Run the test suite of acme/web"));
+    let id = s.id().clone();
     let r = s.finished().await.unwrap();
     let own = std::fs::canonicalize(data.path())
         .unwrap()
         .join(format!("runs/{id}/work"));
     assert_eq!(
-        r.answer.as_deref(),
+        r.answer(),
         Some(own.to_str().unwrap()),
         "ran in a workspace of its own"
     );
@@ -109,16 +110,11 @@ async fn repo_runs_work_in_a_copy_of_their_own_made_from_the_base() {
         .start_repo(req.clone(), api.clone(), RepoTask::Build)
         .await
         .unwrap();
-    let id = s.run.id.clone();
+    let id = s.id().clone();
     let r = s.finished().await.unwrap();
     let mirror = data.path().join("repos/acme/api.git");
     assert!(mirror.join("switchboard-fetched").is_file());
-    assert!(
-        r.answer
-            .as_deref()
-            .unwrap()
-            .ends_with(&format!("runs/{id}/work"))
-    );
+    assert!(r.answer().unwrap().ends_with(&format!("runs/{id}/work")));
 
     let ghost = RepoSlug::parse("acme/ghost").unwrap();
     let e = d

@@ -3,17 +3,24 @@
 //! once: each setting is read with its type, each other key must be an `[agents.<name>]`
 //! table, read as an [`AgentTable`] (every key of every back end, unknown keys denied) and
 //! turned into the typed back-end enum after.
+//!
+//! Then the typed side: each table's `AgentSpec` (its `BackendSpec`, kind, parent, timeout and
+//! caps), the section's `AgentLimits`, and their checks (a kind of one name, parents that never
+//! lead back where they started, sandbox paths); and `declared_agent`, for every key that names
+//! an agent.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::time::Duration;
 
-use agents::{EchoBehaviour, RequestVia};
+use agents::{EchoBehaviour, OutputCaps, RequestVia};
 use authz_core::AgentName;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use toml::Spanned;
 
 use super::numbers::{Positive, Whole};
+use super::{LoadError, Text};
 
 /// The keys `[agents]` itself takes (besides `[agents.<name>]` tables).
 pub const SETTINGS: [&str; 5] = [
@@ -228,5 +235,405 @@ impl AgentTable {
         .into_iter()
         .flatten()
         .collect()
+    }
+}
+
+/// The limits in `[agents]`.
+#[derive(Debug, Clone)]
+pub struct AgentLimits {
+    pub max_concurrent: usize,
+    pub max_per_actor: usize,
+    pub channel_directory_timeout: Duration,
+    /// Environment variables a `command` agent inherits (everything else is scrubbed).
+    pub env_allow: Vec<String>,
+}
+
+impl Default for AgentLimits {
+    fn default() -> Self {
+        AgentLimits {
+            max_concurrent: dispatch::DEFAULT_MAX_CONCURRENT,
+            max_per_actor: dispatch::DEFAULT_MAX_PER_ACTOR,
+            channel_directory_timeout: dispatch::DEFAULT_CHANNEL_DIRECTORY_TIMEOUT,
+            env_allow: ["PATH", "HOME", "LANG", "LC_ALL", "TERM", "TMPDIR", "USER"]
+                .map(String::from)
+                .to_vec(),
+        }
+    }
+}
+
+/// An agent's back end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BackendSpec {
+    Echo {
+        behaviour: EchoBehaviour,
+        delay: Duration,
+    },
+    Command {
+        argv: Vec<String>,
+        request_via: RequestVia,
+        /// Under bubblewrap (the default; a project's deny_read sandboxes it regardless).
+        sandbox: bool,
+        /// Host paths bound in read-write and read-only, as written: absolute, or `~/…` (the
+        /// server's `$HOME`, filled in when the agent is built).
+        sandbox_bind: Vec<String>,
+        sandbox_read_only: Vec<String>,
+    },
+    OpenAi {
+        base_url: String,
+        model: String,
+        /// The environment variable holding the key; none sends no key (a local server).
+        api_key_env: Option<String>,
+        system_prompt: Option<String>,
+    },
+}
+
+impl BackendSpec {
+    /// Whether the back end works in a directory: each of its runs then gets one of its own.
+    pub fn works_in_a_directory(&self) -> bool {
+        matches!(self, BackendSpec::Command { .. }) || self.tool_model().is_some()
+    }
+
+    /// The model of a back end whose agent calls tools through the broker (`openai`); `None`
+    /// for the others.
+    pub fn tool_model(&self) -> Option<&str> {
+        match self {
+            BackendSpec::OpenAi { model, .. } => Some(model),
+            BackendSpec::Echo { .. } | BackendSpec::Command { .. } => None,
+        }
+    }
+
+    pub fn kind(&self) -> &'static str {
+        match self {
+            BackendSpec::Echo { .. } => "echo",
+            BackendSpec::Command { .. } => "command",
+            BackendSpec::OpenAi { .. } => "openai",
+        }
+    }
+}
+
+/// `[agents.<name>]`.
+#[derive(Debug, Clone)]
+pub struct AgentSpec {
+    pub backend: BackendSpec,
+    /// The agent's kind for the broker's rules; `None` matches only rules that name no kind.
+    pub kind: Option<String>,
+    /// The agent that starts this one.
+    pub parent: Option<AgentName>,
+    pub timeout: Duration,
+    pub caps: OutputCaps,
+}
+
+pub(super) fn limits(a: &AgentsSection) -> AgentLimits {
+    let d = AgentLimits::default();
+    AgentLimits {
+        max_concurrent: a.max_concurrent.map_or(d.max_concurrent, |n| n.usize()),
+        max_per_actor: a.max_per_actor.map_or(d.max_per_actor, |n| n.usize()),
+        channel_directory_timeout: a
+            .channel_directory_timeout_ms
+            .map_or(d.channel_directory_timeout, |n| n.millis()),
+        env_allow: a.env_allow.clone().unwrap_or(d.env_allow),
+    }
+}
+
+/// `kind`: one name of `[a-z0-9_-]`, as the broker's rules name agent kinds.
+fn agent_kind(t: &Text<'_>, a: &AgentTable) -> Result<Option<String>, LoadError> {
+    let Some(kind) = &a.kind else {
+        return Ok(None);
+    };
+    broker::rules::NamePattern::parse(kind.get_ref(), broker::rules::Charset::Lower)
+        .ok()
+        .filter(|p| matches!(p, broker::rules::NamePattern::Exact(name) if !name.contains('.')))
+        .ok_or_else(|| {
+            t.at(
+                kind.span().start,
+                "an agent kind is one name of [a-z0-9_-], like kind = \"main\" or kind = \"reviewer\"",
+            )
+        })?;
+    Ok(Some(kind.get_ref().clone()))
+}
+
+/// Each `parent` names another declared agent, and following parents never comes back to
+/// where it started.
+pub(super) fn check_lineage(
+    t: &Text<'_>,
+    tables: &BTreeMap<AgentName, AgentTable>,
+    specs: &BTreeMap<AgentName, AgentSpec>,
+) -> Result<(), LoadError> {
+    for (name, spec) in specs {
+        let Some(parent) = &spec.parent else { continue };
+        let at = tables
+            .get(name)
+            .and_then(|a| a.parent.as_ref())
+            .map_or(0, |p| p.span().start);
+        if parent == name {
+            return Err(t.at(at, "an agent cannot be its own parent"));
+        }
+        if !specs.contains_key(parent) {
+            return Err(t.at(
+                at,
+                format!("names {parent}, which is not a declared agent; declare [agents.{parent}] or remove parent"),
+            ));
+        }
+        let mut seen = vec![name];
+        let mut next = Some(parent);
+        while let Some(current) = next {
+            if seen.contains(&current) {
+                return Err(t.at(
+                    at,
+                    format!(
+                        "agent {name}'s parents lead back to {current}: parents cannot form a cycle"
+                    ),
+                ));
+            }
+            seen.push(current);
+            next = specs.get(current).and_then(|s| s.parent.as_ref());
+        }
+    }
+    Ok(())
+}
+
+/// `sandbox_bind` / `sandbox_read_only`: each an absolute path or one under `~/`, with no `..`.
+fn bind_paths(
+    t: &Text<'_>,
+    paths: Option<&toml::Spanned<Vec<toml::Spanned<String>>>>,
+) -> Result<Vec<String>, LoadError> {
+    let Some(paths) = paths else {
+        return Ok(Vec::new());
+    };
+    paths
+        .get_ref()
+        .iter()
+        .map(|p| {
+            let text = p.get_ref();
+            let rest = text.strip_prefix("~/").unwrap_or(text);
+            let rooted = text.starts_with('/') || text.starts_with("~/");
+            let climbs = rest.split('/').any(|part| part == "..");
+            if !rooted || climbs || rest.trim_matches('/').is_empty() {
+                return Err(t.at(
+                    p.span().start,
+                    format!(
+                        "`{text}` must be an absolute path or one under ~/, without `..`, naming more than the root, like \"~/.claude\""
+                    ),
+                ));
+            }
+            Ok(text.clone())
+        })
+        .collect()
+}
+
+/// An agent's table as the typed back end it names (`echo` by default), refusing keys of
+/// another back end and naming a missing one.
+pub(super) fn agent_spec(
+    t: &Text<'_>,
+    name: &AgentName,
+    a: &AgentTable,
+) -> Result<AgentSpec, LoadError> {
+    let kind = a.backend.unwrap_or(BackendKind::Echo);
+    let own = kind.own_keys();
+    if let Some((key, at)) = a.backend_keys().into_iter().find(|(k, _)| !own.contains(k)) {
+        return Err(t.at(
+            at,
+            format!(
+                "`{key}` is not a setting of the {} back end; it takes {}",
+                kind.as_str(),
+                own.join(", ")
+            ),
+        ));
+    }
+    let missing = |key: &str, example: &str| {
+        t.key(
+            &["agents", name.as_str(), key],
+            format!(
+                "is required by the {} back end, like {example}",
+                kind.as_str()
+            ),
+        )
+    };
+    let backend = match kind {
+        BackendKind::Echo => BackendSpec::Echo {
+            behaviour: a
+                .behaviour
+                .as_ref()
+                .map_or(EchoBehaviour::Answer, |b| (*b.get_ref()).into()),
+            delay: a
+                .delay_ms
+                .as_ref()
+                .map_or(Duration::ZERO, |d| Duration::from_millis(d.get_ref().0)),
+        },
+        BackendKind::Command => {
+            let argv = a
+                .command
+                .as_ref()
+                .ok_or_else(|| missing("command", "command = [\"claude\", \"-p\"]"))?;
+            if argv.get_ref().first().is_none_or(|p| p.trim().is_empty()) {
+                return Err(t.at(
+                    argv.span().start,
+                    "name the program and its arguments, like command = [\"claude\", \"-p\"]",
+                ));
+            }
+            BackendSpec::Command {
+                argv: argv.get_ref().clone(),
+                request_via: a
+                    .request_via
+                    .as_ref()
+                    .map_or(RequestVia::Stdin, |v| (*v.get_ref()).into()),
+                sandbox: a.sandbox.as_ref().is_none_or(|v| *v.get_ref()),
+                sandbox_bind: bind_paths(t, a.sandbox_bind.as_ref())?,
+                sandbox_read_only: bind_paths(t, a.sandbox_read_only.as_ref())?,
+            }
+        }
+        BackendKind::Openai => BackendSpec::OpenAi {
+            base_url: a
+                .base_url
+                .as_ref()
+                .ok_or_else(|| missing("base_url", "base_url = \"https://api.openai.com/v1\""))?
+                .get_ref()
+                .clone(),
+            model: a
+                .model
+                .as_ref()
+                .ok_or_else(|| missing("model", "model = \"gpt-4o-mini\""))?
+                .get_ref()
+                .clone(),
+            api_key_env: a.api_key_env.as_ref().map(|v| v.get_ref().clone()),
+            system_prompt: a.system_prompt.as_ref().map(|v| v.get_ref().clone()),
+        },
+    };
+    let caps = OutputCaps::default();
+    Ok(AgentSpec {
+        backend,
+        kind: agent_kind(t, a)?,
+        parent: a
+            .parent
+            .as_ref()
+            .map(|p| AgentName::parse(p.get_ref()).map_err(|e| t.at(p.span().start, e.to_string())))
+            .transpose()?,
+        timeout: a
+            .timeout_seconds
+            .map_or(Duration::from_secs(600), |n| n.seconds()),
+        caps: OutputCaps {
+            event_bytes: a.max_event_bytes.map_or(caps.event_bytes, |n| n.usize()),
+            total_bytes: a.max_output_bytes.map_or(caps.total_bytes, |n| n.usize()),
+            answer_bytes: a.max_answer_bytes.map_or(caps.answer_bytes, |n| n.usize()),
+        },
+    })
+}
+
+/// A config value naming an agent: it must be one `[agents.<name>]` declares.
+pub(super) fn declared_agent(
+    t: &Text<'_>,
+    name: &toml::Spanned<String>,
+    agents: &BTreeSet<AgentName>,
+) -> Result<AgentName, LoadError> {
+    AgentName::parse(name.get_ref())
+        .ok()
+        .filter(|n| agents.contains(n))
+        .ok_or_else(|| {
+            t.at(
+                name.span().start,
+                format!(
+                    "`{0}` is not a declared agent; declare [agents.{0}] or name one that is",
+                    name.get_ref()
+                ),
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::tests::ok;
+
+    #[test]
+    fn agents_are_declared_by_tables_and_read_as_their_back_ends() {
+        let c = ok(r#"
+[agents]
+default = "claude"
+max_concurrent = 8
+max_per_actor = 2
+channel_directory_timeout_ms = 500
+env_allow = ["PATH"]
+[agents.claude]
+backend = "command"
+command = ["claude", "-p"]
+request_via = "argument"
+sandbox = true
+sandbox_bind = ["~/.claude", "/var/lib/claude"]
+sandbox_read_only = ["/opt/node"]
+kind = "main"
+timeout_seconds = 900
+description = "Claude Code, headless"
+[agents.local]
+backend = "openai"
+base_url = "http://127.0.0.1:8081/v1"
+model = "qwen"
+kind = "reviewer"
+parent = "claude"
+[agents.demo]
+behaviour = "stall"
+delay_ms = 200
+max_event_bytes = 100
+"#);
+        assert_eq!(c.agents.len(), 3);
+        assert!(
+            c.agent_specs.keys().eq(c.agents.iter()),
+            "every declared agent has its spec"
+        );
+        assert_eq!(c.default_agent.unwrap().as_str(), "claude");
+        assert_eq!(c.limits.max_per_actor, 2);
+        assert_eq!(
+            c.limits.channel_directory_timeout,
+            Duration::from_millis(500)
+        );
+        assert_eq!(c.limits.env_allow, vec!["PATH".to_owned()]);
+        let spec = |n: &str| &c.agent_specs[&AgentName::parse(n).unwrap()];
+        assert_eq!(
+            spec("claude").backend,
+            BackendSpec::Command {
+                argv: vec!["claude".into(), "-p".into()],
+                request_via: RequestVia::Argument,
+                sandbox: true,
+                sandbox_bind: vec!["~/.claude".into(), "/var/lib/claude".into()],
+                sandbox_read_only: vec!["/opt/node".into()],
+            }
+        );
+        assert_eq!(spec("claude").kind.as_deref(), Some("main"));
+        assert_eq!(spec("claude").parent, None);
+        assert_eq!(spec("local").kind.as_deref(), Some("reviewer"));
+        assert_eq!(
+            spec("local").parent.as_ref().map(AgentName::as_str),
+            Some("claude")
+        );
+        assert_eq!(spec("demo").kind, None);
+        assert_eq!(spec("claude").timeout, Duration::from_secs(900));
+        assert_eq!(spec("local").backend.kind(), "openai");
+        assert_eq!(
+            spec("demo").backend,
+            BackendSpec::Echo {
+                behaviour: EchoBehaviour::Stall,
+                delay: Duration::from_millis(200)
+            },
+            "backend defaults to echo"
+        );
+        assert_eq!(spec("demo").caps.event_bytes, 100);
+    }
+
+    #[test]
+    fn a_command_agent_is_sandboxed_unless_it_says_sandbox_false() {
+        let c = ok(r#"
+[agents.plain]
+backend = "command"
+command = ["claude", "-p"]
+[agents.open]
+backend = "command"
+command = ["claude", "-p"]
+sandbox = false
+"#);
+        let sandbox = |n: &str| match &c.agent_specs[&AgentName::parse(n).unwrap()].backend {
+            BackendSpec::Command { sandbox, .. } => *sandbox,
+            other => panic!("{other:?}"),
+        };
+        assert!(sandbox("plain"), "on by default");
+        assert!(!sandbox("open"));
     }
 }

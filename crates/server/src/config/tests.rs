@@ -1,14 +1,18 @@
-//! The config file's faults, each named with file, line, column and key, and what loads.
+//! The config file's faults, each named with file, line, column and key, and what loads: the
+//! tests that cross sections (each section's own are at the end of its file), and `ok` and
+//! `err`, which they share.
+
+use std::time::Duration;
 
 use super::*;
 
-fn err(text: &str) -> String {
+pub(crate) fn err(text: &str) -> String {
     parse(Source::File("t.toml".into()), text)
         .unwrap_err()
         .to_string()
 }
 
-fn ok(text: &str) -> LoadedConfig {
+pub(crate) fn ok(text: &str) -> LoadedConfig {
     parse(Source::File("t.toml".into()), text).unwrap()
 }
 
@@ -545,151 +549,6 @@ fn every_fault_names_file_line_column_key_and_fix() {
 }
 
 #[test]
-fn memory_defaults_to_the_rules_extractor_and_takes_its_bounds() {
-    let d = ok("");
-    assert_eq!(d.memory.settings.extractor, memory::ExtractorKind::Rules);
-    assert_eq!(d.memory.model_agent, None);
-    assert_eq!(d.memory.settings.context_max_records, 20);
-    let c = ok(
-        "[agents.helper]\n[memory]\nextractor = \"model\"\nmodel_agent = \"helper\"\n\
-                context_max_records = 7\ncontext_max_chars = 900\nreflection_timeout_seconds = 5\n",
-    );
-    assert_eq!(c.memory.settings.extractor, memory::ExtractorKind::Model);
-    assert_eq!(
-        c.memory.model_agent.as_ref().map(|a| a.as_str()),
-        Some("helper")
-    );
-    assert_eq!(c.memory.settings.context_max_records, 7);
-    assert_eq!(c.memory.settings.context_max_chars, 900);
-    assert_eq!(
-        c.memory.settings.reflection_timeout,
-        std::time::Duration::from_secs(5)
-    );
-}
-
-#[test]
-fn mcp_is_off_unless_enabled_and_takes_its_hosts() {
-    let off = ok("[mcp]\n");
-    assert!(!off.mcp.enabled);
-    let hosts = |c: &LoadedConfig| -> Vec<String> {
-        c.mcp
-            .settings
-            .allowed_hosts
-            .iter()
-            .map(ToString::to_string)
-            .collect()
-    };
-    assert_eq!(
-        hosts(&off),
-        ["localhost", "127.0.0.1", "[::1]"],
-        "loopback by default"
-    );
-    let on = ok(
-        "[mcp]\nenabled = true\nallowed_hosts = [\"mcp.example.com:8443\"]\ntools_page_size = 5\nagent_url = \"http://10.0.0.2:8080/mcp\"\n",
-    );
-    assert!(on.mcp.enabled);
-    assert_eq!(hosts(&on), ["mcp.example.com:8443"]);
-    assert_eq!(on.mcp.settings.page_size, 5);
-    assert_eq!(
-        on.mcp.agent_url.as_deref(),
-        Some("http://10.0.0.2:8080/mcp")
-    );
-}
-
-#[test]
-fn agents_are_declared_by_tables_and_read_as_their_back_ends() {
-    let c = ok(r#"
-[agents]
-default = "claude"
-max_concurrent = 8
-max_per_actor = 2
-channel_directory_timeout_ms = 500
-env_allow = ["PATH"]
-[agents.claude]
-backend = "command"
-command = ["claude", "-p"]
-request_via = "argument"
-sandbox = true
-sandbox_bind = ["~/.claude", "/var/lib/claude"]
-sandbox_read_only = ["/opt/node"]
-kind = "main"
-timeout_seconds = 900
-description = "Claude Code, headless"
-[agents.local]
-backend = "openai"
-base_url = "http://127.0.0.1:8081/v1"
-model = "qwen"
-kind = "reviewer"
-parent = "claude"
-[agents.demo]
-behaviour = "stall"
-delay_ms = 200
-max_event_bytes = 100
-"#);
-    assert_eq!(c.agents.len(), 3);
-    assert!(
-        c.agent_specs.keys().eq(c.agents.iter()),
-        "every declared agent has its spec"
-    );
-    assert_eq!(c.default_agent.unwrap().as_str(), "claude");
-    assert_eq!(c.limits.max_per_actor, 2);
-    assert_eq!(
-        c.limits.channel_directory_timeout,
-        Duration::from_millis(500)
-    );
-    assert_eq!(c.limits.env_allow, vec!["PATH".to_owned()]);
-    let spec = |n: &str| &c.agent_specs[&AgentName::parse(n).unwrap()];
-    assert_eq!(
-        spec("claude").backend,
-        BackendSpec::Command {
-            argv: vec!["claude".into(), "-p".into()],
-            request_via: RequestVia::Argument,
-            sandbox: true,
-            sandbox_bind: vec!["~/.claude".into(), "/var/lib/claude".into()],
-            sandbox_read_only: vec!["/opt/node".into()],
-        }
-    );
-    assert_eq!(spec("claude").kind.as_deref(), Some("main"));
-    assert_eq!(spec("claude").parent, None);
-    assert_eq!(spec("local").kind.as_deref(), Some("reviewer"));
-    assert_eq!(
-        spec("local").parent.as_ref().map(AgentName::as_str),
-        Some("claude")
-    );
-    assert_eq!(spec("demo").kind, None);
-    assert_eq!(spec("claude").timeout, Duration::from_secs(900));
-    assert_eq!(spec("local").backend.kind(), "openai");
-    assert_eq!(
-        spec("demo").backend,
-        BackendSpec::Echo {
-            behaviour: EchoBehaviour::Stall,
-            delay: Duration::from_millis(200)
-        },
-        "backend defaults to echo"
-    );
-    assert_eq!(spec("demo").caps.event_bytes, 100);
-}
-
-#[test]
-fn a_command_agent_is_sandboxed_unless_it_says_sandbox_false() {
-    let c = ok(r#"
-[agents.plain]
-backend = "command"
-command = ["claude", "-p"]
-[agents.open]
-backend = "command"
-command = ["claude", "-p"]
-sandbox = false
-"#);
-    let sandbox = |n: &str| match &c.agent_specs[&AgentName::parse(n).unwrap()].backend {
-        BackendSpec::Command { sandbox, .. } => *sandbox,
-        other => panic!("{other:?}"),
-    };
-    assert!(sandbox("plain"), "on by default");
-    assert!(!sandbox("open"));
-}
-
-#[test]
 fn the_server_store_ingress_and_telemetry_sections_are_read() {
     let c = ok(r#"
 [server]
@@ -734,110 +593,4 @@ fn the_builtin_schedule_holds_the_fleet_friction_grants() {
         replaced.table.grants_for(&id).channels.is_empty(),
         "an entry replaces it whole"
     );
-}
-
-#[test]
-fn access_is_on_with_issuer_and_audience_and_finds_its_keys() {
-    let c = ok("[access]\nissuer = \"https://acme.cloudflareaccess.com/\"\naudience = \"aud\"");
-    let s = c.access.unwrap().settings().unwrap();
-    assert_eq!(
-        s.jwks,
-        access_api::JwksSource::Url(
-            "https://acme.cloudflareaccess.com/cdn-cgi/access/certs".into()
-        )
-    );
-    assert_eq!(
-        (s.header.as_str(), s.cookie.as_str(), s.jwks_ttl),
-        (
-            "cf-access-jwt-assertion",
-            "CF_Authorization",
-            Duration::from_secs(3600)
-        )
-    );
-    for url in [
-        "http://127.0.0.1:9/certs",
-        "http://[::1]:9/certs",
-        "http://localhost/certs",
-    ] {
-        let c = ok(&format!(
-            "[access]\nissuer = \"i\"\naudience = \"a\"\njwks_url = \"{url}\""
-        ));
-        assert_eq!(
-            c.access.unwrap().settings().unwrap().jwks,
-            access_api::JwksSource::Url(url.into())
-        );
-    }
-    let file = ok(
-        "[access]\nissuer = \"i\"\naudience = \"a\"\njwks_file = \"/etc/k.json\"\nheader = \"X-Token\"\njwks_ttl_seconds = 1",
-    );
-    let s = file.access.unwrap().settings().unwrap();
-    assert_eq!(
-        (s.header.as_str(), s.jwks_ttl),
-        ("x-token", Duration::from_secs(1))
-    );
-    for (text, missing) in [
-        ("[access]", "[access] issuer and audience"),
-        (
-            "[access]\nissuer = \"https://a.example\"",
-            "[access] audience",
-        ),
-        ("[access]\naudience = \"a\"", "[access] issuer"),
-    ] {
-        assert_eq!(
-            ok(text).access.unwrap().settings().unwrap_err(),
-            missing,
-            "{text}"
-        );
-    }
-    assert!(ok("").access.is_none());
-}
-
-#[test]
-fn retention_takes_days_a_batch_and_an_interval_and_refuses_the_rest() {
-    let d = ok("");
-    assert_eq!(d.retention.rules, store::Retention::default());
-    assert_eq!(d.retention.interval, Duration::from_secs(3600));
-    let day = |n: u64| Some(Duration::from_secs(n * 24 * 3600));
-    let c = ok(
-        "[retention]\nslack_event_days = 2\nslack_thread_days = 0\napproval_days = 5\nfiring_days = 1\nrun_days = 365\ninterval_minutes = 5\nbatch = 100\n",
-    );
-    let r = &c.retention.rules;
-    assert_eq!(
-        (
-            r.slack_events,
-            r.slack_threads,
-            r.approvals,
-            r.firings,
-            r.runs
-        ),
-        (day(2), None, day(5), day(1), day(365)),
-        "0 keeps a kind for ever"
-    );
-    assert_eq!(
-        (r.batch, c.retention.interval),
-        (100, Duration::from_secs(300))
-    );
-    for (text, want) in [
-        (
-            "[retention]\nbatch = 0\n",
-            "t.toml:2:1: retention.batch: expected a number of rows from 1 to 100000",
-        ),
-        (
-            "[retention]\nbatch = 100001\n",
-            "t.toml:2:1: retention.batch: expected a number of rows",
-        ),
-        (
-            "[retention]\ninterval_minutes = 0\n",
-            "t.toml:2:1: retention.interval_minutes: expected at least 1",
-        ),
-        ("[retention]\nrun_days = -1\n", "t.toml:2:12: "),
-        ("[retention]\nrun_days = \"30\"\n", "t.toml:2:12: "),
-        ("[retention]\nrun_day = 30\n", "t.toml:2:1: "),
-    ] {
-        let got = err(text);
-        assert!(
-            got.starts_with(want),
-            "{text:?}\n  got:  {got}\n  want: {want}"
-        );
-    }
 }

@@ -16,6 +16,8 @@ pub struct World {
     pub _app: server::App,
     pub registry: Arc<Registry>,
     pub services: Arc<Services>,
+    /// The App's store, for a test's own fixtures and checks (surfaces never reach it).
+    pub store: Arc<dyn store::Store>,
     pub audit: Arc<MemoryAudit>,
     pub table: Arc<GrantsTable>,
     _dir: tempfile::TempDir,
@@ -88,6 +90,7 @@ async fn world_with(
     World {
         registry: app.registry.clone(),
         services: app.services.clone(),
+        store: app.store.clone(),
         table: app.services.table.clone(),
         audit,
         _app: app,
@@ -146,6 +149,6 @@ impl World {
             vis,
             Timestamp::from_micros(NOW - age_s * 1_000_000),
         );
-        self.services.store.create_run(n).await.unwrap()
+        self.store.create_run(n).await.unwrap()
     }
 }

@@ -56,7 +56,7 @@ fn agent_token(secret: &[u8], run: &str, principal: &str, exp: u64) -> String {
 }
 
 async fn status(w: &World, id: &authz_core::RunId) -> RunStatus {
-    w.services.store.get_run(id).await.unwrap().unwrap().status
+    w.store.get_run(id).await.unwrap().unwrap().status
 }
 
 async fn until_finished(w: &World, id: &authz_core::RunId) -> RunStatus {
@@ -152,7 +152,7 @@ async fn an_agent_token_acts_for_the_runs_principal_only_while_the_run_is_live()
     let started = w.say(&admins_agent, "repo test acme/tools").await;
     assert_eq!(started.kind, ReplyKind::Ok, "{}", started.text);
     let child: authz_core::RunId = started.data["run_id"].as_str().unwrap().parse().unwrap();
-    let child = w.services.store.get_run(&child).await.unwrap().unwrap();
+    let child = w.store.get_run(&child).await.unwrap().unwrap();
     assert_eq!(child.parent_run.as_ref(), Some(admin_run.id()));
     assert_eq!(child.channel_id.as_str(), "slack:C1");
     assert_eq!(
@@ -330,7 +330,7 @@ async fn a_commands_answer_is_recorded_as_a_run_in_the_callers_channel() {
         .await
         .unwrap();
     assert_eq!(reply.kind, ReplyKind::Ok, "{}", reply.text);
-    let run = w.services.store.get_run(&id).await.unwrap().unwrap();
+    let run = w.store.get_run(&id).await.unwrap().unwrap();
     assert_eq!(run.status, RunStatus::Completed);
     assert_eq!(run.answer.as_deref(), Some(reply.text.as_str()));
     assert_eq!(run.request, "friction report --days 7");
@@ -348,7 +348,7 @@ async fn a_commands_answer_is_recorded_as_a_run_in_the_callers_channel() {
         .await
         .unwrap();
     assert_eq!(refused.kind, ReplyKind::Unauthorized);
-    let run = w.services.store.get_run(&id).await.unwrap().unwrap();
+    let run = w.store.get_run(&id).await.unwrap().unwrap();
     assert_eq!(run.status, RunStatus::Failed);
     assert_eq!(run.error.as_deref(), Some(refused.text.as_str()));
 }

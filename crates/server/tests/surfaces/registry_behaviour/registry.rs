@@ -260,13 +260,7 @@ async fn mistyped_command_text_gets_the_registrys_reply_never_an_agent_run() {
         before: None,
     };
     assert!(
-        w.services
-            .store
-            .list_runs(&all)
-            .await
-            .unwrap()
-            .runs
-            .is_empty(),
+        w.store.list_runs(&all).await.unwrap().runs.is_empty(),
         "nothing was recorded"
     );
     // Text for an agent may hold an apostrophe or an unbalanced quote: it is a run.

@@ -8,7 +8,7 @@ on_both!(
 );
 
 async fn friction_report_counts_the_visible_runs(w: World) {
-    let s = &w.services.store;
+    let s = &w.store;
     let public = w.run("slack:C1", "slack:UREPO", V::Public, 3600).await;
     let private = w.run("slack:G0OPS", "slack:UADMIN", V::Private, 3600).await;
     let billing = w
@@ -85,7 +85,6 @@ async fn friction_propose_records(w: World) {
     assert_eq!(r.kind, ReplyKind::Ok);
     assert_eq!(r.data["text"], "retry the flaky deploy step twice");
     let stored = w
-        .services
         .store
         .list_config(&authz_core::ConfigTier::Org, "friction.proposal.")
         .await

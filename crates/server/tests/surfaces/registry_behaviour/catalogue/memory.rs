@@ -5,7 +5,7 @@ use super::*;
 on_both!(memory_list_and_forget);
 
 async fn memory_list_and_forget(w: World) {
-    let s = &w.services.store;
+    let s = &w.store;
     let add = |scope: authz_core::ScopeKey, text: &str| NewMemory {
         scope,
         text: text.into(),

@@ -90,7 +90,7 @@ async fn runs_list_pages_what_each_caller_may_read(w: World) {
 
 async fn runs_point_reads_and_stop(w: World) {
     let private = w.run("slack:G0OPS", "slack:UADMIN", V::Private, 10).await;
-    let s = &w.services.store;
+    let s = &w.store;
     s.append_event(
         &private.id,
         Timestamp::from_micros(NOW),

@@ -59,13 +59,11 @@ async fn schedules(w: World) {
     assert!(next["at"].as_i64().unwrap() > NOW);
     let name = "self-improvement".parse().unwrap();
     let slot = FiringSlot::Timer(Timestamp::from_micros(1));
-    w.services
-        .store
+    w.store
         .claim_firing(&name, &slot, Timestamp::from_micros(NOW - 120_000_000))
         .await
         .unwrap();
-    w.services
-        .store
+    w.store
         .record_firing(&name, &slot, "completed", None, None)
         .await
         .unwrap();
