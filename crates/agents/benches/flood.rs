@@ -184,7 +184,7 @@ fn child(command: &str) {
             person: None,
             reviewer: Arc::new(NobodyToAsk),
             approval_timeout: Duration::from_secs(1),
-            clock: Arc::new(|| Timestamp::from_unix_micros(0)),
+            clock: Arc::new(|| Timestamp::from_micros(0)),
             mcp: McpServers::none(),
         })
         .unwrap();

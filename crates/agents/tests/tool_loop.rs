@@ -159,7 +159,7 @@ fn grants(ws: &Path) -> Vec<Grant> {
         Grant {
             paths: vec![ws],
             mode: Mode::Ask,
-            expires: Some(Timestamp::from_unix_micros(1_000)),
+            expires: Some(Timestamp::from_micros(1_000)),
             ..grant("shell-ws", "shell")
         },
     ]
@@ -207,7 +207,7 @@ impl Fixture {
             person: Some(person),
             reviewer: Arc::new(NobodyToAsk),
             approval_timeout: Duration::from_secs(5),
-            clock: Arc::new(move || Timestamp::from_unix_micros(now.load(Ordering::SeqCst))),
+            clock: Arc::new(move || Timestamp::from_micros(now.load(Ordering::SeqCst))),
             mcp: McpServers::none(),
         }
     }

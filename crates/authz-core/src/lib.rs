@@ -98,6 +98,7 @@ pub mod predicate;
 pub mod resource;
 pub mod spec;
 pub mod surface;
+pub mod time;
 
 #[cfg(test)]
 mod policy_cases;
@@ -124,3 +125,4 @@ pub use resource::{
 };
 pub use spec::{SpecError, parse_resource_spec};
 pub use surface::Surface;
+pub use time::Timestamp;

@@ -53,7 +53,7 @@ fn hundred_grants() -> ToolGrants {
             Mode::Auto
         },
         max_taint: DataClass::Secret,
-        expires: Some(Timestamp::from_unix_micros(i64::MAX)),
+        expires: Some(Timestamp::from_micros(i64::MAX)),
         result_class: DataClass::Private,
         untrusted: false,
     };
@@ -92,7 +92,7 @@ fn bench_decide(label: &str, grants: &ToolGrants, tool: &str, arguments: &str) {
         tool: tool.to_owned(),
         arguments: arguments.to_owned(),
     };
-    let now = Timestamp::from_unix_micros(1_800_000_000_000_000);
+    let now = Timestamp::from_micros(1_800_000_000_000_000);
     let timing = per_call(|| {
         let requests: Vec<ToolRequest> = (0..BATCH).map(|_| request.clone()).collect();
         let start = Instant::now();

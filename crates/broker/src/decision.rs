@@ -66,7 +66,7 @@
 //! assert_eq!(args.action(), "shell.exec");
 //! needs_clone::<broker::ToolRequest>();
 //! needs_decoding::<broker::ToolRequest>();
-//! let now = Timestamp::from_unix_micros(0);
+//! let now = Timestamp::from_micros(0);
 //! match decide(request, &ToolGrants::default(), SessionState::default(), now) {
 //!     Outcome::Denied(denial) => assert_eq!(denial.reason, DenyReason::NoGrant),
 //!     other => panic!("expected a NoGrant denial, got {other:?}"),

@@ -101,7 +101,7 @@ fn grant(index: usize) -> impl Strategy<Value = Grant> {
                     hosts: hosts.into_iter().map(String::from).collect(),
                     mode,
                     max_taint,
-                    expires: expires.map(broker::Timestamp::from_unix_micros),
+                    expires: expires.map(broker::Timestamp::from_micros),
                     result_class,
                     untrusted,
                 }

@@ -71,7 +71,7 @@ where
         );
         // The lease exists before any run does, so no sweep can take the run for a ghost.
         app.store
-            .heartbeat(&app.replica, store::Timestamp::now())
+            .heartbeat(&app.replica, store::wall_clock())
             .await?;
         let stop = tokio_util::sync::CancellationToken::new();
         let background = app.spawn_background(stop.clone());

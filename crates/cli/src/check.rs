@@ -62,7 +62,7 @@ pub fn schedules(config: &LoadedConfig) -> Result<Vec<ScheduleRow>, String> {
                 config.source, decl.name
             ));
         }
-        let now = commands::Timestamp::now();
+        let now = store::wall_clock();
         let warning = (!decl.cron.fires_within_years(now, SLOTLESS_YEARS)).then(|| {
             format!(
                 "schedule `{}`: cron `{}` names no time in the next {SLOTLESS_YEARS} years, so it never fires; fix its `cron`",

@@ -57,7 +57,7 @@ mod wired {
     static DRIVE: OnceLock<Drive> = OnceLock::new();
 
     fn driven_now() -> Timestamp {
-        let wall = Timestamp::now().micros();
+        let wall = store::wall_clock().micros();
         Timestamp::from_micros(DRIVE.get().map_or(wall, |d| d.at(wall)))
     }
 

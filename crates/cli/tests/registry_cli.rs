@@ -273,7 +273,7 @@ async fn a_cli_command_never_fires_a_due_schedule() {
         .unwrap();
     let name = "minutely".parse().unwrap();
     let long_ago = store::FiringSlot::Timer(store::Timestamp::from_micros(
-        (store::Timestamp::now().micros() / 60_000_000 - 10) * 60_000_000,
+        (store::wall_clock().micros() / 60_000_000 - 10) * 60_000_000,
     ));
     assert!(
         store

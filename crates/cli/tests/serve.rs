@@ -544,7 +544,7 @@ async fn serve_prunes_what_is_past_its_retention_in_batches() {
     .unwrap();
     let url = format!("sqlite://{}", dir.path().join("sb.db").display());
     let day = 86_400_000_000;
-    let now = store::Timestamp::now().micros();
+    let now = store::wall_clock().micros();
     {
         let s = store::open(&url).await.unwrap();
         for i in 0..5 {
@@ -592,7 +592,7 @@ async fn serve_prunes_what_is_past_its_retention_in_batches() {
     // What is left is the recent id: its retry is still refused.
     let s = store::open(&url).await.unwrap();
     assert!(
-        !s.first_sighting("Ev-recent", store::Timestamp::now())
+        !s.first_sighting("Ev-recent", store::wall_clock())
             .await
             .unwrap()
     );

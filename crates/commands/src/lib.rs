@@ -217,8 +217,8 @@ pub struct Clock {
 impl Clock {
     pub fn system() -> Self {
         Clock {
-            started_at: Timestamp::now(),
-            now: Timestamp::now,
+            started_at: store::wall_clock(),
+            now: store::wall_clock,
             pace: 1,
         }
     }

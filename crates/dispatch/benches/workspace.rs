@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 
 use authz_core::{ActorId, RepoSlug, RunId};
 use dispatch::workspace::{Fetching, MirrorLocks, RunDir, keep, make, remove, resolve};
-use store::Timestamp;
 
 const ROUNDS: usize = 15;
 const DIRS: usize = 100;
@@ -104,7 +103,7 @@ async fn main() {
         &slug,
         &store::repos::RepoSource::Path(repo.display().to_string()),
         &ActorId::cli_local(),
-        Timestamp::now(),
+        store::wall_clock(),
     )
     .await
     .unwrap();
@@ -138,7 +137,7 @@ async fn series(store: &dyn store::Store, slug: &RepoSlug, data: &Path, place: &
     let (mut based, mut made, mut kept, mut removed, mut start) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..ROUNDS {
-        let run = RunId::parse(&store::new_id(Timestamp::now())).unwrap();
+        let run = RunId::parse(&store::new_id(store::wall_clock())).unwrap();
         let dir = RunDir::new(data, &run);
         let t = Instant::now();
         let base = resolve(store, data, &locks, fetching, slug).await.unwrap();

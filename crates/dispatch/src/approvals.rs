@@ -14,7 +14,7 @@ use agents::tools::{Answer, Approver, Question, Who};
 use async_trait::async_trait;
 use authz_core::{ActorId, BoxFuture, RunId};
 use commands::{Answerer, ApprovalDesk, ApprovalError, AskedWatch, PendingApproval};
-use store::{ApprovalRecord, ApprovalState, Store, Timestamp};
+use store::{ApprovalRecord, ApprovalState, Store};
 use tokio::sync::oneshot;
 
 /// How often a waiting ask reads its state when no answer reached this replica.
@@ -99,7 +99,7 @@ impl Drop for Leave {
         let (store, id) = (self.store.clone(), self.id.clone());
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                if let Err(e) = store.close_approval(&id, Timestamp::now()).await {
+                if let Err(e) = store.close_approval(&id, store::wall_clock()).await {
                     tracing::warn!(error = %e.token(), "[broker] an ask could not be closed");
                 }
             });
@@ -124,7 +124,7 @@ impl Approver for PendingApprovals {
             tool: question.tool.clone(),
             arguments: agents::cap(&question.arguments, ARGUMENTS_KEPT),
             state: ApprovalState::Open,
-            asked_at: Timestamp::now(),
+            asked_at: store::wall_clock(),
         };
         let (tx, rx) = oneshot::channel();
         if let Ok(mut local) = self.local.lock() {
@@ -194,7 +194,7 @@ impl ApprovalDesk for PendingApprovals {
             };
             let counted = self
                 .store
-                .answer_approval(id, run, approve, who, Timestamp::now())
+                .answer_approval(id, run, approve, who, store::wall_clock())
                 .await
                 .map_err(|e| {
                     tracing::warn!(error = %e.token(), "[broker] an answer could not be recorded");

@@ -137,7 +137,7 @@ pub(crate) async fn gate_for(
         person: r.person,
         reviewer,
         approval_timeout: broker.approval_timeout,
-        clock: Arc::new(move || Timestamp::from_unix_micros(now().micros())),
+        clock: Arc::new(move || Timestamp::from_micros(now().micros())),
         mcp,
     };
     BrokerGate::new(settings).map(|gate| Tools(Arc::new(gate)))
@@ -234,20 +234,20 @@ mod tests {
     use super::*;
     use authz_core::{ActorId, ChannelId, ChannelVisibility};
     use broker::{DataClass, RuleDecision};
-    use store::{NewRun, Timestamp as At};
+    use store::NewRun;
 
     async fn run(store: &dyn Store, parent: Option<RunId>, events: &[(&str, &str)]) -> RunId {
         let mut new = NewRun::fixture(
             ChannelId::parse("http:ops").unwrap(),
             ActorId::parse("http:ops").unwrap(),
             ChannelVisibility::Machine,
-            At::now(),
+            store::wall_clock(),
         );
         new.parent_run = parent;
         let id = store.create_run(new).await.unwrap().id;
         for (kind, body) in events {
             store
-                .append_event(&id, At::now(), kind, body)
+                .append_event(&id, store::wall_clock(), kind, body)
                 .await
                 .unwrap();
         }
@@ -322,7 +322,7 @@ mod tests {
             key: format!("mcp.{name}"),
             value: url.to_owned(),
             updated_by: ActorId::cli_local(),
-            updated_at: At::now(),
+            updated_at: store::wall_clock(),
         };
         for v in [
             set(ConfigTier::Org, "github", "https://org.example/gh"),

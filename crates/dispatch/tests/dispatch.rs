@@ -27,7 +27,7 @@ use authz_core::{
 };
 use commands::{LaunchError, LiveUpdate, RepoTask, RunRequest};
 use dispatch::{AgentEntry, AgentTokens, Busy, DispatchSettings, Dispatcher, DispatcherParts};
-use store::{ConfigValue, ListRuns, RunStatus, StatusFilter, Store, Timestamp};
+use store::{ConfigValue, ListRuns, RunStatus, StatusFilter, Store};
 
 struct World {
     store: Arc<dyn Store>,
@@ -186,7 +186,7 @@ fn dispatcher(w: &World, o: &Options) -> Dispatcher {
         replica: store::ReplicaId::parse("test-replica").unwrap(),
         tokens: AgentTokens::ephemeral().unwrap(),
         secrets: vec![],
-        now: Timestamp::now,
+        now: store::wall_clock,
         tool_broker: Default::default(),
     })
 }

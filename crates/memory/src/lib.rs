@@ -150,7 +150,7 @@ impl Memory {
             settings,
             decide: Arc::new(authorize),
             model: None,
-            now: Timestamp::now,
+            now: store::wall_clock,
         }
     }
 

@@ -73,7 +73,7 @@ use authz_core::{AgentName, ChannelDirectory, StaticChannelDirectory};
 use commands::{Audit, Clock, Registry, Services, TracingAudit};
 use dispatch::{AgentEntry, AgentTokens, DispatchSettings, Dispatcher, DispatcherParts};
 use schedule::Scheduler;
-use store::{ReplicaId, Store, Timestamp};
+use store::{ReplicaId, Store};
 
 pub use config::{LoadedConfig, Source};
 pub use secrets::Secrets;
@@ -353,7 +353,7 @@ impl App {
     /// Tombstones this replica's own live runs left from before (a restart) and renews its
     /// lease. Returns how many runs were tombstoned.
     pub async fn recover(&self) -> anyhow::Result<usize> {
-        let now = Timestamp::now();
+        let now = store::wall_clock();
         let tombstoned = self
             .store
             .tombstone_orphans(&self.replica, now, self.config.server.lease, true)
@@ -418,7 +418,7 @@ impl App {
                 let mut total = store::Pruned::default();
                 loop {
                     let pass = tokio::select! {
-                        pass = store.prune(&retention.rules, Timestamp::now()) => pass,
+                        pass = store.prune(&retention.rules, store::wall_clock()) => pass,
                         () = stop.cancelled() => return,
                     };
                     match pass {
@@ -465,7 +465,7 @@ impl App {
                     _ = tick.tick() => {}
                     () = stop.cancelled() => return,
                 }
-                let now = Timestamp::now();
+                let now = store::wall_clock();
                 if let Err(e) = store.heartbeat(&replica, now).await {
                     tracing::error!(error = %e.token(), "renewing this replica's lease failed");
                     continue;

@@ -146,7 +146,7 @@ pub async fn serve(
         .store
         .tombstone_orphans(
             &app.replica,
-            store::Timestamp::now(),
+            store::wall_clock(),
             app.config.server.lease,
             true,
         )

@@ -23,7 +23,7 @@ use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData
 use server::config::{Source, TelemetryConfig, parse};
 use server::telemetry::{self, SpanLog};
 use server::{App, Overrides, Secrets};
-use store::{NewRun, Timestamp};
+use store::NewRun;
 use test_support::log::CapturedLog;
 
 const OPS: &str = "ops-token-PLANTED-0123456789";
@@ -167,7 +167,7 @@ async fn hidden_run(store: &Arc<dyn store::Store>) -> String {
             "http:billing".parse().unwrap(),
             "http:billing-bot".parse().unwrap(),
             ChannelVisibility::Machine,
-            Timestamp::now(),
+            store::wall_clock(),
         ))
         .await
         .unwrap();

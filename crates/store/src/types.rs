@@ -13,31 +13,14 @@ use sha2::{Digest, Sha256};
 
 use crate::error::StoreError;
 
-/// Microseconds since the Unix epoch, UTC. Callers pass time in; the store never decides it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Timestamp(i64);
+pub use authz_core::Timestamp;
 
-impl Timestamp {
-    pub const fn from_micros(micros: i64) -> Self {
-        Timestamp(micros)
-    }
-
-    pub const fn micros(self) -> i64 {
-        self.0
-    }
-
-    /// The wall clock. Only binaries and tests call this; the store takes time as an argument.
-    pub fn now() -> Self {
-        let d = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
-        Timestamp(i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
-    }
-
-    pub fn saturating_sub(self, d: std::time::Duration) -> Self {
-        let micros = i64::try_from(d.as_micros()).unwrap_or(i64::MAX);
-        Timestamp(self.0.saturating_sub(micros))
-    }
+/// The wall clock. Only binaries and tests call this; the store takes time as an argument.
+pub fn wall_clock() -> Timestamp {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    Timestamp::from_micros(i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
 }
 
 pub use crate::status::RunStatus;
@@ -116,7 +99,7 @@ impl ReplicaId {
     pub fn random() -> Self {
         ReplicaId(format!(
             "replica-{}",
-            new_id(Timestamp::now()).to_ascii_lowercase()
+            new_id(wall_clock()).to_ascii_lowercase()
         ))
     }
 
@@ -300,7 +283,7 @@ impl Cursor {
         let text = String::from_utf8(bytes).map_err(|_| bad())?;
         let (at, id) = text.split_once('.').ok_or_else(bad)?;
         Ok(Cursor {
-            created_at: Timestamp(at.parse().map_err(|_| bad())?),
+            created_at: Timestamp::from_micros(at.parse().map_err(|_| bad())?),
             id: RunId::parse(id).map_err(|_| bad())?,
         })
     }

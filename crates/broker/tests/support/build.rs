@@ -47,7 +47,7 @@ impl GrantExt for Grant {
         self
     }
     fn expires(mut self, at: i64) -> Grant {
-        self.expires = Some(Timestamp::from_unix_micros(at));
+        self.expires = Some(Timestamp::from_micros(at));
         self
     }
     fn result_class(mut self, class: DataClass) -> Grant {
@@ -89,5 +89,5 @@ pub fn fetch(url: &str) -> ToolRequest {
 }
 
 pub fn at(micros: i64) -> Timestamp {
-    Timestamp::from_unix_micros(micros)
+    Timestamp::from_micros(micros)
 }

@@ -255,7 +255,7 @@ mod tests {
             &slug,
             &store::repos::RepoSource::Path(repo.path().display().to_string()),
             &ActorId::cli_local(),
-            Timestamp::now(),
+            store::wall_clock(),
         )
         .await
         .unwrap();
@@ -272,7 +272,7 @@ mod tests {
         )
         .await
         .unwrap();
-        let run = store::new_id(Timestamp::now());
+        let run = store::new_id(store::wall_clock());
         let hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
         let make = |name: &str, old: bool| {
             let dir = base.objects.join(name);
@@ -288,7 +288,7 @@ mod tests {
         };
         let crashed = make(&format!("{QUARANTINE_PREFIX}{run}"), true);
         let keeping = make(
-            &format!("{QUARANTINE_PREFIX}{}", store::new_id(Timestamp::now())),
+            &format!("{QUARANTINE_PREFIX}{}", store::new_id(store::wall_clock())),
             false,
         );
         let foreign = make("switchboard-incoming-not-a-run", true);
@@ -316,7 +316,7 @@ mod tests {
             &slug,
             &store::repos::RepoSource::Path(repo.path().display().to_string()),
             &ActorId::cli_local(),
-            Timestamp::now(),
+            store::wall_clock(),
         )
         .await
         .unwrap();
@@ -333,7 +333,7 @@ mod tests {
         )
         .await
         .unwrap();
-        let now = Timestamp::now();
+        let now = store::wall_clock();
         let day = 24 * 3600 * 1_000_000;
         let old = store::new_id(Timestamp::from_micros(now.micros() - 40 * day));
         let recent = store::new_id(Timestamp::from_micros(now.micros() - day));

@@ -56,7 +56,7 @@ async fn the_agent_is_chosen_by_mention_then_flag_then_channel_then_org_then_def
         key: "agent".into(),
         value: agent.into(),
         updated_by: ActorId::cli_local(),
-        updated_at: Timestamp::now(),
+        updated_at: store::wall_clock(),
     };
     w.store
         .set_config(set(ConfigTier::Org, "other"))

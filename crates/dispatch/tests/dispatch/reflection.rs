@@ -51,7 +51,7 @@ fn reflecting_dispatcher(w: &World, reflection_timeout: Duration) -> Dispatcher 
         replica: store::ReplicaId::parse("test-replica").unwrap(),
         tokens: AgentTokens::ephemeral().unwrap(),
         secrets: vec![],
-        now: Timestamp::now,
+        now: store::wall_clock,
         tool_broker: Default::default(),
     })
 }

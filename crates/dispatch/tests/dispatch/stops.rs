@@ -63,13 +63,17 @@ async fn a_stop_requested_through_the_store_stops_the_owners_run() {
     let id = stalled.id().clone();
     assert_eq!(d.stop_requested().await.unwrap(), 0, "nobody asked yet");
     // Another process asks: it only writes to the store.
-    let asked = w.store.request_stop(&id, Timestamp::now()).await.unwrap();
+    let asked = w
+        .store
+        .request_stop(&id, store::wall_clock())
+        .await
+        .unwrap();
     assert_eq!(asked.owner.as_deref(), Some("test-replica"));
     assert_eq!(d.stop_requested().await.unwrap(), 1);
     let r = stalled.finished().await.unwrap();
     assert_eq!(r.status(), RunStatus::Stopped);
     assert!(matches!(
-        w.store.request_stop(&id, Timestamp::now()).await,
+        w.store.request_stop(&id, store::wall_clock()).await,
         Err(store::StoreError::AlreadyFinished { .. })
     ));
 }
@@ -86,7 +90,10 @@ async fn the_stop_watch_honours_a_request_within_its_period() {
         .await
         .unwrap();
     let id = stalled.id().clone();
-    w.store.request_stop(&id, Timestamp::now()).await.unwrap();
+    w.store
+        .request_stop(&id, store::wall_clock())
+        .await
+        .unwrap();
     let begun = tokio::time::Instant::now();
     let r = stalled.finished().await.unwrap();
     assert_eq!(r.status(), RunStatus::Stopped);
@@ -176,7 +183,7 @@ async fn a_back_end_that_ignores_its_stop_is_abandoned_and_the_run_still_ends() 
         replica: store::ReplicaId::parse("test-replica").unwrap(),
         tokens: AgentTokens::ephemeral().unwrap(),
         secrets: vec![],
-        now: Timestamp::now,
+        now: store::wall_clock,
         tool_broker: Default::default(),
     });
     let s = d

@@ -8,7 +8,7 @@ async fn add_repo(w: &World, slug: &str, source: store::repos::RepoSource) {
         &slug.parse().unwrap(),
         &source,
         &ActorId::cli_local(),
-        Timestamp::now(),
+        store::wall_clock(),
     )
     .await
     .unwrap();

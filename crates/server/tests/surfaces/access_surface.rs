@@ -20,7 +20,7 @@ use authz_core::{
 use commands::{Caller, MemoryAudit, Registry, Services};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde_json::{Value, json};
-use store::{Finish, NewRun, RunRecord, RunStatus, Store, Timestamp, TokenHash};
+use store::{Finish, NewRun, RunRecord, RunStatus, Store, TokenHash};
 use tokio_util::sync::CancellationToken;
 
 const ISSUER: &str = "https://issuer.test";
@@ -308,7 +308,7 @@ impl Harness {
             ChannelId::parse(channel).unwrap(),
             ActorId::parse(user).unwrap(),
             visibility,
-            Timestamp::now(),
+            store::wall_clock(),
         );
         new.capability_token = token.map(TokenHash::of);
         let run = self.store.create_run(new).await.unwrap();
@@ -319,7 +319,7 @@ impl Harness {
             status: RunStatus::Completed,
             answer: Some(answer.to_owned()),
             error: None,
-            at: Timestamp::now(),
+            at: store::wall_clock(),
         };
         self.store.finish_run(&run.id, done).await.unwrap()
     }

@@ -14,7 +14,7 @@ use std::time::Duration;
 use authz_core::{ChannelVisibility, Surface};
 use commands::MemoryAudit;
 use serde_json::{Value, json};
-use store::{NewRun, RunRecord, Store, Timestamp, TokenHash};
+use store::{NewRun, RunRecord, Store, TokenHash};
 
 const CONFIG: &str = r#"
 [restrict]
@@ -224,7 +224,7 @@ impl Server {
                 channel.parse().unwrap(),
                 user.parse().unwrap(),
                 vis,
-                Timestamp::now(),
+                store::wall_clock(),
             ))
             .await
             .unwrap()

@@ -269,7 +269,7 @@ actions = ["agent:run:echo"]
 #[tokio::test]
 async fn the_self_improvement_run_sees_every_channels_friction_and_a_plain_users_report_does_not() {
     let (app, _dir) = app("sqlite", "").await;
-    let now = Timestamp::now().micros();
+    let now = store::wall_clock().micros();
     for (channel, user, vis) in [
         ("slack:C1", "slack:UA", V::Public),
         ("slack:G0OPS", "slack:UADMIN", V::Private),
@@ -371,7 +371,7 @@ async fn replica_child(store: String, go_at: i64) {
     let dir = tempfile::tempdir().unwrap();
     let app = app_in(dir.path(), &store, EVERY_MINUTE).await;
     tick(&app, T0).await;
-    let wait = go_at - Timestamp::now().micros();
+    let wait = go_at - store::wall_clock().micros();
     if wait > 0 {
         tokio::time::sleep(std::time::Duration::from_micros(wait as u64)).await;
     }
@@ -396,7 +396,7 @@ async fn two_processes_on_one_postgres_fire_each_of_100_slots_exactly_once() {
     // Migrate once, so the children race on slots and not on the schema.
     let dir = tempfile::tempdir().unwrap();
     let parent = app_in(dir.path(), &store, EVERY_MINUTE).await;
-    let go_at = Timestamp::now().micros() + 2_000_000;
+    let go_at = store::wall_clock().micros() + 2_000_000;
     let spawn = || {
         std::process::Command::new(std::env::current_exe().unwrap())
             .args([

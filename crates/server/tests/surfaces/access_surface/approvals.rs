@@ -142,7 +142,7 @@ async fn a_machines_run_has_nobody_to_ask_and_its_link_answers_nothing() {
             tool: "write_file".into(),
             arguments: "{}".into(),
             state: store::ApprovalState::Open,
-            asked_at: Timestamp::now(),
+            asked_at: store::wall_clock(),
         };
         h.store.open_approval(&ask).await.unwrap();
         let page = h
@@ -214,7 +214,7 @@ async fn a_refused_answers_log_line_names_no_run() {
             tool: "write_file".into(),
             arguments: "{}".into(),
             state: store::ApprovalState::Open,
-            asked_at: Timestamp::now(),
+            asked_at: store::wall_clock(),
         };
         h.store.open_approval(&ask).await.unwrap();
         let path = match &answerer {

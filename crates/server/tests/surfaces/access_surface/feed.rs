@@ -146,7 +146,7 @@ async fn a_runs_feed_ends_with_the_run_even_when_its_notification_is_lost() {
         status: RunStatus::Completed,
         answer: Some("done".into()),
         error: None,
-        at: Timestamp::now(),
+        at: store::wall_clock(),
     };
     h.store.finish_run(&run.id, done).await.unwrap();
     let seen = read_until(&mut feed, "event: finished", Duration::from_secs(5)).await;

@@ -15,7 +15,7 @@ impl Server {
                 &repo.parse().unwrap(),
                 &store::repos::RepoSource::Path(local.display().to_string()),
                 &authz_core::ActorId::cli_local(),
-                Timestamp::now(),
+                store::wall_clock(),
             )
             .await
             .unwrap();
@@ -145,7 +145,7 @@ async fn a_request_names_its_repo_in_its_text_or_by_its_channels_default() {
             key: "repo.default".into(),
             value: "acme/web".into(),
             updated_by: authz_core::ActorId::cli_local(),
-            updated_at: Timestamp::now(),
+            updated_at: store::wall_clock(),
         },
     )
     .await

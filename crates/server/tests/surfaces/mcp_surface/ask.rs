@@ -15,7 +15,7 @@ async fn ask_names_its_repo_and_an_unusable_one_reads_as_missing() {
             &slug.parse().unwrap(),
             &store::repos::RepoSource::Path(repo.path().display().to_string()),
             &authz_core::ActorId::cli_local(),
-            store::Timestamp::now(),
+            store::wall_clock(),
         )
         .await
         .unwrap();

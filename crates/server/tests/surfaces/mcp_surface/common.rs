@@ -17,7 +17,7 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
-use store::{NewRun, RunRecord, Store, Timestamp, TokenHash};
+use store::{NewRun, RunRecord, Store, TokenHash};
 
 pub const SECRET: &str = "mcp-test-agent-token-secret-0123456789";
 
@@ -208,7 +208,7 @@ impl Server {
                     channel.parse().unwrap(),
                     user.parse().unwrap(),
                     vis,
-                    Timestamp::now(),
+                    store::wall_clock(),
                 )
             })
             .await

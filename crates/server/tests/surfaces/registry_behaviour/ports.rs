@@ -101,7 +101,7 @@ async fn an_agent_token_acts_for_the_runs_principal_only_while_the_run_is_live()
     // A Slack user's run in a private channel.
     let started = live_run(&w, "slack:UPLAIN", "slack:G0OPS").await;
     let id = started.id().clone();
-    let exp = u64::try_from(Timestamp::now().micros() / 1_000_000).unwrap() + 600;
+    let exp = u64::try_from(store::wall_clock().micros() / 1_000_000).unwrap() + 600;
     let token = agent_token(SECRET.as_bytes(), &id.to_string(), "slack:UPLAIN", exp);
     let agent = agent_caller(&w.services, Surface::Mcp, &token)
         .await

@@ -71,7 +71,7 @@ async fn a_mention_names_its_repo_in_its_text() {
         &"acme/web".parse().unwrap(),
         &store::repos::RepoSource::Path(repo.path().display().to_string()),
         &authz_core::ActorId::cli_local(),
-        store::Timestamp::now(),
+        store::wall_clock(),
     )
     .await
     .unwrap();
