@@ -31,6 +31,76 @@ pub fn dev_dependency_cycles(metadata: &Value) -> Result<Vec<String>> {
     Ok(faults)
 }
 
+/// The surfaces: each proves its caller and hands text to the registry.
+pub const ADAPTERS: &[&str] = &["access-api", "http-ingress", "mcp", "schedule", "slack"];
+
+/// What an adapter may depend on in the workspace: the ports and the policy, nothing that
+/// runs agents or keeps records.
+pub const ADAPTER_LAYER: &[&str] = &["authz-core", "commands"];
+
+/// One line per adapter that depends (normally) on a workspace crate beside the ports and
+/// the policy, or whose source names the store (`store::`): what a surface needs from the
+/// store is a method of `commands`'s `Services`, so it never reaches past the registry.
+pub fn adapters_past_the_ports(root: &std::path::Path, metadata: &Value) -> Result<Vec<String>> {
+    let members = workspace_members(metadata)?;
+    let normal = edges(&members, |kind| kind.is_null() || kind == "build");
+    let mut faults = Vec::new();
+    for adapter in ADAPTERS {
+        let deps = normal
+            .get(*adapter)
+            .with_context(|| format!("adapter {adapter} is not a workspace member"))?;
+        for dep in deps.iter().filter(|d| !ADAPTER_LAYER.contains(&d.as_str())) {
+            faults.push(format!(
+                "{adapter} depends on {dep}: an adapter depends only on authz-core and commands (its ports)"
+            ));
+        }
+        let src = root.join("crates").join(adapter).join("src");
+        for (path, text) in crate::tidy::rust_sources(&src)? {
+            let code = text.split("\n#[cfg(test)]").next().unwrap_or(&text);
+            if names_the_store(code) {
+                faults.push(format!(
+                    "{} names `store::`: reach records through commands' Services, never the store",
+                    path.strip_prefix(root).unwrap_or(&path).display()
+                ));
+            }
+        }
+    }
+    Ok(faults)
+}
+
+/// One line per place an adapter or the CLI builds a `Caller` by hand: every surface builds
+/// it through `commands::identity`, so what an actor holds is resolved one way.
+pub fn callers_built_by_hand(root: &std::path::Path) -> Result<Vec<String>> {
+    let mut faults = Vec::new();
+    for krate in ADAPTERS.iter().chain(&["cli"]) {
+        let src = root.join("crates").join(krate).join("src");
+        for (path, text) in crate::tidy::rust_sources(&src)? {
+            let code = text.split("\n#[cfg(test)]").next().unwrap_or(&text);
+            if code.contains("Caller::new(") {
+                faults.push(format!(
+                    "{} builds a Caller by hand: use commands::identity",
+                    path.strip_prefix(root).unwrap_or(&path).display()
+                ));
+            }
+        }
+    }
+    Ok(faults)
+}
+
+/// `store::` as a path (not inside a longer name such as `kv_store::`), outside comments.
+fn names_the_store(code: &str) -> bool {
+    code.lines()
+        .map(|line| line.split("//").next().unwrap_or(line))
+        .any(|line| {
+            line.match_indices("store::").any(|(i, _)| {
+                !line
+                    .get(..i)
+                    .and_then(|before| before.chars().next_back())
+                    .is_some_and(|c| c.is_alphanumeric() || c == '_')
+            })
+        })
+}
+
 /// Each workspace member's name and its declared dependencies (name, kind).
 fn workspace_members(metadata: &Value) -> Result<BTreeMap<String, Vec<(String, Value)>>> {
     let ids: BTreeSet<&str> = metadata["workspace_members"]
@@ -135,6 +205,33 @@ mod tests {
                 .starts_with("low dev-depends on top, and top depends on low (top -> mid -> low)"),
             "{faults:?}"
         );
+    }
+
+    #[test]
+    fn the_store_is_named_only_as_a_path_outside_comments() {
+        assert!(names_the_store("let s = store::open(x);"));
+        assert!(names_the_store("use store::{RunRecord};"));
+        assert!(!names_the_store("let s = kv_store::open(x);"));
+        assert!(!names_the_store("// store::open is not for adapters"));
+        assert!(!names_the_store("self.down.store(true, Ordering::SeqCst);"));
+    }
+
+    #[test]
+    fn adapters_depend_only_on_the_ports_and_name_no_store() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .unwrap();
+        let metadata = crate::tidy::cargo_metadata(root).unwrap();
+        assert_eq!(
+            adapters_past_the_ports(root, &metadata).unwrap(),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn every_surface_builds_its_caller_through_identity() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+        assert_eq!(callers_built_by_hand(root).unwrap(), Vec::<String>::new());
     }
 
     #[test]

@@ -61,7 +61,7 @@ pub mod verify;
 use std::sync::Arc;
 use std::time::Duration;
 
-use authz_core::{ChannelId, Origin, Surface, resolve_actor};
+use authz_core::Surface;
 use axum::Router;
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -167,14 +167,7 @@ pub(crate) fn is_live(run: &Value) -> bool {
 
 /// The caller a verified viewer is: its grants from the table, its own channel as origin.
 fn caller_of(viewer: &Viewer, services: &Services) -> Caller {
-    let mut actor = resolve_actor(viewer.actor.clone(), &services.table);
-    if let Ok(channel) = ChannelId::parse(viewer.actor.as_str()) {
-        actor = actor.with_origin(Origin {
-            channel_id: channel,
-            thread_key: None,
-        });
-    }
-    Caller::new(actor, Surface::Access)
+    commands::identity::verified_caller(services, Surface::Access, viewer.actor.clone())
 }
 
 /// The one 401: the same short body whatever the reason.

@@ -40,7 +40,7 @@
 //! | `ratchet` | `Promise`, `RatchetEvent` (JSON bodies `restricted` / `widened`), `Ratchet::fold` (ancestors first), `ceiling`, `bound`, `held` (for a class: the most restrictive decision of any action under it), `propose` (refuses more than is held), `widen_request` (the same target, wider) |
 //!
 //! Names: `ToolGrants`, `ToolRule` and `decision` are named apart from authz-core's `GrantSet`,
-//! `Rule` and `policy`; `Timestamp` here is the broker's own.
+//! `Rule` and `policy`; `Timestamp` is authz-core's, re-exported.
 //!
 //! Tests: `tests/policy.rs` (decide and redecide tables), `tests/property.rs` (decide and
 //! redecide against `tests/support/oracle.rs`, paths, hosts; `PROPTEST_CASES` overrides the

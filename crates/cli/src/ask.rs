@@ -12,10 +12,8 @@ use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
 use anyhow::Context;
-use authz_core::{ActorId, AgentName, ChannelId, Origin, RepoSlug, resolve_actor};
-use commands::{
-    CLI_CHANNEL, Caller, LiveFeed, LiveStream, LiveUpdate, RunOutcome, RunStatus, Surface,
-};
+use authz_core::{ActorId, AgentName, ChannelId, RepoSlug, resolve_actor};
+use commands::{CLI_CHANNEL, LiveFeed, LiveStream, LiveUpdate, RunOutcome, RunStatus};
 use tracing::Instrument;
 
 use crate::{check, forward, render};
@@ -130,13 +128,8 @@ async fn ask(
     request: &str,
     options: commands::RunOptions,
 ) -> anyhow::Result<u8> {
-    let caller = Caller::new(
-        resolve_actor(ActorId::cli_local(), &app.services.table).with_origin(Origin {
-            channel_id: ChannelId::parse(CLI_CHANNEL)?,
-            thread_key: None,
-        }),
-        Surface::Cli,
-    );
+    let caller =
+        commands::identity::local_caller(&app.services, Some(ChannelId::parse(CLI_CHANNEL)?));
     // Subscribe before starting, so no event is missed.
     let mut feed = app.dispatcher.subscribe(&caller.actor);
     // The one part of a run's policy no file records: said before the run starts.

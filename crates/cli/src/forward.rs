@@ -9,8 +9,7 @@
 
 use std::path::PathBuf;
 
-use authz_core::{ActorId, resolve_actor};
-use commands::{Caller, RawInput, Registry, ReplyKind, Surface};
+use commands::{RawInput, Registry, ReplyKind};
 use tracing::Instrument;
 
 /// Takes `--json` and `--config FILE` (or `--config=FILE`) out of a registry command's words.
@@ -61,10 +60,7 @@ pub fn run(config: Option<PathBuf>, json: bool, words: Vec<String>) -> anyhow::R
         return Ok(2);
     }
     crate::ask::with_app(config, "warn", |app| async move {
-        let caller = Caller::new(
-            resolve_actor(ActorId::cli_local(), &app.services.table),
-            Surface::Cli,
-        );
+        let caller = commands::identity::local_caller(&app.services, None);
         let feed = crate::ask::feed_of_this_process(&app);
         let route = app
             .registry

@@ -10,9 +10,21 @@
 //!   whether the one it was made for is a person: only then does it answer the run's asks
 //!   ([`Capability::answers`]). A machine's or an agent's link watches and stops.
 //!
+//! - a chat user a signed event proved (Slack): in the channel and thread it wrote in, with
+//!   the channels it is a member of; someone from another workspace holds only their own entry;
+//! - a viewer a verified token proved (Access): its own channel as origin;
+//! - a declared actor (a schedule's `schedule:<name>`): its own channel as origin;
+//! - the local user of the CLI.
+//!
+//! Every surface builds its `Caller` here (tidy refuses `Caller::new` in an adapter or the
+//! CLI), so what an actor holds is resolved one way from the grants table.
+//!
 //! Every failure is `None` or a reason for the operator's log: never a hint to the caller.
 
-use authz_core::{AgentName, Origin, RunId, Surface, resolve_actor, resolve_agent};
+use authz_core::{
+    ActorId, AgentName, ChannelId, GrantsTable, Origin, RunId, Surface, resolve_actor,
+    resolve_agent, resolve_outsider,
+};
 use store::RunRecord;
 
 use crate::catalogue::runs;
@@ -39,6 +51,79 @@ pub fn bearer_caller(services: &Services, surface: Surface, token: &str) -> Opti
         }),
         surface,
     ))
+}
+
+/// Where a chat message was written, as its surface proved it.
+pub struct ChatOrigin {
+    pub channel: ChannelId,
+    pub thread_key: String,
+    /// The channels the writer is a member of (read from the chat's directory).
+    pub memberships: Vec<ChannelId>,
+    /// A writer from another workspace let in: they hold only their own grants entry, never
+    /// the workspace's baseline.
+    pub from_outside: bool,
+}
+
+/// The caller a chat message proves: its writer, in its channel and thread.
+pub fn chat_caller(
+    services: &Services,
+    surface: Surface,
+    writer: ActorId,
+    at: ChatOrigin,
+) -> Caller {
+    let resolve = if at.from_outside {
+        resolve_outsider
+    } else {
+        resolve_actor
+    };
+    let actor = resolve(writer, &services.table)
+        .with_origin(Origin {
+            channel_id: at.channel,
+            thread_key: Some(at.thread_key),
+        })
+        .with_memberships(at.memberships);
+    Caller::new(actor, surface)
+}
+
+/// The caller a verified token proves (an Access viewer): its grants from the table, and its
+/// own channel as origin when its id is also a channel's.
+pub fn verified_caller(services: &Services, surface: Surface, id: ActorId) -> Caller {
+    let channel = ChannelId::parse(id.as_str()).ok();
+    let mut actor = resolve_actor(id, &services.table);
+    if let Some(channel) = channel {
+        actor = actor.with_origin(Origin {
+            channel_id: channel,
+            thread_key: None,
+        });
+    }
+    Caller::new(actor, surface)
+}
+
+/// The caller a declared actor is (a schedule's `schedule:<name>`), in its own channel; an
+/// id that is not also a channel's is refused with the reason.
+pub fn declared_caller(
+    table: &GrantsTable,
+    surface: Surface,
+    id: ActorId,
+) -> Result<Caller, authz_core::IdError> {
+    let channel = ChannelId::parse(id.as_str())?;
+    let actor = resolve_actor(id, table).with_origin(Origin {
+        channel_id: channel,
+        thread_key: None,
+    });
+    Ok(Caller::new(actor, surface))
+}
+
+/// The local user of the CLI (`cli:local`), in `channel` when one is given.
+pub fn local_caller(services: &Services, channel: Option<ChannelId>) -> Caller {
+    let mut actor = resolve_actor(ActorId::cli_local(), &services.table);
+    if let Some(channel) = channel {
+        actor = actor.with_origin(Origin {
+            channel_id: channel,
+            thread_key: None,
+        });
+    }
+    Caller::new(actor, Surface::Cli)
 }
 
 /// Why an agent token was refused (for the operator's log; the caller sees only a 401).

@@ -2,7 +2,7 @@
 //! registry's declared grants (or the `[grants]` entry that replaces them). A schedule whose
 //! actor cannot fire what it declares is misconfigured: it sends nothing and says why.
 
-use authz_core::{ChannelId, GrantsTable, Origin, resolve_actor};
+use authz_core::GrantsTable;
 use commands::{Caller, RawInput, Registry, Surface};
 
 use crate::decl::{Fires, ScheduleDecl};
@@ -28,14 +28,10 @@ pub fn plan(
         key: grants_key.clone(),
         reason,
     };
-    let channel = ChannelId::parse(id.as_str()).map_err(|e| refuse(e.to_string()))?;
-    let actor = resolve_actor(id.clone(), table).with_origin(Origin {
-        channel_id: channel,
-        thread_key: None,
-    });
+    let caller = commands::identity::declared_caller(table, Surface::Schedule, id.clone())
+        .map_err(|e| refuse(e.to_string()))?;
     // Every answer here is `authorize`'s (through the registry's admission or the table); the
     // config load has already refused an undeclared agent.
-    let caller = Caller::new(actor, Surface::Schedule);
     match &decl.fires {
         Fires::Command(text) => admit_command(&caller, text, registry).map_err(refuse)?,
         Fires::Prompt { agent, .. } => {

@@ -68,8 +68,8 @@ pub mod text;
 use std::sync::Arc;
 use std::time::Duration;
 
+use authz_core::ChannelDirectory;
 use authz_core::RunId;
-use authz_core::{ChannelDirectory, Origin, resolve_actor};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -391,18 +391,13 @@ impl SlackSurface {
                 .await
                 .unwrap_or_default();
         // An outsider let in holds only their own entry (never the workspace's baseline).
-        let resolve = if req.is_from_outside(&self.bot_team) {
-            authz_core::resolve_outsider
-        } else {
-            resolve_actor
+        let at = commands::identity::ChatOrigin {
+            channel: req.channel.clone(),
+            thread_key: req.thread_ts.clone(),
+            memberships: memberships.into_iter().collect(),
+            from_outside: req.is_from_outside(&self.bot_team),
         };
-        let actor = resolve(req.actor.clone(), &self.services.table)
-            .with_origin(Origin {
-                channel_id: req.channel.clone(),
-                thread_key: Some(req.thread_ts.clone()),
-            })
-            .with_memberships(memberships);
-        Caller::new(actor, Surface::Slack)
+        commands::identity::chat_caller(&self.services, Surface::Slack, req.actor.clone(), at)
     }
 
     async fn serve(&self, req: SlackRequest) {
