@@ -61,6 +61,7 @@
 #           median of five starts, with its anonymous and file-backed parts (scripts/bench/rss.py).
 #
 #   versus  the ingress history page (`runs list --status all`, wrk with 64 connections, 10 s)
+#           and MCP `tools/call runs_list` for the same page (16 connections, 10 s)
 #           against the release binary and a baseline binary, alternating rounds in one run:
 #           each round's ratio and the median (scripts/bench/versus.py). Build the baseline from
 #           the commit to compare with and pass it: scripts/bench.sh versus /path/to/switchboard

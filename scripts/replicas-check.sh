@@ -55,7 +55,7 @@ echo "replicas-check: a private PostgreSQL on 127.0.0.1:$port ($cluster)"
 echo "replicas-check: 1/4 the replica suites against it"
 suites="$work/suites.log"
 if ! SWITCHBOARD_TEST_POSTGRES_URL="$url" cargo nextest run --locked -p cli -p schedule --no-fail-fast -E \
-  'binary(slack_replicas) | binary(access_replicas) | binary(replica_faults) | test(/fire_each_of_100_slots_exactly_once/)' \
+  'test(/^slack_replicas::/) | test(/^access_replicas::/) | test(/^replica_faults::/) | test(/fire_each_of_100_slots_exactly_once/)' \
   >"$suites" 2>&1; then
   cat "$suites" >&2
   echo "replicas-check: a replica suite failed" >&2

@@ -1,5 +1,6 @@
 //! The code map (`docs/ARCHITECTURE.md`) stays true and short: every repository path it names
-//! in backticks exists, and it stays within 16 KB (what one crate holds is in that crate's own
+//! in backticks exists, every test it names as pinning an invariant (`` `file`: `test` ``) is
+//! defined in that file, and it stays within 16 KB (what one crate holds is in that crate's own
 //! doc, not here).
 
 use std::path::Path;
@@ -17,6 +18,15 @@ pub fn map_faults(root: &Path) -> Result<Vec<String>> {
         .filter(|path| !root.join(path).exists())
         .map(|path| format!("{MAP} names `{path}`, which does not exist: correct or remove it"))
         .collect();
+    for (path, test) in named_tests(&text) {
+        let defined = std::fs::read_to_string(root.join(&path))
+            .is_ok_and(|source| defines_fn(&source, &test));
+        if !defined {
+            faults.push(format!(
+                "{MAP} says `{path}` holds `{test}`, which it does not define: point at the file that does"
+            ));
+        }
+    }
     if text.len() > MAX_BYTES {
         faults.push(format!(
             "{MAP} is {} bytes, more than {MAX_BYTES}: move what one crate holds into its crate doc",
@@ -42,6 +52,37 @@ fn named_paths(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// The `` `file`: `test`, `test` `` pairs of the map's table rows (`; ` between files).
+fn named_tests(text: &str) -> Vec<(String, String)> {
+    let mut pairs = Vec::new();
+    for row in text.lines().filter(|l| l.starts_with("| ")) {
+        for part in row.split("; ").flat_map(|p| p.split(" | ")) {
+            let Some((file, tests)) = part.trim_start_matches("| ").split_once("`: ") else {
+                continue;
+            };
+            let Some(file) = file.strip_prefix('`').filter(|f| f.ends_with(".rs")) else {
+                continue;
+            };
+            for test in tests.split(", ") {
+                let name = test.trim().trim_end_matches(" |").trim_matches('`');
+                if !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                    pairs.push((file.to_owned(), name.to_owned()));
+                }
+            }
+        }
+    }
+    pairs
+}
+
+fn defines_fn(source: &str, name: &str) -> bool {
+    source.match_indices(&format!("fn {name}")).any(|(i, m)| {
+        source
+            .get(i + m.len()..)
+            .and_then(|rest| rest.chars().next())
+            .is_some_and(|c| c == '(' || c == '<')
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -54,6 +95,21 @@ mod tests {
             named_paths(text),
             vec!["crates/store/src/lib.rs", "docs/x.md"]
         );
+    }
+
+    #[test]
+    fn tests_are_read_from_rows_and_must_be_defined_where_named() {
+        let row = "| x | `a/b.rs`: `one`, `two`; `c/d.rs`: `three` |\nnot `e/f.rs`: `four`";
+        assert_eq!(
+            named_tests(row),
+            vec![
+                ("a/b.rs".to_owned(), "one".to_owned()),
+                ("a/b.rs".to_owned(), "two".to_owned()),
+                ("c/d.rs".to_owned(), "three".to_owned()),
+            ]
+        );
+        assert!(defines_fn("async fn one() {}", "one"));
+        assert!(!defines_fn("fn one_more() {}", "one"));
     }
 
     #[test]

@@ -230,7 +230,9 @@ mod tests {
 
     #[test]
     fn every_surface_builds_its_caller_through_identity() {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .unwrap();
         assert_eq!(callers_built_by_hand(root).unwrap(), Vec::<String>::new());
     }
 

@@ -41,7 +41,7 @@
 //! replica or across two; agent text is always escaped; a cross-site post changes nothing.
 //!
 //! Tests: against the whole App in `crates/server/tests/surfaces/access_surface.rs`; two replicas
-//! in `crates/cli/tests/access_replicas.rs`; a real browser in `scripts/browser-check.sh`.
+//! in `crates/cli/tests/switchboard/access_replicas.rs`; a real browser in `scripts/browser-check.sh`.
 //!
 //! Wiring (server's `access_surface.rs`): `AccessState::build` makes the verifier from
 //! `[access]` (no I/O); the router mounts the routes with the server's shutdown token; the

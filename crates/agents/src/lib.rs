@@ -70,7 +70,7 @@
 //! | `testing` (feature) | `NotesServer`, a real rmcp server on loopback; `writing_model`, a scripted OpenAI-compatible model that asks to write a file; `init_repository` / `git_repository` |
 //!
 //! Tests: `tests/backends.rs`, `tests/sandbox.rs`, `tests/tool_loop.rs` (every call passes the
-//! broker); the binary's boundary in `crates/cli/tests/agent_boundary.rs`.
+//! broker); the binary's boundary in `crates/cli/tests/switchboard/agent_boundary.rs`.
 
 mod command;
 mod echo;

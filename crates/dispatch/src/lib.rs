@@ -84,7 +84,7 @@
 //!
 //! Tests: `tests/dispatch.rs` (a run's life, the live feed's filter, stops, shutdown, limits,
 //! reflection), `tests/reviewer.rs`; the workspace attacks through the binary in
-//! `crates/cli/tests/agent_boundary.rs` and `crates/cli/tests/workspaces.rs`.
+//! `crates/cli/tests/switchboard/agent_boundary.rs` and `crates/cli/tests/switchboard/workspaces.rs`.
 
 mod approvals;
 mod fanout;

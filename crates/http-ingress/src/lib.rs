@@ -31,7 +31,7 @@
 //! Tests: the route against the whole App is in
 //! `crates/server/tests/surfaces/ingress_surface.rs` (a denied point read byte-identical to a
 //! missing id on every route), and generated requests on every route in
-//! `crates/cli/tests/http_pass.rs`.
+//! `crates/cli/tests/switchboard/http_pass.rs`.
 
 use std::sync::Arc;
 use std::time::Duration;

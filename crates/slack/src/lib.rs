@@ -49,7 +49,7 @@
 //!
 //! Tests: `tests/directory.rs` (the directory against the fake Slack Web API of `test-support`);
 //! the surface against the whole App in `crates/server/tests/surfaces/slack_surface.rs`; two
-//! replicas in `crates/cli/tests/slack_replicas.rs`.
+//! replicas in `crates/cli/tests/switchboard/slack_replicas.rs`.
 //!
 //! Wiring (server's `slack_surface.rs`): `SlackState::build` makes the client and the directory
 //! from `[slack]` and `SLACK_*` without I/O (the dispatcher stamps with the directory; a one-shot

@@ -1,15 +1,8 @@
 //! Two `switchboard serve` processes on one Postgres, both with the Slack surface on against
 //! a fake Slack Web API, receive the same signed events (as Slack's retries can reach any
 //! replica): each event starts exactly one run.
-// A test binary: a failed expectation panics.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;
@@ -18,7 +11,7 @@ use std::time::Duration;
 use serde_json::json;
 use test_support::slack::{FakeSlack, callback, signed_headers};
 
-use common::Replica;
+use crate::common::Replica;
 
 const SECRET: &str = "replica-test-signing-secret";
 

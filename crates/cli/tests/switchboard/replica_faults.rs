@@ -3,14 +3,8 @@
 //! other replica keeps serving, and only the dead replica's runs are touched.
 //! `scripts/replicas-check.sh` runs this with the other replica suites against a private
 //! cluster of its own, and restarts that cluster under load.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

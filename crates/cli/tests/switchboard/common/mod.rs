@@ -1,11 +1,9 @@
-//! Helpers shared by the CLI's test binaries.
+//! Helpers shared by the binary's test modules.
 
-#[allow(dead_code)] // not every test binary works in a repository
 pub mod project;
 
 /// A `[store]` section on the Postgres of `SWITCHBOARD_TEST_POSTGRES_URL`, in a schema of its
 /// own so concurrent tests never see each other's runs.
-#[allow(dead_code)] // not every test binary runs on Postgres
 pub fn postgres_store_section() -> String {
     test_support::postgres::store_section("cli")
 }
@@ -13,7 +11,6 @@ pub fn postgres_store_section() -> String {
 /// Spawns `cmd` (a `switchboard serve` with its stdout piped) and waits up to 60 s for its
 /// start-up summary (through the `schedules` line); the child, its address and the summary.
 /// A server that prints none is killed, never left behind.
-#[allow(dead_code)] // not every test binary starts a server
 pub fn spawn_serve(mut cmd: std::process::Command) -> (std::process::Child, String, String) {
     use std::io::{BufRead, BufReader};
     let mut child = cmd
@@ -47,7 +44,6 @@ pub fn spawn_serve(mut cmd: std::process::Command) -> (std::process::Child, Stri
 }
 
 /// One `switchboard serve` of a replica test, killed when dropped.
-#[allow(dead_code)] // not every test binary starts replicas
 pub struct Replica {
     pub child: std::process::Child,
     /// `http://127.0.0.1:<port>`.
@@ -63,7 +59,6 @@ impl Drop for Replica {
 
 /// Writes `config` to `dir/switchboard.toml` and serves it from `dir` on a free loopback port,
 /// with only `env` of Switchboard's own variables set; the replica and its start-up summary.
-#[allow(dead_code)] // not every test binary starts replicas
 pub fn start_replica(
     dir: &std::path::Path,
     config: &str,

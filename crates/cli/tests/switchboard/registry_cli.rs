@@ -1,14 +1,7 @@
 //! Registry commands from the command line, as cli:local against a real store: the split of
 //! local verbs and registry commands, help from the schema, exit codes, `--json`.
-// A test binary: a failed expectation panics.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Output};

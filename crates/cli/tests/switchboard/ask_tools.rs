@@ -2,12 +2,6 @@
 //! terminal, `--policy-rule`, the org's `[agent_policy]` ceiling and `[[agent_grants]]` from the
 //! config, against a scripted model on loopback and the real binary. The model writes a file,
 //! then answers with what its last tool call returned, which is what these tests read.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
 
 use std::io::{Read, Write};
 use std::process::{Child, Command, Stdio};

@@ -1,12 +1,5 @@
 //! The `switchboard` binary end to end: exit codes, human and JSON output, errors that name
 //! the file, key and fix.
-// A test binary: a failed expectation panics.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -1,15 +1,8 @@
 //! Two `switchboard serve` processes on one Postgres with the Access surface on: a run live on
 //! one replica shows on the other's `/runs` index and in its feed (Postgres `LISTEN/NOTIFY`),
 //! and each replica still filters per viewer.
-// A test binary: a failed expectation panics.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;
@@ -17,7 +10,7 @@ use std::time::Duration;
 use access_api::testing::{SigningKey, claims, key_set, read_until};
 use serde_json::{Value, json};
 
-use common::Replica;
+use crate::common::Replica;
 
 const ISSUER: &str = "https://issuer.test";
 const AUDIENCE: &str = "aud-replicas";

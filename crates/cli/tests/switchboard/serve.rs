@@ -1,15 +1,8 @@
 //! `switchboard serve` and `switchboard ask` as real processes: a fresh directory with no
 //! config, recorded runs, graceful shutdown, and a kill -9 followed by a restart that leaves
 //! `interrupted` tombstones rather than ghosts.
-// A test binary: a failed expectation panics.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

@@ -5,20 +5,12 @@
 //! The secret's two versions (the committed one and the one before it) each carry a random
 //! marker; every test asserts that no marker reaches the model, a run event, the answer, the
 //! run's branch or the user's checkout, and that what a run writes never governs a later run.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
-
-mod common;
 
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use common::project::{Project, SECRET, Switchboard, branch_diff, git};
+use crate::common::project::{Project, SECRET, Switchboard, branch_diff, git};
 use serde_json::{Value, json};
 use test_support::model::{Model, Turn};
 
@@ -82,15 +74,9 @@ fn git_tool(subcommand: &str, args: &[&str]) -> Turn {
     )
 }
 
-#[path = "agent_boundary/branch.rs"]
 mod branch;
-#[path = "agent_boundary/inflation.rs"]
 mod inflation;
-#[path = "agent_boundary/later_runs.rs"]
 mod later_runs;
-#[path = "agent_boundary/reads.rs"]
 mod reads;
-#[path = "agent_boundary/sandbox.rs"]
 mod sandbox;
-#[path = "agent_boundary/tools.rs"]
 mod tools;

@@ -4,19 +4,11 @@
 //! `repo.default`); a project's malformed policy stops a run before it starts, naming the
 //! file, line and column; a URL repo is fetched again after its interval; and the workspaces
 //! of runs a crash left behind are removed at the next start.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
-
-mod common;
 
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
-use common::project::{Project, SECRET, Switchboard, git};
+use crate::common::project::{Project, SECRET, Switchboard, git};
 use serde_json::{Value, json};
 use test_support::model::Model;
 

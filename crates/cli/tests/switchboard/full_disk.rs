@@ -3,12 +3,6 @@
 //! full. A request the store could not record gets a clear answer (a 503 saying to try again,
 //! never a 500 or a dropped connection), the server keeps serving, and after it stops the file
 //! passes `PRAGMA integrity_check` and holds every run whose start was acknowledged.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
 
 use std::process::Command;
 

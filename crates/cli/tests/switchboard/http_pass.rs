@@ -5,14 +5,8 @@
 //! documented 503, none hangs, and the server's log holds no panic; it still answers after. A
 //! connection closed without an answer (the server answered early, before a body it did not
 //! need was sent whole) is no failure, up to 1% of the requests.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -1,0 +1,24 @@
+//! The `switchboard` binary end to end (one test binary, one link): each module drives the
+//! real binary, as a user or an operator would, against real stores, real peers on loopback
+//! and, for the replica suites, two `serve` processes on one Postgres.
+// A test binary: a failed expectation panics.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod common;
+
+mod access_replicas;
+mod agent_boundary;
+mod ask_tools;
+mod cli;
+mod full_disk;
+mod http_pass;
+mod registry_cli;
+mod replica_faults;
+mod serve;
+mod slack_replicas;
+mod workspaces;
