@@ -28,11 +28,12 @@
 //! written are dropped. The release profile (fat LTO, one codegen unit, opt-level "s") is chosen
 //! for idle resident memory (docs/benchmarks.md).
 //!
-//! Tests (`tests/switchboard/`, one binary, a module each) run the real binary: the registry from the CLI (`registry_cli.rs`), `serve`
-//! (`serve.rs`, which also checks the default build reads no driven-clock variable), replicas and
-//! faults (`slack_replicas.rs`, `access_replicas.rs`, `replica_faults.rs`, `full_disk.rs`), agents
-//! against a scripted model from `test-support` (`ask_tools.rs`, `agent_boundary.rs`,
-//! `workspaces.rs`), and generated HTTP requests (`http_pass.rs`).
+//! Tests (`tests/switchboard/`, one binary, a module each) run the real binary: the registry
+//! from the CLI (`registry_cli.rs`), `serve` (`serve.rs`, which also checks the default build
+//! reads no driven-clock variable), replicas and faults (`slack_replicas.rs`,
+//! `access_replicas.rs`, `replica_faults.rs`, `full_disk.rs`), agents against a scripted model
+//! from `test-support` (`ask_tools.rs`, `agent_boundary.rs`, `workspaces.rs`), and generated
+//! HTTP requests (`http_pass.rs`).
 
 #[macro_use]
 mod out;
