@@ -1,8 +1,9 @@
-//! What surfaces record through the registry's services, so none reaches past this crate:
-//! Slack event ids (a retry, on any replica, is seen once), schedule firings (one per slot,
-//! across replicas), and a command's answer recorded as a run (a schedule's firing).
+//! What surfaces record through the registry's services, so none reaches past this crate: a
+//! chat surface's event ids (a retry, on any replica, is seen once) and answered threads, each
+//! keyed by surface; schedule firings (one per slot, across replicas); and a command's answer
+//! recorded as a run (a schedule's firing).
 
-use authz_core::{RunId, ScheduleName};
+use authz_core::{RunId, ScheduleName, Surface};
 use store::{Firing, FiringSlot, RunStatus, Timestamp};
 
 use crate::agent_run::run_request;
@@ -20,39 +21,45 @@ fn fault(e: store::StoreError) -> RecordError {
 }
 
 impl Services {
-    /// True the first time this Slack event id is seen by any replica sharing the store; false
-    /// for every retry. A malformed id is an error (and spends nothing).
-    pub async fn first_slack_delivery(&self, event_id: &str) -> Result<bool, RecordError> {
-        self.store
-            .get()
-            .first_sighting(event_id, self.clock.now())
-            .await
-            .map_err(fault)
-    }
-
-    /// Records that the Slack bot answered a thread, so a follow-up without a mention is
-    /// taken on any replica.
-    pub async fn record_answered_slack_thread(
+    /// True the first time `surface` is sent this event id by any replica sharing the store;
+    /// false for every retry. A malformed id is an error (and spends nothing).
+    pub async fn first_delivery(
         &self,
-        channel: &str,
-        thread_ts: &str,
-    ) -> Result<(), RecordError> {
-        self.store
-            .get()
-            .record_answered_thread(channel, thread_ts, self.clock.now())
-            .await
-            .map_err(fault)
-    }
-
-    /// Whether any replica answered this Slack thread.
-    pub async fn slack_thread_answered(
-        &self,
-        channel: &str,
-        thread_ts: &str,
+        surface: Surface,
+        event_id: &str,
     ) -> Result<bool, RecordError> {
         self.store
             .get()
-            .answered_thread(channel, thread_ts)
+            .first_sighting(surface, event_id, self.clock.now())
+            .await
+            .map_err(fault)
+    }
+
+    /// Records that `surface`'s bot answered a thread, so a follow-up without a mention is
+    /// taken on any replica.
+    pub async fn record_answered_thread(
+        &self,
+        surface: Surface,
+        channel: &str,
+        thread_key: &str,
+    ) -> Result<(), RecordError> {
+        self.store
+            .get()
+            .record_answered_thread(surface, channel, thread_key, self.clock.now())
+            .await
+            .map_err(fault)
+    }
+
+    /// Whether any replica recorded `surface` answering this thread.
+    pub async fn thread_answered(
+        &self,
+        surface: Surface,
+        channel: &str,
+        thread_key: &str,
+    ) -> Result<bool, RecordError> {
+        self.store
+            .get()
+            .answered_thread(surface, channel, thread_key)
             .await
             .map_err(fault)
     }

@@ -438,8 +438,8 @@ impl App {
                 }
                 if total.total() > 0 {
                     tracing::info!(
-                        slack_events = total.slack_events,
-                        slack_threads = total.slack_threads,
+                        event_ids = total.event_ids,
+                        answered_threads = total.answered_threads,
                         approvals = total.approvals,
                         firings = total.firings,
                         runs = total.runs,
@@ -489,8 +489,8 @@ impl App {
 
 fn add(a: store::Pruned, b: store::Pruned) -> store::Pruned {
     store::Pruned {
-        slack_events: a.slack_events + b.slack_events,
-        slack_threads: a.slack_threads + b.slack_threads,
+        event_ids: a.event_ids + b.event_ids,
+        answered_threads: a.answered_threads + b.answered_threads,
         approvals: a.approvals + b.approvals,
         firings: a.firings + b.firings,
         runs: a.runs + b.runs,

@@ -212,8 +212,8 @@ fn retention_line(app: &App) -> SurfaceLine {
         None => format!("{what} kept"),
     };
     let kinds = [
-        kept("Slack event ids", r.rules.slack_events),
-        kept("answered threads", r.rules.slack_threads),
+        kept("Slack event ids", r.rules.event_ids),
+        kept("answered threads", r.rules.answered_threads),
         kept("approvals", r.rules.approvals),
         kept("firings", r.rules.firings),
         kept("runs", r.rules.runs),

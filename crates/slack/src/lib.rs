@@ -39,7 +39,7 @@
 //! | `approvals` | Approve / Deny for a tool call waiting for its person: `offer` (the escaped ask and two buttons whose value is `<run>/<approval>`), posted into the run's thread while `serve` awaits the run (watching `ApprovalDesk::asked`, then reading `pending` for the requester); `read_form` / `read_payload` (a `block_actions` click → `Click`; other interactions and other apps' buttons → `Ignore`; malformed → `BadInteraction`, 400); a click is answered through the desk as `slack:<clicker>`, which counts only the principal's; the message is replaced with who answered, or "no longer waits"; another person's click is told so ephemerally |
 //! | `api` | `SlackApi`: slack-morphism's client at `api_url` (https, or http on loopback only); `auth.test` (read directly, for the `x-oauth-scopes` header; the bot's user and team), `apps.connections.open` (the Socket Mode URL), post, update, ephemeral, `conversations.info` → visibility, `users.conversations` (paged) → private channels; `ratelimited` retried after `Retry-After`; each call bounded (then `timeout`); every failure an `ApiFault` token |
 //! | `directory` | `SlackChannelDirectory`: moka caches of `(value, fetched_at)` on an injected clock (one lookup per channel or user per TTL, bounded, shared first lookups via `or_insert_with_if`, each run in a task of its own so a caller's bound never cancels it, LRU eviction so a newcomer is always admitted, failures cached as `unknown` / no memberships) |
-//! | `lib.rs` | `SlackSurface`: the `/slack/events` and `/slack/interactions` routes (one `signed_body` check: body over the limit → 413, signature → 401 with nothing written, parse → 400, challenge, ignore → 200, a store fault → 503), `accept_within` (`accept` in a task of its own, Slack answered within `ACK_BOUND`: past it a 503 while the acceptance finishes; served at most once either way), `accept` (a follow-up only in an answered thread, from this process's memory or the store's `slack_threads`; `first_slack_delivery` across replicas; the work spawned under a `request` root span), `serve` (the caller with the directory's memberships, `Registry::handle`, the thread replies, the working message updated with the outcome, the ephemeral capability link, reply failures as run friction); a command's reply to its caller alone outside their DM (`reply_to_command`: ephemeral parts, one line in the thread); an outsider (another workspace, `Outsiders`) refused with an audit line, or resolved with `resolve_outsider` |
+//! | `lib.rs` | `SlackSurface`: the `/slack/events` and `/slack/interactions` routes (one `signed_body` check: body over the limit → 413, signature → 401 with nothing written, parse → 400, challenge, ignore → 200, a store fault → 503), `accept_within` (`accept` in a task of its own, Slack answered within `ACK_BOUND`: past it a 503 while the acceptance finishes; served at most once either way), `accept` (a follow-up only in an answered thread, from this process's memory or the store's answered threads; `first_delivery` across replicas; the work spawned under a `request` root span), `serve` (the caller with the directory's memberships, `Registry::handle`, the thread replies, the working message updated with the outcome, the ephemeral capability link, reply failures as run friction); a command's reply to its caller alone outside their DM (`reply_to_command`: ephemeral parts, one line in the thread); an outsider (another workspace, `Outsiders`) refused with an audit line, or resolved with `resolve_outsider` |
 //! | `socket` | Socket Mode: `apps.connections.open`, then the WebSocket (frames bounded); each `events_api` payload read raw by `event::read` and taken by `accept`, acknowledged once taken (not when its id could not be recorded); each `interactive` payload read by `approvals::read_payload`; `disconnect` or a dropped connection reconnects with a backoff |
 //!
 //! More invariants: a bad or stale signature spends no event id; one run per event id across
@@ -300,7 +300,11 @@ impl SlackSurface {
             tracing::debug!("[slack] ignored a thread message in a thread the bot did not answer");
             return Ok(());
         }
-        match self.services.first_slack_delivery(&req.event_id).await {
+        match self
+            .services
+            .first_delivery(Surface::Slack, &req.event_id)
+            .await
+        {
             Ok(true) => {}
             Ok(false) => {
                 tracing::debug!("[slack] a retried event id; nothing starts");
@@ -350,7 +354,7 @@ impl SlackSurface {
         }
         match self
             .services
-            .slack_thread_answered(req.conversation(), &req.thread_ts)
+            .thread_answered(Surface::Slack, req.conversation(), &req.thread_ts)
             .await
         {
             Ok(answered) => {
@@ -376,7 +380,7 @@ impl SlackSurface {
         self.answered.insert(key, ());
         if let Err(e) = self
             .services
-            .record_answered_slack_thread(req.conversation(), &req.thread_ts)
+            .record_answered_thread(Surface::Slack, req.conversation(), &req.thread_ts)
             .await
         {
             tracing::warn!(error = %e, "[slack] the answered thread was not recorded; follow-ups reach only this replica");

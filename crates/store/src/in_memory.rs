@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use authz_core::{ConfigTier, Predicate, RunId, ScheduleName, ScopeKey, matches};
+use authz_core::{ConfigTier, Predicate, RunId, ScheduleName, ScopeKey, Surface, matches};
 
 use crate::merge::{assemble_page, check_limit};
 use crate::plan::{self, Plan};
@@ -21,8 +21,8 @@ struct State {
     memory: BTreeMap<RunId, MemoryRecord>,
     config: BTreeMap<(&'static str, String, String), ConfigValue>,
     firings: BTreeMap<(String, String), Firing>,
-    slack_events: BTreeMap<String, Timestamp>,
-    slack_threads: BTreeMap<(String, String), Timestamp>,
+    event_ids: BTreeMap<(Surface, String), Timestamp>,
+    answered_threads: BTreeMap<(Surface, String, String), Timestamp>,
     approvals: BTreeMap<String, ApprovalRecord>,
     replicas: BTreeMap<String, Timestamp>,
 }
@@ -473,38 +473,50 @@ impl ScheduleStore for InMemoryStore {
 }
 
 #[async_trait]
-impl SlackEventStore for InMemoryStore {
-    async fn first_sighting(&self, event_id: &str, at: Timestamp) -> Result<bool> {
+impl SurfaceEventStore for InMemoryStore {
+    async fn first_sighting(
+        &self,
+        surface: Surface,
+        event_id: &str,
+        at: Timestamp,
+    ) -> Result<bool> {
         check_event_id(event_id)?;
         Ok(self.with(|s| {
-            if s.slack_events.contains_key(event_id) {
+            let key = (surface, event_id.to_owned());
+            if s.event_ids.contains_key(&key) {
                 return false;
             }
-            s.slack_events.insert(event_id.to_owned(), at);
+            s.event_ids.insert(key, at);
             true
         }))
     }
 
     async fn record_answered_thread(
         &self,
+        surface: Surface,
         channel: &str,
-        thread_ts: &str,
+        thread_key: &str,
         at: Timestamp,
     ) -> Result<()> {
-        check_thread(channel, thread_ts)?;
+        check_thread(channel, thread_key)?;
         self.with(|s| {
-            s.slack_threads
-                .entry((channel.to_owned(), thread_ts.to_owned()))
+            s.answered_threads
+                .entry((surface, channel.to_owned(), thread_key.to_owned()))
                 .or_insert(at);
         });
         Ok(())
     }
 
-    async fn answered_thread(&self, channel: &str, thread_ts: &str) -> Result<bool> {
-        check_thread(channel, thread_ts)?;
+    async fn answered_thread(
+        &self,
+        surface: Surface,
+        channel: &str,
+        thread_key: &str,
+    ) -> Result<bool> {
+        check_thread(channel, thread_key)?;
         Ok(self.with(|s| {
-            s.slack_threads
-                .contains_key(&(channel.to_owned(), thread_ts.to_owned()))
+            s.answered_threads
+                .contains_key(&(surface, channel.to_owned(), thread_key.to_owned()))
         }))
     }
 }
@@ -606,20 +618,17 @@ impl RetentionStore for InMemoryStore {
         let batch = rules.batch.max(1) as usize;
         Ok(self.with(|s| {
             let mut pruned = Pruned::default();
+            let keys = oldest(&s.event_ids, cutoff(now, rules.event_ids), batch, |t| {
+                Some(t.micros())
+            });
+            pruned.event_ids = remove_all(&mut s.event_ids, keys);
             let keys = oldest(
-                &s.slack_events,
-                cutoff(now, rules.slack_events),
+                &s.answered_threads,
+                cutoff(now, rules.answered_threads),
                 batch,
                 |t| Some(t.micros()),
             );
-            pruned.slack_events = remove_all(&mut s.slack_events, keys);
-            let keys = oldest(
-                &s.slack_threads,
-                cutoff(now, rules.slack_threads),
-                batch,
-                |t| Some(t.micros()),
-            );
-            pruned.slack_threads = remove_all(&mut s.slack_threads, keys);
+            pruned.answered_threads = remove_all(&mut s.answered_threads, keys);
             let keys = oldest(&s.approvals, cutoff(now, rules.approvals), batch, |a| {
                 (a.state != ApprovalState::Open).then_some(a.asked_at.micros())
             });

@@ -1,4 +1,4 @@
-//! # store: runs, memory, config, schedule firings, Slack event ids and tool-call asks
+//! # store: runs, memory, config, schedule firings, surfaces' event ids and tool-call asks
 //!
 //! What it is: the persistence of Switchboard behind one set of traits, with three back ends
 //! chosen by URL — `sqlite://path` (the embedded default: a file in WAL mode, created and
@@ -29,7 +29,7 @@
 //! ## Traits, back ends, modules
 //!
 //! The traits: `RunStore`, `MemoryStore` (agent memory's records; not the in-memory back end),
-//! `ConfigStore`, `ScheduleStore`, `SlackEventStore`, `ApprovalStore`, `RetentionStore` (pruning
+//! `ConfigStore`, `ScheduleStore`, `SurfaceEventStore`, `ApprovalStore`, `RetentionStore` (pruning
 //! past `[retention]` in bounded batches; `db backup`'s `SqliteStore::backup_to` beside it);
 //! `Store` is all of them. The back end is chosen by URL (`StoreUrl`, the one place a URL is
 //! checked) and opened from a `StoreSpec` (the URL, a Postgres schema, the pool's size;
@@ -43,7 +43,7 @@
 //! | `plan` | a `Predicate` checked (`Predicate::check`, width bound) and put in disjunctive normal form: groups of branches, one per value, each driven by an indexed column |
 //! | `merge` | a page of a branched list: the walk (one statement: a window of a few pages of the page index's keys, filtered from the index, joined to their rows), then, only when the window left the page short, the per-branch k-way merge in rounds of keys below it, then those rows by id; the page helpers (`start_key`, `assemble_page`, `check_limit`) |
 //! | `sql/mod.rs` | `SqlStore<D: Dialect>`: one body for both databases (`SqliteStore`, `PostgresStore` are its two instances), and its list backend |
-//! | `sql/runs.rs`, `sql/memory_records.rs`, `sql/config_values.rs`, `sql/schedule_firings.rs`, `sql/slack_events.rs`, `sql/approvals.rs`, `sql/retention.rs` | one trait each, written once for both databases |
+//! | `sql/runs.rs`, `sql/memory_records.rs`, `sql/config_values.rs`, `sql/schedule_firings.rs`, `sql/surface_events.rs`, `sql/approvals.rs`, `sql/retention.rs` | one trait each, written once for both databases |
 //! | `sql/dialect.rs` | `Dialect`: what really differs: placeholders, bound lists (`json_each` / `= ANY`), `INDEXED BY`, the row key a walk joins on (`rowid` / `ctid`), the branch read, how a page of runs travels (one JSON array from SQLite, rows from Postgres), plan lines, connect from the `StoreSpec` (Postgres: an optional schema, `plan_cache_mode = force_generic_plan`), migrate; `Statement`, `Bind`, `RowAccess` (rows read by position) |
 //! | `sql/exec.rs` | a prepared statement as a sqlx query, and the counter-then-insert transaction, written once for every sqlx database |
 //! | `sql/statements.rs` | the shared list statements (whole table, live runs, the walk and its boundary, runs by id), friction and counts |
@@ -95,7 +95,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use authz_core::{ConfigTier, Predicate, RunId, ScheduleName, ScopeKey};
+use authz_core::{ConfigTier, Predicate, RunId, ScheduleName, ScopeKey, Surface};
 
 pub use error::{Result, StoreError};
 pub use fanout::{FanoutListener, LiveFanout};
@@ -206,20 +206,29 @@ pub trait ScheduleStore: Send + Sync {
     async fn last_timer_slots(&self) -> Result<Vec<(ScheduleName, Timestamp)>>;
 }
 
-/// Slack retries deduplicated by event id, across replicas.
+/// What chat surfaces remember across replicas, keyed by surface: the event ids they were sent
+/// (a retry is seen once) and the threads they answered (a follow-up without a mention is taken
+/// on any replica). The same id on two surfaces is two events.
 #[async_trait]
-pub trait SlackEventStore: Send + Sync {
-    /// True the first time an event id is seen; false for every retry.
-    async fn first_sighting(&self, event_id: &str, at: Timestamp) -> Result<bool>;
-    /// Records that the bot answered a thread (idempotent).
+pub trait SurfaceEventStore: Send + Sync {
+    /// True the first time `surface` is sent this event id; false for every retry.
+    async fn first_sighting(&self, surface: Surface, event_id: &str, at: Timestamp)
+    -> Result<bool>;
+    /// Records that `surface`'s bot answered a thread (idempotent).
     async fn record_answered_thread(
         &self,
+        surface: Surface,
         channel: &str,
-        thread_ts: &str,
+        thread_key: &str,
         at: Timestamp,
     ) -> Result<()>;
-    /// Whether any replica recorded answering this thread.
-    async fn answered_thread(&self, channel: &str, thread_ts: &str) -> Result<bool>;
+    /// Whether any replica recorded `surface` answering this thread.
+    async fn answered_thread(
+        &self,
+        surface: Surface,
+        channel: &str,
+        thread_key: &str,
+    ) -> Result<bool>;
 }
 
 /// Tool calls waiting for a person's answer, readable and answerable from every replica.
@@ -260,7 +269,7 @@ pub trait Store:
     + MemoryStore
     + ConfigStore
     + ScheduleStore
-    + SlackEventStore
+    + SurfaceEventStore
     + ApprovalStore
     + RetentionStore
 {
@@ -408,13 +417,13 @@ pub fn redact_url(url: &str) -> String {
 }
 
 /// A Slack channel id and a thread's `ts`: each 1-64 printable ASCII characters.
-pub(crate) fn check_thread(channel: &str, thread_ts: &str) -> Result<()> {
+pub(crate) fn check_thread(channel: &str, thread_key: &str) -> Result<()> {
     let ok = |s: &str| !s.is_empty() && s.len() <= 64 && s.chars().all(|c| c.is_ascii_graphic());
-    if ok(channel) && ok(thread_ts) {
+    if ok(channel) && ok(thread_key) {
         Ok(())
     } else {
         Err(StoreError::Invalid(
-            "a Slack channel id and thread ts are 1-64 printable ASCII characters each".into(),
+            "a channel id and thread key are 1-64 printable ASCII characters each".into(),
         ))
     }
 }
@@ -438,7 +447,7 @@ pub(crate) fn check_event_id(event_id: &str) -> Result<()> {
         Ok(())
     } else {
         Err(StoreError::Invalid(
-            "a Slack event id is 1-128 printable ASCII characters".into(),
+            "an event id is 1-128 printable ASCII characters".into(),
         ))
     }
 }

@@ -614,10 +614,10 @@ pub struct ApprovalRecord {
 /// slot, which the scheduler reads at start) are never pruned, nor is a live run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Retention {
-    /// Slack event ids seen (retries arrive within the hour).
-    pub slack_events: Option<std::time::Duration>,
-    /// Threads the bot answered: pruning one ends follow-ups without a mention there.
-    pub slack_threads: Option<std::time::Duration>,
+    /// Surfaces' event ids seen (retries arrive within the hour).
+    pub event_ids: Option<std::time::Duration>,
+    /// Threads a surface's bot answered: pruning one ends follow-ups without a mention there.
+    pub answered_threads: Option<std::time::Duration>,
     /// Answered or closed approvals.
     pub approvals: Option<std::time::Duration>,
     /// Schedule firings.
@@ -632,8 +632,8 @@ impl Default for Retention {
     fn default() -> Self {
         let days = |d: u64| Some(std::time::Duration::from_secs(d * 24 * 3600));
         Retention {
-            slack_events: days(7),
-            slack_threads: days(90),
+            event_ids: days(7),
+            answered_threads: days(90),
             approvals: days(30),
             firings: days(90),
             runs: None,
@@ -645,8 +645,8 @@ impl Default for Retention {
 /// What one pass of pruning deleted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Pruned {
-    pub slack_events: u64,
-    pub slack_threads: u64,
+    pub event_ids: u64,
+    pub answered_threads: u64,
     pub approvals: u64,
     pub firings: u64,
     pub runs: u64,
@@ -654,15 +654,15 @@ pub struct Pruned {
 
 impl Pruned {
     pub fn total(&self) -> u64 {
-        self.slack_events + self.slack_threads + self.approvals + self.firings + self.runs
+        self.event_ids + self.answered_threads + self.approvals + self.firings + self.runs
     }
 
     /// Whether a kind filled its batch, so another pass has more to do.
     pub fn full(&self, batch: u32) -> bool {
         let b = u64::from(batch);
         [
-            self.slack_events,
-            self.slack_threads,
+            self.event_ids,
+            self.answered_threads,
             self.approvals,
             self.firings,
             self.runs,

@@ -9,6 +9,7 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use authz_core::Surface;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
@@ -542,10 +543,18 @@ async fn serve_prunes_what_is_past_its_retention_in_batches() {
         let s = store::open(&url).await.unwrap();
         for i in 0..5 {
             let at = store::Timestamp::from_micros(now - 10 * day);
-            assert!(s.first_sighting(&format!("Ev-old-{i}"), at).await.unwrap());
+            assert!(
+                s.first_sighting(Surface::Slack, &format!("Ev-old-{i}"), at)
+                    .await
+                    .unwrap()
+            );
         }
         let recent = store::Timestamp::from_micros(now - day / 2);
-        assert!(s.first_sighting("Ev-recent", recent).await.unwrap());
+        assert!(
+            s.first_sighting(Surface::Slack, "Ev-recent", recent)
+                .await
+                .unwrap()
+        );
     }
     let mut served = Served::start(dir.path(), false);
     let line = served
@@ -566,7 +575,7 @@ async fn serve_prunes_what_is_past_its_retention_in_batches() {
         let out = Command::new("python3")
             .args([
                 "-c",
-                "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('SELECT count(*) FROM slack_events').fetchone()[0])",
+                "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('SELECT count(*) FROM surface_events').fetchone()[0])",
                 db.to_str().unwrap(),
             ])
             .output()
@@ -585,7 +594,7 @@ async fn serve_prunes_what_is_past_its_retention_in_batches() {
     // What is left is the recent id: its retry is still refused.
     let s = store::open(&url).await.unwrap();
     assert!(
-        !s.first_sighting("Ev-recent", store::wall_clock())
+        !s.first_sighting(Surface::Slack, "Ev-recent", store::wall_clock())
             .await
             .unwrap()
     );

@@ -62,8 +62,8 @@ pub(super) fn retention(
     };
     Ok(RetentionConfig {
         rules: store::Retention {
-            slack_events: days(section.slack_event_days, default.slack_events),
-            slack_threads: days(section.slack_thread_days, default.slack_threads),
+            event_ids: days(section.slack_event_days, default.event_ids),
+            answered_threads: days(section.slack_thread_days, default.answered_threads),
             approvals: days(section.approval_days, default.approvals),
             firings: days(section.firing_days, default.firings),
             runs: days(section.run_days, default.runs),
@@ -90,8 +90,8 @@ mod tests {
         let r = &c.retention.rules;
         assert_eq!(
             (
-                r.slack_events,
-                r.slack_threads,
+                r.event_ids,
+                r.answered_threads,
                 r.approvals,
                 r.firings,
                 r.runs

@@ -11,9 +11,9 @@ mod retention;
 mod rows;
 mod runs;
 mod schedule_firings;
-mod slack_events;
 mod sqlite;
 mod statements;
+mod surface_events;
 
 use std::marker::PhantomData;
 
@@ -33,7 +33,7 @@ use crate::plan::Group;
 use crate::types::*;
 use crate::{DEFAULT_MAX_PREDICATE_WIDTH, Store, StoreSpec};
 
-/// Runs, memory, config, firings and Slack event ids in one SQL database.
+/// Runs, memory, config, firings and surfaces' event ids in one SQL database.
 pub struct SqlStore<D: Dialect> {
     pool: Pool<D::Db>,
     max_width: usize,

@@ -19,11 +19,11 @@ impl<D: Dialect> RetentionStore for SqlStore<D> {
         let batch = i64::from(rules.batch.max(1));
         let mut pruned = Pruned::default();
         let by = |sql: &str, before: i64| Statement::new(sql).int(before).int(batch);
-        if let Some(before) = cutoff(now, rules.slack_events) {
-            pruned.slack_events = self.exec(by("DELETE FROM slack_events WHERE event_id IN (SELECT event_id FROM slack_events WHERE received_at < ? ORDER BY received_at LIMIT ?)", before)).await?;
+        if let Some(before) = cutoff(now, rules.event_ids) {
+            pruned.event_ids = self.exec(by("DELETE FROM surface_events WHERE (surface, event_id) IN (SELECT surface, event_id FROM surface_events WHERE received_at < ? ORDER BY received_at LIMIT ?)", before)).await?;
         }
-        if let Some(before) = cutoff(now, rules.slack_threads) {
-            pruned.slack_threads = self.exec(by("DELETE FROM slack_threads WHERE (channel, thread_ts) IN (SELECT channel, thread_ts FROM slack_threads WHERE answered_at < ? ORDER BY answered_at LIMIT ?)", before)).await?;
+        if let Some(before) = cutoff(now, rules.answered_threads) {
+            pruned.answered_threads = self.exec(by("DELETE FROM answered_threads WHERE (surface, channel, thread_key) IN (SELECT surface, channel, thread_key FROM answered_threads WHERE answered_at < ? ORDER BY answered_at LIMIT ?)", before)).await?;
         }
         if let Some(before) = cutoff(now, rules.approvals) {
             pruned.approvals = self.exec(by("DELETE FROM tool_approvals WHERE id IN (SELECT id FROM tool_approvals WHERE state <> 'open' AND asked_at < ? ORDER BY asked_at LIMIT ?)", before)).await?;

@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use authz_core::{ChannelVisibility as V, Predicate, RunId};
+use authz_core::{ChannelVisibility as V, Predicate, RunId, Surface};
 use store::{
     Finish, Friction, ListRuns, ReplicaId, RunStatus, StatusFilter, StoreError, Timestamp,
     TokenHash,
@@ -593,11 +593,13 @@ async fn bad_input_is_an_error_and_writes_nothing(b: Backend) {
         ));
     }
     assert!(matches!(
-        s.first_sighting("", Timestamp::from_micros(0)).await,
+        s.first_sighting(Surface::Slack, "", Timestamp::from_micros(0))
+            .await,
         Err(StoreError::Invalid(_))
     ));
     assert!(matches!(
-        s.first_sighting("Ev 1\n", Timestamp::from_micros(0)).await,
+        s.first_sighting(Surface::Slack, "Ev 1\n", Timestamp::from_micros(0))
+            .await,
         Err(StoreError::Invalid(_))
     ));
     let all = all_pages(s, list(Predicate::All, 10)).await;

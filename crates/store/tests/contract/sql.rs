@@ -1,7 +1,7 @@
 //! What only the databases can show: old rows migrated forward, corrupt rows, a file that is
 //! not SQLite, the query plans.
 
-use authz_core::{ChannelVisibility as V, Predicate};
+use authz_core::{ChannelVisibility as V, Predicate, Surface};
 use store::{ListRuns, PostgresStore, SqliteStore, StatusFilter, StoreError};
 
 use crate::support::*;
@@ -58,6 +58,60 @@ async fn postgres_old_rows_read_unknown_after_the_stamp_migration() {
     let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
         .execute(s.pool())
         .await;
+}
+
+#[tokio::test]
+async fn sqlite_slack_rows_are_slacks_after_the_surface_migration() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("old.db").display());
+    let s = SqliteStore::connect(&sqlite_spec(&url)).await.unwrap();
+    s.migrate_first(12).await.unwrap();
+    for row in SLACK_ROWS {
+        sqlx::query(row).execute(s.pool()).await.unwrap();
+    }
+    s.migrate().await.unwrap();
+    slack_rows_read_as_slacks(&s).await;
+}
+
+#[tokio::test]
+async fn postgres_slack_rows_are_slacks_after_the_surface_migration() {
+    let schema = unique_schema();
+    let s = PostgresStore::connect(&postgres_spec(&schema))
+        .await
+        .unwrap();
+    s.migrate_first(12).await.unwrap();
+    for row in SLACK_ROWS {
+        sqlx::query(row).execute(s.pool()).await.unwrap();
+    }
+    s.migrate().await.unwrap();
+    slack_rows_read_as_slacks(&s).await;
+    let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
+        .execute(s.pool())
+        .await;
+}
+
+/// A Slack event id and an answered thread, as the tables before migration 13 held them.
+const SLACK_ROWS: [&str; 2] = [
+    "INSERT INTO slack_events (event_id, received_at) VALUES ('Ev-old', 5)",
+    "INSERT INTO slack_threads (channel, thread_ts, answered_at) VALUES ('C1', '1.1', 5)",
+];
+
+/// Slack's rows from before the surface-neutral tables are Slack's after them, and no other
+/// surface's.
+async fn slack_rows_read_as_slacks(s: &dyn store::SurfaceEventStore) {
+    let at = store::Timestamp::from_micros(9);
+    assert!(
+        !s.first_sighting(Surface::Slack, "Ev-old", at)
+            .await
+            .unwrap()
+    );
+    assert!(s.first_sighting(Surface::Http, "Ev-old", at).await.unwrap());
+    assert!(
+        s.answered_thread(Surface::Slack, "C1", "1.1")
+            .await
+            .unwrap()
+    );
+    assert!(!s.answered_thread(Surface::Mcp, "C1", "1.1").await.unwrap());
 }
 
 async fn corrupt_status_is_named(u: Under) {

@@ -2,7 +2,7 @@
 //! threads, on every back end.
 
 use authz_core::ChannelVisibility;
-use authz_core::{ConfigTier, ScheduleName, ScopeKey};
+use authz_core::{ConfigTier, ScheduleName, ScopeKey, Surface};
 use store::{
     ApprovalRecord, ApprovalState, ConfigValue, Finish, FiringSlot, Friction, NewMemory, Retention,
     RunStatus, StoreError, Timestamp,
@@ -286,23 +286,45 @@ async fn a_manual_firing_never_collides_with_or_counts_as_a_timer_slot(b: Backen
 async fn answered_slack_threads_are_recorded_once_and_read_by_key(b: Backend) {
     let u = open(b).await;
     let s = &u.store;
-    assert!(!s.answered_thread("C1", "1.1").await.unwrap());
+    assert!(
+        !s.answered_thread(Surface::Slack, "C1", "1.1")
+            .await
+            .unwrap()
+    );
     for i in 0..3 {
-        s.record_answered_thread("C1", "1.1", Timestamp::from_micros(i))
+        s.record_answered_thread(Surface::Slack, "C1", "1.1", Timestamp::from_micros(i))
             .await
             .unwrap();
     }
-    assert!(s.answered_thread("C1", "1.1").await.unwrap());
-    assert!(!s.answered_thread("C1", "1.2").await.unwrap());
-    assert!(!s.answered_thread("C2", "1.1").await.unwrap());
+    assert!(
+        s.answered_thread(Surface::Slack, "C1", "1.1")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !s.answered_thread(Surface::Slack, "C1", "1.2")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !s.answered_thread(Surface::Slack, "C2", "1.1")
+            .await
+            .unwrap()
+    );
+    // Keyed by surface: another surface never answered that thread.
+    assert!(!s.answered_thread(Surface::Mcp, "C1", "1.1").await.unwrap());
+    s.record_answered_thread(Surface::Mcp, "C1", "1.1", Timestamp::from_micros(5))
+        .await
+        .unwrap();
+    assert!(s.answered_thread(Surface::Mcp, "C1", "1.1").await.unwrap());
     for (channel, ts) in [("", "1.1"), ("C1", ""), ("C 1", "1.1"), ("C1", "1.1\n")] {
         assert!(matches!(
-            s.record_answered_thread(channel, ts, Timestamp::from_micros(0))
+            s.record_answered_thread(Surface::Slack, channel, ts, Timestamp::from_micros(0))
                 .await,
             Err(StoreError::Invalid(_))
         ));
         assert!(matches!(
-            s.answered_thread(channel, ts).await,
+            s.answered_thread(Surface::Slack, channel, ts).await,
             Err(StoreError::Invalid(_))
         ));
     }
@@ -315,7 +337,7 @@ async fn a_slack_retry_is_seen_once(b: Backend) {
     for i in 0..8 {
         let st = u.store.clone();
         tasks.push(tokio::spawn(async move {
-            st.first_sighting("Ev0123ABC", Timestamp::from_micros(i))
+            st.first_sighting(Surface::Slack, "Ev0123ABC", Timestamp::from_micros(i))
                 .await
                 .unwrap()
         }));
@@ -327,7 +349,14 @@ async fn a_slack_retry_is_seen_once(b: Backend) {
     assert_eq!(firsts, 1);
     assert!(
         u.store
-            .first_sighting("Ev0123ABD", Timestamp::from_micros(9))
+            .first_sighting(Surface::Slack, "Ev0123ABD", Timestamp::from_micros(9))
+            .await
+            .unwrap()
+    );
+    // Keyed by surface: the same id sent to another surface is that surface's first.
+    assert!(
+        u.store
+            .first_sighting(Surface::Http, "Ev0123ABC", Timestamp::from_micros(10))
             .await
             .unwrap()
     );
@@ -437,16 +466,22 @@ async fn records_past_their_retention_are_pruned_in_batches_and_nothing_in_use_i
     let ago = |days: i64| Timestamp::from_micros(now.micros() - days * day);
     for i in 0..3 {
         assert!(
-            s.first_sighting(&format!("Ev-old-{i}"), ago(10))
+            s.first_sighting(Surface::Slack, &format!("Ev-old-{i}"), ago(10))
                 .await
                 .unwrap()
         );
     }
-    assert!(s.first_sighting("Ev-new", ago(1)).await.unwrap());
-    s.record_answered_thread("C1", "1.1", ago(100))
+    assert!(
+        s.first_sighting(Surface::Slack, "Ev-new", ago(1))
+            .await
+            .unwrap()
+    );
+    s.record_answered_thread(Surface::Slack, "C1", "1.1", ago(100))
         .await
         .unwrap();
-    s.record_answered_thread("C1", "2.2", ago(1)).await.unwrap();
+    s.record_answered_thread(Surface::Slack, "C1", "2.2", ago(1))
+        .await
+        .unwrap();
     let run_of_asks: authz_core::RunId = "01JASKRUN".parse().unwrap();
     let ask = |id: &str, at: Timestamp| ApprovalRecord {
         id: id.into(),
@@ -521,7 +556,7 @@ async fn records_past_their_retention_are_pruned_in_batches_and_nothing_in_use_i
         ..Retention::default()
     };
     let first = s.prune(&rules, now).await.unwrap();
-    assert_eq!(first.slack_events, 2, "a batch at most: {first:?}");
+    assert_eq!(first.event_ids, 2, "a batch at most: {first:?}");
     assert!(first.full(rules.batch));
     let mut passes = 1;
     while s.prune(&rules, now).await.unwrap().full(rules.batch) {
@@ -535,16 +570,28 @@ async fn records_past_their_retention_are_pruned_in_batches_and_nothing_in_use_i
 
     for i in 0..3 {
         assert!(
-            s.first_sighting(&format!("Ev-old-{i}"), now).await.unwrap(),
+            s.first_sighting(Surface::Slack, &format!("Ev-old-{i}"), now)
+                .await
+                .unwrap(),
             "Ev-old-{i} was kept"
         );
     }
     assert!(
-        !s.first_sighting("Ev-new", now).await.unwrap(),
+        !s.first_sighting(Surface::Slack, "Ev-new", now)
+            .await
+            .unwrap(),
         "a recent event id was pruned"
     );
-    assert!(!s.answered_thread("C1", "1.1").await.unwrap());
-    assert!(s.answered_thread("C1", "2.2").await.unwrap());
+    assert!(
+        !s.answered_thread(Surface::Slack, "C1", "1.1")
+            .await
+            .unwrap()
+    );
+    assert!(
+        s.answered_thread(Surface::Slack, "C1", "2.2")
+            .await
+            .unwrap()
+    );
     assert_eq!(
         s.approval_state("open-old").await.unwrap(),
         Some(ApprovalState::Open)

@@ -266,16 +266,44 @@ async fn the_live_feed_carries_only_runs_the_viewer_may_read() {
 #[tokio::test]
 async fn a_slack_event_id_is_seen_once_and_a_malformed_one_spends_nothing() {
     let w = world().await;
-    assert!(w.services.first_slack_delivery("Ev0123ABC").await.unwrap());
-    assert!(!w.services.first_slack_delivery("Ev0123ABC").await.unwrap());
-    assert!(w.services.first_slack_delivery("").await.is_err());
     assert!(
         w.services
-            .first_slack_delivery("Ev with space")
+            .first_delivery(Surface::Slack, "Ev0123ABC")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !w.services
+            .first_delivery(Surface::Slack, "Ev0123ABC")
+            .await
+            .unwrap()
+    );
+    assert!(w.services.first_delivery(Surface::Slack, "").await.is_err());
+    assert!(
+        w.services
+            .first_delivery(Surface::Slack, "Ev with space")
             .await
             .is_err()
     );
-    assert!(w.services.first_slack_delivery("Ev0123ABD").await.unwrap());
+    assert!(
+        w.services
+            .first_delivery(Surface::Slack, "Ev0123ABD")
+            .await
+            .unwrap()
+    );
+    // Keyed by surface: another chat surface sent the same id has its own first delivery.
+    assert!(
+        w.services
+            .first_delivery(Surface::Http, "Ev0123ABC")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !w.services
+            .first_delivery(Surface::Http, "Ev0123ABC")
+            .await
+            .unwrap()
+    );
 }
 
 #[tokio::test]
