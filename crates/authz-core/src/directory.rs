@@ -1,13 +1,14 @@
 //! The channel directory seam: where a run's visibility stamp comes from. Consulted at
 //! dispatch, never at authorize time.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::ids::{ActorId, ChannelId};
+use crate::ids::{ActorId, ChannelId, Namespace};
 use crate::resource::ChannelVisibility;
 
 /// A boxed future, so the directory can be used as `Arc<dyn ChannelDirectory>` without an
@@ -75,5 +76,59 @@ impl ChannelDirectory for StaticChannelDirectory {
         _channel: &'a ChannelId,
     ) -> BoxFuture<'a, Membership> {
         Box::pin(std::future::ready(Membership::Unknown))
+    }
+}
+/// The channel directory chosen per namespace: each chat surface answers for its own channels
+/// and its own users' memberships (Slack's directory for `slack:` ids); a channel or an actor
+/// of any other namespace gets what the id alone establishes ([`StaticChannelDirectory`]).
+#[derive(Clone, Default)]
+pub struct DirectoryByNamespace {
+    by_namespace: BTreeMap<Namespace, Arc<dyn ChannelDirectory>>,
+}
+
+impl DirectoryByNamespace {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// `directory` answers for the channels and actors of `namespace`.
+    pub fn with(mut self, namespace: Namespace, directory: Arc<dyn ChannelDirectory>) -> Self {
+        self.by_namespace.insert(namespace, directory);
+        self
+    }
+
+    fn of_channel(&self, channel: &ChannelId) -> Option<&Arc<dyn ChannelDirectory>> {
+        let prefix = channel.namespace();
+        self.by_namespace
+            .iter()
+            .find(|(ns, _)| ns.prefix().strip_suffix(':') == Some(prefix))
+            .map(|(_, d)| d)
+    }
+}
+
+impl ChannelDirectory for DirectoryByNamespace {
+    fn info<'a>(&'a self, channel: &'a ChannelId) -> BoxFuture<'a, ChannelVisibility> {
+        match self.of_channel(channel) {
+            Some(d) => d.info(channel),
+            None => StaticChannelDirectory.info(channel),
+        }
+    }
+
+    fn is_member<'a>(
+        &'a self,
+        actor: &'a ActorId,
+        channel: &'a ChannelId,
+    ) -> BoxFuture<'a, Membership> {
+        match self.of_channel(channel) {
+            Some(d) => d.is_member(actor, channel),
+            None => StaticChannelDirectory.is_member(actor, channel),
+        }
+    }
+
+    fn memberships<'a>(&'a self, actor: &'a ActorId) -> BoxFuture<'a, BTreeSet<ChannelId>> {
+        match self.by_namespace.get(&actor.namespace()) {
+            Some(d) => d.memberships(actor),
+            None => StaticChannelDirectory.memberships(actor),
+        }
     }
 }

@@ -69,7 +69,9 @@ use agents::{
     OpenAiSettings,
 };
 use anyhow::Context;
-use authz_core::{AgentName, ChannelDirectory, StaticChannelDirectory};
+use authz_core::{
+    AgentName, ChannelDirectory, DirectoryByNamespace, Namespace, StaticChannelDirectory,
+};
 use commands::{Audit, Clock, Registry, Services, TracingAudit};
 use dispatch::{AgentEntry, AgentTokens, DispatchSettings, Dispatcher, DispatcherParts};
 use schedule::Scheduler;
@@ -254,9 +256,11 @@ impl App {
             ..DispatchSettings::default()
         };
         let slack = slack_surface::SlackState::build(&config, &secrets);
+        // Chosen per namespace: each chat surface answers for its own channels, the id alone
+        // for every other.
         let directory: Arc<dyn ChannelDirectory> = match (overrides.directory, slack.directory()) {
             (Some(d), _) => d,
-            (None, Some(d)) => d,
+            (None, Some(d)) => Arc::new(DirectoryByNamespace::new().with(Namespace::Slack, d)),
             (None, None) => Arc::new(StaticChannelDirectory),
         };
         let dispatcher = Dispatcher::new(DispatcherParts {

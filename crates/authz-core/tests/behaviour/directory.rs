@@ -1,11 +1,15 @@
-//! The static channel directory: what an id alone establishes.
+//! The static channel directory (what an id alone establishes), and the directory chosen per
+//! namespace.
 
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use authz_core::{
-    ChannelDirectory, ChannelId, ChannelVisibility as V, Membership, StaticChannelDirectory,
+    ActorId, BoxFuture, ChannelDirectory, ChannelId, ChannelVisibility as V, DirectoryByNamespace,
+    Membership, Namespace, StaticChannelDirectory,
 };
 
 use crate::fixtures::id;
@@ -50,4 +54,57 @@ fn the_static_directory_knows_no_members() {
         now(dir.is_member(&id("slack:U1"), &ch)),
         Membership::Unknown
     );
+}
+
+/// A directory that says the same of every channel and member, to see which one answered.
+struct Says(V, Membership, &'static str);
+
+impl ChannelDirectory for Says {
+    fn info<'a>(&'a self, _: &'a ChannelId) -> BoxFuture<'a, V> {
+        Box::pin(std::future::ready(self.0))
+    }
+
+    fn is_member<'a>(&'a self, _: &'a ActorId, _: &'a ChannelId) -> BoxFuture<'a, Membership> {
+        Box::pin(std::future::ready(self.1))
+    }
+
+    fn memberships<'a>(&'a self, _: &'a ActorId) -> BoxFuture<'a, BTreeSet<ChannelId>> {
+        let one = ChannelId::parse(self.2).unwrap();
+        Box::pin(std::future::ready(BTreeSet::from([one])))
+    }
+}
+
+/// Each namespace's channels and actors are answered by its own directory; any other by the
+/// id alone (never by another surface's directory).
+#[test]
+fn the_directory_is_chosen_per_namespace() {
+    let dir = DirectoryByNamespace::new()
+        .with(
+            Namespace::Slack,
+            Arc::new(Says(V::Public, Membership::Yes, "slack:C1")),
+        )
+        .with(
+            Namespace::Mcp,
+            Arc::new(Says(V::Private, Membership::No, "mcp:m1")),
+        );
+    let ch = |raw: &str| ChannelId::parse(raw).unwrap();
+    assert_eq!(now(dir.info(&ch("slack:C024"))), V::Public);
+    assert_eq!(now(dir.info(&ch("mcp:ci"))), V::Private);
+    assert_eq!(now(dir.info(&ch("http:ops"))), V::Machine, "the id alone");
+    assert_eq!(now(dir.info(&ch("teams:x"))), V::Unknown, "the id alone");
+    let alice = id("slack:U1");
+    assert_eq!(
+        now(dir.is_member(&alice, &ch("slack:C024"))),
+        Membership::Yes
+    );
+    assert_eq!(now(dir.is_member(&alice, &ch("mcp:ci"))), Membership::No);
+    assert_eq!(
+        now(dir.is_member(&alice, &ch("http:ops"))),
+        Membership::Unknown
+    );
+    assert_eq!(
+        now(dir.memberships(&alice)),
+        BTreeSet::from([ch("slack:C1")])
+    );
+    assert!(now(dir.memberships(&id("http:ops"))).is_empty());
 }
