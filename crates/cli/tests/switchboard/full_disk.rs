@@ -1,8 +1,9 @@
 //! SQLite on a full disk, through the binary: `serve` keeps its data directory and store on a
-//! 8 MiB tmpfs (bubblewrap's `--size`), and ingress requests of 1 KB each arrive until it is
-//! full. A request the store could not record gets a clear answer (a 503 saying to try again,
-//! never a 500 or a dropped connection), the server keeps serving, and after it stops the file
-//! passes `PRAGMA integrity_check` and holds every run whose start was acknowledged.
+//! 8 MiB tmpfs (bubblewrap's `--size`; its log is written elsewhere), and ingress requests of
+//! 1 KB each arrive until it is full. A request the store could not record gets a clear answer
+//! (a 503 saying to try again, never a 500 or a dropped connection), the server keeps serving,
+//! and after it stops the file passes `PRAGMA integrity_check` and holds every run whose start
+//! was acknowledged.
 
 use std::process::Command;
 
@@ -24,7 +25,7 @@ actions = ["runs:read", "runs:write", "agent:run:echo"]
 channels = ["http:fill"]
 TOML
 SWITCHBOARD_INGRESS_TOKENS='{"fill-token-0123456789": {"subject": "fill", "channel": "http:fill"}}' \
-  NO_COLOR=1 "$BIN" --config "$D/sb.toml" serve --listen "127.0.0.1:$PORT" >"$D/out" 2>"$D/err" &
+  NO_COLOR=1 "$BIN" --config "$D/sb.toml" serve --listen "127.0.0.1:$PORT" >"$LOG/out" 2>"$LOG/err" &
 pid=$!
 for _ in $(seq 1 300); do
   [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/readyz")" = 200 ] && break
@@ -44,8 +45,8 @@ for n in $(seq 1 2000); do
 done
 echo "alive $(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/healthz")"
 kill -TERM "$pid"; wait "$pid"; echo "exit $?"
-grep -c panicked "$D/err" | sed "s/^/panics /"; grep -o "error=[a-z:0-9-]*" "$D/err" | sort | uniq -c | sed "s/^/log /"
-grep "a run could not be recorded" "$D/err" | grep -o "error=[a-z:0-9-]*" | sort | uniq -c | sed "s/^/refusal-log /"
+grep -c panicked "$LOG/err" | sed "s/^/panics /"; grep -o "error=[a-z:0-9-]*" "$LOG/err" | sort | uniq -c | sed "s/^/log /"
+grep "a run could not be recorded" "$LOG/err" | grep -o "error=[a-z:0-9-]*" | sort | uniq -c | sed "s/^/refusal-log /"
 python3 - "$D/sb.db" <<'PY'
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
@@ -63,6 +64,9 @@ fn a_full_disk_refuses_clearly_and_loses_nothing_acknowledged() {
     };
     let mount = "/tmp/switchboard-full-disk";
     std::fs::create_dir_all(mount).unwrap();
+    // The server's log is kept off the full disk, so every line it writes is read back (a
+    // log on the tmpfs would lose lines once it filled, and the test would read luck).
+    let log = tempfile::tempdir().unwrap();
     let out = Command::new("bwrap")
         .args([
             "--dev-bind",
@@ -76,6 +80,7 @@ fn a_full_disk_refuses_clearly_and_loses_nothing_acknowledged() {
         .args(["--", "/bin/bash", "-c", SCRIPT])
         .env("BIN", env!("CARGO_BIN_EXE_switchboard"))
         .env("PORT", port.to_string())
+        .env("LOG", log.path())
         .output()
         .expect("bubblewrap runs (apt-get install bubblewrap)");
     let said = String::from_utf8_lossy(&out.stdout).into_owned();
