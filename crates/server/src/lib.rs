@@ -58,6 +58,7 @@ pub mod secrets;
 mod serve;
 pub mod slack_surface;
 mod summary;
+pub mod surface;
 pub mod telemetry;
 
 use std::collections::BTreeMap;
@@ -96,12 +97,15 @@ pub struct App {
     /// The span log `GET /admin/trace/log` serves.
     pub span_log: telemetry::SpanLog,
     /// The Slack surface: absent, off (and why), built, or on once `serve` connected it.
-    pub slack: slack_surface::SlackState,
+    pub slack: std::sync::Mutex<slack_surface::SlackState>,
     /// The channel directory the dispatcher stamps with; the Slack surface asks it for a
     /// request's memberships.
     pub directory: Arc<dyn ChannelDirectory>,
     /// `/api` and `/runs`: absent, off (and why), or on with their token verifier.
     pub access: access_surface::AccessState,
+    /// Every surface `serve` serves, the built-in ones first (`surface::builtin`), then any
+    /// `Overrides::surfaces` added.
+    pub surfaces: Vec<Arc<dyn surface::SurfacePlugin>>,
 }
 
 /// What a test may replace when it builds an [`App`]: the clock, the audit stream, the
@@ -118,6 +122,8 @@ pub struct Overrides {
     /// Who answers a person's ask for a tool call (`switchboard ask`: a prompt on the
     /// terminal); default: the run page's Approve / Deny form (`PendingApprovals`).
     pub approver: Option<Arc<dyn agents::tools::Approver>>,
+    /// Surfaces added after the built-in ones: served, summarised and traced like them.
+    pub surfaces: Vec<Arc<dyn surface::SurfacePlugin>>,
 }
 
 impl Default for Overrides {
@@ -128,6 +134,7 @@ impl Default for Overrides {
             directory: None,
             span_log: None,
             approver: None,
+            surfaces: Vec::new(),
         }
     }
 }
@@ -328,9 +335,13 @@ impl App {
             replica,
             scheduler,
             span_log,
-            slack,
+            slack: std::sync::Mutex::new(slack),
             directory,
             access,
+            surfaces: surface::builtin()
+                .into_iter()
+                .chain(overrides.surfaces)
+                .collect(),
         })
     }
 
@@ -338,10 +349,10 @@ impl App {
     /// starts its connection until `stop`; `serve` does this before it binds its routes, so
     /// a one-shot command never calls Slack.
     pub async fn connect_slack(
-        &mut self,
+        &self,
         stop: tokio_util::sync::CancellationToken,
     ) -> Option<tokio::task::JoinHandle<()>> {
-        let state = std::mem::replace(&mut self.slack, slack_surface::SlackState::Absent);
+        let state = std::mem::replace(&mut *self.slack_state(), slack_surface::SlackState::Absent);
         let connected = state
             .connect(
                 self.registry.clone(),
@@ -350,8 +361,22 @@ impl App {
             )
             .await;
         let (state, socket) = connected.start_socket(stop).await;
-        self.slack = state;
+        *self.slack_state() = state;
         socket
+    }
+
+    /// The Slack surface's state (a poisoned lock is still read: the state is replaced whole).
+    pub fn slack_state(&self) -> std::sync::MutexGuard<'_, slack_surface::SlackState> {
+        self.slack
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The Slack surface and how events reach it, once it is on.
+    pub fn slack_surface(&self) -> Option<(Arc<slack::SlackSurface>, slack::SlackMode)> {
+        self.slack_state()
+            .surface()
+            .map(|(surface, mode)| (surface.clone(), mode))
     }
 
     /// Tombstones this replica's own live runs left from before (a restart) and renews its

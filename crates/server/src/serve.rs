@@ -10,7 +10,6 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
-use http_ingress::Ingress;
 use store::Store;
 use tokio_util::sync::CancellationToken;
 
@@ -75,7 +74,7 @@ pub async fn shutdown_signal() {
 /// grace, interrupts the rest and tombstones what is left. `ready` receives the bound address
 /// once the server accepts connections.
 pub async fn serve(
-    mut app: App,
+    app: App,
     listen: Option<SocketAddr>,
     shutdown: impl Future<Output = ()> + Send + 'static,
     ready: impl FnOnce(SocketAddr, &App),
@@ -93,26 +92,15 @@ pub async fn serve(
             "tombstoned this replica's runs left live by the last process (interrupted)"
         );
     }
-    if app.mcp_is_on() {
-        // Command agents are children of this process: loopback reaches it.
-        let host = if bound.ip().is_unspecified() {
-            std::net::IpAddr::from([127, 0, 0, 1])
-        } else {
-            bound.ip()
-        };
-        let url = format!(
-            "http://{}{}",
-            SocketAddr::new(host, bound.port()),
-            mcp::PATH
-        );
-        app.dispatcher.set_mcp_url(url);
-    }
     let stop = CancellationToken::new();
-    let socket = app.connect_slack(stop.clone()).await;
-    let mut background = app.spawn_background(stop.clone());
+    let mut background = Vec::new();
+    // Each surface starts what it needs (a connection, a socket) before its routes are built.
+    for surface in app.surfaces.clone() {
+        background.extend(surface.start(&app, bound, stop.clone()).await);
+    }
+    background.extend(app.spawn_background(stop.clone()));
     background.push(app.spawn_schedule_timer(stop.clone()));
     background.push(app.spawn_pruning(stop.clone()));
-    background.extend(socket);
     let router = router(&app, stop.clone());
     ready(bound, &app);
     let stopping = stop.clone();
@@ -172,45 +160,25 @@ pub fn preflight(config: &LoadedConfig, secrets: &Secrets) -> anyhow::Result<()>
     Ok(())
 }
 
-/// The router of every surface this build has. `shutdown` ends `/mcp`'s open streams.
+/// The router of every surface this build has (the health checks, the trace log, and each
+/// of `app.surfaces` that is on). `shutdown` ends long-lived streams (`/mcp`, the feed).
 pub fn router(app: &App, shutdown: CancellationToken) -> Router {
-    let ingress = Arc::new(Ingress {
-        registry: app.registry.clone(),
-        services: app.services.clone(),
-        max_body_bytes: app.config.ingress.max_body_bytes,
-    });
     let mut router = Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .with_state(app.store.clone())
-        .merge(http_ingress::router(ingress))
         .merge(telemetry::trace_log_route(
             app.services.clone(),
             app.span_log.clone(),
         ));
-    if let Some(verifier) = app.access.verifier() {
-        let access = Arc::new(access_api::AccessApi {
-            registry: app.registry.clone(),
-            services: app.services.clone(),
-            verifier: verifier.clone(),
-            shutdown: shutdown.clone(),
-            keep_alive: access_api::KEEP_ALIVE,
-            recheck: access_api::RECHECK,
-            max_body_bytes: app.config.ingress.max_body_bytes,
-        });
-        router = router.merge(access_api::router(access));
+    for surface in &app.surfaces {
+        if let Some(routes) = surface.routes(app, &shutdown) {
+            router = router.merge(routes);
+        }
     }
-    if let Some((surface, slack::SlackMode::Events)) = app.slack.surface() {
-        router = router.merge(slack::router(surface.clone()));
-    }
-    if app.config.mcp.enabled {
-        // Enabled without a token map, the route answers 503 saying what it needs.
-        let mcp = Arc::new(mcp::Mcp::new(
-            app.registry.clone(),
-            app.services.clone(),
-            app.config.mcp.settings.clone(),
-        ));
-        router = router.merge(mcp::router(mcp, shutdown));
-    }
-    router.layer(axum::middleware::from_fn(telemetry::request_span))
+    let spans: Arc<[Arc<dyn crate::surface::SurfacePlugin>]> = app.surfaces.clone().into();
+    router.layer(axum::middleware::from_fn_with_state(
+        spans,
+        telemetry::request_span,
+    ))
 }

@@ -53,44 +53,25 @@ pub fn summary(app: &App, addr: SocketAddr) -> Summary {
         on: true,
         note: note.to_owned(),
     };
-    let off = |surface, note: &str| SurfaceLine {
-        surface,
-        on: false,
-        note: note.to_owned(),
-    };
-    let ingress = match &app.secrets.ingress_tokens {
-        Some((map, TokensFrom::Env)) => on(
-            "/ingress",
-            &format!("{} from SWITCHBOARD_INGRESS_TOKENS", tokens(map.len())),
-        ),
-        Some((map, TokensFrom::File(f))) => {
-            on("/ingress", &format!("{} from {f}", tokens(map.len())))
-        }
-        None => off(
-            "/ingress",
-            "needs a token map: SWITCHBOARD_INGRESS_TOKENS or [ingress] tokens_file (the route answers 503)",
-        ),
-    };
-    let surfaces = vec![
+    let mut surfaces = vec![
         on(
             "/healthz /readyz",
             "liveness, and readiness (the store answers)",
         ),
-        ingress,
         on(
             "cli",
             "`switchboard <command>` and `switchboard ask`, as cli:local",
         ),
-        slack_line(app),
-        mcp_line(app),
-        access_line(app),
+    ];
+    surfaces.extend(app.surfaces.iter().map(|s| s.summary_line(app)));
+    surfaces.extend([
         broker_line(app),
         sandbox_line(app),
         workspaces_line(app),
         retention_line(app),
         // Last: tests read the summary up to this line.
         schedules_line(app),
-    ];
+    ]);
     Summary {
         version: env!("CARGO_PKG_VERSION"),
         listening: format!("http://{addr}"),
@@ -251,7 +232,7 @@ fn workspaces_line(app: &App) -> SurfaceLine {
 }
 
 /// `/api` and `/runs`: on (whose tokens, where the keys come from), or off and what it needs.
-fn access_line(app: &App) -> SurfaceLine {
+pub(crate) fn access_line(app: &App) -> SurfaceLine {
     use crate::access_surface::AccessState;
     let line = |on, note: String| SurfaceLine {
         surface: "/api /runs",
@@ -289,14 +270,14 @@ fn access_line(app: &App) -> SurfaceLine {
 
 /// The Slack surface: on (how events arrive, as whom, missing scopes), or off and what it
 /// needs.
-fn slack_line(app: &App) -> SurfaceLine {
+pub(crate) fn slack_line(app: &App) -> SurfaceLine {
     use crate::slack_surface::SlackState;
     let line = |on, note: String| SurfaceLine {
         surface: "slack",
         on,
         note,
     };
-    match &app.slack {
+    match &*app.slack_state() {
         SlackState::Absent => line(
             false,
             "needs a [slack] section and SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET (docs/slack.md)"
@@ -408,7 +389,27 @@ fn plural(n: usize, what: &str) -> String {
     }
 }
 
-fn mcp_line(app: &App) -> SurfaceLine {
+/// `POST /ingress`: on with its token map, or off and what it needs.
+pub(crate) fn ingress_line(app: &App) -> SurfaceLine {
+    let (on, note) = match &app.secrets.ingress_tokens {
+        Some((map, TokensFrom::Env)) => (
+            true,
+            format!("{} from SWITCHBOARD_INGRESS_TOKENS", tokens(map.len())),
+        ),
+        Some((map, TokensFrom::File(f))) => (true, format!("{} from {f}", tokens(map.len()))),
+        None => (
+            false,
+            "needs a token map: SWITCHBOARD_INGRESS_TOKENS or [ingress] tokens_file (the route answers 503)".to_owned(),
+        ),
+    };
+    SurfaceLine {
+        surface: "/ingress",
+        on,
+        note,
+    }
+}
+
+pub(crate) fn mcp_line(app: &App) -> SurfaceLine {
     let c = &app.config.mcp;
     let (on, note) = match (c.enabled, &app.secrets.ingress_tokens) {
         (true, Some((map, _))) => {

@@ -1,26 +1,31 @@
 //! The root span of every HTTP request: surface, route, actor (recorded by the registry when
 //! it meets the caller), status and outcome. A request answered 401 or 403 is marked denied.
 
-use axum::extract::Request;
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
 use tracing::Instrument;
 
-/// The surface and route a path belongs to. Only known routes are named; anything else is
-/// `other`, so a path someone typed a secret into never reaches a span.
-fn surface_and_route(path: &str) -> Option<(&'static str, &'static str)> {
+use crate::surface::SurfacePlugin;
+
+/// The surface and route a path belongs to: the server's own routes, then each surface's
+/// (`SurfacePlugin::span_route`). Only known routes are named; anything else is `other`, so a
+/// path someone typed a secret into never reaches a span.
+fn surface_and_route(
+    surfaces: &[Arc<dyn SurfacePlugin>],
+    path: &str,
+) -> Option<(&'static str, &'static str)> {
     match path {
         "/healthz" | "/readyz" => None,
-        "/ingress" => Some(("http", "/ingress")),
-        p if p == mcp::PATH || p.starts_with("/mcp/") => Some(("mcp", "/mcp")),
         "/admin/trace/log" => Some(("admin", "/admin/trace/log")),
-        "/slack/events" => Some(("slack", "/slack/events")),
-        "/slack/interactions" => Some(("slack", "/slack/interactions")),
-        // Route templates only: a run id or a command id stays out of the span's name.
-        p if p.starts_with("/api/") => Some(("access", "/api/{command}")),
-        "/runs" | "/runs/stream" | "/runs/scheduled" => Some(("access", "/runs")),
-        p if p.starts_with("/runs/") => Some(("access", "/runs/{id}")),
-        _ => Some(("http", "other")),
+        _ => Some(
+            surfaces
+                .iter()
+                .find_map(|s| s.span_route(path))
+                .unwrap_or(("http", "other")),
+        ),
     }
 }
 
@@ -35,8 +40,12 @@ fn outcome(status: u16) -> &'static str {
 }
 
 /// Axum middleware: one root span per request (health checks excepted).
-pub async fn request_span(req: Request, next: Next) -> Response {
-    let Some((surface, route)) = surface_and_route(req.uri().path()) else {
+pub async fn request_span(
+    State(surfaces): State<Arc<[Arc<dyn SurfacePlugin>]>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let Some((surface, route)) = surface_and_route(&surfaces, req.uri().path()) else {
         return next.run(req).await;
     };
     let span = commands::trace::request_span(surface, route);
@@ -56,6 +65,8 @@ mod tests {
 
     #[test]
     fn only_known_routes_are_named_and_never_a_query_or_an_unknown_path() {
+        let builtin = crate::surface::builtin();
+        let surface_and_route = |path| surface_and_route(&builtin, path);
         assert_eq!(surface_and_route("/healthz"), None);
         assert_eq!(surface_and_route("/ingress"), Some(("http", "/ingress")));
         assert_eq!(surface_and_route("/mcp"), Some(("mcp", "/mcp")));

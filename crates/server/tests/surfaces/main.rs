@@ -14,6 +14,7 @@
 mod access_surface;
 mod ingress_surface;
 mod mcp_surface;
+mod plugin_surface;
 mod registry_behaviour;
 mod schedule_surface;
 mod slack_surface;
