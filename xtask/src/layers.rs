@@ -31,8 +31,22 @@ pub fn dev_dependency_cycles(metadata: &Value) -> Result<Vec<String>> {
     Ok(faults)
 }
 
-/// The surfaces: each proves its caller and hands text to the registry.
-pub const ADAPTERS: &[&str] = &["access-api", "http-ingress", "mcp", "schedule", "slack"];
+/// The crates above the ports that are not adapters: the composition root, the binary, the
+/// parts that run agents, and this tool.
+const NOT_ADAPTERS: &[&str] = &["server", "cli", "dispatch", "xtask"];
+
+/// The surfaces, read from the crate graph: every workspace crate that depends on `commands`
+/// (the ports), but the composition root, the binary, the dispatcher and this tool. A new
+/// surface crate is checked from its first build, with no list to edit.
+pub fn adapters(metadata: &Value) -> Result<Vec<String>> {
+    let members = workspace_members(metadata)?;
+    let normal = edges(&members, |kind| kind.is_null() || kind == "build");
+    Ok(normal
+        .iter()
+        .filter(|(name, deps)| deps.contains("commands") && !NOT_ADAPTERS.contains(&name.as_str()))
+        .map(|(name, _)| name.clone())
+        .collect())
+}
 
 /// What an adapter may depend on in the workspace: the ports and the policy, nothing that
 /// runs agents or keeps records.
@@ -45,9 +59,9 @@ pub fn adapters_past_the_ports(root: &std::path::Path, metadata: &Value) -> Resu
     let members = workspace_members(metadata)?;
     let normal = edges(&members, |kind| kind.is_null() || kind == "build");
     let mut faults = Vec::new();
-    for adapter in ADAPTERS {
+    for adapter in &adapters(metadata)? {
         let deps = normal
-            .get(*adapter)
+            .get(adapter.as_str())
             .with_context(|| format!("adapter {adapter} is not a workspace member"))?;
         for dep in deps.iter().filter(|d| !ADAPTER_LAYER.contains(&d.as_str())) {
             faults.push(format!(
@@ -70,9 +84,13 @@ pub fn adapters_past_the_ports(root: &std::path::Path, metadata: &Value) -> Resu
 
 /// One line per place an adapter or the CLI builds a `Caller` by hand: every surface builds
 /// it through `commands::identity`, so what an actor holds is resolved one way.
-pub fn callers_built_by_hand(root: &std::path::Path) -> Result<Vec<String>> {
+pub fn callers_built_by_hand(root: &std::path::Path, metadata: &Value) -> Result<Vec<String>> {
     let mut faults = Vec::new();
-    for krate in ADAPTERS.iter().chain(&["cli"]) {
+    for krate in adapters(metadata)?
+        .iter()
+        .map(String::as_str)
+        .chain(["cli"])
+    {
         let src = root.join("crates").join(krate).join("src");
         for (path, text) in crate::tidy::rust_sources(&src)? {
             let code = text.split("\n#[cfg(test)]").next().unwrap_or(&text);
@@ -208,6 +226,18 @@ mod tests {
     }
 
     #[test]
+    fn the_adapters_are_read_from_the_crate_graph() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .unwrap();
+        let metadata = crate::tidy::cargo_metadata(root).unwrap();
+        assert_eq!(
+            adapters(&metadata).unwrap(),
+            ["access-api", "http-ingress", "mcp", "schedule", "slack"]
+        );
+    }
+
+    #[test]
     fn the_store_is_named_only_as_a_path_outside_comments() {
         assert!(names_the_store("let s = store::open(x);"));
         assert!(names_the_store("use store::{RunRecord};"));
@@ -233,7 +263,11 @@ mod tests {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .parent()
             .unwrap();
-        assert_eq!(callers_built_by_hand(root).unwrap(), Vec::<String>::new());
+        let metadata = crate::tidy::cargo_metadata(root).unwrap();
+        assert_eq!(
+            callers_built_by_hand(root, &metadata).unwrap(),
+            Vec::<String>::new()
+        );
     }
 
     #[test]

@@ -30,14 +30,15 @@ fn main() -> Result<()> {
             let metadata = tidy::cargo_metadata(&root)?;
             let mut faults = tidy::forbidden_dependencies(&metadata, "authz-core")?;
             faults.extend(tidy::forbidden_apis(&root.join("crates/authz-core/src"))?);
-            faults.extend(tidy::hand_made_decisions(&root)?);
+            let adapters = layers::adapters(&metadata)?;
+            faults.extend(tidy::hand_made_decisions(&root, &adapters)?);
             faults.extend(tidy::undecided_memory(&root)?);
             faults.extend(references::outside_references(&root)?);
             faults.extend(circles::module_circles(&root)?);
             faults.extend(layers::dev_dependency_cycles(&metadata)?);
             faults.extend(code_map::map_faults(&root)?);
             faults.extend(layers::adapters_past_the_ports(&root, &metadata)?);
-            faults.extend(layers::callers_built_by_hand(&root)?);
+            faults.extend(layers::callers_built_by_hand(&root, &metadata)?);
             faults.extend(file_size::long_files(&root)?);
             if !faults.is_empty() {
                 bail!(

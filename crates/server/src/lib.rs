@@ -28,19 +28,21 @@
 //! | `secrets` | the token map (`SWITCHBOARD_INGRESS_TOKENS` or `[ingress] tokens_file`, parsed by `commands::tokens`), the agent-token secret, `api_key_env` values, `SLACK_BOT_TOKEN` / `SLACK_SIGNING_SECRET` / `SLACK_APP_TOKEN`, the allow-listed environment for command agents, and the values the sanitiser redacts |
 //! | `access_surface` | `AccessState`: absent, missing (what `[access]` still needs), on (the `Verifier`, built without I/O) |
 //! | `slack_surface` | `SlackState`: absent, missing secrets, built (client + directory, no I/O), on (after `auth.test`), failed; `connect` and `start_socket` for `serve` |
+//! | `surface` | `SurfacePlugin`: a surface's summary line, routes, span route names and what it starts under `serve`; `builtin()` (ingress, Slack, MCP, Access); `App::surfaces` is those and any `Overrides::surfaces` |
 //! | `lib.rs` | `App::build` / `build_with(Overrides)` (clock, audit stream, channel directory, the span log: for tests and `serve`): the store, the agents (`build_agents`), the dispatcher, the scheduler (built-in and configured schedules, planned against the grants table), `Services` with its ports; `schedule_decls` and `schedule_plans` (what `config check` validates); `recover`, `spawn_background` (heartbeat, which also tombstones dead replicas' runs, the stop-request watch, and the live-run fan-out on Postgres), `spawn_schedule_timer` (only `serve` runs it) |
-//! | `serve` | `preflight` (Postgres with `/mcp` on needs the shared agent-token secret), bind, tell the dispatcher the `/mcp` URL agents get, recover, connect Slack, summary, `router` (every surface this build has, under the request-span middleware); on Ctrl-C or SIGTERM stop accepting, give live runs `shutdown_grace`, interrupt the rest, tombstone what is still live |
+//! | `serve` | `preflight` (Postgres with `/mcp` on needs the shared agent-token secret), bind, recover, start each surface (MCP tells the dispatcher the URL agents get; Slack connects), summary, `router` (the health checks, the trace log and each surface that is on, under the request-span middleware); on Ctrl-C or SIGTERM stop accepting, give live runs `shutdown_grace`, interrupt the rest, tombstone what is still live |
 //! | `summary` | the start-up summary: each surface on, or off and what it needs; the `retention` line; the `traces` line (log format, audit destination, span log, export) |
 //! | `telemetry/mod.rs` | `init` (the process's subscriber from `[telemetry]`: `RUST_LOG` filter with the denied marker always on, JSON or human log lines without the marker, audit lines to their own file when set, the span log, the OTLP layer), `subscriber` (the same layers for tests, with any writer and exporter), `otlp_provider` / `provider_with` (batch export behind `DeniedTraceFilter`) |
 //! | `telemetry/span_log.rs` | `SpanLog` (the bounded ring) and `SpanLogLayer`: span lines held on their trace's root until it closes, dropped whole when any span or event of the trace carries `denied = true` |
 //! | `telemetry/otel.rs` | `DeniedTraceFilter`: an OpenTelemetry `SpanProcessor` holding each trace's ended spans until its root ends, then exporting or dropping it whole; bounded (open traces, spans per trace), never exporting unchecked |
-//! | `telemetry/request.rs` | the HTTP middleware: a root span per request (health checks excepted) with surface and a known route (else `other`), status and outcome; 401 and 403 marked denied |
+//! | `telemetry/request.rs` | the HTTP middleware: a root span per request (health checks excepted) with surface and a known route (each surface names its own, else `other`), status and outcome; 401 and 403 marked denied |
 //! | `telemetry/route.rs` | `GET /admin/trace/log?since=`: 503 with no token map, 401 without a known bearer, 403 without `trace:read` (audited), JSON lines otherwise |
 //! | `fuzzing` (hidden) | `TARGETS`: the body of every fuzz target, one per parser of outside input, called by `fuzz/` and replayed on stable by `tests/fuzz_corpus.rs` |
 //!
 //! Tests: `tests/surfaces/` is one binary holding every surface against the whole App
 //! (`access_surface.rs`, `ingress_surface.rs`, `mcp_surface.rs`, `registry_behaviour/`,
-//! `schedule_surface.rs`, `slack_surface.rs`): they live here because an adapter that
+//! `schedule_surface.rs`, `slack_surface.rs`, and `plugin_surface.rs`, a surface defined in the
+//! test and added through `Overrides::surfaces`): they live here because an adapter that
 //! dev-depended on `server` would make a dependency cycle. Beside it: `tests/server.rs` (config,
 //! secrets, summary, health, shutdown), `tests/telemetry.rs`, `tests/memory.rs`,
 //! `tests/fuzz_corpus.rs`; the schedule tick bench is `benches/schedule_tick.rs`.
