@@ -53,11 +53,22 @@ def main():
         raise SystemExit("usage: scripts/bench.sh versus <baseline switchboard binary>")
     baseline, release = os.path.abspath(sys.argv[1]), ingress.BIN
     os.makedirs(os.path.join(ingress.WORK, "data"), exist_ok=True)
-    db = os.path.join(ingress.WORK, f"runs-{ingress.RUNS}.db")
-    ingress.seed(db)
-    mcp.write_config(db)
-    subprocess.run([release, "--config", ingress.config_path(db), "db", "migrate"], check=True,
-                   stdout=subprocess.DEVNULL)
+    # Each build gets its own copy of one store, migrated by that build: a baseline from before
+    # a migration cannot open a store the release has migrated past it.
+    seeded = os.path.join(ingress.WORK, f"versus-{ingress.RUNS}.db")
+    ingress.BIN = baseline
+    ingress.seed(seeded)
+    dbs = {}
+    for name, binary in (("baseline", baseline), ("release", release)):
+        db = os.path.join(ingress.WORK, f"versus-{name}-{ingress.RUNS}.db")
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(db + suffix):
+                os.remove(db + suffix)
+        subprocess.run(["sqlite3", seeded, f".backup '{db}'"], check=True)
+        mcp.write_config(db)
+        subprocess.run([binary, "--config", ingress.config_path(db), "db", "migrate"], check=True,
+                       stdout=subprocess.DEVNULL)
+        dbs[name] = db
     lua = os.path.join(ingress.WORK, "versus.lua")
     with open(lua, "w") as f:
         f.write(f'wrk.method = "POST"\nwrk.body = "{BODY}"\n'
@@ -71,7 +82,7 @@ def main():
         order = [("release", release), ("baseline", baseline)]
         if r % 2:
             order.reverse()
-        rps = {name: requests_per_second(binary, db, lua) for name, binary in order}
+        rps = {name: requests_per_second(binary, dbs[name], lua) for name, binary in order}
         for i, page in enumerate(("ingress", "mcp")):
             ratios[page].append(rps["release"][i] / rps["baseline"][i])
             print(f"round {r + 1} {page}: release {rps['release'][i]:.0f} req/s, "
