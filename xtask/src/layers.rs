@@ -79,6 +79,19 @@ pub fn adapters_past_the_ports(root: &std::path::Path, metadata: &Value) -> Resu
             }
         }
     }
+    // What the ports hand adapters is the ports' own or authz-core's, never a store type
+    // passed through: `commands` re-exports nothing of the store.
+    for (path, text) in crate::tidy::rust_sources(&root.join("crates/commands/src"))? {
+        if text
+            .lines()
+            .any(|l| l.trim_start().starts_with("pub use store::"))
+        {
+            faults.push(format!(
+                "{} re-exports a store type to the adapters: move it to authz-core or commands",
+                path.strip_prefix(root).unwrap_or(&path).display()
+            ));
+        }
+    }
     Ok(faults)
 }
 

@@ -161,7 +161,7 @@ impl AccessApi {
 pub(crate) fn is_live(run: &Value) -> bool {
     run.get("status")
         .and_then(Value::as_str)
-        .and_then(|s| RunStatus::parse(s).ok())
+        .and_then(RunStatus::from_name)
         .is_some_and(RunStatus::is_live)
 }
 

@@ -39,7 +39,8 @@
 //! | `predicate` | `Predicate`, `predicate_for`, `matches`, `Predicate::check` (what a store refuses) |
 //! | `config` | `GrantsTable::from_config` (grants + restrict, fail closed), baselines, surface entries, schedule declarations, `grants_for`, `resolve_actor`, `resolve_agent`, `admins_hint`, `can_*`, `restricted_agents_for` |
 //! | `spec` | `parse_resource_spec`: the one-line resource form operators and tests use |
-//! | `directory` | `ChannelDirectory` (boxed futures, no runtime: `info`, `is_member`, `memberships`), `StaticChannelDirectory`, `static_visibility` |
+//! | `directory` | `ChannelDirectory` (boxed futures, no runtime: `info`, `is_member`, `memberships`), `StaticChannelDirectory`, `static_visibility`, `DirectoryByNamespace` (each chat surface answers for its own namespace, the id alone for the rest) |
+//! | `time`, `run` | the vocabulary every layer shares: `Timestamp` (µs since the epoch; nothing here reads a clock), `RunStatus` (`from_name`, `is_live`) and `FiringSlot` (a schedule's timer slot or manual firing, and its stored key) |
 //! | `policy_cases` (test) | a positive and a negative case for every row of the built-in table |
 //!
 //! ## What a decision reads
@@ -96,6 +97,7 @@ pub mod ids;
 pub mod policy;
 pub mod predicate;
 pub mod resource;
+pub mod run;
 pub mod spec;
 pub mod surface;
 pub mod time;
@@ -124,6 +126,7 @@ pub use resource::{
     ChannelVisibility, ConfigKind, ConfigTier, MemoryKind, Resource, ResourceKind, ResourceType,
     RunFacts, ScopeKey,
 };
+pub use run::{FiringSlot, RunStatus};
 pub use spec::{SpecError, parse_resource_spec};
 pub use surface::Surface;
 pub use time::Timestamp;

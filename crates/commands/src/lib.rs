@@ -106,6 +106,8 @@ pub use agent_run::{
 };
 pub use args::{ArgError, ArgSpec, Args, ArgsSchema};
 pub use authz_core::Surface;
+/// Value types of runs that surfaces show.
+pub use authz_core::{FiringSlot, RunStatus, Timestamp};
 pub use deny::{Audit, AuditLine, DenyShape, MemoryAudit, Refusal, TracingAudit};
 pub use ports::{
     AgentTokenCheck, Answerer, ApprovalDesk, ApprovalError, AskedWatch, Busy, CODING_AGENT,
@@ -113,10 +115,10 @@ pub use ports::{
     PendingApproval, RepoTask, RunLauncher, RunOutcome, RunRequest, RunRule, StartedRun,
     run_branch,
 };
+pub use records::manual_slot;
 pub use reply::{Reply, ReplyKind};
 pub use schedules::{FireError, ManualFiring, NoSchedules, ScheduleDesk, ScheduleView};
-/// Value types of runs that surfaces show.
-pub use store::{Firing, FiringSlot, RunStatus, Timestamp};
+
 pub use tokens::{TokenEntry, TokenMap, TokenMapError};
 pub use trace::DENIED_TARGET;
 

@@ -20,6 +20,11 @@ fn fault(e: store::StoreError) -> RecordError {
     RecordError(e.token())
 }
 
+/// A manual firing's slot, asked for at `at`, with a fresh id of its own.
+pub fn manual_slot(at: Timestamp) -> FiringSlot {
+    store::manual_slot(at)
+}
+
 impl Services {
     /// True the first time `surface` is sent this event id by any replica sharing the store;
     /// false for every retry. A malformed id is an error (and spends nothing).

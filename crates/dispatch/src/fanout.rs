@@ -98,7 +98,7 @@ fn decode(me: &ReplicaId, payload: &str) -> Result<LiveUpdate, Dropped> {
         channel_visibility: ChannelVisibility::parse(&w.visibility)
             .ok_or(Dropped::Malformed("visibility"))?,
     };
-    let status = RunStatus::parse(&w.status).map_err(|_| Dropped::Malformed("status"))?;
+    let status = RunStatus::from_name(&w.status).ok_or(Dropped::Malformed("status"))?;
     match w.kind.as_str() {
         "upsert" => Ok(LiveUpdate::Upsert(LiveRun {
             facts,

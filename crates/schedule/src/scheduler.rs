@@ -373,7 +373,7 @@ impl ScheduleDesk for Scheduler {
                     },
                 });
             };
-            let slot = FiringSlot::manual(services.clock.now());
+            let slot = commands::manual_slot(services.clock.now());
             match services.claim_firing(&entry.decl.name, &slot).await {
                 Ok(true) => {}
                 Ok(false) => {

@@ -3,7 +3,7 @@
 
 use authz_core::RunId;
 
-use crate::status::RunStatus;
+use authz_core::RunStatus;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

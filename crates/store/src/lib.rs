@@ -38,8 +38,7 @@
 //! | module | what it holds |
 //! | --- | --- |
 //! | `error` | `StoreError` (its `token()` is what logs carry, never the database's text), `Result` |
-//! | `status` | `RunStatus`, a leaf the error type and the records both name |
-//! | `types` | `Timestamp` (authz-core's, re-exported; `wall_clock` reads the clock, for binaries and tests), `RunStatus` (re-exported; its `parse`), `RunRecord` (with its `Surface` and `stop_requested_at`), `NewRun`, `Cursor` (opaque hex of `created_at.id`), `TokenHash` (SHA-256 only), memory, config and firing records, `ApprovalRecord` / `ApprovalState` (a tool call's ask for a person: open, then approved, denied or closed, once), `new_id` (time-sortable) |
+//! | `types` | `Timestamp` (authz-core's, re-exported; `wall_clock` reads the clock, for binaries and tests), `RunStatus` and `FiringSlot` (authz-core's, re-exported; `parse_status`, `manual_slot`), `RunRecord` (with its `Surface` and `stop_requested_at`), `NewRun`, `Cursor` (opaque hex of `created_at.id`), `TokenHash` (SHA-256 only), memory, config and firing records, `ApprovalRecord` / `ApprovalState` (a tool call's ask for a person: open, then approved, denied or closed, once), `new_id` (time-sortable) |
 //! | `plan` | a `Predicate` checked (`Predicate::check`, width bound) and put in disjunctive normal form: groups of branches, one per value, each driven by an indexed column |
 //! | `merge` | a page of a branched list: the walk (one statement: a window of a few pages of the page index's keys, filtered from the index, joined to their rows), then, only when the window left the page short, the per-branch k-way merge in rounds of keys below it, then those rows by id; the page helpers (`start_key`, `assemble_page`, `check_limit`) |
 //! | `sql/mod.rs` | `SqlStore<D: Dialect>`: one body for both databases (`SqliteStore`, `PostgresStore` are its two instances), and its list backend |
@@ -88,7 +87,6 @@ mod merge;
 pub mod plan;
 pub mod repos;
 mod sql;
-mod status;
 mod types;
 
 use std::sync::Arc;

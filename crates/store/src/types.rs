@@ -23,15 +23,16 @@ pub fn wall_clock() -> Timestamp {
     Timestamp::from_micros(i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
 }
 
-pub use crate::status::RunStatus;
+pub use authz_core::{FiringSlot, RunStatus};
 
-impl RunStatus {
-    pub fn parse(s: &str) -> Result<Self, StoreError> {
-        RunStatus::ALL
-            .into_iter()
-            .find(|st| st.as_str() == s)
-            .ok_or_else(|| StoreError::corrupt("run status", s))
-    }
+/// A stored status word read back; any other word is a corrupt row, named.
+pub fn parse_status(s: &str) -> Result<RunStatus, StoreError> {
+    RunStatus::from_name(s).ok_or_else(|| StoreError::corrupt("run status", s))
+}
+
+/// A manual firing asked for at `at`, with a fresh id of its own ([`new_id`]).
+pub fn manual_slot(at: Timestamp) -> FiringSlot {
+    FiringSlot::Manual { id: new_id(at), at }
 }
 
 /// A token, stored only as its SHA-256.
@@ -322,58 +323,6 @@ pub struct ConfigValue {
     pub updated_at: Timestamp,
 }
 
-/// Which firing of a schedule: a cron slot, or one asked for by `schedule fire`. Stored as a
-/// key (`timer:<micros>`, `manual:<id>`), unique per schedule, so a manual firing never
-/// collides with a timer slot and never counts as one.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum FiringSlot {
-    Timer(Timestamp),
-    /// `id` is unique per firing; `at` is when it was asked for.
-    Manual {
-        id: String,
-        at: Timestamp,
-    },
-}
-
-impl FiringSlot {
-    /// A manual firing asked for at `at`, with a fresh id of its own ([`new_id`]).
-    pub fn manual(at: Timestamp) -> FiringSlot {
-        FiringSlot::Manual { id: new_id(at), at }
-    }
-
-    /// The key the store keeps unique per schedule.
-    pub fn key(&self) -> String {
-        match self {
-            FiringSlot::Timer(at) => format!("timer:{}", at.micros()),
-            FiringSlot::Manual { id, .. } => format!("manual:{id}"),
-        }
-    }
-
-    /// The slot's instant: the cron slot, or when a manual firing was asked for.
-    pub fn at(&self) -> Timestamp {
-        match self {
-            FiringSlot::Timer(at) | FiringSlot::Manual { at, .. } => *at,
-        }
-    }
-
-    /// The slot from its stored key and instant; `None` for a key of neither form.
-    pub fn from_key(key: &str, at: Timestamp) -> Option<FiringSlot> {
-        if let Some(micros) = key.strip_prefix("timer:") {
-            let micros: i64 = micros.parse().ok()?;
-            return (micros == at.micros()).then_some(FiringSlot::Timer(at));
-        }
-        let id = key.strip_prefix("manual:")?;
-        (!id.is_empty()).then(|| FiringSlot::Manual {
-            id: id.to_owned(),
-            at,
-        })
-    }
-
-    pub fn is_manual(&self) -> bool {
-        matches!(self, FiringSlot::Manual { .. })
-    }
-}
-
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Firing {
     pub name: ScheduleName,
@@ -544,9 +493,9 @@ mod tests {
     #[test]
     fn statuses_parse_and_refuse_unknown_words() {
         for s in RunStatus::ALL {
-            assert_eq!(RunStatus::parse(s.as_str()).unwrap(), s);
+            assert_eq!(parse_status(s.as_str()).unwrap(), s);
         }
-        let e = RunStatus::parse("paused").unwrap_err().to_string();
+        let e = parse_status("paused").unwrap_err().to_string();
         assert!(e.contains("run status") && e.contains("paused"), "{e}");
     }
 

@@ -2,12 +2,13 @@
 
 use authz_core::{Action, BoxFuture, Predicate, ResourceType, predicate_for};
 use serde_json::json;
-use store::{ListRuns, StatusFilter};
+use store::{Firing, ListRuns, StatusFilter};
 
 use super::runs::table;
 use super::{ago, ok, store_failed};
+
 use crate::{
-    Args, Ctx, FireError, Firing, ManualFiring, RawInput, Reply, ReplyKind, ScheduleView, Timestamp,
+    Args, Ctx, FireError, ManualFiring, RawInput, Reply, ReplyKind, ScheduleView, Timestamp,
 };
 
 pub fn help<'a>(ctx: &'a Ctx<'a>, _args: Args) -> BoxFuture<'a, Reply> {

@@ -10,7 +10,7 @@ use super::dialect::RowAccess;
 use crate::error::{Result, StoreError};
 use crate::types::{
     ApprovalRecord, ApprovalState, ConfigValue, Firing, FiringSlot, Friction, FrictionOfRun,
-    MemoryRecord, RunEvent, RunRecord, RunStatus, Timestamp, TokenHash, scope_from_parts,
+    MemoryRecord, RunEvent, RunRecord, Timestamp, TokenHash, parse_status, scope_from_parts,
     tier_from_parts,
 };
 
@@ -113,7 +113,7 @@ impl RawRun<'_> {
                 .repo
                 .map(|v| parsed("repo", v, |s| s.parse().ok()))
                 .transpose()?,
-            status: RunStatus::parse(&self.status)?,
+            status: parse_status(&self.status)?,
             request: self.request.into_owned(),
             answer: self.answer.map(Cow::into_owned),
             error: self.error.map(Cow::into_owned),

@@ -509,7 +509,7 @@ async fn records_past_their_retention_are_pruned_in_batches_and_nothing_in_use_i
     }
     let nightly = ScheduleName::parse("nightly").unwrap();
     let weekly = ScheduleName::parse("weekly").unwrap();
-    let manual = FiringSlot::manual(ago(150));
+    let manual = store::manual_slot(ago(150));
     for (name, slot) in [
         (&nightly, FiringSlot::Timer(ago(200))),
         (&nightly, FiringSlot::Timer(ago(199))),
