@@ -69,8 +69,9 @@
 //! | `tools/mcp.rs` | `McpServers`: the run's configured servers connected and listed with rmcp's Streamable HTTP client at the start, the `mcp` tool definition listing their tools, one session per server, calls bounded by a timeout, results as capped text |
 //! | `testing` (feature) | `NotesServer`, a real rmcp server on loopback; `writing_model`, a scripted OpenAI-compatible model that asks to write a file; `init_repository` / `git_repository` |
 //!
-//! Tests: `tests/backends.rs`, `tests/sandbox.rs`, `tests/tool_loop.rs` (every call passes the
-//! broker); the binary's boundary in `crates/cli/tests/switchboard/agent_boundary.rs`.
+//! Tests (`tests/agents/`, one binary): `backends.rs`, `sandbox.rs`, `tool_loop.rs` (every
+//! call passes the broker); the binary's boundary in
+//! `crates/cli/tests/switchboard/agent_boundary.rs`.
 
 mod command;
 mod echo;

@@ -62,7 +62,7 @@
 //! | `agent_run` | `start_agent_run`, the refusal replies (a started run's and a finished run's rendering live with `StartedRun` and `RunOutcome` in `ports`) |
 //!
 //! Invariants each port keeps (tests in `crates/server/tests/surfaces/registry_behaviour/`,
-//! `ports.rs` and `registry.rs`, and `crates/dispatch/tests/dispatch.rs`):
+//! `ports.rs` and `registry.rs`, and `crates/dispatch/tests/dispatch_tests/dispatch.rs`):
 //!
 //! - a launcher asks `authorize` before it starts anything, and a refusal records nothing;
 //! - a feed hands a viewer nothing about a run its `predicate_for(runs:read)` does not match, and

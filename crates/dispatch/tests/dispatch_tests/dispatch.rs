@@ -3,14 +3,6 @@
 //! the subject (the directory's timeout, an agent's timeout, the shutdown grace, abandoning a
 //! deaf back end) the tests run on tokio's paused clock over the in-memory store, so they
 //! advance time rather than wait for it and cannot flake on a busy machine.
-// A test binary: a failed expectation panics.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
-#![allow(clippy::field_reassign_with_default)] // Options are built step by step per test.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -228,15 +220,9 @@ async fn all_runs(w: &World) -> Vec<store::RunRecord> {
     w.store.list_runs(&q).await.unwrap().runs
 }
 
-#[path = "dispatch/admission.rs"]
 mod admission;
-#[path = "dispatch/limits.rs"]
 mod limits;
-#[path = "dispatch/live_feed.rs"]
 mod live_feed;
-#[path = "dispatch/reflection.rs"]
 mod reflection;
-#[path = "dispatch/stops.rs"]
 mod stops;
-#[path = "dispatch/workspace.rs"]
 mod workspace;

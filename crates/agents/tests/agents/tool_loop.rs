@@ -2,12 +2,6 @@
 //! model: a fake OpenAI-compatible server on loopback that asks for one tool call per turn, then
 //! answers with the tool results it was given. Real files, the real sandbox for `shell`, a real
 //! HTTP server for `http_fetch`.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
 
 use std::collections::VecDeque;
 use std::path::Path;
@@ -302,15 +296,9 @@ impl Approver for Yes {
     }
 }
 
-#[path = "tool_loop/approvals.rs"]
 mod approvals;
-#[path = "tool_loop/files.rs"]
 mod files;
-#[path = "tool_loop/gate.rs"]
 mod gate;
-#[path = "tool_loop/limits.rs"]
 mod limits;
-#[path = "tool_loop/promises.rs"]
 mod promises;
-#[path = "tool_loop/taint.rs"]
 mod taint;

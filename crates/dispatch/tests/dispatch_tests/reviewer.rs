@@ -1,12 +1,6 @@
 //! The reviewer agent as the broker's `agent_review` approver: a real `command` back end is
 //! asked the question, and only an answer that is the approval word alone approves; a
 //! reviewer that echoes its prompt, or the call's arguments, never does.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,12 +1,5 @@
 //! The back ends against real peers: shell scripts for `command`, a small OpenAI-compatible
 //! server on loopback for `openai`.
-// A test binary: a failed expectation panics.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -81,11 +74,7 @@ fn remembering(request: &str) -> AgentJob {
     }
 }
 
-#[path = "backends/command.rs"]
 mod command;
-#[path = "backends/echo.rs"]
 mod echo;
-#[path = "backends/openai.rs"]
 mod openai;
-#[path = "backends/sandbox.rs"]
 mod sandbox;

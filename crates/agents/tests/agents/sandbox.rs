@@ -5,12 +5,6 @@
 //! than its limit, and with the network unshared cannot reach a server on the host's
 //! loopback that the same call with the network shared reaches. Needs Debian's bubblewrap
 //! (.ci/run installs it); without it these tests fail.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
