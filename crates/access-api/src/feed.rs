@@ -97,21 +97,24 @@ fn run_json(run: &commands::LiveRun) -> Value {
     })
 }
 
-/// A run's status, read again from the store at each tick of `every`.
+/// A run's status, read again from the store at each tick of `every`, as the one who opened
+/// the feed (the policy decides each read).
 struct Recheck {
     services: Arc<commands::Services>,
     run: RunId,
+    reader: commands::records::RunReader,
     every: tokio::time::Interval,
 }
 
 impl Recheck {
-    fn new(api: &AccessApi, run: RunId) -> Recheck {
+    fn new(api: &AccessApi, run: RunId, reader: commands::records::RunReader) -> Recheck {
         let mut every =
             tokio::time::interval_at(tokio::time::Instant::now() + api.recheck, api.recheck);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         Recheck {
             services: api.services.clone(),
             run,
+            reader,
             every,
         }
     }
@@ -123,7 +126,7 @@ impl Recheck {
     async fn ended(&mut self) -> commands::RunStatus {
         loop {
             self.every.tick().await;
-            if let Ok(Some(status)) = self.services.run_status(&self.run).await
+            if let Ok(Some(status)) = self.services.run_status(&self.run, &self.reader).await
                 && !status.is_live()
             {
                 return status;
@@ -282,7 +285,7 @@ pub async fn run_stream(
     // Subscribed before the run is read, so an end in between is seen one way or the other;
     // dropped unread when the run may not be opened.
     let updates = api.services.live.subscribe_run(&run_id);
-    let (until_at, live) = match param(query.as_deref(), "token") {
+    let (until_at, live, reader) = match param(query.as_deref(), "token") {
         Some(token) => {
             let Some(cap) =
                 commands::identity::Capability::open(&api.services, &run_id, &token).await
@@ -293,7 +296,8 @@ pub async fn run_stream(
                 );
                 return html::not_found();
             };
-            (None, cap.is_live())
+            let live = cap.is_live();
+            (None, live, commands::records::RunReader::Capability(cap))
         }
         None => {
             let (caller, viewer) = match api.caller(&headers).await {
@@ -305,7 +309,12 @@ pub async fn run_stream(
             if run.kind != ReplyKind::Ok {
                 return html::not_found();
             }
-            (until(viewer.remaining()), is_live(&run.data))
+            let live = is_live(&run.data);
+            (
+                until(viewer.remaining()),
+                live,
+                commands::records::RunReader::Caller(caller),
+            )
         }
     };
     // A run that has already ended says so at once, and the page reloads.
@@ -322,7 +331,7 @@ pub async fn run_stream(
             one_run: true,
             opening,
             until: until_at,
-            recheck: Some(Recheck::new(&api, run_id)),
+            recheck: Some(Recheck::new(&api, run_id, reader)),
             shutdown: api.shutdown.clone(),
             ended,
         },

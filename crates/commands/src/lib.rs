@@ -55,8 +55,8 @@
 //! | `conformance` | the fixed actor set × every command, rendered to docs/conformance-matrix.md (golden) |
 //! | `ports` | `RunLauncher` (start, start a repo run, stop a run live here, record a command's run), `LiveFeed` + `LiveStream` (the live runs per viewer; one run's for a capability), `AgentTokenCheck` (the run a token names), `ApprovalDesk` (the tool calls waiting for a person: those an `Answerer` may answer, and the answer; `NoApprovals`); their data (`RunRequest` with the run's `policy_rules`, `RepoTask`, `StartedRun`, whose `reply_with_link` adds the capability link under `Services::public_url` for the starter only, `RunOutcome`, `LaunchError`, `Busy`, `LiveRun`, `LiveUpdate`, `CommandRun`) |
 //! | `tokens` | the bearer token map, surface-neutral: a token or `sha256:<hex>` → `{subject, channel?}`; the channel must be a machine channel of a token surface (`http:…`, `mcp:…`); faults name the subject, never the token |
-//! | `identity` | `bearer_caller` (`http:<subject>` / `mcp:<subject>`), `agent_caller` (agent for the run's principal, only while the run is live, read from the store; the only setter of `Caller::acting_in`), `Capability` (one run opened by its token: page, events, friction, stop) |
-//! | `records` | Slack event dedupe and answered threads, a reply failure as run friction, schedule firing slots (`FiringSlot`: `timer:<µs>` or `manual:<id>`), the latest timer slot, `Registry::invoke_recorded` (a command's answer recorded as a run) |
+//! | `identity` | `bearer_caller` (`http:<subject>` / `mcp:<subject>`), `chat_caller`, `verified_caller`, `declared_caller`, `local_caller` (every surface's `Caller` is built here), `agent_caller` (agent for the run's principal, only while the run is live, read from the store; the only setter of `Caller::acting_in`), `Capability` (one run opened by its token: page, events, friction, stop) |
+//! | `records` | a chat surface's event dedupe and answered threads (keyed by surface), a run's status for a reader the policy lets read it (`run_status`, `RunReader`), a firing's end recorded when its run ends (`record_firing_when_done`), a reply failure as run friction, schedule firing slots (`FiringSlot`: `timer:<µs>` or `manual:<id>`), the latest timer slot, `Registry::invoke_recorded` (a command's answer recorded as a run) |
 //! | `schedules` | the `ScheduleDesk` port behind `schedule list` and `schedule fire` (`schedule` implements it; `NoSchedules` when there is none): the declared schedules with their next slot, and a manual firing handed the registry and services but never the caller |
 //! | `trace` | a request's root span (`request_span`: surface, route, actor, status, outcome), `record_actor` (the registry names its caller on the current span), and `mark_denied`, the marker every refusal emits so the span sinks drop the trace |
 //! | `agent_run` | `start_agent_run`, the refusal replies (a started run's and a finished run's rendering live with `StartedRun` and `RunOutcome` in `ports`) |
@@ -237,8 +237,8 @@ impl Clock {
 
 /// The store as the registry holds it. The App hands it over when it builds [`Services`];
 /// nothing outside this crate reaches through it: what a surface records or reads beyond a
-/// command goes through a method of [`Services`] (`records.rs`), so the policy decides
-/// every read and no surface writes past the registry.
+/// command goes through a method of [`Services`] (`records.rs`; a run's status only for a
+/// reader the policy lets read it), so no surface writes or reads past the registry.
 #[derive(Clone)]
 pub struct StoreAccess(Arc<dyn Store>);
 

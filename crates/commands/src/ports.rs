@@ -25,8 +25,9 @@ pub const CODING_AGENT: &str = "coding";
 
 /// One of a run's own agent policy rules as its asker wrote it (`switchboard ask
 /// --policy-rule "<action>=<decision>"`). The broker reads it when the run's gate is built
-/// (the CLI checks it first, so its error comes before anything starts); a rule the broker
-/// cannot read fails the run before its agent starts, never widens it.
+/// for an agent that calls tools (the CLI checks it first, so its error comes before anything
+/// starts); a rule the broker cannot read fails that run before its agent starts, never
+/// widens it. An agent that calls no tools has no gate, so no rule applies to it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunRule(pub String);
 

@@ -193,7 +193,7 @@ fn retention_line(app: &App) -> SurfaceLine {
         None => format!("{what} kept"),
     };
     let kinds = [
-        kept("Slack event ids", r.rules.event_ids),
+        kept("chat event ids", r.rules.event_ids),
         kept("answered threads", r.rules.answered_threads),
         kept("approvals", r.rules.approvals),
         kept("firings", r.rules.firings),

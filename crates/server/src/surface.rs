@@ -48,12 +48,14 @@ pub trait SurfacePlugin: Send + Sync {
     }
 }
 
-/// The surfaces every build has, in the order the summary shows them.
+/// The surfaces every build has, in the order `serve` starts them and the summary shows them.
 pub fn builtin() -> Vec<Arc<dyn SurfacePlugin>> {
+    // MCP before Slack: the URL agents reach `/mcp` at is set before Slack's socket can
+    // start a run.
     vec![
         Arc::new(IngressSurface),
-        Arc::new(SlackSurface),
         Arc::new(McpSurface),
+        Arc::new(SlackSurface),
         Arc::new(AccessSurface),
     ]
 }

@@ -414,7 +414,8 @@ pub fn redact_url(url: &str) -> String {
     }
 }
 
-/// A Slack channel id and a thread's `ts`: each 1-64 printable ASCII characters.
+/// A chat surface's channel id and thread key (Slack's `ts`): each 1-64 printable ASCII
+/// characters.
 pub(crate) fn check_thread(channel: &str, thread_key: &str) -> Result<()> {
     let ok = |s: &str| !s.is_empty() && s.len() <= 64 && s.chars().all(|c| c.is_ascii_graphic());
     if ok(channel) && ok(thread_key) {

@@ -525,7 +525,7 @@ async fn spans_reach_an_otlp_collector_and_a_denied_trace_never_does() {
     assert!(!all.contains("ops-token"), "{all}");
 }
 
-/// `serve` prunes in the background from its start: Slack event ids older than
+/// `serve` prunes in the background from its start: chat event ids older than
 /// `[retention] slack_event_days` go, in batches of `batch` until none is left, and the recent
 /// one stays; the summary says what is in force.
 #[tokio::test(flavor = "multi_thread")]
@@ -564,7 +564,7 @@ async fn serve_prunes_what_is_past_its_retention_in_batches() {
         .unwrap_or_default()
         .to_owned();
     assert!(
-        line.contains("Slack event ids 1 d")
+        line.contains("chat event ids 1 d")
             && line.contains("runs kept")
             && line.contains("batches of 2"),
         "{}",

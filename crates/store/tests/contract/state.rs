@@ -1,4 +1,4 @@
-//! Memory records, config values, schedule firings, Slack event ids and answered Slack
+//! Memory records, config values, schedule firings, surfaces' event ids and answered
 //! threads, on every back end.
 
 use authz_core::ChannelVisibility;
