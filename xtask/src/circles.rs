@@ -42,14 +42,12 @@ fn modules_of(src: &Path) -> Result<BTreeMap<String, String>> {
         {
             parts.pop();
         }
-        modules.insert(parts.join("::"), without_tests(&text).to_owned());
+        modules.insert(
+            parts.join("::"),
+            crate::tidy::without_tests(&text).to_owned(),
+        );
     }
     Ok(modules)
-}
-
-fn without_tests(text: &str) -> &str {
-    text.find("\n#[cfg(test)]")
-        .map_or(text, |i| text.get(..i).unwrap_or(text))
 }
 
 /// The pairs of `modules` that name each other, as `src/a.rs ↔ src/b.rs` lines.
@@ -136,7 +134,7 @@ mod tests {
     fn crate_of(files: &[(&str, &str)]) -> BTreeMap<String, String> {
         files
             .iter()
-            .map(|(m, t)| ((*m).to_owned(), without_tests(t).to_owned()))
+            .map(|(m, t)| ((*m).to_owned(), crate::tidy::without_tests(t).to_owned()))
             .collect()
     }
 

@@ -5,27 +5,26 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 pub const MAX_LINES: usize = 700;
 
-/// One line per `.rs` file git tracks that is over the limit.
+/// One line per `.rs` file git tracks that is over the limit (a failed listing is an error,
+/// never an empty pass).
 pub fn long_files(root: &Path) -> Result<Vec<String>> {
-    let listed = std::process::Command::new("git")
-        .args(["ls-files", "-z", "--", "*.rs"])
-        .current_dir(root)
-        .output()
-        .context("running git ls-files")?;
     let mut faults = Vec::new();
-    for name in listed.stdout.split(|b| *b == 0).filter(|n| !n.is_empty()) {
-        let name = String::from_utf8_lossy(name);
-        let Ok(text) = std::fs::read_to_string(root.join(name.as_ref())) else {
+    let sources = crate::references::tracked_text_files(root)?
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "rs"));
+    for name in sources {
+        let Ok(text) = std::fs::read_to_string(root.join(&name)) else {
             continue; // listed but deleted in the work tree
         };
         let lines = lines_before_tests(&text);
         if lines > MAX_LINES {
             faults.push(format!(
-                "{name} has {lines} lines before its unit tests, more than {MAX_LINES}: split it by what its parts do"
+                "{} has {lines} lines before its unit tests, more than {MAX_LINES}: split it by what its parts do",
+                name.display()
             ));
         }
     }
@@ -33,9 +32,7 @@ pub fn long_files(root: &Path) -> Result<Vec<String>> {
 }
 
 fn lines_before_tests(text: &str) -> usize {
-    text.lines()
-        .take_while(|line| !line.starts_with("#[cfg(test)]"))
-        .count()
+    crate::tidy::without_tests(text).lines().count()
 }
 
 #[cfg(test)]

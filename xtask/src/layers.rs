@@ -55,11 +55,15 @@ pub const ADAPTER_LAYER: &[&str] = &["authz-core", "commands"];
 /// One line per adapter that depends (normally) on a workspace crate beside the ports and
 /// the policy, or whose source names the store (`store::`): what a surface needs from the
 /// store is a method of `commands`'s `Services`, so it never reaches past the registry.
-pub fn adapters_past_the_ports(root: &std::path::Path, metadata: &Value) -> Result<Vec<String>> {
+pub fn adapters_past_the_ports(
+    root: &std::path::Path,
+    metadata: &Value,
+    adapters: &[String],
+) -> Result<Vec<String>> {
     let members = workspace_members(metadata)?;
     let normal = edges(&members, |kind| kind.is_null() || kind == "build");
     let mut faults = Vec::new();
-    for adapter in &adapters(metadata)? {
+    for adapter in adapters {
         let deps = normal
             .get(adapter.as_str())
             .with_context(|| format!("adapter {adapter} is not a workspace member"))?;
@@ -70,7 +74,7 @@ pub fn adapters_past_the_ports(root: &std::path::Path, metadata: &Value) -> Resu
         }
         let src = root.join("crates").join(adapter).join("src");
         for (path, text) in crate::tidy::rust_sources(&src)? {
-            let code = text.split("\n#[cfg(test)]").next().unwrap_or(&text);
+            let code = crate::tidy::without_tests(&text);
             if names_the_store(code) {
                 faults.push(format!(
                     "{} names `store::`: reach records through commands' Services, never the store",
@@ -97,16 +101,12 @@ pub fn adapters_past_the_ports(root: &std::path::Path, metadata: &Value) -> Resu
 
 /// One line per place an adapter or the CLI builds a `Caller` by hand: every surface builds
 /// it through `commands::identity`, so what an actor holds is resolved one way.
-pub fn callers_built_by_hand(root: &std::path::Path, metadata: &Value) -> Result<Vec<String>> {
+pub fn callers_built_by_hand(root: &std::path::Path, adapters: &[String]) -> Result<Vec<String>> {
     let mut faults = Vec::new();
-    for krate in adapters(metadata)?
-        .iter()
-        .map(String::as_str)
-        .chain(["cli"])
-    {
+    for krate in adapters.iter().map(String::as_str).chain(["cli"]) {
         let src = root.join("crates").join(krate).join("src");
         for (path, text) in crate::tidy::rust_sources(&src)? {
-            let code = text.split("\n#[cfg(test)]").next().unwrap_or(&text);
+            let code = crate::tidy::without_tests(&text);
             if code.contains("Caller::new(") {
                 faults.push(format!(
                     "{} builds a Caller by hand: use commands::identity",
@@ -265,8 +265,9 @@ mod tests {
             .parent()
             .unwrap();
         let metadata = crate::tidy::cargo_metadata(root).unwrap();
+        let adapters = adapters(&metadata).unwrap();
         assert_eq!(
-            adapters_past_the_ports(root, &metadata).unwrap(),
+            adapters_past_the_ports(root, &metadata, &adapters).unwrap(),
             Vec::<String>::new()
         );
     }
@@ -277,8 +278,9 @@ mod tests {
             .parent()
             .unwrap();
         let metadata = crate::tidy::cargo_metadata(root).unwrap();
+        let adapters = adapters(&metadata).unwrap();
         assert_eq!(
-            callers_built_by_hand(root, &metadata).unwrap(),
+            callers_built_by_hand(root, &adapters).unwrap(),
             Vec::<String>::new()
         );
     }

@@ -37,8 +37,10 @@ fn main() -> Result<()> {
             faults.extend(circles::module_circles(&root)?);
             faults.extend(layers::dev_dependency_cycles(&metadata)?);
             faults.extend(code_map::map_faults(&root)?);
-            faults.extend(layers::adapters_past_the_ports(&root, &metadata)?);
-            faults.extend(layers::callers_built_by_hand(&root, &metadata)?);
+            faults.extend(layers::adapters_past_the_ports(
+                &root, &metadata, &adapters,
+            )?);
+            faults.extend(layers::callers_built_by_hand(&root, &adapters)?);
             faults.extend(file_size::long_files(&root)?);
             if !faults.is_empty() {
                 bail!(

@@ -24,7 +24,7 @@ pub fn outside_references(root: &Path) -> Result<Vec<String>> {
     Ok(faults)
 }
 
-fn tracked_text_files(root: &Path) -> Result<Vec<PathBuf>> {
+pub fn tracked_text_files(root: &Path) -> Result<Vec<PathBuf>> {
     let out = Command::new("git")
         .args(["ls-files", "-z"])
         .current_dir(root)

@@ -92,6 +92,13 @@ pub fn hand_made_decisions(root: &Path, adapters: &[String]) -> Result<Vec<Strin
     Ok(faults)
 }
 
+/// A source file's text before its unit tests (the first `#[cfg(test)]` at the start of a
+/// line): what the architecture checks read, since a test may reach anywhere.
+pub fn without_tests(text: &str) -> &str {
+    text.find("\n#[cfg(test)]")
+        .map_or(text, |i| text.get(..i).unwrap_or(text))
+}
+
 /// Every `.rs` file under `dir`, with its text.
 pub fn rust_sources(dir: &Path) -> Result<Vec<(std::path::PathBuf, String)>> {
     let mut found = Vec::new();

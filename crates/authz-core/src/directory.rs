@@ -97,11 +97,13 @@ impl DirectoryByNamespace {
         self
     }
 
+    /// The directory of the longest namespace prefix the channel id starts with (so an
+    /// `access:svc:` directory answers for `access:svc:x`, an `access:` one for `access:x`).
     fn of_channel(&self, channel: &ChannelId) -> Option<&Arc<dyn ChannelDirectory>> {
-        let prefix = channel.namespace();
         self.by_namespace
             .iter()
-            .find(|(ns, _)| ns.prefix().strip_suffix(':') == Some(prefix))
+            .filter(|(ns, _)| channel.as_str().starts_with(ns.prefix()))
+            .max_by_key(|(ns, _)| ns.prefix().len())
             .map(|(_, d)| d)
     }
 }

@@ -107,4 +107,17 @@ fn the_directory_is_chosen_per_namespace() {
         BTreeSet::from([ch("slack:C1")])
     );
     assert!(now(dir.memberships(&id("http:ops"))).is_empty());
+
+    // The longest prefix wins: a service token's channel is not a browser session's.
+    let access = DirectoryByNamespace::new()
+        .with(
+            Namespace::Access,
+            Arc::new(Says(V::Dm, Membership::Yes, "access:a")),
+        )
+        .with(
+            Namespace::AccessSvc,
+            Arc::new(Says(V::Private, Membership::No, "access:svc:b")),
+        );
+    assert_eq!(now(access.info(&ch("access:alice"))), V::Dm);
+    assert_eq!(now(access.info(&ch("access:svc:deploy"))), V::Private);
 }
