@@ -6,45 +6,7 @@ use std::collections::BTreeSet;
 use serde::Serialize;
 
 use crate::grants::{GrantSet, Grants};
-use crate::ids::{ActorId, ChannelId, Namespace};
-
-/// The closed set of actor kinds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ActorKind {
-    User,
-    Service,
-    Schedule,
-    Agent,
-}
-
-impl ActorKind {
-    pub const ALL: [ActorKind; 4] = [
-        ActorKind::User,
-        ActorKind::Service,
-        ActorKind::Schedule,
-        ActorKind::Agent,
-    ];
-
-    /// The one kind an id's namespace proves.
-    pub fn of_namespace(ns: Namespace) -> ActorKind {
-        match ns {
-            Namespace::Slack | Namespace::Access | Namespace::Cli => ActorKind::User,
-            Namespace::Http | Namespace::Mcp | Namespace::AccessSvc => ActorKind::Service,
-            Namespace::Schedule => ActorKind::Schedule,
-            Namespace::Agent => ActorKind::Agent,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ActorKind::User => "user",
-            ActorKind::Service => "service",
-            ActorKind::Schedule => "schedule",
-            ActorKind::Agent => "agent",
-        }
-    }
-}
+use crate::ids::{ActorId, ActorKind, ChannelId};
 
 /// Where a chat actor spoke: context for channel-scoped commands, never authority.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

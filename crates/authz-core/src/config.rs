@@ -10,10 +10,12 @@ use serde::Serialize;
 use toml::{Table, Value};
 
 use crate::action::{Action, ActionError, CommandGroup, Effect};
-use crate::actor::{Actor, ActorKind};
+use crate::actor::Actor;
 use crate::decide::authorize;
 use crate::grants::{ALL_GRANTS, GrantSet, Grants, NO_GRANTS};
-use crate::ids::{ActorId, AgentName, ChannelId, IdError, Namespace, RepoSlug, ScheduleName};
+use crate::ids::{
+    ActorId, ActorKind, AgentName, Baseline, ChannelId, IdError, Namespace, RepoSlug, ScheduleName,
+};
 use crate::resource::{ConfigTier, Resource};
 use crate::surface::Surface;
 
@@ -368,7 +370,7 @@ impl GrantsTable {
         &self.schedules
     }
 
-    fn slack_baseline(&self) -> Grants {
+    fn chat_person_baseline(&self) -> Grants {
         let unrestricted = self
             .agents
             .iter()
@@ -377,7 +379,7 @@ impl GrantsTable {
         Grants::actions(chat_open_actions().chain(unrestricted))
     }
 
-    fn access_baseline() -> Grants {
+    fn browser_person_baseline() -> Grants {
         Grants::actions(CommandGroup::ALL.map(|g| Action::command(g, Effect::Read)))
     }
 
@@ -397,24 +399,23 @@ impl GrantsTable {
     /// An agent here is one acting for nobody; see [`resolve_agent`] for one with a principal.
     pub fn grants_for(&self, id: &ActorId) -> Grants {
         let entry = self.entry(id);
-        let own = match id.namespace() {
-            Namespace::Slack => {
-                entry.map_or_else(|| self.slack_baseline(), |e| self.slack_baseline().union(e))
-            }
-            Namespace::Access => {
-                let base = Self::access_baseline();
+        let own = match id.namespace().baseline() {
+            Baseline::ChatPerson => entry.map_or_else(
+                || self.chat_person_baseline(),
+                |e| self.chat_person_baseline().union(e),
+            ),
+            Baseline::BrowserPerson => {
+                let base = Self::browser_person_baseline();
                 entry.map_or(base.clone(), |e| base.union(e))
             }
-            Namespace::Http | Namespace::Mcp | Namespace::AccessSvc | Namespace::Agent => {
-                entry.cloned().unwrap_or(NO_GRANTS)
-            }
-            Namespace::Schedule => entry.cloned().unwrap_or_else(|| {
+            Baseline::EntryOnly => entry.cloned().unwrap_or(NO_GRANTS),
+            Baseline::Schedule => entry.cloned().unwrap_or_else(|| {
                 ScheduleName::parse(id.subject())
                     .ok()
                     .and_then(|n| self.schedules.get(&n).cloned())
                     .unwrap_or(NO_GRANTS)
             }),
-            Namespace::Cli => ALL_GRANTS,
+            Baseline::Everything => ALL_GRANTS,
         };
         own.union(&self.surface(id))
     }
@@ -430,9 +431,7 @@ impl GrantsTable {
     pub fn admins_hint(&self) -> Vec<ActorId> {
         self.entries
             .iter()
-            .filter(|(id, g)| {
-                matches!(id.namespace(), Namespace::Slack | Namespace::Access) && g.actions.is_all()
-            })
+            .filter(|(id, g)| id.namespace().baseline().is_remote_person() && g.actions.is_all())
             .map(|(id, _)| id.clone())
             .collect()
     }

@@ -5,8 +5,9 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::action::Action;
-use crate::actor::{Actor, ActorKind};
+use crate::actor::Actor;
 use crate::grants::Grants;
+use crate::ids::ActorKind;
 use crate::ids::{AgentName, ChannelId, RepoSlug};
 use crate::policy::{Condition, GrantTemplate, Policy, Rule};
 use crate::resource::{ChannelVisibility, ConfigTier, Resource, ResourceType, ScopeKey};

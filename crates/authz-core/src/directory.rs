@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use crate::ids::{ActorId, ChannelId, Namespace};
 use crate::resource::ChannelVisibility;
+use crate::surface::Surface;
 
 /// A boxed future, so the directory can be used as `Arc<dyn ChannelDirectory>` without an
 /// async runtime or macro crate here.
@@ -42,23 +43,14 @@ pub trait ChannelDirectory: Send + Sync {
     }
 }
 
-/// What a channel id alone establishes: `http:*`/`mcp:*`, `cli:*`, `schedule:*` and
-/// `access:svc:*` are machine channels; `slack:D…` is a DM, `slack:G…` private; `access:<sub>`
-/// is that person's DM; a Slack `C…` channel and everything else is unknown (only the Slack
-/// API can tell a public `C…` from a private one).
+/// What a channel id alone establishes: each surface says it for the channels of its own
+/// namespace ([`Surface::channel_visibility`]); an id of no surface is unknown.
 pub fn static_visibility(channel: &ChannelId) -> ChannelVisibility {
-    let id = channel.as_str();
-    let Some((ns, rest)) = id.split_once(':') else {
-        return ChannelVisibility::Unknown;
-    };
-    match ns {
-        "http" | "mcp" | "cli" | "schedule" => ChannelVisibility::Machine,
-        "access" if rest.starts_with("svc:") => ChannelVisibility::Machine,
-        "access" => ChannelVisibility::Dm,
-        "slack" if rest.starts_with('D') => ChannelVisibility::Dm,
-        "slack" if rest.starts_with('G') => ChannelVisibility::Private,
-        _ => ChannelVisibility::Unknown,
-    }
+    channel
+        .as_str()
+        .split_once(':')
+        .and_then(|(ns, rest)| Surface::parse(ns).map(|s| s.channel_visibility(rest)))
+        .unwrap_or(ChannelVisibility::Unknown)
 }
 
 /// The directory of the id mapping alone: the dispatcher's default until the Slack one exists.

@@ -12,7 +12,8 @@ pub enum IdError {
     #[error("{what} is empty")]
     Empty { what: &'static str },
     #[error(
-        "{id:?} has no known namespace; an actor id starts with one of slack:, http:, mcp:, access:, access:svc:, cli:, schedule:, agent:"
+        "{id:?} has no known namespace; an actor id starts with one of {}",
+        Namespace::ALL.map(Namespace::prefix).join(", ")
     )]
     UnknownNamespace { id: String },
     #[error("{id:?} is not a valid {what}: {rule}")]
@@ -59,7 +60,10 @@ fn check_name(s: &str, what: &'static str) -> Result<(), IdError> {
     Ok(())
 }
 
-/// The surface an actor id belongs to, read from its prefix.
+/// The surface an actor id belongs to, read from its prefix. Each namespace says, in this one
+/// place, the kind of actor it proves ([`Namespace::kind`]) and where its grants start
+/// ([`Namespace::baseline`]), so a new surface's namespace is one row here and one in
+/// `surface.rs`, and the resolver, the checks and the explanations follow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Namespace {
     Slack,
@@ -99,22 +103,93 @@ impl Namespace {
         }
     }
 
-    /// Splits `id` into its namespace and subject. `access:svc:` is tried before `access:`.
+    /// The one kind of actor this namespace proves.
+    pub fn kind(self) -> ActorKind {
+        match self {
+            Namespace::Slack | Namespace::Access | Namespace::Cli => ActorKind::User,
+            Namespace::Http | Namespace::Mcp | Namespace::AccessSvc => ActorKind::Service,
+            Namespace::Schedule => ActorKind::Schedule,
+            Namespace::Agent => ActorKind::Agent,
+        }
+    }
+
+    /// Where an id of this namespace's grants start before its entry.
+    pub fn baseline(self) -> Baseline {
+        match self {
+            Namespace::Slack => Baseline::ChatPerson,
+            Namespace::Access => Baseline::BrowserPerson,
+            Namespace::Http | Namespace::Mcp | Namespace::AccessSvc | Namespace::Agent => {
+                Baseline::EntryOnly
+            }
+            Namespace::Schedule => Baseline::Schedule,
+            Namespace::Cli => Baseline::Everything,
+        }
+    }
+
+    /// Splits `id` into its namespace and subject. The longest matching prefix wins, so
+    /// `access:svc:x` is a service token, not a browser session.
     pub fn split(id: &str) -> Option<(Namespace, &str)> {
-        // Longest prefix first so `access:svc:x` is a service token, not a browser session.
-        const ORDER: [Namespace; 8] = [
-            Namespace::AccessSvc,
-            Namespace::Access,
-            Namespace::Slack,
-            Namespace::Http,
-            Namespace::Mcp,
-            Namespace::Cli,
-            Namespace::Schedule,
-            Namespace::Agent,
-        ];
-        ORDER
-            .iter()
-            .find_map(|ns| id.strip_prefix(ns.prefix()).map(|rest| (*ns, rest)))
+        Namespace::ALL
+            .into_iter()
+            .filter(|ns| id.starts_with(ns.prefix()))
+            .max_by_key(|ns| ns.prefix().len())
+            .map(|ns| (ns, &id[ns.prefix().len()..]))
+    }
+}
+
+/// Where a namespace's grants start, before its entry in `[grants]` (the resolver in
+/// `config.rs` reads this, never the namespace itself).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Baseline {
+    /// A person in chat: the open chat commands and every unrestricted agent; an entry adds.
+    ChatPerson,
+    /// A person in a browser: every read command; an entry adds.
+    BrowserPerson,
+    /// A credential or an agent: exactly its entry, else nothing.
+    EntryOnly,
+    /// A schedule: its entry, else the grants the registry declared for it.
+    Schedule,
+    /// The local operator: everything.
+    Everything,
+}
+
+impl Baseline {
+    /// A person someone could ask for access (the 🚫 reply's "Ask …"): never a credential.
+    pub fn is_remote_person(self) -> bool {
+        matches!(self, Baseline::ChatPerson | Baseline::BrowserPerson)
+    }
+}
+
+/// The closed set of actor kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ActorKind {
+    User,
+    Service,
+    Schedule,
+    Agent,
+}
+
+impl ActorKind {
+    pub const ALL: [ActorKind; 4] = [
+        ActorKind::User,
+        ActorKind::Service,
+        ActorKind::Schedule,
+        ActorKind::Agent,
+    ];
+
+    /// The one kind an id's namespace proves.
+    pub fn of_namespace(ns: Namespace) -> ActorKind {
+        ns.kind()
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActorKind::User => "user",
+            ActorKind::Service => "service",
+            ActorKind::Schedule => "schedule",
+            ActorKind::Agent => "agent",
+        }
     }
 }
 

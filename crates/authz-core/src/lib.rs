@@ -106,7 +106,7 @@ pub mod time;
 mod policy_cases;
 
 pub use action::{Action, ActionError, CATALOGUE_ACTIONS, CommandGroup, Effect};
-pub use actor::{Actor, ActorKind, Origin};
+pub use actor::{Actor, Origin};
 pub use config::{
     ConfigError, ConfigProblem, GrantsTable, Restrict, chat_open_actions, resolve_actor,
     resolve_agent, resolve_outsider,
@@ -118,7 +118,8 @@ pub use directory::{
 };
 pub use grants::{ALL_GRANTS, GrantSet, Grants, NO_GRANTS};
 pub use ids::{
-    ActorId, AgentName, ChannelId, CommandId, IdError, Namespace, RepoSlug, RunId, ScheduleName,
+    ActorId, ActorKind, AgentName, Baseline, ChannelId, CommandId, IdError, Namespace, RepoSlug,
+    RunId, ScheduleName,
 };
 pub use policy::{Policy, PolicyFault, Rule, validate_policy};
 pub use predicate::{MalformedPredicate, Predicate, matches, predicate_for};

@@ -44,7 +44,7 @@ use std::sync::OnceLock;
 use serde::Serialize;
 
 use crate::action::{Action, CATALOGUE_ACTIONS, CommandGroup, Effect};
-use crate::actor::ActorKind;
+use crate::ids::ActorKind;
 use crate::resource::{ChannelVisibility, ConfigKind, MemoryKind, ResourceKind, ResourceType};
 
 /// Which resource a row is about, with the kind for kinded resources (and only for them).

@@ -5,10 +5,11 @@
 use std::collections::BTreeSet;
 
 use crate::action::{Action, CATALOGUE_ACTIONS};
-use crate::actor::{Actor, ActorKind};
+use crate::actor::Actor;
 use crate::config::{GrantsTable, resolve_agent};
 use crate::decide::{RowOutcome, Verdict, authorize};
 use crate::grants::{GrantSet, Grants};
+use crate::ids::ActorKind;
 use crate::ids::{ActorId, AgentName, ChannelId, RepoSlug};
 use crate::policy::{Policy, builtin_rules};
 use crate::resource::Resource;

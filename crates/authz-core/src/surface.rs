@@ -1,11 +1,14 @@
 //! Where a request comes from: the one spelling of a surface, used by the registry, the
-//! dispatcher, the store and the grants table alike.
+//! dispatcher, the store and the grants table alike, with what each surface alone establishes
+//! (its grants entry, its channels' visibility). A new surface is a row here and its
+//! namespace's row in `ids.rs`.
 
 use std::fmt;
 
 use serde::Serialize;
 
 use crate::ids::{ActorId, ChannelId, Namespace};
+use crate::resource::ChannelVisibility;
 
 /// One of the six ways in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -76,6 +79,23 @@ impl Surface {
     /// The surface whose namespace a channel id is in (`access:svc:…` is Access's).
     pub fn of_channel(channel: &ChannelId) -> Option<Surface> {
         Surface::parse(channel.namespace())
+    }
+
+    /// What a channel id of this surface's namespace establishes alone (`rest` follows
+    /// `<surface>:`): `http:*`, `mcp:*`, `cli:*`, `schedule:*` and `access:svc:*` are machine
+    /// channels; `slack:D…` is a DM and `slack:G…` private; `access:<sub>` is that person's
+    /// DM; a Slack `C…` channel is unknown (only the Slack API can tell public from private).
+    pub fn channel_visibility(self, rest: &str) -> ChannelVisibility {
+        match self {
+            Surface::Http | Surface::Mcp | Surface::Cli | Surface::Schedule => {
+                ChannelVisibility::Machine
+            }
+            Surface::Access if rest.starts_with("svc:") => ChannelVisibility::Machine,
+            Surface::Access => ChannelVisibility::Dm,
+            Surface::Slack if rest.starts_with('D') => ChannelVisibility::Dm,
+            Surface::Slack if rest.starts_with('G') => ChannelVisibility::Private,
+            Surface::Slack => ChannelVisibility::Unknown,
+        }
     }
 
     /// The surfaces whose bearer tokens come from the token map, and so whose tokens may name

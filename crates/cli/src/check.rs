@@ -174,15 +174,17 @@ fn actor_rows(t: &GrantsTable) -> Vec<ActorRow> {
 }
 
 fn source_of(t: &GrantsTable, id: &ActorId) -> &'static str {
-    use authz_core::Namespace::*;
+    use authz_core::{Baseline, Namespace};
     let has_surface =
         authz_core::Surface::entry_of(id).is_some_and(|s| t.surface_entries().contains_key(&s));
-    match (id.namespace(), has_surface) {
-        (Slack | Access, true) => "baseline + entry + surface entry",
-        (Slack | Access, false) => "baseline + entry",
-        (Http | Mcp, true) => "entry + surface entry",
-        (Schedule, _) => "entry (replaces the registry's)",
-        (Agent, _) => "entry (replaces the agent baseline)",
+    match (id.namespace().baseline(), has_surface) {
+        (Baseline::ChatPerson | Baseline::BrowserPerson, true) => {
+            "baseline + entry + surface entry"
+        }
+        (Baseline::ChatPerson | Baseline::BrowserPerson, false) => "baseline + entry",
+        (Baseline::Schedule, _) => "entry (replaces the registry's)",
+        _ if id.namespace() == Namespace::Agent => "entry (replaces the agent baseline)",
+        (_, true) => "entry + surface entry",
         _ => "entry",
     }
 }

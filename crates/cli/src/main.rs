@@ -337,7 +337,7 @@ fn serve(
 }
 
 fn load(config: Option<PathBuf>) -> anyhow::Result<config_file::LoadedConfig> {
-    Ok(config_file::load(config_file::choose(config.as_deref()))?)
+    Ok(server::load_config(config_file::choose(config.as_deref()))?)
 }
 
 fn config_check(config: Option<PathBuf>, json: bool) -> anyhow::Result<u8> {

@@ -72,15 +72,19 @@ use agents::{
     OpenAiSettings,
 };
 use anyhow::Context;
-use authz_core::{
-    AgentName, ChannelDirectory, DirectoryByNamespace, Namespace, StaticChannelDirectory,
-};
+use authz_core::{AgentName, ChannelDirectory, DirectoryByNamespace, Namespace};
 use commands::{Audit, Clock, Registry, Services, TracingAudit};
 use dispatch::{AgentEntry, AgentTokens, DispatchSettings, Dispatcher, DispatcherParts};
 use schedule::Scheduler;
 use store::{ReplicaId, Store};
 
 pub use config::{LoadedConfig, Source};
+
+/// Reads the config file of `source` with every built-in surface's section: what `serve`,
+/// `config check` and every CLI command load.
+pub fn load_config(source: Source) -> Result<LoadedConfig, config::LoadError> {
+    config::load_with(source, &surface::sections(&surface::builtin()))
+}
 pub use secrets::Secrets;
 pub use serve::{preflight, readiness, router, serve, shutdown_signal};
 pub use summary::{Summary, summary};
@@ -265,13 +269,13 @@ impl App {
             ..DispatchSettings::default()
         };
         let slack = slack_surface::SlackState::build(&config, &secrets);
-        // Chosen per namespace: each chat surface answers for its own channels, the id alone
-        // for every other.
-        let directory: Arc<dyn ChannelDirectory> = match (overrides.directory, slack.directory()) {
-            (Some(d), _) => d,
-            (None, Some(d)) => Arc::new(DirectoryByNamespace::new().with(Namespace::Slack, d)),
-            (None, None) => Arc::new(StaticChannelDirectory),
-        };
+        let surfaces: Vec<Arc<dyn surface::SurfacePlugin>> = surface::builtin()
+            .into_iter()
+            .chain(overrides.surfaces)
+            .collect();
+        let directory = overrides
+            .directory
+            .unwrap_or_else(|| directory_by_namespace(&slack, &surfaces, &config, &secrets));
         let dispatcher = Dispatcher::new(DispatcherParts {
             store: store.clone(),
             directory: directory.clone(),
@@ -340,10 +344,7 @@ impl App {
             slack: std::sync::Mutex::new(slack),
             directory,
             access,
-            surfaces: surface::builtin()
-                .into_iter()
-                .chain(overrides.surfaces)
-                .collect(),
+            surfaces,
         })
     }
 
@@ -516,6 +517,25 @@ impl App {
             }
         })
     }
+}
+
+/// The channel directory, chosen per namespace: each chat surface answers for its own
+/// channels and members (Slack's when `[slack]` is built, a plug-in's own), the id alone for
+/// every other namespace.
+fn directory_by_namespace(
+    slack: &slack_surface::SlackState,
+    surfaces: &[Arc<dyn surface::SurfacePlugin>],
+    config: &LoadedConfig,
+    secrets: &Secrets,
+) -> Arc<dyn ChannelDirectory> {
+    let mut by_namespace = DirectoryByNamespace::new();
+    if let Some(d) = slack.directory() {
+        by_namespace = by_namespace.with(Namespace::Slack, d);
+    }
+    for (namespace, d) in surfaces.iter().filter_map(|s| s.directory(config, secrets)) {
+        by_namespace = by_namespace.with(namespace, d);
+    }
+    Arc::new(by_namespace)
 }
 
 fn add(a: store::Pruned, b: store::Pruned) -> store::Pruned {

@@ -55,6 +55,8 @@ pub struct Secrets {
     pub agent_env: Vec<(String, String)>,
     /// `SLACK_BOT_TOKEN`, `SLACK_SIGNING_SECRET`, `SLACK_APP_TOKEN`.
     pub slack: SlackSecrets,
+    /// The plug-in surfaces' secrets (`SurfaceSection::secret_envs`) that are set, by variable.
+    surface: BTreeMap<&'static str, String>,
     /// Every secret value, for redaction from agent text.
     redact: Vec<String>,
 }
@@ -148,14 +150,27 @@ impl Secrets {
             signing_secret: set(SLACK_SIGNING_SECRET_ENV),
             app_token: set(SLACK_APP_TOKEN_ENV),
         };
+        let surface: BTreeMap<&'static str, String> = config
+            .surface_sections
+            .secret_envs()
+            .iter()
+            .filter_map(|k| set(k).map(|v| (*k, v)))
+            .collect();
+        redact.extend(surface.values().cloned());
         Ok(Secrets {
             ingress_tokens,
             agent_token_secret,
             api_keys,
             agent_env,
             slack,
+            surface,
             redact,
         })
+    }
+
+    /// A plug-in surface's secret, when its variable is set and not empty.
+    pub fn surface_secret(&self, env: &str) -> Option<&str> {
+        self.surface.get(env).map(String::as_str)
     }
 
     /// Every configured secret value (redacted from agent text by value).

@@ -1,31 +1,52 @@
-//! Surfaces as plug-ins: what a surface adds to `serve` (its routes, what it starts), to the
-//! start-up summary (its line: on, or off and what it needs) and to the request spans (the
-//! route templates of the paths it serves). `App::build` holds the built-in surfaces
-//! ([`builtin`]) and any a caller adds through `Overrides::surfaces`; `serve`, the summary
-//! and the request-span middleware walk that one list, so adding a surface edits none of them.
+//! Surfaces as plug-ins: what a surface adds to the config file (its own section and the
+//! environment variables of its secrets), to `serve` (its routes, what it starts), to the
+//! start-up summary (its line: on, or off and what it needs), to the channel directory (the
+//! directory of its namespace) and to the request spans (the route templates of the paths it
+//! serves). `App::build` holds the built-in surfaces ([`builtin`]) and any a caller adds
+//! through `Overrides::surfaces`; the config load ([`crate::load_config`]), `serve`, the
+//! summary, the directory and the request-span middleware walk that one list, so adding a
+//! surface edits none of them.
 //!
 //! What a surface must never do: decide anything itself (it proves its caller through
 //! `commands::identity` and hands text to `Registry::handle`), or start its routes without
 //! what it needs (its `routes` is `None` then, and its summary line says what it needs).
 //!
-//! Not yet through this trait: a surface's config section and secrets are still read by
-//! `config/` and `secrets.rs` by name (each built-in surface's typed section), and the
-//! channel directory is chosen per namespace in `App::build`.
+//! The four built-in surfaces predate the section hook: their sections are typed fields of
+//! `LoadedConfig` and their secrets fields of `Secrets`, read by name in `config/` and
+//! `secrets.rs`; a new surface reads both through [`SurfacePlugin::section`].
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use authz_core::BoxFuture;
+use authz_core::{BoxFuture, ChannelDirectory, Namespace};
 use axum::Router;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::App;
+use crate::config::{LoadedConfig, SurfaceSection};
 use crate::summary;
 pub use crate::summary::SurfaceLine;
+use crate::{App, Secrets};
 
 /// One surface of the App.
 pub trait SurfacePlugin: Send + Sync {
+    /// Its own config section and secrets, read at load with the built-in sections; its typed
+    /// section is then `app.config.surface_sections.get(key)`, its secrets
+    /// `app.secrets.surface_secret(env)`.
+    fn section(&self) -> Option<&dyn SurfaceSection> {
+        None
+    }
+
+    /// The directory answering for its namespace's channels and members, if it has one (a
+    /// chat surface's API); every other namespace's channels are what their ids establish.
+    fn directory(
+        &self,
+        _config: &LoadedConfig,
+        _secrets: &Secrets,
+    ) -> Option<(Namespace, Arc<dyn ChannelDirectory>)> {
+        None
+    }
+
     /// Its line in the start-up summary: on and what it serves, or off and what it needs.
     fn summary_line(&self, app: &App) -> SurfaceLine;
 
@@ -46,6 +67,11 @@ pub trait SurfacePlugin: Send + Sync {
     ) -> BoxFuture<'a, Vec<JoinHandle<()>>> {
         Box::pin(std::future::ready(Vec::new()))
     }
+}
+
+/// The sections the surfaces of `surfaces` read from the config file.
+pub fn sections(surfaces: &[Arc<dyn SurfacePlugin>]) -> Vec<&dyn SurfaceSection> {
+    surfaces.iter().filter_map(|s| s.section()).collect()
 }
 
 /// The surfaces every build has, in the order `serve` starts them and the summary shows them.

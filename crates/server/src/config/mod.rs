@@ -3,7 +3,8 @@
 //! (`server_section.rs`, `slack_section.rs`, …; `[agents]` in `agents.rs`, read by one
 //! hand-written visitor) holding its raw serde type, its typed config, its checks and their
 //! tests; `sections.rs` gathers the raw types into `FileSections`, and `urls.rs` holds the URL
-//! checks they share. Every fault names the file, the line and column (from the parser's
+//! checks they share. A plug-in surface reads its own section through `SurfaceSection`
+//! (`surface_section.rs`) with the same guarantees. Every fault names the file, the line and column (from the parser's
 //! spans), the key, and the fix.
 //!
 //! Secrets never come from this file: the server reads them from the environment or from
@@ -23,6 +24,7 @@ mod sections;
 mod server_section;
 mod slack_section;
 mod store_section;
+mod surface_section;
 mod telemetry_section;
 mod tool_policy_section;
 mod urls;
@@ -35,6 +37,7 @@ pub use memory_section::MemoryConfig;
 pub use retention_section::RetentionConfig;
 pub use server_section::ServerConfig;
 pub use slack_section::SlackConfig;
+pub use surface_section::{SectionText, SectionValue, SurfaceSection, SurfaceSections};
 pub use telemetry_section::TelemetryConfig;
 pub use tool_policy_section::ToolPolicyConfig;
 
@@ -54,7 +57,7 @@ use position::{dotted, key_segments, line_col, locate, path_at};
 use repos_section::repos;
 use retention_section::retention;
 use schedules_section::schedules;
-use sections::FileSections;
+use sections::{CORE_KEYS, FileSections};
 use server_section::server;
 use slack_section::slack_config;
 use store_section::store_spec;
@@ -134,6 +137,8 @@ pub struct LoadedConfig {
     pub repos: dispatch::RepoSettings,
     /// `[retention]`.
     pub retention: RetentionConfig,
+    /// The plug-in surfaces' sections, each as its surface read it.
+    pub surface_sections: SurfaceSections,
 }
 
 /// Picks the file: `--config`, else `SWITCHBOARD_CONFIG`, else `./switchboard.toml` if it
@@ -152,7 +157,16 @@ pub fn choose(explicit: Option<&Path>) -> Source {
     Source::EmbeddedDefault
 }
 
+/// [`load_with`] for a build with no plug-in surface sections.
 pub fn load(source: Source) -> Result<LoadedConfig, LoadError> {
+    load_with(source, &[])
+}
+
+/// Reads the config file of `source`, with the sections of `surfaces` beside the built-in ones.
+pub fn load_with(
+    source: Source,
+    surfaces: &[&dyn SurfaceSection],
+) -> Result<LoadedConfig, LoadError> {
     let text: Cow<'static, str> = match &source {
         Source::File(path) => std::fs::read_to_string(path).map(Cow::Owned).map_err(|e| {
             LoadError::new(
@@ -163,7 +177,7 @@ pub fn load(source: Source) -> Result<LoadedConfig, LoadError> {
         })?,
         Source::EmbeddedDefault => Cow::Borrowed(EMBEDDED_DEFAULT),
     };
-    parse(source, &text)
+    parse_with(source, &text, surfaces)
 }
 
 /// Top-level keys that look like authorization but are not: refused by name.
@@ -206,8 +220,57 @@ impl Text<'_> {
     }
 }
 
-/// Parses config text. Public for tests and for `load`.
+/// Parses config text with no plug-in surface sections. Public for tests.
 pub fn parse(source: Source, text: &str) -> Result<LoadedConfig, LoadError> {
+    parse_with(source, text, &[])
+}
+
+/// A top-level key that is neither a built-in section nor one of `surfaces`' fails the load,
+/// as serde's own unknown-field fault would; so does a surface key read twice.
+fn check_top_level_keys(
+    t: &Text<'_>,
+    sections: &FileSections,
+    surfaces: &[&dyn SurfaceSection],
+) -> Result<(), LoadError> {
+    let mut known: Vec<&str> = CORE_KEYS.to_vec();
+    for s in surfaces {
+        if known.contains(&s.key()) {
+            return Err(LoadError::new(
+                t.source,
+                None,
+                format!(
+                    "two sections are read as [{}]; give the surface another key",
+                    s.key()
+                ),
+            ));
+        }
+        known.push(s.key());
+    }
+    match sections
+        .others
+        .keys()
+        .find(|k| !known.contains(&k.as_str()))
+    {
+        None => Ok(()),
+        Some(key) => {
+            let expected: Vec<String> = known.iter().map(|k| format!("`{k}`")).collect();
+            Err(t.key(
+                &[key],
+                format!(
+                    "unknown field `{key}`, expected one of {}",
+                    expected.join(", ")
+                ),
+            ))
+        }
+    }
+}
+
+/// Parses config text, with the sections of `surfaces` beside the built-in ones.
+pub fn parse_with(
+    source: Source,
+    text: &str,
+    surfaces: &[&dyn SurfaceSection],
+) -> Result<LoadedConfig, LoadError> {
     let t = Text {
         source: &source,
         text,
@@ -225,6 +288,8 @@ pub fn parse(source: Source, text: &str) -> Result<LoadedConfig, LoadError> {
         return Err(t.key(&[key], problem));
     }
     let sections: FileSections = toml::from_str(text).map_err(|e| t.de(&e))?;
+    check_top_level_keys(&t, &sections, surfaces)?;
+    let surface_sections = SurfaceSections::read(&t, surfaces)?;
     let agents_section = &sections.agents;
     let agents: BTreeSet<AgentName> = agents_section.tables.keys().cloned().collect();
     let default_agent = match &agents_section.default {
@@ -283,6 +348,7 @@ pub fn parse(source: Source, text: &str) -> Result<LoadedConfig, LoadError> {
         tool_policy,
         repos: repos(&sections.repos),
         retention,
+        surface_sections,
     })
 }
 

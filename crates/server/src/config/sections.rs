@@ -1,6 +1,10 @@
 //! The whole file as serde reads it: each section's raw type, from that section's own file
 //! (every one denies unknown keys and checks what needs more than a type as it is read, so a
-//! fault carries the parser's position), and the authorization keys, read by authz-core.
+//! fault carries the parser's position), and the authorization keys, read by authz-core. Any
+//! other top-level key is kept aside for the plug-in surfaces; one no surface reads fails the
+//! load (`super::check_top_level_keys`).
+
+use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use serde::de;
@@ -18,10 +22,29 @@ use super::slack_section::SlackSection;
 use super::store_section::StoreSection;
 use super::telemetry_section::TelemetrySection;
 
+/// The top-level keys `FileSections` reads, in its order (for the unknown-key fault).
+pub const CORE_KEYS: [&str; 16] = [
+    "server",
+    "store",
+    "ingress",
+    "agents",
+    "telemetry",
+    "grants",
+    "restrict",
+    "slack",
+    "mcp",
+    "access",
+    "schedules",
+    "memory",
+    "agent_policy",
+    "agent_grants",
+    "repos",
+    "retention",
+];
+
 /// The whole file: the typed sections, and the authorization keys (read by authz-core from
 /// the same text).
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct FileSections {
     #[serde(default)]
     pub server: ServerSection,
@@ -53,4 +76,7 @@ pub struct FileSections {
     pub repos: ReposSection,
     #[serde(default)]
     pub retention: RetentionSection,
+    /// Every other top-level key: a plug-in surface's section, or a fault.
+    #[serde(flatten)]
+    pub others: BTreeMap<String, de::IgnoredAny>,
 }

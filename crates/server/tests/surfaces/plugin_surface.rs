@@ -1,19 +1,29 @@
 //! A surface defined here, in a test, and added to the App through `Overrides::surfaces`
-//! without editing the server: `serve` starts it, binds its routes, names its requests' spans
-//! and prints its summary line as it does the built-in ones. It reuses the `http` namespace:
-//! its caller is a bearer token's, proved through `commands::identity`, and its text goes to
-//! `Registry::handle` like every surface's.
+//! without editing the server: the config load reads its own section (`[echo_surface]`, with
+//! file, line and column on every fault) and its secret (`ECHO_SURFACE_TOKEN`), the channel
+//! directory asks it about its namespace, and `serve` starts it, binds its routes, names its
+//! requests' spans and prints its summary line as it does the built-in ones; without its
+//! secret its routes stay off and its line says what it needs. It reuses the `http`
+//! namespace: its caller is a bearer token's, proved through `commands::identity`, and its
+//! text goes to `Registry::handle` like every surface's.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use authz_core::{BoxFuture, Surface};
+use std::collections::BTreeSet;
+
+use authz_core::{
+    ActorId, BoxFuture, ChannelDirectory, ChannelId, ChannelVisibility, Membership, Namespace,
+    Surface,
+};
 use axum::Router;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::routing::post;
 use commands::{Registry, Services};
+use serde::Deserialize;
+use server::config::{LoadError, SectionText, SectionValue, SurfaceSection};
 use server::surface::{SurfaceLine, SurfacePlugin};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -25,10 +35,68 @@ struct EchoSurface {
     running: Arc<AtomicBool>,
 }
 
+/// Its secret: without it the surface stays off.
+const SECRET_ENV: &str = "ECHO_SURFACE_TOKEN";
+
+/// `[echo_surface]` as the file spells it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EchoSection {
+    greeting: toml::Spanned<String>,
+}
+
+/// `[echo_surface]`, checked: what its replies start with.
+struct EchoConfig {
+    greeting: String,
+}
+
+impl SurfaceSection for EchoSurface {
+    fn key(&self) -> &'static str {
+        "echo_surface"
+    }
+
+    fn secret_envs(&self) -> &'static [&'static str] {
+        &[SECRET_ENV]
+    }
+
+    fn read(&self, section: &SectionText<'_>) -> Result<Option<SectionValue>, LoadError> {
+        let Some(raw) = section.typed::<EchoSection>()? else {
+            return Ok(None);
+        };
+        if raw.greeting.get_ref().trim().is_empty() {
+            return Err(section.fault_at(
+                raw.greeting.span().start,
+                "must not be empty; write what its replies start with",
+            ));
+        }
+        Ok(Some(Arc::new(EchoConfig {
+            greeting: raw.greeting.into_inner(),
+        })))
+    }
+}
+
+/// Its channel directory: every `http:` channel is private to it (the id alone says machine).
+struct EchoDirectory;
+
+impl ChannelDirectory for EchoDirectory {
+    fn info<'a>(&'a self, _channel: &'a ChannelId) -> BoxFuture<'a, ChannelVisibility> {
+        Box::pin(std::future::ready(ChannelVisibility::Private))
+    }
+
+    fn is_member<'a>(&'a self, _: &'a ActorId, _: &'a ChannelId) -> BoxFuture<'a, Membership> {
+        Box::pin(std::future::ready(Membership::Unknown))
+    }
+
+    fn memberships<'a>(&'a self, _: &'a ActorId) -> BoxFuture<'a, BTreeSet<ChannelId>> {
+        Box::pin(std::future::ready(BTreeSet::new()))
+    }
+}
+
 #[derive(Clone)]
 struct Wired {
     registry: Arc<Registry>,
     services: Arc<Services>,
+    greeting: String,
 }
 
 async fn handle(State(w): State<Wired>, headers: HeaderMap, text: String) -> (u16, String) {
@@ -42,15 +110,41 @@ async fn handle(State(w): State<Wired>, headers: HeaderMap, text: String) -> (u1
         return (401, "unauthorized".to_owned());
     };
     let handled = w.registry.handle(&caller, &text, &w.services).await;
-    (200, handled.reply.text)
+    (200, format!("{}\n{}", w.greeting, handled.reply.text))
+}
+
+impl EchoSurface {
+    /// Its section, when the file has one and its secret is set.
+    fn configured<'a>(&self, app: &'a server::App) -> Option<&'a EchoConfig> {
+        app.secrets.surface_secret(SECRET_ENV)?;
+        app.config
+            .surface_sections
+            .get::<EchoConfig>("echo_surface")
+    }
 }
 
 impl SurfacePlugin for EchoSurface {
-    fn summary_line(&self, _app: &server::App) -> SurfaceLine {
+    fn section(&self) -> Option<&dyn SurfaceSection> {
+        Some(self)
+    }
+
+    fn directory(
+        &self,
+        _config: &server::LoadedConfig,
+        _secrets: &server::Secrets,
+    ) -> Option<(Namespace, Arc<dyn ChannelDirectory>)> {
+        Some((Namespace::Http, Arc::new(EchoDirectory)))
+    }
+
+    fn summary_line(&self, app: &server::App) -> SurfaceLine {
+        let (on, note) = match self.configured(app) {
+            Some(c) => (true, format!("a test surface greeting {:?}", c.greeting)),
+            None => (false, format!("off: needs [echo_surface] and {SECRET_ENV}")),
+        };
         SurfaceLine {
             surface: "/echo-surface",
-            on: true,
-            note: "a test surface".to_owned(),
+            on,
+            note,
         }
     }
 
@@ -58,6 +152,7 @@ impl SurfacePlugin for EchoSurface {
         let wired = Wired {
             registry: app.registry.clone(),
             services: app.services.clone(),
+            greeting: self.configured(app)?.greeting.clone(),
         };
         let route = post(|s: State<Wired>, h: HeaderMap, t: String| async move {
             let (status, body) = handle(s, h, t).await;
@@ -97,22 +192,42 @@ default = "echo"
 [grants."http:reader"]
 actions = ["runs:read", "help:read"]
 channels = ["http:ops"]
+[echo_surface]
+greeting = "hello from echo"
 "#;
+
+/// The config text with a store and data directory under `dir`.
+fn config_text(dir: &std::path::Path) -> String {
+    format!(
+        "{CONFIG}\n[store]\nurl = \"sqlite://{}\"\n[server]\ndata_dir = {:?}\n",
+        dir.join("sb.db").display(),
+        dir.join("data").display().to_string(),
+    )
+}
+
+fn parse_with_echo(text: &str) -> Result<server::LoadedConfig, LoadError> {
+    let echo: Arc<dyn SurfacePlugin> = Arc::new(EchoSurface::default());
+    let sections = server::surface::sections(std::slice::from_ref(&echo));
+    server::config::parse_with(server::Source::File("plugin.toml".into()), text, &sections)
+}
 
 #[tokio::test]
 async fn a_surface_added_from_outside_the_server_is_served_summarised_and_traced() {
     let dir = tempfile::tempdir().unwrap();
-    let text = format!(
-        "{CONFIG}\n[store]\nurl = \"sqlite://{}\"\n[server]\ndata_dir = {:?}\n",
-        dir.path().join("sb.db").display(),
-        dir.path().join("data").display().to_string(),
-    );
-    let config = server::config::parse(server::Source::File("plugin.toml".into()), &text).unwrap();
+    let config = parse_with_echo(&config_text(dir.path())).unwrap();
     let tokens = r#"{"reader-token-0123456789": {"subject": "reader", "channel": "http:ops"}}"#;
-    let secrets = server::Secrets::from_lookup(&config, |k| {
-        (k == "SWITCHBOARD_INGRESS_TOKENS").then(|| tokens.to_owned())
+    let secrets = server::Secrets::from_lookup(&config, |k| match k {
+        "SWITCHBOARD_INGRESS_TOKENS" => Some(tokens.to_owned()),
+        SECRET_ENV => Some("echo-secret-value".to_owned()),
+        _ => None,
     })
     .unwrap();
+    assert!(
+        secrets
+            .values_to_redact()
+            .contains(&"echo-secret-value".to_owned()),
+        "its secret is redacted from agent text like every other"
+    );
     let echo = Arc::new(EchoSurface::default());
     // The process's layers, on this (the test's only) thread, feeding a span log.
     let span_log = server::telemetry::SpanLog::new(100);
@@ -133,6 +248,14 @@ async fn a_surface_added_from_outside_the_server_is_served_summarised_and_traced
     let app = server::App::build_with(config, secrets, replica, overrides)
         .await
         .unwrap();
+    let ops = ChannelId::parse("http:ops").unwrap();
+    assert_eq!(
+        app.directory.info(&ops).await,
+        ChannelVisibility::Private,
+        "its directory answers for its namespace"
+    );
+    let dm = ChannelId::parse("access:alice").unwrap();
+    assert_eq!(app.directory.info(&dm).await, ChannelVisibility::Dm);
     let stop = CancellationToken::new();
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
     let shutdown = {
@@ -150,7 +273,8 @@ async fn a_surface_added_from_outside_the_server_is_served_summarised_and_traced
     ));
     let (addr, summary) = ready_rx.await.unwrap();
     assert!(
-        summary.contains("/echo-surface") && summary.contains("a test surface"),
+        summary.contains("/echo-surface")
+            && summary.contains("a test surface greeting \"hello from echo\""),
         "{summary}"
     );
     assert!(echo.running.load(Ordering::SeqCst), "its start ran");
@@ -166,7 +290,10 @@ async fn a_surface_added_from_outside_the_server_is_served_summarised_and_traced
         .unwrap();
     assert_eq!(ok.status(), 200);
     let body = ok.text().await.unwrap();
-    assert!(body.contains("runs list"), "the registry's help: {body}");
+    assert!(
+        body.starts_with("hello from echo\n") && body.contains("runs list"),
+        "its section's greeting, then the registry's help: {body}"
+    );
     let refused = client.post(&url).body("help").send().await.unwrap();
     assert_eq!(refused.status(), 401, "no token, no caller");
     let named = |l: &server::telemetry::SpanLine| {
@@ -199,5 +326,84 @@ async fn a_surface_added_from_outside_the_server_is_served_summarised_and_traced
     assert!(
         !echo.running.load(Ordering::SeqCst),
         "its task saw the stop"
+    );
+}
+
+/// Its section is read with the guarantees of a built-in one: each fault names the file, the
+/// line and column, the key and the fix; a key no surface reads fails the load.
+#[test]
+fn its_section_faults_name_file_line_column_and_key() {
+    let cases: &[(&str, &str)] = &[
+        (
+            "[echo_surface]\ngreetin = \"hi\"\n",
+            "plugin.toml:2:1: echo_surface.greetin: unknown field `greetin`, expected `greeting`",
+        ),
+        (
+            "[echo_surface]\ngreeting = \"  \"\n",
+            "plugin.toml:2:12: echo_surface.greeting: must not be empty",
+        ),
+        (
+            "[echo_surface]\ngreeting = 3\n",
+            "plugin.toml:2:12: echo_surface.greeting: invalid type: integer `3`, expected a string",
+        ),
+        (
+            "[echo_surface]\n",
+            "plugin.toml:1:1: echo_surface: missing field `greeting`",
+        ),
+        (
+            "[echo_surfac]\ngreeting = \"hi\"\n",
+            "plugin.toml:1:2: echo_surfac: unknown field `echo_surfac`, expected one of `server`",
+        ),
+        (
+            "echo_surface = 1\n",
+            "plugin.toml:1:16: echo_surface: invalid type: integer `1`",
+        ),
+    ];
+    for (text, want) in cases {
+        let err = parse_with_echo(text).map(|_| ()).unwrap_err().to_string();
+        assert!(err.starts_with(want), "{text:?}\n got: {err}\nwant: {want}");
+    }
+    let unread = server::config::parse(
+        server::Source::File("plugin.toml".into()),
+        "[echo_surface]\ngreeting = \"hi\"\n",
+    )
+    .map(|_| ())
+    .unwrap_err()
+    .to_string();
+    assert!(
+        unread.starts_with("plugin.toml:1:2: echo_surface: unknown field `echo_surface`"),
+        "without the surface its section is an unknown key: {unread}"
+    );
+    let listed = parse_with_echo("[nope]\n")
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    assert!(listed.contains("`retention`, `echo_surface`"), "{listed}");
+}
+
+/// Without its secret it is built but off: no routes, and its summary line says what it needs.
+#[tokio::test]
+async fn without_its_secret_it_stays_off_and_says_what_it_needs() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = parse_with_echo(&config_text(dir.path())).unwrap();
+    let secrets = server::Secrets::from_lookup(&config, |_| None).unwrap();
+    let echo = Arc::new(EchoSurface::default());
+    let overrides = server::Overrides {
+        surfaces: vec![echo.clone()],
+        ..server::Overrides::default()
+    };
+    let replica = store::ReplicaId::parse("plugin-off").unwrap();
+    let app = server::App::build_with(config, secrets, replica, overrides)
+        .await
+        .unwrap();
+    assert!(echo.routes(&app, &CancellationToken::new()).is_none());
+    let summary = server::summary(&app, "127.0.0.1:1".parse().unwrap()).to_string();
+    let line = summary
+        .lines()
+        .find(|l| l.contains("/echo-surface"))
+        .unwrap_or_else(|| panic!("its line: {summary}"));
+    assert!(
+        line.contains("off") && line.contains("needs [echo_surface] and ECHO_SURFACE_TOKEN"),
+        "{line}"
     );
 }
