@@ -64,6 +64,20 @@ impl Surface {
         }
     }
 
+    /// The surface an id of `ns` proves itself through (`access:svc:` ids are Access's);
+    /// `None` for an agent, which reaches whichever surface its run's token opens.
+    pub fn of_namespace(ns: Namespace) -> Option<Surface> {
+        match ns {
+            Namespace::Slack => Some(Surface::Slack),
+            Namespace::Http => Some(Surface::Http),
+            Namespace::Mcp => Some(Surface::Mcp),
+            Namespace::Access | Namespace::AccessSvc => Some(Surface::Access),
+            Namespace::Cli => Some(Surface::Cli),
+            Namespace::Schedule => Some(Surface::Schedule),
+            Namespace::Agent => None,
+        }
+    }
+
     /// The surface entry an actor id receives, if any. `access:svc:` ids receive none, and
     /// neither do the CLI, schedules or agents.
     pub fn entry_of(id: &ActorId) -> Option<Surface> {
@@ -130,5 +144,14 @@ mod tests {
             Some(Surface::Access)
         );
         assert_eq!(Surface::entry_of(&id("cli:local")), None);
+        assert_eq!(
+            Surface::of_namespace(Namespace::AccessSvc),
+            Some(Surface::Access)
+        );
+        for ns in Namespace::ALL {
+            let home = Surface::of_namespace(ns);
+            assert_eq!(home.is_none(), ns == Namespace::Agent, "{ns:?}");
+            assert!(home.is_none_or(|s| ns.prefix().starts_with(s.as_str())), "{ns:?}");
+        }
     }
 }

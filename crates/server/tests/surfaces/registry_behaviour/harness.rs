@@ -101,15 +101,8 @@ async fn world_with(
 impl World {
     pub fn caller(&self, id: &str) -> Caller {
         let id: ActorId = id.parse().unwrap();
-        let surface = match id.namespace() {
-            authz_core::Namespace::Slack => Surface::Slack,
-            authz_core::Namespace::Http => Surface::Http,
-            authz_core::Namespace::Mcp => Surface::Mcp,
-            authz_core::Namespace::Access | authz_core::Namespace::AccessSvc => Surface::Access,
-            authz_core::Namespace::Cli => Surface::Cli,
-            authz_core::Namespace::Schedule => Surface::Schedule,
-            authz_core::Namespace::Agent => Surface::Mcp,
-        };
+        // An agent id here speaks through MCP, as an agent's run token does.
+        let surface = Surface::of_namespace(id.namespace()).unwrap_or(Surface::Mcp);
         Caller::new(resolve_actor(id, &self.table), surface)
     }
 
