@@ -28,18 +28,18 @@
 //!
 //! | module | what it holds |
 //! | --- | --- |
-//! | `ids` | validated newtypes: `ActorId` (namespaced: `slack:U…`, `http:`, `mcp:`, `access:`, `access:svc:`, `cli:local`, `schedule:`, `agent:`), `ChannelId`, `RepoSlug` (lower-cased), `AgentName`, `ScheduleName`, `RunId`, `CommandId`; `Namespace` |
-//! | `surface` | `Surface`, the one spelling of the surfaces (`slack http mcp access cli schedule`): how runs record it, which have a grants entry (`slack:*` …), which take bearer tokens |
+//! | `ids` | validated newtypes: `ActorId` (namespaced: `slack:U…`, `http:`, `mcp:`, `access:`, `access:svc:`, `cli:local`, `schedule:`, `agent:`), `ChannelId`, `RepoSlug` (lower-cased), `AgentName`, `ScheduleName`, `RunId`, `CommandId`; `Namespace` with each namespace's `ActorKind` and grants `Baseline` (a new surface's namespace is one row here) |
+//! | `surface` | `Surface`, the one spelling of the surfaces (`slack http mcp access cli schedule`): how runs record it, which have a grants entry (`slack:*` …), what a channel id of each establishes alone (`channel_visibility`), the surface each namespace speaks through, which take bearer tokens |
 //! | `action` | the closed vocabulary: `Action::{Command(group, effect), AgentRun, AgentRunAny, RepoUse, TraceRead}`; `CATALOGUE_ACTIONS` (the command actions the catalogue declares) |
 //! | `grants` | `GrantSet<T>` (`All` / `Only`), `Grants` (actions, channels, repos), `NO_GRANTS`, `ALL_GRANTS`; `holds` (with `agent:run:*`), union, intersection |
-//! | `actor` | `ActorKind`, `Actor`, `Origin`; consistency (kind matches namespace) and `effective_grants` (agent ∩ principal) |
+//! | `actor` | `Actor`, `Origin`; consistency (kind matches namespace) and `effective_grants` (agent ∩ principal) |
 //! | `resource` | `Resource` and its parts (`RunFacts`, `ScopeKey`, `ConfigTier`, …), `ChannelVisibility` (default `Unknown`), `ResourceType`, kinds |
 //! | `policy` | `Rule` (action pattern, `Target` with kind, selectors, conditions), `Condition` (the five), `validate_policy`, `Policy` (only validated tables decide), `builtin_rules()` |
 //! | `decide` | `authorize`, `explain`, `Verdict`, `Reason` (audit line only), `RowOutcome` |
 //! | `predicate` | `Predicate`, `predicate_for`, `matches`, `Predicate::check` (what a store refuses) |
-//! | `config` | `GrantsTable::from_config` (grants + restrict, fail closed), baselines, surface entries, schedule declarations, `grants_for`, `resolve_actor`, `resolve_agent`, `admins_hint`, `can_*`, `restricted_agents_for` |
+//! | `config` | `GrantsTable::from_config` (grants + restrict, fail closed), the baselines by `Baseline`, surface entries, schedule declarations, `grants_for`, `resolve_actor`, `resolve_agent`, `admins_hint`, `can_*`, `restricted_agents_for` |
 //! | `spec` | `parse_resource_spec`: the one-line resource form operators and tests use |
-//! | `directory` | `ChannelDirectory` (boxed futures, no runtime: `info`, `is_member`, `memberships`), `StaticChannelDirectory`, `static_visibility`, `DirectoryByNamespace` (each chat surface answers for its own namespace, the id alone for the rest) |
+//! | `directory` | `ChannelDirectory` (boxed futures, no runtime: `info`, `is_member`, `memberships`), `StaticChannelDirectory`, `static_visibility` (each surface's `channel_visibility`), `DirectoryByNamespace` (each chat surface answers for its own namespace, the id alone for the rest) |
 //! | `time`, `run` | the vocabulary every layer shares: `Timestamp` (µs since the epoch; nothing here reads a clock), `RunStatus` (`from_name`, `is_live`) and `FiringSlot` (a schedule's timer slot or manual firing, and its stored key) |
 //! | `policy_cases` (test) | a positive and a negative case for every row of the built-in table |
 //!

@@ -151,7 +151,10 @@ mod tests {
         for ns in Namespace::ALL {
             let home = Surface::of_namespace(ns);
             assert_eq!(home.is_none(), ns == Namespace::Agent, "{ns:?}");
-            assert!(home.is_none_or(|s| ns.prefix().starts_with(s.as_str())), "{ns:?}");
+            assert!(
+                home.is_none_or(|s| ns.prefix().starts_with(s.as_str())),
+                "{ns:?}"
+            );
         }
     }
 }
