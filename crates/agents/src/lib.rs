@@ -67,7 +67,7 @@
 //! | `tools/net.rs` | internal addresses, in every IPv6 form |
 //! | `tools/capped.rs` | how every tool cuts its output |
 //! | `tools/mcp.rs` | `McpServers`: the run's configured servers connected and listed with rmcp's Streamable HTTP client at the start, the `mcp` tool definition listing their tools, one session per server, calls bounded by a timeout, results as capped text |
-//! | `testing` (feature) | `NotesServer`, a real rmcp server on loopback; `writing_model`, a scripted OpenAI-compatible model that asks to write a file; `init_repository` / `git_repository` |
+//! | `testing` (feature) | `NotesServer`, a real rmcp server on loopback; `init_repository` / `git_repository` (scripted models are test-support's) |
 //!
 //! Tests (`tests/agents/`, one binary): `backends.rs`, `sandbox.rs`, `tool_loop.rs` (every
 //! call passes the broker); the binary's boundary in

@@ -2,9 +2,6 @@
 //! - [`NotesServer`], a real MCP server: rmcp's Streamable HTTP server, with sessions,
 //!   offering `shout` (upper-cases its `text`), `fail` (reports a tool error) and `erase_all`
 //!   (stands for a destructive tool). It counts the calls it was sent.
-//! - [`writing_model`], an OpenAI-compatible chat-completions endpoint playing a model that
-//!   asks to write a file in the workspace it was told about, then answers with what the tool
-//!   call returned.
 //! - [`init_repository`] and [`git_repository`], a git repository with one commit, as
 //!   `repo add --path` takes for runs.
 
@@ -114,57 +111,6 @@ impl ServerHandler for Notes {
         };
         Ok(result.into())
     }
-}
-
-/// A scripted model on loopback; its base URL (`http://127.0.0.1:<port>/v1`). It asks to
-/// write `content` to `notes.md` in the workspace its system message names, then answers
-/// `tool said: <the tool's result>`.
-pub async fn writing_model(content: &str) -> std::io::Result<String> {
-    use axum::body::Body;
-    use axum::extract::State;
-    use axum::http::Response;
-
-    async fn completions(State(content): State<Arc<String>>, body: String) -> Response<Body> {
-        let request: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-        let text = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(str::to_owned);
-        let messages = request
-            .get("messages")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        let last = messages.last().cloned().unwrap_or(Value::Null);
-        let delta = if text(&last, "role").as_deref() == Some("tool") {
-            json!({"content": format!("tool said: {}", text(&last, "content").unwrap_or_default())})
-        } else {
-            let workspace = messages
-                .iter()
-                .filter_map(|m| m.get("content").and_then(Value::as_str))
-                .find_map(|c| c.strip_prefix("Your workspace is "))
-                .and_then(|rest| rest.split(". ").next())
-                .unwrap_or("/nowhere")
-                .to_owned();
-            let args = json!({"path": format!("{workspace}/notes.md"), "content": *content});
-            json!({"tool_calls": [{"index": 0, "id": "call-1", "type": "function",
-                "function": {"name": "write_file", "arguments": args.to_string()}}]})
-        };
-        let chunk = json!({"choices": [{"delta": delta}]});
-        let mut response = Response::new(Body::from(format!("data: {chunk}\n\ndata: [DONE]\n\n")));
-        response.headers_mut().insert(
-            "content-type",
-            axum::http::HeaderValue::from_static("text/event-stream"),
-        );
-        response
-    }
-
-    let app = axum::Router::new()
-        .route("/v1/chat/completions", axum::routing::post(completions))
-        .with_state(Arc::new(content.to_owned()));
-    let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
-    let addr = listener.local_addr()?;
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    Ok(format!("http://{addr}/v1"))
 }
 
 /// Makes `dir` (which must exist) a git repository with one empty commit: a run in it starts

@@ -1,7 +1,7 @@
 //! What the workspace's tests share, so each exists once: a Postgres schema of a test's own
 //! ([`postgres`]), a scripted OpenAI-compatible model on loopback ([`model`]), a fake
-//! Slack Web API with Slack's request signing ([`slack`]), and log lines kept in memory
-//! ([`log`]).
+//! Slack Web API with Slack's request signing ([`slack`]), log lines kept in memory
+//! ([`log`]), and a loopback HTTP client for a served App ([`http`]).
 //!
 //! Must never: depend on a workspace crate. Any crate may dev-depend on this one, so a
 //! dependency from here back into the workspace would make a dev-dependency cycle (tidy
@@ -18,6 +18,7 @@
     clippy::indexing_slicing
 )]
 
+pub mod http;
 pub mod log;
 pub mod model;
 pub mod postgres;

@@ -1,6 +1,7 @@
-//! A scripted OpenAI-compatible model on loopback: it answers each
-//! chat-completions request with the next turn of its script, and keeps every request body it
-//! was sent, so a test can say what reached the model.
+//! Scripted OpenAI-compatible models on loopback. [`Model`] answers each chat-completions
+//! request with the next reply of its script, and keeps every request body it was sent, so a
+//! test can say what reached the model; [`writing_model`] asks to write one file, in any
+//! number of runs.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -11,6 +12,20 @@ use serde_json::{Value, json};
 /// broker told the model about, and `{last_hex}` for the first 40-digit hex id in the last
 /// tool result, a commit the run made), or the final answer.
 pub type Turn = (&'static str, Value);
+
+/// One reply of a script: a tool call (its name and its arguments as the model writes them,
+/// with the same `{workspace}` and `{last_hex}` stand-ins as a [`Turn`]), or a final text.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    Call(&'static str, String),
+    Text(&'static str),
+}
+
+impl From<Turn> for Reply {
+    fn from((name, args): Turn) -> Reply {
+        Reply::Call(name, args.to_string())
+    }
+}
 
 pub struct Model {
     /// `http://127.0.0.1:<port>/v1`.
@@ -23,6 +38,11 @@ impl Model {
     /// `last tool result: <the last message's content>`.
     pub async fn serve(turns: Vec<Turn>) -> Model {
         Model::serve_gated(turns, None).await
+    }
+
+    /// [`Model::serve`] with final texts among the replies.
+    pub async fn serve_replies(replies: Vec<Reply>) -> Model {
+        Model::serve_script("127.0.0.1", replies, None).await
     }
 
     /// [`Model::serve`] on another loopback address (`127.0.0.2`): a test can keep its
@@ -45,6 +65,14 @@ impl Model {
         turns: Vec<Turn>,
         gate: Option<(usize, Arc<tokio::sync::Barrier>)>,
     ) -> Model {
+        Model::serve_script(ip, turns.into_iter().map(Reply::from).collect(), gate).await
+    }
+
+    async fn serve_script(
+        ip: &str,
+        replies: Vec<Reply>,
+        gate: Option<(usize, Arc<tokio::sync::Barrier>)>,
+    ) -> Model {
         use axum::Router;
         use axum::body::Body;
         use axum::extract::State;
@@ -53,7 +81,7 @@ impl Model {
 
         #[derive(Clone)]
         struct Script {
-            turns: Arc<Mutex<VecDeque<Turn>>>,
+            turns: Arc<Mutex<VecDeque<Reply>>>,
             seen: Arc<Mutex<Vec<String>>>,
             gate: Option<(usize, Arc<tokio::sync::Barrier>)>,
         }
@@ -74,13 +102,13 @@ impl Model {
             let workspace = workspace_of(&messages);
             let next = script.turns.lock().unwrap().pop_front();
             let delta = match next {
-                Some((name, args)) => {
+                Some(Reply::Text(text)) => json!({"content": text}),
+                Some(Reply::Call(name, args)) => {
                     let last = messages
                         .last()
                         .and_then(|m| m["content"].as_str())
                         .unwrap_or("");
                     let args = args
-                        .to_string()
                         .replace("{workspace}", &workspace)
                         .replace("{last_hex}", &first_hex(last));
                     json!({"tool_calls": [{"index": 0, "id": "call-1", "type": "function",
@@ -100,12 +128,14 @@ impl Model {
 
         let seen = Arc::new(Mutex::new(Vec::new()));
         let script = Script {
-            turns: Arc::new(Mutex::new(turns.into())),
+            turns: Arc::new(Mutex::new(replies.into())),
             seen: seen.clone(),
             gate,
         };
         let app = Router::new()
             .route("/v1/chat/completions", post(completions))
+            // A real endpoint takes a long conversation; a bound under test is the client's.
+            .layer(axum::extract::DefaultBodyLimit::disable())
             .with_state(script);
         let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -125,6 +155,62 @@ impl Model {
     pub fn requests(&self) -> usize {
         self.seen.lock().unwrap().len()
     }
+
+    /// Every request it was sent, as JSON, in order.
+    pub fn requests_json(&self) -> Vec<Value> {
+        let seen = self.seen.lock().unwrap();
+        seen.iter()
+            .map(|body| serde_json::from_str(body).unwrap_or(Value::Null))
+            .collect()
+    }
+
+    /// The tool results it was sent (each request whose last message is one), in order.
+    pub fn tool_results(&self) -> Vec<String> {
+        self.requests_json()
+            .iter()
+            .filter_map(|r| {
+                let last = r["messages"].as_array()?.last()?.clone();
+                (last["role"] == "tool")
+                    .then(|| last["content"].as_str().unwrap_or_default().to_owned())
+            })
+            .collect()
+    }
+}
+
+/// A model on loopback, its base URL (`http://127.0.0.1:<port>/v1`), for any number of runs:
+/// it asks to write `content` to `notes.md` in the workspace its system message names, then,
+/// once the last message is that tool's result, answers `tool said: <the result>`.
+pub async fn writing_model(content: &str) -> String {
+    use axum::body::Body;
+    use axum::extract::State;
+    use axum::http::Response;
+
+    async fn completions(State(content): State<Arc<String>>, body: String) -> Response<Body> {
+        let request: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+        let messages = request["messages"].as_array().cloned().unwrap_or_default();
+        let last = messages.last().cloned().unwrap_or(Value::Null);
+        let delta = if last["role"] == "tool" {
+            json!({"content": format!("tool said: {}", last["content"].as_str().unwrap_or_default())})
+        } else {
+            let workspace = workspace_of(&messages);
+            let args = json!({"path": format!("{workspace}/notes.md"), "content": *content});
+            json!({"tool_calls": [{"index": 0, "id": "call-1", "type": "function",
+                "function": {"name": "write_file", "arguments": args.to_string()}}]})
+        };
+        let chunk = json!({"choices": [{"delta": delta}]});
+        Response::builder()
+            .header("content-type", "text/event-stream")
+            .body(Body::from(format!("data: {chunk}\n\ndata: [DONE]\n\n")))
+            .unwrap()
+    }
+
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", axum::routing::post(completions))
+        .with_state(Arc::new(content.to_owned()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}/v1")
 }
 
 /// The first run of 40 hex digits in `text` (a commit id a tool printed), or nothing.

@@ -1,9 +1,8 @@
-//! The `openai` back end's tool loop with the broker in front of every call, against a scripted
-//! model: a fake OpenAI-compatible server on loopback that asks for one tool call per turn, then
-//! answers with the tool results it was given. Real files, the real sandbox for `shell`, a real
+//! The `openai` back end's tool loop with the broker in front of every call, against
+//! test-support's scripted model: an OpenAI-compatible server on loopback that asks for one
+//! tool call per turn, then answers with the final text of its script. Real files, the real sandbox for `shell`, a real
 //! HTTP server for `http_fetch`.
 
-use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -25,76 +24,12 @@ use broker::{
     DataClass, Grant, GrantId, Mode, RuleTable, SessionId, SessionState, Timestamp, ToolGrants,
 };
 use serde_json::{Value, json};
+use test_support::model::{Model, Reply};
 
-/// One scripted turn: a tool call, or the final text.
-enum Turn {
-    Call(&'static str, String),
-    Text(&'static str),
-}
-
-struct Script {
-    turns: Mutex<VecDeque<Turn>>,
-    /// Every request body the model received.
-    seen: Mutex<Vec<Value>>,
-}
-
-async fn scripted_model(turns: Vec<Turn>) -> (String, Arc<Script>) {
-    use axum::Router;
-    use axum::body::Body;
-    use axum::extract::State;
-    use axum::http::Response;
-    use axum::routing::post;
-
-    async fn completions(State(script): State<Arc<Script>>, body: String) -> Response<Body> {
-        let request: Value = serde_json::from_str(&body).unwrap();
-        script.seen.lock().unwrap().push(request);
-        let turn = script
-            .turns
-            .lock()
-            .unwrap()
-            .pop_front()
-            .unwrap_or(Turn::Text("(script ended)"));
-        let delta = match turn {
-            Turn::Call(name, arguments) => json!({"tool_calls": [
-                {"index": 0, "id": format!("call-{name}"), "type": "function",
-                 "function": {"name": name, "arguments": arguments}}
-            ]}),
-            Turn::Text(text) => json!({"content": text}),
-        };
-        let chunk = json!({"choices": [{"delta": delta}]});
-        Response::builder()
-            .header("content-type", "text/event-stream")
-            .body(Body::from(format!("data: {chunk}\n\ndata: [DONE]\n\n")))
-            .unwrap()
-    }
-
-    let script = Arc::new(Script {
-        turns: Mutex::new(turns.into()),
-        seen: Mutex::new(Vec::new()),
-    });
-    let app = Router::new()
-        .route("/v1/chat/completions", post(completions))
-        // A real endpoint takes a long conversation; the bound under test is the client's.
-        .layer(axum::extract::DefaultBodyLimit::disable())
-        .with_state(script.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (format!("http://{addr}/v1"), script)
-}
-
-impl Script {
-    /// The tool results the model was sent, in order.
-    fn tool_results(&self) -> Vec<String> {
-        let seen = self.seen.lock().unwrap();
-        seen.iter()
-            .filter_map(|r| {
-                let last = r["messages"].as_array()?.last()?.clone();
-                (last["role"] == "tool")
-                    .then(|| last["content"].as_str().unwrap_or_default().to_owned())
-            })
-            .collect()
-    }
+/// test-support's scripted model serving `replies`, and its base URL.
+async fn scripted_model(replies: Vec<Reply>) -> (String, Model) {
+    let model = Model::serve_replies(replies).await;
+    (model.base.clone(), model)
 }
 
 /// A workspace: a denied `.env`, a source file, a secret-labelled file, and the policy file.

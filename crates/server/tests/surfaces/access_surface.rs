@@ -21,6 +21,7 @@ use commands::{Caller, MemoryAudit, Registry, Services};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde_json::{Value, json};
 use store::{Finish, NewRun, RunRecord, RunStatus, Store, TokenHash};
+use test_support::http::{Answer, Loopback};
 use tokio_util::sync::CancellationToken;
 
 const ISSUER: &str = "https://issuer.test";
@@ -114,8 +115,7 @@ impl Place {
 }
 
 struct Harness {
-    base: String,
-    client: reqwest::Client,
+    http: Loopback,
     jwks: JwksServer,
     store: Arc<dyn Store>,
     services: Arc<Services>,
@@ -199,11 +199,7 @@ async fn start(options: Options) -> Harness {
     });
     let router = access_api::router(access).merge(http_ingress::router(ingress));
     let harness = Harness {
-        base: format!("http://{addr}"),
-        client: reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .unwrap(),
+        http: Loopback::new(addr),
         jwks,
         store: app.store.clone(),
         services: app.services.clone(),
@@ -226,45 +222,13 @@ fn token_for(sub: &str) -> String {
     key().sign(&claims(ISSUER, AUDIENCE, sub))
 }
 
-#[derive(Debug, PartialEq, Eq)]
-struct Answer {
-    status: u16,
-    content_type: String,
-    content_length: Option<String>,
-    body: String,
-}
-
-impl Answer {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
-    }
-}
-
-async fn answer(resp: reqwest::Response) -> Answer {
-    let header = |name: &str| {
-        resp.headers()
-            .get(name)
-            .map(|v| v.to_str().unwrap().to_owned())
-    };
-    let (content_type, content_length) = (
-        header("content-type").unwrap_or_default(),
-        header("content-length"),
-    );
-    Answer {
-        status: resp.status().as_u16(),
-        content_type,
-        content_length,
-        body: resp.text().await.unwrap(),
-    }
-}
-
 impl Harness {
     async fn get(&self, path: &str, token: Option<&str>) -> Answer {
-        let mut req = self.client.get(format!("{}{path}", self.base));
-        if let Some(t) = token {
-            req = req.header("cf-access-jwt-assertion", t);
-        }
-        answer(req.send().await.unwrap()).await
+        let jwt: Vec<(&str, &str)> = token
+            .map(|t| ("cf-access-jwt-assertion", t))
+            .into_iter()
+            .collect();
+        self.http.get(path, &jwt).await
     }
 
     async fn post(
@@ -274,17 +238,12 @@ impl Harness {
         headers: &[(&str, &str)],
         body: &str,
     ) -> Answer {
-        let mut req = self
-            .client
-            .post(format!("{}{path}", self.base))
-            .body(body.to_owned());
-        if let Some(t) = token {
-            req = req.header("cf-access-jwt-assertion", t);
-        }
-        for (k, v) in headers {
-            req = req.header(*k, *v);
-        }
-        answer(req.send().await.unwrap()).await
+        let mut all: Vec<(&str, &str)> = token
+            .map(|t| ("cf-access-jwt-assertion", t))
+            .into_iter()
+            .collect();
+        all.extend_from_slice(headers);
+        self.http.post(path, &all, body.to_owned()).await
     }
 
     /// A run stored directly at `place`: finished with `answer`, or queued (live) without.
@@ -326,8 +285,9 @@ impl Harness {
 
     /// A streaming GET (a feed) as the holder of `token`.
     async fn open(&self, path: &str, token: &str) -> reqwest::Response {
-        self.client
-            .get(format!("{}{path}", self.base))
+        self.http
+            .client
+            .get(format!("{}{path}", self.http.base))
             .header("cf-access-jwt-assertion", token)
             .send()
             .await
@@ -337,8 +297,9 @@ impl Harness {
     /// `POST /ingress` as the ops bot, its JSON reply.
     async fn ingress(&self, path: &str, body: &str) -> Value {
         let reply = self
+            .http
             .client
-            .post(format!("{}{path}", self.base))
+            .post(format!("{}{path}", self.http.base))
             .header("authorization", format!("Bearer {OPSBOT}"))
             .header("accept", "application/json")
             .body(body.to_owned())
@@ -365,7 +326,7 @@ impl Harness {
         )
         .await;
         let run = handled.run.unwrap_or_else(|| panic!("{:?}", handled.reply));
-        (run.id().clone(), run.link(&self.base))
+        (run.id().clone(), run.link(&self.http.base))
     }
 
     /// Starts a staller run as `user` in `channel` through the dispatcher (so it is live).

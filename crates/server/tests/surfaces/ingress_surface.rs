@@ -15,6 +15,7 @@ use authz_core::{ChannelVisibility, Surface};
 use commands::MemoryAudit;
 use serde_json::{Value, json};
 use store::{NewRun, RunRecord, Store, TokenHash};
+use test_support::http::{Answer, Loopback};
 
 const CONFIG: &str = r#"
 [restrict]
@@ -71,10 +72,9 @@ const TOKENS: [(&str, &str, Option<&str>); 7] = [
 ];
 
 struct Server {
-    base: String,
     store: Arc<dyn Store>,
     audit: Arc<MemoryAudit>,
-    client: reqwest::Client,
+    http: Loopback,
     _dir: tempfile::TempDir,
     workspace: tempfile::TempDir,
 }
@@ -131,24 +131,11 @@ async fn start(tokens: Option<String>, max_body: usize) -> Server {
         axum::serve(listener, router).await.unwrap();
     });
     Server {
-        base: format!("http://{addr}"),
         store,
         audit,
-        client: reqwest::Client::new(),
+        http: Loopback::new(addr),
         _dir: dir,
         workspace,
-    }
-}
-
-struct Answer {
-    status: u16,
-    content_type: String,
-    body: String,
-}
-
-impl Answer {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
     }
 }
 
@@ -160,26 +147,13 @@ impl Server {
         headers: &[(&str, &str)],
         body: &str,
     ) -> Answer {
-        let mut req = self
-            .client
-            .post(format!("{}{path}", self.base))
-            .body(body.to_owned());
-        if let Some(t) = token {
-            req = req.header("authorization", format!("Bearer {t}"));
-        }
-        for (k, v) in headers {
-            req = req.header(*k, *v);
-        }
-        let resp = req.send().await.unwrap();
-        Answer {
-            status: resp.status().as_u16(),
-            content_type: resp
-                .headers()
-                .get("content-type")
-                .map(|v| v.to_str().unwrap().to_owned())
-                .unwrap_or_default(),
-            body: resp.text().await.unwrap(),
-        }
+        let bearer = token.map(|t| format!("Bearer {t}"));
+        let mut all: Vec<(&str, &str)> = bearer
+            .iter()
+            .map(|b| ("authorization", b.as_str()))
+            .collect();
+        all.extend_from_slice(headers);
+        self.http.post(path, &all, body.to_owned()).await
     }
 
     /// A body of the given content type, replies as text.

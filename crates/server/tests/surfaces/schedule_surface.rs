@@ -241,7 +241,8 @@ actions = ["agent:run:echo"]
     assert_eq!(fired[0].status, "started");
     let run_id = fired[0].run.clone().unwrap();
     let mut status = String::new();
-    for _ in 0..100 {
+    // Polled for up to 30 s: on a loaded machine the echo run can take seconds to end.
+    for _ in 0..1500 {
         status = app.store.recent_firings(&name("digest"), 1).await.unwrap()[0]
             .status
             .clone();

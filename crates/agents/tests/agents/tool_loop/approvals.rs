@@ -21,11 +21,11 @@ impl Approver for LateApprover {
 async fn an_approval_that_arrives_after_the_grant_expired_is_a_denial() {
     let fx = Fixture::new();
     let (base, script) = scripted_model(vec![
-        Turn::Call(
+        Reply::Call(
             "shell",
             args(json!({"command": "touch ran", "cwd": fx.path("")})),
         ),
-        Turn::Text("ok"),
+        Reply::Text("ok"),
     ])
     .await;
     let approver = Arc::new(LateApprover {
@@ -57,11 +57,11 @@ async fn an_approved_shell_call_runs_in_the_sandbox_without_the_network() {
         "cat .env; echo made > made.txt; curl -sS --max-time 3 http://127.0.0.1:{port}/changelog || echo no-network"
     );
     let (base, script) = scripted_model(vec![
-        Turn::Call(
+        Reply::Call(
             "shell",
             args(json!({"command": script_text, "cwd": fx.path("")})),
         ),
-        Turn::Text("ok"),
+        Reply::Text("ok"),
     ])
     .await;
     let gate = BrokerGate::new(fx.settings(Ratchet::default(), Arc::new(Yes))).unwrap();
@@ -89,11 +89,11 @@ async fn with_nobody_to_ask_an_asking_rule_is_refused() {
     let fx = Fixture::new();
     let (base, script) = scripted_model(vec![
         // The shipped default for git.commit is ask; nobody is here.
-        Turn::Call(
+        Reply::Call(
             "git",
             args(json!({"subcommand": "commit", "args": ["-m", "x"], "cwd": fx.path("")})),
         ),
-        Turn::Text("ok"),
+        Reply::Text("ok"),
     ])
     .await;
     let gate = BrokerGate::new(fx.settings(Ratchet::default(), Arc::new(NobodyToAsk))).unwrap();
@@ -127,29 +127,29 @@ async fn a_question_shows_the_call_whole_or_is_not_asked() {
     let fx = Fixture::new();
     let long = "x".repeat(agents::tools::MAX_SHOWN_ARGUMENTS);
     let (base, script) = scripted_model(vec![
-        Turn::Call(
+        Reply::Call(
             "write_file",
             args(json!({"path": fx.path("notes.md"), "content": "\u{202e}wiped"})),
         ),
-        Turn::Call(
+        Reply::Call(
             "write_file",
             args(
                 json!({"path": fx.path("notes.md"), "content": "key sk-abcdefghijklmnopqrstuvwx"}),
             ),
         ),
-        Turn::Call(
+        Reply::Call(
             "write_file",
             args(json!({"path": fx.path("notes.md"), "content": long})),
         ),
-        Turn::Call(
+        Reply::Call(
             "write_file",
             args(json!({"path": fx.path("notes.md"), "content": format!("ok{}\n\n\n{}rm -rf ~", " ".repeat(30), "\t".repeat(10))})),
         ),
-        Turn::Call(
+        Reply::Call(
             "write_file",
             args(json!({"path": fx.path("notes.md"), "content": "plain words"})),
         ),
-        Turn::Text("ok"),
+        Reply::Text("ok"),
     ])
     .await;
     let person = Arc::new(Recording::default());
@@ -198,11 +198,11 @@ async fn an_agent_review_rule_asks_the_reviewer() {
     ] {
         let fx = Fixture::new();
         let (base, script) = scripted_model(vec![
-            Turn::Call(
+            Reply::Call(
                 "write_file",
                 args(json!({"path": fx.path("a.md"), "content": "x"})),
             ),
-            Turn::Text("ok"),
+            Reply::Text("ok"),
         ])
         .await;
         let mut settings = fx.settings(Ratchet::default(), Arc::new(NobodyToAsk));

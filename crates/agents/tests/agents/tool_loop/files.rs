@@ -17,13 +17,13 @@ async fn links_are_followed_to_their_real_path_before_the_disk_is_touched() {
     std::os::unix::fs::symlink(fx.ws.path().join(".env"), fx.ws.path().join("src/env-link"))
         .unwrap();
     let (base, script) = scripted_model(vec![
-        Turn::Call("read_file", args(json!({"path": fx.path("src/escape")}))),
-        Turn::Call("read_file", args(json!({"path": fx.path("src/env-link")}))),
-        Turn::Call(
+        Reply::Call("read_file", args(json!({"path": fx.path("src/escape")}))),
+        Reply::Call("read_file", args(json!({"path": fx.path("src/env-link")}))),
+        Reply::Call(
             "write_file",
             args(json!({"path": fx.path("src/escape"), "content": "x"})),
         ),
-        Turn::Text("ok"),
+        Reply::Text("ok"),
     ])
     .await;
     let gate = BrokerGate::new(fx.settings(Ratchet::default(), Arc::new(NobodyToAsk))).unwrap();
@@ -61,9 +61,9 @@ async fn the_policy_file_cannot_be_written() {
     std::os::unix::fs::symlink(fx.ws.path().join(".switchboard"), fx.ws.path().join("cfg"))
         .unwrap();
     let (base, script) = scripted_model(vec![
-        Turn::Call("write_file", args(json!({"path": fx.path(".switchboard/agent-policy.toml"), "content": "deny_read = []"}))),
-        Turn::Call("write_file", args(json!({"path": fx.path("cfg/agent-policy.toml"), "content": "deny_read = []"}))),
-        Turn::Text("ok"),
+        Reply::Call("write_file", args(json!({"path": fx.path(".switchboard/agent-policy.toml"), "content": "deny_read = []"}))),
+        Reply::Call("write_file", args(json!({"path": fx.path("cfg/agent-policy.toml"), "content": "deny_read = []"}))),
+        Reply::Text("ok"),
     ])
     .await;
     run_model(
@@ -91,9 +91,9 @@ async fn another_spelling_of_a_denied_name_is_refused_by_the_file_tools() {
     let fx = Fixture::new();
     std::fs::write(fx.ws.path().join(".ENV"), "API_KEY=hunter2\n").unwrap();
     let (base, script) = scripted_model(vec![
-        Turn::Call("read_file", args(json!({"path": fx.path(".ENV")}))),
-        Turn::Call("read_file", args(json!({"path": fx.path("./.Env.")}))),
-        Turn::Text("ok"),
+        Reply::Call("read_file", args(json!({"path": fx.path(".ENV")}))),
+        Reply::Call("read_file", args(json!({"path": fx.path("./.Env.")}))),
+        Reply::Text("ok"),
     ])
     .await;
     let person: Arc<dyn Approver> = Arc::new(NobodyToAsk);

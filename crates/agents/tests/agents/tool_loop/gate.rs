@@ -9,40 +9,40 @@ async fn every_call_passes_the_broker_and_each_refusal_is_what_the_model_reads()
     let outside = tempfile::tempdir().unwrap();
     let (base, script) = scripted_model(vec![
         // 1. A file the project denies: the refusal sentence, naming the file.
-        Turn::Call("read_file", args(json!({"path": fx.path(".env")}))),
+        Reply::Call("read_file", args(json!({"path": fx.path(".env")}))),
         // 2. A granted read.
-        Turn::Call("read_file", args(json!({"path": fx.path("src/lib.rs")}))),
+        Reply::Call("read_file", args(json!({"path": fx.path("src/lib.rs")}))),
         // 3. A write outside the workspace: no grant covers it.
-        Turn::Call(
+        Reply::Call(
             "write_file",
             args(json!({"path": outside.path().join("x.txt"), "content": "x"})),
         ),
         // 4. A write inside it.
-        Turn::Call(
+        Reply::Call(
             "write_file",
             args(json!({"path": fx.path("notes.md"), "content": "done"})),
         ),
         // 5. A fetch from a host no grant names.
-        Turn::Call("http_fetch", args(json!({"url": "http://localhost:9/"}))),
+        Reply::Call("http_fetch", args(json!({"url": "http://localhost:9/"}))),
         // 6. A fetch the grant allows.
-        Turn::Call(
+        Reply::Call(
             "http_fetch",
             args(json!({"url": format!("http://127.0.0.1:{port}/changelog")})),
         ),
         // 7. A secret-labelled read raises the session's taint ...
-        Turn::Call(
+        Reply::Call(
             "read_file",
             args(json!({"path": fx.path("vault/token.txt")})),
         ),
         // 8. ... and the fetch grant stops at `private`.
-        Turn::Call(
+        Reply::Call(
             "http_fetch",
             args(json!({"url": format!("http://127.0.0.1:{port}/changelog")})),
         ),
         // 9. A tool that does not exist, and arguments that do not parse.
-        Turn::Call("delete_everything", "{}".into()),
-        Turn::Call("read_file", args(json!({"path": "relative/path"}))),
-        Turn::Text("All done."),
+        Reply::Call("delete_everything", "{}".into()),
+        Reply::Call("read_file", args(json!({"path": "relative/path"}))),
+        Reply::Text("All done."),
     ])
     .await;
     let person: Arc<dyn Approver> = Arc::new(NobodyToAsk);
@@ -106,8 +106,8 @@ async fn the_principal_bounds_the_agent_down_to_each_tool_call() {
         let principal = resolve_actor(ActorId::parse(user).unwrap(), &table);
         let agent = resolve_agent(&AgentName::parse("local").unwrap(), Some(principal), &table);
         let (base, script) = scripted_model(vec![
-            Turn::Call("read_file", args(json!({"path": fx.path("src/lib.rs")}))),
-            Turn::Text("ok"),
+            Reply::Call("read_file", args(json!({"path": fx.path("src/lib.rs")}))),
+            Reply::Text("ok"),
         ])
         .await;
         let mut settings = fx.settings(Ratchet::default(), Arc::new(NobodyToAsk));
@@ -172,7 +172,7 @@ async fn mcp_tools_are_called_through_the_broker() {
     );
     let gate = BrokerGate::new(settings).unwrap();
     let call = |server: &str, tool: &str, arguments: Value| {
-        Turn::Call(
+        Reply::Call(
             "mcp",
             args(json!({"server": server, "tool": tool, "arguments": arguments})),
         )
@@ -183,18 +183,18 @@ async fn mcp_tools_are_called_through_the_broker() {
         call("notes", "erase_all", json!({})),
         call("nowhere", "shout", json!({})),
         call("gone", "anything", json!({})),
-        Turn::Call(
+        Reply::Call(
             "mcp",
             args(json!({"server": "notes", "tool": "shout", "arguments": [1]})),
         ),
-        Turn::Text("done"),
+        Reply::Text("done"),
     ])
     .await;
     let (outcome, _items) = run_model(&base, gate).await;
     assert_eq!(outcome.answer(), Some("done"), "{:?}", outcome.error());
 
     // The model was offered the `mcp` tool with what each server has.
-    let first = script.seen.lock().unwrap()[0].clone();
+    let first = script.requests_json()[0].clone();
     let mcp_tool = first["tools"]
         .as_array()
         .unwrap()

@@ -11,7 +11,7 @@ async fn a_conversation_that_outgrows_its_bound_ends_the_run() {
     let fx = Fixture::new();
     let padded = || args(json!({"path": fx.path("src/lib.rs"), "padding": "p".repeat(3 << 20)}));
     let (base, script) =
-        scripted_model((0..32).map(|_| Turn::Call("read_file", padded())).collect()).await;
+        scripted_model((0..32).map(|_| Reply::Call("read_file", padded())).collect()).await;
     let (outcome, _) = run_model(
         &base,
         BrokerGate::new(fx.settings(Ratchet::default(), Arc::new(NobodyToAsk))).unwrap(),
@@ -23,7 +23,7 @@ async fn a_conversation_that_outgrows_its_bound_ends_the_run() {
             "the conversation passed 16 MiB (its tool calls and results together); the run was stopped there"
         )
     );
-    let seen = script.seen.lock().unwrap();
+    let seen = script.requests_json();
     assert!((2..10).contains(&seen.len()), "{} requests", seen.len());
     for request in seen.iter() {
         assert!(request.to_string().len() <= 16 << 20);

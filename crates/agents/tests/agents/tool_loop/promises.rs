@@ -6,14 +6,14 @@ use super::*;
 async fn a_promise_binds_the_run_and_survives_a_restart() {
     let fx = Fixture::new();
     let (base, script) = scripted_model(vec![
-        Turn::Call("restrict_self", args(json!({"promise": "fs.write=deny"}))),
-        Turn::Call(
+        Reply::Call("restrict_self", args(json!({"promise": "fs.write=deny"}))),
+        Reply::Call(
             "write_file",
             args(json!({"path": fx.path("a.md"), "content": "x"})),
         ),
         // More than it holds now: refused before anything is written.
-        Turn::Call("restrict_self", args(json!({"promise": "fs.write=ask"}))),
-        Turn::Text("ok"),
+        Reply::Call("restrict_self", args(json!({"promise": "fs.write=ask"}))),
+        Reply::Text("ok"),
     ])
     .await;
     let gate = BrokerGate::new(fx.settings(Ratchet::default(), Arc::new(NobodyToAsk))).unwrap();
@@ -49,11 +49,11 @@ async fn a_promise_binds_the_run_and_survives_a_restart() {
         .collect();
     let ratchet = Ratchet::fold(&folded).unwrap();
     let (base, script) = scripted_model(vec![
-        Turn::Call(
+        Reply::Call(
             "write_file",
             args(json!({"path": fx.path("a.md"), "content": "x"})),
         ),
-        Turn::Text("ok"),
+        Reply::Text("ok"),
     ])
     .await;
     let gate = BrokerGate::new(fx.settings(ratchet, Arc::new(NobodyToAsk))).unwrap();
@@ -70,20 +70,20 @@ async fn a_promise_binds_the_run_and_survives_a_restart() {
 async fn widening_a_promise_needs_the_tables_answer() {
     let turns = |fx: &Fixture| {
         vec![
-            Turn::Call("restrict_self", args(json!({"promise": "fs.write=deny"}))),
-            Turn::Call(
+            Reply::Call("restrict_self", args(json!({"promise": "fs.write=deny"}))),
+            Reply::Call(
                 "widen_self",
                 args(json!({"promise": "fs.write=ask", "now": "fs.write=allow"})),
             ),
-            Turn::Call(
+            Reply::Call(
                 "widen_self",
                 args(json!({"promise": "fs.write=deny", "now": "fs.write=allow"})),
             ),
-            Turn::Call(
+            Reply::Call(
                 "write_file",
                 args(json!({"path": fx.path("a.md"), "content": "x"})),
             ),
-            Turn::Text("ok"),
+            Reply::Text("ok"),
         ]
     };
     let fx = Fixture::new();

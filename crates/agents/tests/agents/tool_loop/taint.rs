@@ -8,13 +8,13 @@ use super::*;
 async fn a_taint_that_cannot_be_recorded_withholds_the_result_and_closes_the_gate() {
     let fx = Fixture::new();
     let (base, script) = scripted_model(vec![
-        Turn::Call(
+        Reply::Call(
             "read_file",
             args(json!({"path": fx.path("vault/token.txt")})),
         ),
-        Turn::Call("read_file", args(json!({"path": fx.path("src/lib.rs")}))),
-        Turn::Call("restrict_self", args(json!({"promise": "net.*=deny"}))),
-        Turn::Text("done"),
+        Reply::Call("read_file", args(json!({"path": fx.path("src/lib.rs")}))),
+        Reply::Call("restrict_self", args(json!({"promise": "net.*=deny"}))),
+        Reply::Text("done"),
     ])
     .await;
     let gate = BrokerGate::new(fx.settings(Ratchet::default(), Arc::new(NobodyToAsk))).unwrap();

@@ -4,7 +4,7 @@ use super::*;
 
 /// The writer's model: it asks to write `<b>hi</b>` (9 bytes) in its workspace.
 async fn writing_model() -> String {
-    agents::testing::writing_model("<b>hi</b>").await.unwrap()
+    test_support::model::writing_model("<b>hi</b>").await
 }
 
 /// The run page at `path` once the writer's ask reached it (its form shown).
@@ -55,7 +55,7 @@ async fn the_run_page_answers_a_tool_call_waiting_for_its_person() {
             .person_asks("slack:UWRITER", "slack:C1", "@writer take notes")
             .await;
         let id = run_id.to_string();
-        let path = link.trim_start_matches(&h.base).to_owned();
+        let path = link.trim_start_matches(&h.http.base).to_owned();
         let page = asking_page(&h, &path).await;
         assert!(
             page.body.contains("&lt;b&gt;hi&lt;/b&gt;"),
@@ -270,7 +270,7 @@ async fn a_tool_call_is_answered_through_another_replica_on_postgres() {
         .await;
     let id = run_id.to_string();
     // The same capability link, on the other replica.
-    let path = link.trim_start_matches(&running.base).to_owned();
+    let path = link.trim_start_matches(&running.http.base).to_owned();
     let page = asking_page(&answering, &path).await;
     let action = approval_action(&page.body).unwrap();
     let answered = answering

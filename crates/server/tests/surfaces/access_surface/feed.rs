@@ -135,8 +135,12 @@ async fn a_runs_feed_ends_with_the_run_even_when_its_notification_is_lost() {
     let token = "sbp_feed-recheck-0123456789";
     let run = h.stored_run_opened_by(Place::Public, token).await;
     let mut feed = h
+        .http
         .client
-        .get(format!("{}/runs/{}/stream?token={token}", h.base, run.id))
+        .get(format!(
+            "{}/runs/{}/stream?token={token}",
+            h.http.base, run.id
+        ))
         .send()
         .await
         .unwrap();

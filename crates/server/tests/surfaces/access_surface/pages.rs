@@ -9,16 +9,21 @@ use super::*;
 async fn api_answers_carry_the_pages_protective_headers() {
     let h = start(Options::default()).await;
     let alice = token_for("alice");
-    let url = format!("{}/api/runs.list", h.base);
+    let url = format!("{}/api/runs.list", h.http.base);
     let requests = [
-        h.client.get(&url).header("cf-access-jwt-assertion", &alice),
-        h.client.get(&url),
-        h.client
+        h.http
+            .client
+            .get(&url)
+            .header("cf-access-jwt-assertion", &alice),
+        h.http.client.get(&url),
+        h.http
+            .client
             .post(&url)
             .header("cf-access-jwt-assertion", &alice)
             .header("content-type", "application/json")
             .body("{not json"),
-        h.client
+        h.http
+            .client
             .delete(&url)
             .header("cf-access-jwt-assertion", &alice),
     ];
@@ -66,8 +71,9 @@ async fn pages_show_only_what_the_viewer_may_read_and_escape_agent_text() {
     );
     assert!(!page.body.contains("<script>alert"));
     let r = h
+        .http
         .client
-        .get(format!("{}/runs/{}", h.base, xss.id))
+        .get(format!("{}/runs/{}", h.http.base, xss.id))
         .header("cf-access-jwt-assertion", &alice)
         .send()
         .await
@@ -216,7 +222,7 @@ async fn capability_links_open_their_own_live_run_only() {
         .to_owned();
     let id = started["run_id"].as_str().unwrap().to_owned();
     assert!(
-        link.starts_with(&format!("{}/runs/{id}?token=", h.base)),
+        link.starts_with(&format!("{}/runs/{id}?token=", h.http.base)),
         "{link}"
     );
     let token = link.split("token=").nth(1).unwrap().to_owned();
@@ -227,14 +233,14 @@ async fn capability_links_open_their_own_live_run_only() {
         .unwrap()
         .unwrap();
     assert!(run.capability_token.as_ref().unwrap().matches(&token));
-    let path = link.trim_start_matches(&h.base).to_owned();
+    let path = link.trim_start_matches(&h.http.base).to_owned();
     let page = h.get(&path, None).await;
     assert_eq!(page.status, 200, "{}", page.body);
     assert!(
         page.body.contains("id=\"stop\"")
             && page.body.contains(&format!("/runs/{id}/stream?token="))
     );
-    let r = h.client.get(&link).send().await.unwrap();
+    let r = h.http.client.get(&link).send().await.unwrap();
     assert_eq!(r.headers()["referrer-policy"], "no-referrer");
     // `?wait=` that ends with the run still live keeps the link for its starter.
     let waited = h.ingress("/ingress?wait=1", "@staller wait again").await;

@@ -91,8 +91,9 @@ async fn tokens_are_verified_and_every_refusal_looks_alike() {
     let a = h.get("/api/runs.list", Some(&token_for("alice"))).await;
     assert_eq!(a.status, 200, "{}", a.body);
     let cookie = h
+        .http
         .client
-        .get(format!("{}/api/runs.list", h.base))
+        .get(format!("{}/api/runs.list", h.http.base))
         .header(
             "cookie",
             format!("theme=dark; CF_Authorization={}", token_for("alice")),
@@ -119,11 +120,11 @@ async fn two_tokens_in_one_request_are_refused() {
     let h = start(Options::default()).await;
     let (alice, mallory) = (token_for("alice"), token_for("mallory"));
     let send = |headers: Vec<(&'static str, String)>| {
-        let mut req = h.client.get(format!("{}/api/runs.list", h.base));
+        let mut req = h.http.client.get(format!("{}/api/runs.list", h.http.base));
         for (k, v) in headers {
             req = req.header(k, v);
         }
-        async move { answer(req.send().await.unwrap()).await }
+        async move { Answer::read(req.send().await.unwrap()).await }
     };
     let baseline = h.get("/api/runs.list", None).await;
     assert_eq!(baseline.status, 401);

@@ -77,7 +77,7 @@ async fn a_tool_call_waiting_for_its_person_is_answered_with_slack_buttons() {
             "tool said: refused: fs.write needs a person's approval: refused",
         ),
     ] {
-        let model = agents::testing::writing_model("<!channel>").await.unwrap();
+        let model = test_support::model::writing_model("<!channel>").await;
         let h = start_with(FakeSlack::new(), &SLACK_ENV, &writer(&model)).await;
         let thread = "1700000100.000001";
         assert_eq!(
