@@ -16,7 +16,7 @@
 # Each run starts from fuzz/corpus/<target>/ (the committed seeds, never written) and keeps
 # what it finds in fuzz/working-corpus/<target>/ (ignored by git; copy an input worth keeping
 # into the committed corpus). A crash stops the run and leaves its input under fuzz/artifacts/<target>/:
-# copy it into fuzz/corpus/<target>/ and fix the parser; crates/server/tests/fuzz_corpus.rs
+# copy it into fuzz/corpus/<target>/ and fix the parser; crates/server/tests/app/fuzz_corpus.rs
 # replays every corpus file on stable, so it stays a regression test.
 # Needs: rustup's nightly toolchain and cargo-fuzz (`cargo install cargo-fuzz --locked`).
 set -euo pipefail

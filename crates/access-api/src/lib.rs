@@ -40,7 +40,7 @@
 //! and on the pages, byte for byte; a feed never carries a run its viewer may not read, on one
 //! replica or across two; agent text is always escaped; a cross-site post changes nothing.
 //!
-//! Tests: against the whole App in `crates/server/tests/surfaces/access_surface.rs`; two replicas
+//! Tests: against the whole App in `crates/server/tests/app/access_surface.rs`; two replicas
 //! in `crates/cli/tests/switchboard/access_replicas.rs`; a real browser in `scripts/browser-check.sh`.
 //!
 //! Wiring (server's `access_surface.rs`): `AccessState::build` makes the verifier from

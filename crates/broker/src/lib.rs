@@ -42,8 +42,8 @@
 //! Names: `ToolGrants`, `ToolRule` and `decision` are named apart from authz-core's `GrantSet`,
 //! `Rule` and `policy`; `Timestamp` is authz-core's, re-exported.
 //!
-//! Tests: `tests/policy.rs` (decide and redecide tables), `tests/property.rs` (decide and
-//! redecide against `tests/support/oracle.rs`, paths, hosts; `PROPTEST_CASES` overrides the
+//! Tests: `tests/broker/policy.rs` (decide and redecide tables), `tests/broker/property.rs` (decide and
+//! redecide against `tests/broker/support/oracle.rs`, paths, hosts; `PROPTEST_CASES` overrides the
 //! count).
 
 pub mod args;

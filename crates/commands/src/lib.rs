@@ -61,7 +61,7 @@
 //! | `trace` | a request's root span (`request_span`: surface, route, actor, status, outcome), `record_actor` (the registry names its caller on the current span), and `mark_denied`, the marker every refusal emits so the span sinks drop the trace |
 //! | `agent_run` | `start_agent_run`, the refusal replies (a started run's and a finished run's rendering live with `StartedRun` and `RunOutcome` in `ports`) |
 //!
-//! Invariants each port keeps (tests in `crates/server/tests/surfaces/registry_behaviour/`,
+//! Invariants each port keeps (tests in `crates/server/tests/app/registry_behaviour/`,
 //! `ports.rs` and `registry.rs`, and `crates/dispatch/tests/dispatch_tests/dispatch.rs`):
 //!
 //! - a launcher asks `authorize` before it starts anything, and a refusal records nothing;

@@ -29,7 +29,7 @@
 //! is kept only for a run still live after the wait.
 //!
 //! Tests: the route against the whole App is in
-//! `crates/server/tests/surfaces/ingress_surface.rs` (a denied point read byte-identical to a
+//! `crates/server/tests/app/ingress_surface.rs` (a denied point read byte-identical to a
 //! missing id on every route), and generated requests on every route in
 //! `crates/cli/tests/switchboard/http_pass.rs`.
 

@@ -37,8 +37,8 @@
 //! | `ask` | a bearer's run through `start_agent_run`; an agent's caller carries the run it acts in (`Caller::acting_in`, set only by `identity::agent_caller`), so any run it starts (`ask`, `repo test`, `repo build`) is that run's child (the launcher places it in its live parent's channel, with its stamp, for its principal, read from the store); `wait` bounded by `MAX_WAIT`, progress notifications when asked; the client's disconnect ends the wait and never the run |
 //! | `waits` | the `ask` calls waiting for their runs, so a `notifications/cancelled` (its own POST on a stateless server) stops a wait of the same caller only |
 //!
-//! Tests: against the whole App in `crates/server/tests/surfaces/mcp_surface.rs` (with its
-//! helpers in `crates/server/tests/surfaces/mcp_surface/common.rs`); the official Python SDK
+//! Tests: against the whole App in `crates/server/tests/app/mcp_surface.rs` (with its
+//! helpers in `crates/server/tests/app/mcp_surface/common.rs`); the official Python SDK
 //! against a running server in `scripts/mcp-client-check.sh`.
 
 mod ask;

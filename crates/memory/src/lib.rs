@@ -34,8 +34,8 @@
 //! | `write_gate` | `route`: the audience resolved to one of the run's scopes, `authorize(reflection_actor, memory:write, memory-scope{scope, origin})`, an org candidate the origin may not write narrowed (dm → user, else channel; private or unknown → channel, else user; never repo), any other denial dropped with its reason token; `may_retire` (a forget or a supersedes: the write, and `repo:write` for a shared record); `Report` (counts and tokens only) |
 //! | `lib.rs` | `Memory`: `context_block` (never calls the decision; `with_decide` lets a test spy on it), `reflect` (extract → gate → one insert per write; a `supersedes` kept only when its target is live, in the scope written to and `may_retire` allows it, dropped on a narrowed write; `forget that` forgets matching records `may_retire` allows; one `[memory]` line when anything narrowed or dropped) |
 //!
-//! Tests: `tests/reflection.rs` (the gate and the seam: `the_context_block_never_calls_authorize_and_reflection_does`),
-//! `tests/gate_props.rs` (never wider than the origin allows); `cargo xtask tidy` checks that
+//! Tests: `tests/memory/reflection.rs` (the gate and the seam: `the_context_block_never_calls_authorize_and_reflection_does`),
+//! `tests/memory/gate_props.rs` (never wider than the origin allows); `cargo xtask tidy` checks that
 //! this crate calls `authorize` only through its seam.
 //!
 //! Decisions: a user scope's records are shown to the extraction model only from a dm origin

@@ -32,7 +32,7 @@
 //! | `plan` | `plan`, pure: the firing's `Caller` (`schedule:<name>` with the grants table's grants, origin channel `schedule:<name>`, surface `schedule`), or `Misconfigured {key, reason}` when the actor holds nothing, is not admitted to its command, or may not run its agent |
 //! | `scheduler` | `Scheduler`: the actors planned once, a cursor per schedule (the last handled slot and the next one; the first tick reads every schedule's last timer slot in one query), `tick(now)` (a schedule whose next slot has come claims its latest due slot through `Services::claim_firing`; the winner fires it under a root span of the `schedule` surface; a run of missed slots fires once and says how many), `spawn` (the timer: tick, sleep until the next slot, bounded), and the `ScheduleDesk` impl (`fire_now` claims a `manual:<id>` slot) |
 //!
-//! Tests: with the whole App in `crates/server/tests/surfaces/schedule_surface.rs` (one firing per
+//! Tests: with the whole App in `crates/server/tests/app/schedule_surface.rs` (one firing per
 //! slot across two replicas and two processes on one Postgres); the tick bench is
 //! `crates/server/benches/schedule_tick.rs`. Both live in `server` because they build the App;
 //! this crate's own unit tests need no App.

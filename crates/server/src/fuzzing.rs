@@ -1,5 +1,5 @@
 //! Entry points for the fuzz targets in `fuzz/` (cargo-fuzz, on nightly) and for their
-//! corpora replayed as ordinary tests (`tests/fuzz_corpus.rs`, on stable): one function per
+//! corpora replayed as ordinary tests (`tests/app/fuzz_corpus.rs`, on stable): one function per
 //! parser of outside input, each taking arbitrary bytes. Each parser refuses or accepts; none
 //! may panic, and what a parser promises beyond that is asserted here (the sanitiser never
 //! lets a secret through).

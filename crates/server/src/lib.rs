@@ -37,15 +37,15 @@
 //! | `telemetry/otel.rs` | `DeniedTraceFilter`: an OpenTelemetry `SpanProcessor` holding each trace's ended spans until its root ends, then exporting or dropping it whole; bounded (open traces, spans per trace), never exporting unchecked |
 //! | `telemetry/request.rs` | the HTTP middleware: a root span per request (health checks excepted) with surface and a known route (each surface names its own, else `other`), status and outcome; 401 and 403 marked denied |
 //! | `telemetry/route.rs` | `GET /admin/trace/log?since=`: 503 with no token map, 401 without a known bearer, 403 without `trace:read` (audited), JSON lines otherwise |
-//! | `fuzzing` (hidden) | `TARGETS`: the body of every fuzz target, one per parser of outside input, called by `fuzz/` and replayed on stable by `tests/fuzz_corpus.rs` |
+//! | `fuzzing` (hidden) | `TARGETS`: the body of every fuzz target, one per parser of outside input, called by `fuzz/` and replayed on stable by `tests/app/fuzz_corpus.rs` |
 //!
-//! Tests: `tests/surfaces/` is one binary holding every surface against the whole App
-//! (`access_surface.rs`, `ingress_surface.rs`, `mcp_surface.rs`, `registry_behaviour/`,
-//! `schedule_surface.rs`, `slack_surface.rs`, and `plugin_surface.rs`, a surface defined in the
-//! test and added through `Overrides::surfaces`): they live here because an adapter that
-//! dev-depended on `server` would make a dependency cycle. Beside it: `tests/server.rs` (config,
-//! secrets, summary, health, shutdown), `tests/telemetry.rs`, `tests/memory.rs`,
-//! `tests/fuzz_corpus.rs`; the schedule tick bench is `benches/schedule_tick.rs`.
+//! Tests: `tests/app/` is the crate's one test binary. It holds every surface against the
+//! whole App (`access_surface.rs`, `ingress_surface.rs`, `mcp_surface.rs`,
+//! `registry_behaviour/`, `schedule_surface.rs`, `slack_surface.rs`, and `plugin_surface.rs`, a
+//! surface defined in the test and added through `Overrides::surfaces`; they live here because
+//! an adapter that dev-depended on `server` would make a dependency cycle), `composition.rs`
+//! (config, secrets, summary, health, shutdown), `telemetry.rs`, `agent_memory.rs` and
+//! `fuzz_corpus.rs`. The schedule tick bench is `benches/schedule_tick.rs`.
 //!
 //! Decision: the replica id defaults to the host name (stable across restarts, so a restart
 //! recovers its own runs at once); `switchboard ask` and a CLI registry command run as

@@ -48,7 +48,7 @@
 //! within one TTL of leaving; a person of another workspace never holds the baseline or `slack:*`.
 //!
 //! Tests: `tests/directory.rs` (the directory against the fake Slack Web API of `test-support`);
-//! the surface against the whole App in `crates/server/tests/surfaces/slack_surface.rs`; two
+//! the surface against the whole App in `crates/server/tests/app/slack_surface.rs`; two
 //! replicas in `crates/cli/tests/switchboard/slack_replicas.rs`.
 //!
 //! Wiring (server's `slack_surface.rs`): `SlackState::build` makes the client and the directory

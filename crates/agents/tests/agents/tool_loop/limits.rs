@@ -10,8 +10,12 @@ use super::*;
 async fn a_conversation_that_outgrows_its_bound_ends_the_run() {
     let fx = Fixture::new();
     let padded = || args(json!({"path": fx.path("src/lib.rs"), "padding": "p".repeat(3 << 20)}));
-    let (base, script) =
-        scripted_model((0..32).map(|_| Reply::Call("read_file", padded())).collect()).await;
+    let (base, script) = scripted_model(
+        (0..32)
+            .map(|_| Reply::Call("read_file", padded()))
+            .collect(),
+    )
+    .await;
     let (outcome, _) = run_model(
         &base,
         BrokerGate::new(fx.settings(Ratchet::default(), Arc::new(NobodyToAsk))).unwrap(),

@@ -2,15 +2,8 @@
 //! channel) and a DM-shaped Slack run each say `remember: …`; reflection writes the first to
 //! org and narrows the second to its person; the next runs' context blocks show each record
 //! only where it belongs; `memory list` as someone else does not show the DM fact.
-// A test binary: a failed expectation panics.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::Arc;

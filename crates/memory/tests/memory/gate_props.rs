@@ -1,13 +1,6 @@
 //! Over generated runs (origin visibility × the scopes a run has × audience × who the
 //! principal is), the gate never writes a scope wider than the origin allows, never
 //! reroutes a non-org candidate, and never narrows to a repo.
-// A test binary: a failed expectation panics.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
 
 use authz_core::{
     Actor, ActorId, ActorKind, ChannelId, ChannelVisibility, GrantSet, Grants, MemoryKind,

@@ -6,12 +6,6 @@
 //! flipped, bytes inserted, cut, spliced with another input) go through the same bodies: the
 //! budgeted fuzzing every CI run does on stable (coverage-blind; `scripts/fuzz.sh` runs the
 //! coverage-guided libFuzzer on nightly).
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -1,18 +1,11 @@
 //! The composition root: secrets, the app on a real listener, health, readiness, the
 //! start-up summary and graceful shutdown.
-// A test binary: a failed expectation panics.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-mod common;
+use crate::common;
 
 use server::config::{Source, parse};
 use server::{App, Secrets};

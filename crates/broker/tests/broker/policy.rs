@@ -1,16 +1,8 @@
 //! decide and redecide, case by case (matching by tool, path, host and mode, and the winner's mode).
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
 
-mod support;
-
+use crate::support::build::*;
+use crate::support::oracle::{Expected, observed};
 use broker::{DataClass, DenyReason, Mode, Outcome, SessionState, decide, redecide};
-use support::build::*;
-use support::oracle::{Expected, observed};
 
 const CLEAN: SessionState = SessionState {
     taint: DataClass::Private,

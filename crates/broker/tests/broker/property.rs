@@ -1,22 +1,14 @@
 //! Properties: `decide` and `redecide` against the oracle in `support/oracle.rs` over generated
 //! grant sets, requests, states and instants; `args::inside` and `args::host_matches` against
 //! their plain readings. 4,096 cases each (PROPTEST_CASES overrides).
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
 
-mod support;
-
+use crate::support::build::{at, request};
+use crate::support::oracle::{self, Expected, observed};
 use broker::args::{host_matches, inside};
 use broker::{
     DataClass, Grant, GrantId, Mode, Outcome, SessionState, ToolGrants, decide, redecide,
 };
 use proptest::prelude::*;
-use support::build::{at, request};
-use support::oracle::{self, Expected, observed};
 
 const PATHS: [&str; 6] = ["/", "/w", "/w/a", "/w/a/b", "/x", "/w/ab"];
 const HOSTS: [&str; 4] = [

@@ -3,15 +3,8 @@
 //! span exporter). Denied traces are dropped whole from the span log and the export; the span
 //! log route opens only to `trace:read`; no line holds a token, a query, a body or a remote
 //! error; audit lines go to their own file.
-// A test binary: a failed expectation panics.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::Arc;

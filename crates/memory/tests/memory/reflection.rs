@@ -1,12 +1,5 @@
 //! Deliberate change (c), row by row, through `Memory::reflect` on a real SQLite store: the
 //! write gate narrows and drops, never widens, and its one log line holds no fact's text.
-// A test binary: a failed expectation panics.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
 
 use std::sync::{Arc, Mutex};
 

@@ -1,4 +1,4 @@
-//! What the server's test binaries share: a built app served on a loopback port.
+//! What the modules share: a built app served on a loopback port.
 
 use std::net::SocketAddr;
 
