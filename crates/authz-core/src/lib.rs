@@ -113,8 +113,8 @@ pub use config::{
 };
 pub use decide::{Explanation, Reason, RowOutcome, RowTrace, Verdict, authorize, explain};
 pub use directory::{
-    BoxFuture, ChannelDirectory, DirectoryByNamespace, Membership, StaticChannelDirectory,
-    static_visibility,
+    BoxFuture, ChannelDirectory, DIRECTORY_ANSWER_BOUND, DirectoryByNamespace, Membership,
+    StaticChannelDirectory, static_visibility,
 };
 pub use grants::{ALL_GRANTS, GrantSet, Grants, NO_GRANTS};
 pub use ids::{

@@ -51,7 +51,7 @@ pub const DEFAULT_MAX_CONCURRENT: usize = 16;
 pub const DEFAULT_MAX_PER_ACTOR: usize = 4;
 /// `[agents] channel_directory_timeout_ms` when unset: how long a run waits for the channel
 /// directory to say what its channel is (past it the run is stamped unknown and proceeds).
-pub const DEFAULT_CHANNEL_DIRECTORY_TIMEOUT: Duration = Duration::from_millis(1500);
+pub const DEFAULT_CHANNEL_DIRECTORY_TIMEOUT: Duration = authz_core::DIRECTORY_ANSWER_BOUND;
 
 impl Default for DispatchSettings {
     fn default() -> Self {

@@ -88,7 +88,7 @@ pub use socket::{SocketError, start_socket_mode};
 /// The largest event body read; Slack's are a few kilobytes.
 pub const MAX_BODY_BYTES: usize = 1 << 20;
 /// How long a request's membership walk may take before it counts as failed (no memberships).
-const MEMBERSHIP_BOUND: Duration = Duration::from_millis(1_500);
+const MEMBERSHIP_BOUND: Duration = authz_core::DIRECTORY_ANSWER_BOUND;
 /// How long an event waits for the store before Slack is answered (Slack gives up at 3 s).
 pub const ACK_BOUND: Duration = Duration::from_millis(2_500);
 /// How many answered threads (for follow-ups without a mention) a process keeps in memory
