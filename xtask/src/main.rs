@@ -7,7 +7,7 @@
 //! depends on it; the code map names only paths that exist and stays within 16 KB; adapters depend only
 //! on authz-core and commands, name no `store::`, and build every `Caller` through
 //! `commands::identity`; no source file passes 700 lines before its
-//! unit tests).
+//! unit tests; every saved proptest failure is where proptest reads it).
 //! `cargo xtask conformance-matrix`: prints docs/conformance-matrix.md.
 //! It never ships; `anyhow` is fine here.
 
@@ -16,11 +16,12 @@ mod code_map;
 mod file_size;
 mod layers;
 mod references;
+mod regressions;
 mod tidy;
 
 use anyhow::{Context, Result, bail};
 
-const USAGE: &str = "usage: cargo xtask <verb>\n\nverbs:\n  tidy                 check that authz-core depends on no async runtime, database or HTTP\n                       crate and touches no I/O, clock or environment API, and that no\n                       command or adapter compares caller ids or channels by hand, and that no\n                       document or comment names a page outside the repository, and that no two\n                       modules of a crate name each other, and that no crate dev-depends on a\n                       crate that depends on it, and that the code map\n                       (docs/ARCHITECTURE.md) names only paths that exist and fits in 16 KB, and that adapters\n                       depend only on authz-core and commands and name no store, and that no\n                       source file passes 700 lines before its unit tests\n  conformance-matrix   print the conformance matrix (docs/conformance-matrix.md)";
+const USAGE: &str = "usage: cargo xtask <verb>\n\nverbs:\n  tidy                 check that authz-core depends on no async runtime, database or HTTP\n                       crate and touches no I/O, clock or environment API, and that no\n                       command or adapter compares caller ids or channels by hand, and that no\n                       document or comment names a page outside the repository, and that no two\n                       modules of a crate name each other, and that no crate dev-depends on a\n                       crate that depends on it, and that the code map\n                       (docs/ARCHITECTURE.md) names only paths that exist and fits in 16 KB, and that adapters\n                       depend only on authz-core and commands and name no store, and that no\n                       source file passes 700 lines before its unit tests, and that every saved\n                       proptest failure is where proptest reads it\n  conformance-matrix   print the conformance matrix (docs/conformance-matrix.md)";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -42,6 +43,7 @@ fn main() -> Result<()> {
             )?);
             faults.extend(layers::callers_built_by_hand(&root, &adapters)?);
             faults.extend(file_size::long_files(&root)?);
+            faults.extend(regressions::misplaced_regressions(&root)?);
             if !faults.is_empty() {
                 bail!(
                     "tidy found {} fault(s):\n  {}",
@@ -50,7 +52,7 @@ fn main() -> Result<()> {
                 );
             }
             println!(
-                "tidy: authz-core is pure; no hand-made id or channel comparisons in commands or adapters; memory decides only through its seam; nothing names a page outside the repository; no two modules name each other; no crate's tests or benches depend on a crate above it; the code map names only paths that exist and fits in 16 KB; adapters depend only on the ports, name no store and build callers through identity; no source file passes 700 lines before its tests"
+                "tidy: authz-core is pure; no hand-made id or channel comparisons in commands or adapters; memory decides only through its seam; nothing names a page outside the repository; no two modules name each other; no crate's tests or benches depend on a crate above it; the code map names only paths that exist and fits in 16 KB; adapters depend only on the ports, name no store and build callers through identity; no source file passes 700 lines before its tests; every saved proptest failure is read"
             );
             Ok(())
         }

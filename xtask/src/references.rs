@@ -24,7 +24,22 @@ pub fn outside_references(root: &Path) -> Result<Vec<String>> {
     Ok(faults)
 }
 
+/// The text files git tracks, by extension.
 pub fn tracked_text_files(root: &Path) -> Result<Vec<PathBuf>> {
+    Ok(tracked_files(root)?
+        .into_iter()
+        .filter(|p| {
+            p.extension()
+                .and_then(|e| e.to_str())
+                .is_some_and(|e| TEXT_EXTENSIONS.contains(&e))
+                || p.file_name().is_some_and(|n| n == "Dockerfile")
+        })
+        .collect())
+}
+
+/// Every file git tracks, relative to `root` (a failed listing is an error, never an empty
+/// pass).
+pub fn tracked_files(root: &Path) -> Result<Vec<PathBuf>> {
     let out = Command::new("git")
         .args(["ls-files", "-z"])
         .current_dir(root)
@@ -42,12 +57,6 @@ pub fn tracked_text_files(root: &Path) -> Result<Vec<PathBuf>> {
         .split(|b| *b == 0)
         .filter(|p| !p.is_empty())
         .map(|p| PathBuf::from(String::from_utf8_lossy(p).into_owned()))
-        .filter(|p| {
-            p.extension()
-                .and_then(|e| e.to_str())
-                .is_some_and(|e| TEXT_EXTENSIONS.contains(&e))
-                || p.file_name().is_some_and(|n| n == "Dockerfile")
-        })
         .collect())
 }
 

@@ -28,8 +28,8 @@
 //!
 //! | module | what it holds |
 //! | --- | --- |
-//! | `ids` | validated newtypes: `ActorId` (namespaced: `slack:U…`, `http:`, `mcp:`, `access:`, `access:svc:`, `cli:local`, `schedule:`, `agent:`), `ChannelId`, `RepoSlug` (lower-cased), `AgentName`, `ScheduleName`, `RunId`, `CommandId`; `Namespace` with each namespace's `ActorKind` and grants `Baseline` (a new surface's namespace is one row here) |
-//! | `surface` | `Surface`, the one spelling of the surfaces (`slack http mcp access cli schedule`): how runs record it, which have a grants entry (`slack:*` …), what a channel id of each establishes alone (`channel_visibility`), the surface each namespace speaks through, which take bearer tokens |
+//! | `ids` | validated newtypes: `ActorId` (namespaced by its `Namespace` prefix, e.g. `slack:U…`, `access:svc:…`), `ChannelId`, `RepoSlug` (lower-cased), `AgentName`, `ScheduleName`, `RunId`, `CommandId`; `Namespace` with each namespace's `ActorKind` and grants `Baseline` (a new surface's namespace is one row here) |
+//! | `surface` | `Surface`, the one spelling of the surfaces (e.g. `slack`, `cli`): how runs record it, which have a grants entry (`slack:*` …), what a channel id of each establishes alone (`channel_visibility`), the surface each namespace speaks through, which take bearer tokens |
 //! | `action` | the closed vocabulary: `Action::{Command(group, effect), AgentRun, AgentRunAny, RepoUse, TraceRead}`; `CATALOGUE_ACTIONS` (the command actions the catalogue declares) |
 //! | `grants` | `GrantSet<T>` (`All` / `Only`), `Grants` (actions, channels, repos), `NO_GRANTS`, `ALL_GRANTS`; `holds` (with `agent:run:*`), union, intersection |
 //! | `actor` | `Actor`, `Origin`; consistency (kind matches namespace) and `effective_grants` (agent ∩ principal) |

@@ -119,8 +119,8 @@ pub struct App {
 pub struct Overrides {
     pub clock: Clock,
     pub audit: Arc<dyn Audit>,
-    /// The dispatcher's channel directory; default: the Slack one when `[slack]` is
-    /// configured, else the static one.
+    /// The dispatcher's channel directory; default: chosen per namespace (Slack's for `slack:`
+    /// when `[slack]` is built, each surface's own, what the id establishes for the rest).
     pub directory: Option<Arc<dyn ChannelDirectory>>,
     /// The span log the process's subscriber feeds (`telemetry::init`); without one the
     /// route serves a log nothing writes to.
@@ -273,9 +273,11 @@ impl App {
             .into_iter()
             .chain(overrides.surfaces)
             .collect();
-        let directory = overrides
-            .directory
-            .unwrap_or_else(|| directory_by_namespace(&slack, &surfaces, &config, &secrets));
+        surface::check_sections_were_read(&surfaces, &config)?;
+        let directory = match overrides.directory {
+            Some(d) => d,
+            None => directory_by_namespace(&slack, &surfaces, &config, &secrets)?,
+        };
         let dispatcher = Dispatcher::new(DispatcherParts {
             store: store.clone(),
             directory: directory.clone(),
@@ -521,21 +523,31 @@ impl App {
 
 /// The channel directory, chosen per namespace: each chat surface answers for its own
 /// channels and members (Slack's when `[slack]` is built, a plug-in's own), the id alone for
-/// every other namespace.
+/// every other namespace. Two directories for one namespace are refused: the visibility a run
+/// is stamped with must have one source.
 fn directory_by_namespace(
     slack: &slack_surface::SlackState,
     surfaces: &[Arc<dyn surface::SurfacePlugin>],
     config: &LoadedConfig,
     secrets: &Secrets,
-) -> Arc<dyn ChannelDirectory> {
+) -> anyhow::Result<Arc<dyn ChannelDirectory>> {
+    let claimed = slack
+        .directory()
+        .map(|d| (Namespace::Slack, d as Arc<dyn ChannelDirectory>))
+        .into_iter()
+        .chain(surfaces.iter().filter_map(|s| s.directory(config, secrets)));
+    let mut taken = std::collections::BTreeSet::new();
     let mut by_namespace = DirectoryByNamespace::new();
-    if let Some(d) = slack.directory() {
-        by_namespace = by_namespace.with(Namespace::Slack, d);
-    }
-    for (namespace, d) in surfaces.iter().filter_map(|s| s.directory(config, secrets)) {
+    for (namespace, d) in claimed {
+        if !taken.insert(namespace) {
+            anyhow::bail!(
+                "two surfaces answer for the channels of {} (SurfacePlugin::directory); one namespace has one directory",
+                namespace.prefix()
+            );
+        }
         by_namespace = by_namespace.with(namespace, d);
     }
-    Arc::new(by_namespace)
+    Ok(Arc::new(by_namespace))
 }
 
 fn add(a: store::Pruned, b: store::Pruned) -> store::Pruned {

@@ -3,9 +3,11 @@
 //! start-up summary (its line: on, or off and what it needs), to the channel directory (the
 //! directory of its namespace) and to the request spans (the route templates of the paths it
 //! serves). `App::build` holds the built-in surfaces ([`builtin`]) and any a caller adds
-//! through `Overrides::surfaces`; the config load ([`crate::load_config`]), `serve`, the
-//! summary, the directory and the request-span middleware walk that one list, so adding a
-//! surface edits none of them.
+//! through `Overrides::surfaces`; `serve`, the summary, the directory and the request-span
+//! middleware walk that one list, so adding a surface edits none of them. The config is read
+//! before the App exists: [`crate::load_config`] reads the built-in surfaces' sections, and a
+//! caller adding a surface passes its section to `config::load_with` (`App::build` refuses a
+//! surface whose section the load did not read).
 //!
 //! What a surface must never do: decide anything itself (it proves its caller through
 //! `commands::identity` and hands text to `Registry::handle`), or start its routes without
@@ -38,15 +40,16 @@ use slack::SlackSurface;
 
 /// One surface of the App.
 pub trait SurfacePlugin: Send + Sync {
-    /// Its own config section and secrets, read at load with the built-in sections; its typed
-    /// section is then `app.config.surface_sections.get(key)`, its secrets
-    /// `app.secrets.surface_secret(env)`.
+    /// Its own config section and secrets, read at load (`load_config` for a built-in
+    /// surface, `config::load_with` for an added one); its typed section is then
+    /// `app.config.surface_sections.get(key)`, its secrets `app.secrets.surface_secret(env)`.
     fn section(&self) -> Option<&dyn SurfaceSection> {
         None
     }
 
     /// The directory answering for its namespace's channels and members, if it has one (a
     /// chat surface's API); every other namespace's channels are what their ids establish.
+    /// Only the surface that owns the namespace answers for it: two claims fail the build.
     fn directory(
         &self,
         _config: &LoadedConfig,
@@ -80,6 +83,24 @@ pub trait SurfacePlugin: Send + Sync {
 /// The sections the surfaces of `surfaces` read from the config file.
 pub fn sections(surfaces: &[Arc<dyn SurfacePlugin>]) -> Vec<&dyn SurfaceSection> {
     surfaces.iter().filter_map(|s| s.section()).collect()
+}
+
+/// Refuses a surface whose section the config load did not read: its section would be
+/// missing though the file may hold it.
+pub fn check_sections_were_read(
+    surfaces: &[Arc<dyn SurfacePlugin>],
+    config: &LoadedConfig,
+) -> anyhow::Result<()> {
+    match sections(surfaces)
+        .into_iter()
+        .find(|s| !config.surface_sections.were_read(s.key()))
+    {
+        None => Ok(()),
+        Some(s) => anyhow::bail!(
+            "the surface reading [{}] was added but the config was loaded without its section; load it with config::load_with and that surface's section",
+            s.key()
+        ),
+    }
 }
 
 /// The surfaces every build has, in the order `serve` starts them and the summary shows them.

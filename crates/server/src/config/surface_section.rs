@@ -5,7 +5,7 @@
 //! [`SurfaceSections`], where the surface finds it again when the App is built.
 
 use std::any::Any;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::Arc;
 
@@ -39,9 +39,9 @@ pub struct SectionText<'a> {
 }
 
 impl SectionText<'_> {
-    /// The section as `T` (which denies unknown keys), with the parser's positions: a fault
-    /// names the file, line, column and key. `toml::Spanned` fields carry offsets for
-    /// [`SectionText::fault_at`].
+    /// The section as `T`, with the parser's positions: a fault names the file, line, column
+    /// and key. `T` must carry `#[serde(deny_unknown_fields)]`, or a misspelt key passes
+    /// silently. `toml::Spanned` fields carry offsets for [`SectionText::fault_at`].
     pub fn typed<T: DeserializeOwned>(&self) -> Result<Option<T>, LoadError> {
         let de = toml::Deserializer::parse(self.text.text).map_err(|e| self.text.de(&e))?;
         OneSection::<T> {
@@ -103,6 +103,8 @@ impl<'de, T: DeserializeOwned> Visitor<'de> for OneSection<T> {
 /// Every plug-in surface's typed section, by key, and the secrets they name.
 #[derive(Clone, Default)]
 pub struct SurfaceSections {
+    /// The keys the load read (each surface's, whether or not the file has its section).
+    read: BTreeSet<&'static str>,
     values: BTreeMap<&'static str, SectionValue>,
     secret_envs: Vec<&'static str>,
 }
@@ -111,6 +113,12 @@ impl SurfaceSections {
     /// The section `key` read as `T`; `None` when the file has none (or it is not a `T`).
     pub fn get<T: Any>(&self, key: &str) -> Option<&T> {
         self.values.get(key)?.downcast_ref::<T>()
+    }
+
+    /// Whether the load read `key`'s section: a surface whose key it did not read was not
+    /// given to `load_with`, and its section (if the file had one) failed the load.
+    pub fn were_read(&self, key: &str) -> bool {
+        self.read.contains(key)
     }
 
     /// The environment variables every plug-in surface reads its secrets from.
@@ -128,6 +136,7 @@ impl SurfaceSections {
                 text,
                 key: surface.key(),
             };
+            out.read.insert(surface.key());
             if let Some(value) = surface.read(&section)? {
                 out.values.insert(surface.key(), value);
             }
@@ -140,7 +149,8 @@ impl SurfaceSections {
 impl fmt::Debug for SurfaceSections {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SurfaceSections")
-            .field("keys", &self.values.keys().collect::<Vec<_>>())
+            .field("read", &self.read)
+            .field("present", &self.values.keys().collect::<Vec<_>>())
             .field("secret_envs", &self.secret_envs)
             .finish()
     }

@@ -594,3 +594,20 @@ fn the_builtin_schedule_holds_the_fleet_friction_grants() {
         "an entry replaces it whole"
     );
 }
+
+/// Every key `CORE_KEYS` lists is a field of `FileSections`: a listed name with no field would
+/// be accepted and ignored.
+#[test]
+fn every_core_key_is_read_by_a_section() {
+    for key in super::sections::CORE_KEYS {
+        let read: Result<super::sections::FileSections, _> = toml::from_str(&format!("{key} = 0"));
+        if let Ok(sections) = read {
+            assert!(
+                !sections.others.contains_key(key),
+                "{key} is listed as a core key but no field reads it"
+            );
+        }
+    }
+    let read: super::sections::FileSections = toml::from_str("nope = 0").unwrap();
+    assert!(read.others.contains_key("nope"), "the check above can fail");
+}

@@ -379,6 +379,20 @@ fn its_section_faults_name_file_line_column_and_key() {
         .unwrap_err()
         .to_string();
     assert!(listed.contains("`retention`, `echo_surface`"), "{listed}");
+    // Two surfaces reading one key is refused, whatever the file says.
+    let (one, two) = (EchoSurface::default(), EchoSurface::default());
+    let twice = server::config::parse_with(
+        server::Source::File("plugin.toml".into()),
+        "",
+        &[&one as &dyn SurfaceSection, &two],
+    )
+    .map(|_| ())
+    .unwrap_err()
+    .to_string();
+    assert!(
+        twice.contains("two sections are read as [echo_surface]"),
+        "{twice}"
+    );
 }
 
 /// Without its secret it is built but off: no routes, and its summary line says what it needs.
@@ -405,5 +419,42 @@ async fn without_its_secret_it_stays_off_and_says_what_it_needs() {
     assert!(
         line.contains("off") && line.contains("needs [echo_surface] and ECHO_SURFACE_TOKEN"),
         "{line}"
+    );
+}
+
+/// A surface added to the App whose section the config load did not read is refused, and so
+/// are two surfaces answering for one namespace's channels: neither passes silently.
+#[tokio::test]
+async fn an_unread_section_or_a_second_directory_for_a_namespace_fails_the_build() {
+    let dir = tempfile::tempdir().unwrap();
+    let build = |config: server::LoadedConfig, surfaces: Vec<Arc<dyn SurfacePlugin>>| async {
+        let secrets = server::Secrets::from_lookup(&config, |_| None).unwrap();
+        let overrides = server::Overrides {
+            surfaces,
+            ..server::Overrides::default()
+        };
+        let replica = store::ReplicaId::parse("plugin-refused").unwrap();
+        server::App::build_with(config, secrets, replica, overrides)
+            .await
+            .map(|_| ())
+            .unwrap_err()
+            .to_string()
+    };
+    let text =
+        config_text(dir.path()).replace("[echo_surface]\ngreeting = \"hello from echo\"\n", "");
+    let unread = server::config::parse(server::Source::File("plugin.toml".into()), &text).unwrap();
+    let err = build(unread, vec![Arc::new(EchoSurface::default())]).await;
+    assert!(
+        err.contains("[echo_surface]") && err.contains("config::load_with"),
+        "{err}"
+    );
+    let twice: Vec<Arc<dyn SurfacePlugin>> = vec![
+        Arc::new(EchoSurface::default()),
+        Arc::new(EchoSurface::default()),
+    ];
+    let err = build(parse_with_echo(&text).unwrap(), twice).await;
+    assert!(
+        err.contains("two surfaces answer for the channels of http:"),
+        "{err}"
     );
 }
