@@ -4,8 +4,8 @@
 //! hand-written visitor) holding its raw serde type, its typed config, its checks and their
 //! tests; `sections.rs` gathers the raw types into `FileSections`, and `urls.rs` holds the URL
 //! checks they share. A plug-in surface reads its own section through `SurfaceSection`
-//! (`surface_section.rs`) with the same guarantees. Every fault names the file, the line and column (from the parser's
-//! spans), the key, and the fix.
+//! (`surface_section.rs`) with the same guarantees. Every fault names the file, the line and
+//! column (from the parser's spans), the key, and the fix.
 //!
 //! Secrets never come from this file: the server reads them from the environment or from
 //! files this config names (`secrets.rs`).
