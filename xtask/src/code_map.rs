@@ -10,7 +10,8 @@ use anyhow::{Context, Result};
 pub const MAP: &str = "docs/ARCHITECTURE.md";
 pub const MAX_BYTES: usize = 16 * 1024;
 
-/// One line per path the map names that does not exist, and one if it is too long.
+/// One line per path the map names that does not exist, per test it names that its file does
+/// not define, and one if it is too long.
 pub fn map_faults(root: &Path) -> Result<Vec<String>> {
     let text = std::fs::read_to_string(root.join(MAP)).with_context(|| format!("reading {MAP}"))?;
     let mut faults: Vec<String> = named_paths(&text)
@@ -117,18 +118,31 @@ mod tests {
         let dir = tempfile_dir();
         std::fs::create_dir_all(dir.join("docs")).unwrap();
         std::fs::write(dir.join("docs/here.md"), "").unwrap();
-        let map = format!("`docs/here.md` `docs/gone.md` {}", "x".repeat(MAX_BYTES));
+        std::fs::write(dir.join("docs/pins.rs"), "#[test]\nfn pinned() {}\n").unwrap();
+        let map = format!(
+            "`docs/here.md` `docs/gone.md`\n| x | `docs/pins.rs`: `pinned`, `unpinned` |\n{}",
+            "x".repeat(MAX_BYTES)
+        );
         std::fs::write(dir.join(MAP), map).unwrap();
         let faults = map_faults(&dir).unwrap();
-        assert_eq!(faults.len(), 2, "{faults:?}");
+        assert_eq!(faults.len(), 3, "{faults:?}");
         assert!(faults[0].contains("`docs/gone.md`"), "{faults:?}");
-        assert!(faults[1].contains("more than 16384"), "{faults:?}");
+        assert!(
+            faults[1].contains("`unpinned`, which it does not define"),
+            "{faults:?}"
+        );
+        assert!(faults[2].contains("more than 16384"), "{faults:?}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn the_code_map_names_only_paths_that_exist_and_fits() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+        let map = std::fs::read_to_string(root.join(MAP)).unwrap();
+        assert!(
+            named_paths(&map).len() > 20 && named_tests(&map).len() > 20,
+            "the map is read"
+        );
         assert_eq!(map_faults(root).unwrap(), Vec::<String>::new());
     }
 

@@ -6,20 +6,87 @@
 //! `test-support`, which depends on no workspace crate.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use serde_json::Value;
 
+/// The workspace's crate graph, read once from `cargo metadata`: each member's normal and dev
+/// dependencies on other members, and its source directory (from its manifest's path, never
+/// guessed from its name).
+pub struct Graph {
+    normal: BTreeMap<String, BTreeSet<String>>,
+    dev: BTreeMap<String, BTreeSet<String>>,
+    sources: BTreeMap<String, PathBuf>,
+}
+
+impl Graph {
+    pub fn read(metadata: &Value) -> Result<Graph> {
+        let ids: BTreeSet<&str> = metadata["workspace_members"]
+            .as_array()
+            .context("metadata has no workspace_members")?
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        let packages: Vec<&Value> = metadata["packages"]
+            .as_array()
+            .context("metadata has no packages")?
+            .iter()
+            .filter(|p| p["id"].as_str().is_some_and(|id| ids.contains(id)))
+            .collect();
+        let names: BTreeSet<&str> = packages.iter().filter_map(|p| p["name"].as_str()).collect();
+        let mut graph = Graph {
+            normal: BTreeMap::new(),
+            dev: BTreeMap::new(),
+            sources: BTreeMap::new(),
+        };
+        for p in packages {
+            let name = p["name"]
+                .as_str()
+                .context("a package has no name")?
+                .to_owned();
+            let deps = p["dependencies"]
+                .as_array()
+                .context("a package has no dependencies list")?;
+            let on = |keep: &dyn Fn(&Value) -> bool| -> BTreeSet<String> {
+                deps.iter()
+                    .filter(|d| keep(&d["kind"]))
+                    .filter_map(|d| d["name"].as_str())
+                    .filter(|d| names.contains(d))
+                    .map(str::to_owned)
+                    .collect()
+            };
+            graph
+                .normal
+                .insert(name.clone(), on(&|k| k.is_null() || k == "build"));
+            graph.dev.insert(name.clone(), on(&|k| k == "dev"));
+            if let Some(manifest) = p["manifest_path"].as_str() {
+                let dir = Path::new(manifest)
+                    .parent()
+                    .context("a manifest has no directory")?;
+                graph.sources.insert(name, dir.join("src"));
+            }
+        }
+        Ok(graph)
+    }
+
+    /// `krate`'s source directory; a member without one is an error, never a skipped check.
+    pub fn sources_of(&self, krate: &str) -> Result<&Path> {
+        self.sources
+            .get(krate)
+            .map(PathBuf::as_path)
+            .filter(|d| d.is_dir())
+            .with_context(|| format!("{krate} is not a workspace member with a src directory"))
+    }
+}
+
 /// One line per dev-dependency that closes a cycle: `a dev-depends on b, and b depends on a
 /// through b -> … -> a`.
-pub fn dev_dependency_cycles(metadata: &Value) -> Result<Vec<String>> {
-    let members = workspace_members(metadata)?;
-    let normal = edges(&members, |kind| kind.is_null() || kind == "build");
-    let dev = edges(&members, |kind| kind == "dev");
+pub fn dev_dependency_cycles(graph: &Graph) -> Vec<String> {
     let mut faults = Vec::new();
-    for (crate_name, dev_deps) in &dev {
+    for (crate_name, dev_deps) in &graph.dev {
         for dep in dev_deps.iter().filter(|d| *d != crate_name) {
-            if let Some(path) = normal_path(&normal, dep, crate_name) {
+            if let Some(path) = normal_path(&graph.normal, dep, crate_name) {
                 faults.push(format!(
                     "{crate_name} dev-depends on {dep}, and {dep} depends on {crate_name} ({}): \
                      move the test or bench to a crate above both, or what it shares into test-support",
@@ -28,7 +95,7 @@ pub fn dev_dependency_cycles(metadata: &Value) -> Result<Vec<String>> {
             }
         }
     }
-    Ok(faults)
+    faults
 }
 
 /// The crates above the ports that are not adapters: the composition root, the binary, the
@@ -38,14 +105,13 @@ const NOT_ADAPTERS: &[&str] = &["server", "cli", "dispatch", "xtask"];
 /// The surfaces, read from the crate graph: every workspace crate that depends on `commands`
 /// (the ports), but the composition root, the binary, the dispatcher and this tool. A new
 /// surface crate is checked from its first build, with no list to edit.
-pub fn adapters(metadata: &Value) -> Result<Vec<String>> {
-    let members = workspace_members(metadata)?;
-    let normal = edges(&members, |kind| kind.is_null() || kind == "build");
-    Ok(normal
+pub fn adapters(graph: &Graph) -> Vec<String> {
+    graph
+        .normal
         .iter()
         .filter(|(name, deps)| deps.contains("commands") && !NOT_ADAPTERS.contains(&name.as_str()))
         .map(|(name, _)| name.clone())
-        .collect())
+        .collect()
 }
 
 /// What an adapter may depend on in the workspace: the ports and the policy, nothing that
@@ -54,63 +120,69 @@ pub const ADAPTER_LAYER: &[&str] = &["authz-core", "commands"];
 
 /// One line per adapter that depends (normally) on a workspace crate beside the ports and
 /// the policy, or whose source names the store (`store::`): what a surface needs from the
-/// store is a method of `commands`'s `Services`, so it never reaches past the registry.
+/// store is a method of `commands`'s `Services`, so it never reaches past the registry. And
+/// one per `commands` source that hands a store item on (`pub use store…`, `pub type … store::`).
 pub fn adapters_past_the_ports(
-    root: &std::path::Path,
-    metadata: &Value,
+    root: &Path,
+    graph: &Graph,
     adapters: &[String],
 ) -> Result<Vec<String>> {
-    let members = workspace_members(metadata)?;
-    let normal = edges(&members, |kind| kind.is_null() || kind == "build");
-    let mut faults = Vec::new();
+    let mut faults = adapter_dependency_faults(graph, adapters);
     for adapter in adapters {
-        let deps = normal
-            .get(adapter.as_str())
-            .with_context(|| format!("adapter {adapter} is not a workspace member"))?;
-        for dep in deps.iter().filter(|d| !ADAPTER_LAYER.contains(&d.as_str())) {
-            faults.push(format!(
-                "{adapter} depends on {dep}: an adapter depends only on authz-core and commands (its ports)"
-            ));
-        }
-        let src = root.join("crates").join(adapter).join("src");
-        for (path, text) in crate::tidy::rust_sources(&src)? {
-            let code = crate::tidy::without_tests(&text);
-            if names_the_store(code) {
+        for (path, text) in crate::tidy::rust_sources(graph.sources_of(adapter)?)? {
+            if names_the_store(crate::tidy::without_tests(&text)) {
                 faults.push(format!(
                     "{} names `store::`: reach records through commands' Services, never the store",
-                    path.strip_prefix(root).unwrap_or(&path).display()
+                    shown(root, &path)
                 ));
             }
         }
     }
-    // What the ports hand adapters is the ports' own or authz-core's, never a store type
-    // passed through: `commands` re-exports nothing of the store.
-    for (path, text) in crate::tidy::rust_sources(&root.join("crates/commands/src"))? {
-        if text
-            .lines()
-            .any(|l| l.trim_start().starts_with("pub use store::"))
-        {
+    for (path, text) in crate::tidy::rust_sources(graph.sources_of("commands")?)? {
+        if re_exports_the_store(crate::tidy::without_tests(&text)) {
             faults.push(format!(
-                "{} re-exports a store type to the adapters: move it to authz-core or commands",
-                path.strip_prefix(root).unwrap_or(&path).display()
+                "{} re-exports a store item to the adapters: move it to authz-core or commands",
+                shown(root, &path)
             ));
         }
     }
     Ok(faults)
+}
+
+/// An adapter's dependencies beyond [`ADAPTER_LAYER`].
+fn adapter_dependency_faults(graph: &Graph, adapters: &[String]) -> Vec<String> {
+    adapters
+        .iter()
+        .flat_map(|adapter| {
+            graph
+                .normal
+                .get(adapter)
+                .into_iter()
+                .flatten()
+                .filter(|d| !ADAPTER_LAYER.contains(&d.as_str()))
+                .map(move |dep| {
+                    format!(
+                        "{adapter} depends on {dep}: an adapter depends only on authz-core and commands (its ports)"
+                    )
+                })
+        })
+        .collect()
 }
 
 /// One line per place an adapter or the CLI builds a `Caller` by hand: every surface builds
 /// it through `commands::identity`, so what an actor holds is resolved one way.
-pub fn callers_built_by_hand(root: &std::path::Path, adapters: &[String]) -> Result<Vec<String>> {
+pub fn callers_built_by_hand(
+    root: &Path,
+    graph: &Graph,
+    adapters: &[String],
+) -> Result<Vec<String>> {
     let mut faults = Vec::new();
     for krate in adapters.iter().map(String::as_str).chain(["cli"]) {
-        let src = root.join("crates").join(krate).join("src");
-        for (path, text) in crate::tidy::rust_sources(&src)? {
-            let code = crate::tidy::without_tests(&text);
-            if code.contains("Caller::new(") {
+        for (path, text) in crate::tidy::rust_sources(graph.sources_of(krate)?)? {
+            if builds_a_caller(crate::tidy::without_tests(&text)) {
                 faults.push(format!(
                     "{} builds a Caller by hand: use commands::identity",
-                    path.strip_prefix(root).unwrap_or(&path).display()
+                    shown(root, &path)
                 ));
             }
         }
@@ -118,61 +190,44 @@ pub fn callers_built_by_hand(root: &std::path::Path, adapters: &[String]) -> Res
     Ok(faults)
 }
 
-/// `store::` as a path (not inside a longer name such as `kv_store::`), outside comments.
-fn names_the_store(code: &str) -> bool {
+fn shown(root: &Path, path: &Path) -> String {
+    path.strip_prefix(root)
+        .unwrap_or(path)
+        .display()
+        .to_string()
+}
+
+/// Code outside comments: what the text checks read.
+fn code_lines(code: &str) -> impl Iterator<Item = &str> {
     code.lines()
         .map(|line| line.split("//").next().unwrap_or(line))
-        .any(|line| {
-            line.match_indices("store::").any(|(i, _)| {
-                !line
-                    .get(..i)
-                    .and_then(|before| before.chars().next_back())
-                    .is_some_and(|c| c.is_alphanumeric() || c == '_')
-            })
-        })
 }
 
-/// Each workspace member's name and its declared dependencies (name, kind).
-fn workspace_members(metadata: &Value) -> Result<BTreeMap<String, Vec<(String, Value)>>> {
-    let ids: BTreeSet<&str> = metadata["workspace_members"]
-        .as_array()
-        .context("metadata has no workspace_members")?
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
-    let packages = metadata["packages"]
-        .as_array()
-        .context("metadata has no packages")?;
-    Ok(packages
-        .iter()
-        .filter(|p| p["id"].as_str().is_some_and(|id| ids.contains(id)))
-        .filter_map(|p| {
-            let deps = p["dependencies"]
-                .as_array()?
-                .iter()
-                .filter_map(|d| Some((d["name"].as_str()?.to_owned(), d["kind"].clone())))
-                .collect();
-            Some((p["name"].as_str()?.to_owned(), deps))
-        })
-        .collect())
+/// `Caller::new` called or named (a `Caller` renamed on import counts too: its `new` is the
+/// same constructor).
+fn builds_a_caller(code: &str) -> bool {
+    code_lines(code).any(|l| l.contains("Caller::new") || l.contains("Caller as "))
 }
 
-/// The edges between members whose dependency kind `keep` accepts.
-fn edges(
-    members: &BTreeMap<String, Vec<(String, Value)>>,
-    keep: impl Fn(&Value) -> bool,
-) -> BTreeMap<String, BTreeSet<String>> {
-    members
-        .iter()
-        .map(|(name, deps)| {
-            let to = deps
-                .iter()
-                .filter(|(dep, kind)| members.contains_key(dep) && keep(kind))
-                .map(|(dep, _)| dep.clone())
-                .collect();
-            (name.clone(), to)
+/// A public item of `commands` that hands on a store item: `pub use store…` in any form, or a
+/// public alias of a `store::` path.
+fn re_exports_the_store(code: &str) -> bool {
+    code_lines(code).map(str::trim_start).any(|l| {
+        let public = l.starts_with("pub ") || l.starts_with("pub(");
+        public && (l.contains("use store") || (l.contains(" type ") && names_the_store(l)))
+    })
+}
+
+/// `store::` as a path (not inside a longer name such as `kv_store::`), outside comments.
+fn names_the_store(code: &str) -> bool {
+    code_lines(code).any(|line| {
+        line.match_indices("store::").any(|(i, _)| {
+            !line
+                .get(..i)
+                .and_then(|before| before.chars().next_back())
+                .is_some_and(|c| c.is_alphanumeric() || c == '_')
         })
-        .collect()
+    })
 }
 
 /// A path of normal dependencies from `from` to `to`, if there is one (breadth first, so
@@ -229,7 +284,7 @@ mod tests {
                 package("top", &[("mid", None), ("low", Some("dev"))]),
             ],
         });
-        let faults = dev_dependency_cycles(&metadata).unwrap();
+        let faults = dev_dependency_cycles(&Graph::read(&metadata).unwrap());
         assert_eq!(faults.len(), 1, "{faults:?}");
         assert!(
             faults[0]
@@ -239,13 +294,64 @@ mod tests {
     }
 
     #[test]
+    fn planted_reaches_past_the_ports_are_named() {
+        let metadata = json!({
+            "workspace_members": ["chat-id", "commands-id", "store-id", "authz-core-id"],
+            "packages": [
+                package("chat", &[("commands", None), ("authz-core", None), ("store", None)]),
+                package("commands", &[("store", None)]),
+                package("store", &[]),
+                package("authz-core", &[]),
+            ],
+        });
+        let graph = Graph::read(&metadata).unwrap();
+        assert_eq!(adapters(&graph), ["chat"]);
+        assert_eq!(
+            adapter_dependency_faults(&graph, &adapters(&graph)),
+            [
+                "chat depends on store: an adapter depends only on authz-core and commands (its ports)"
+            ]
+        );
+        for re_export in [
+            "pub use store::RunRecord;",
+            "pub use store;",
+            "pub use store as db;",
+            "pub(crate) use store::{A, B};",
+            "pub type Record = store::RunRecord;",
+        ] {
+            assert!(re_exports_the_store(re_export), "{re_export}");
+        }
+        for fine in [
+            "use store::RunRecord;",
+            "pub use authz_core::Timestamp;",
+            "// pub use store::X;",
+        ] {
+            assert!(!re_exports_the_store(fine), "{fine}");
+        }
+        for by_hand in [
+            "let c = Caller::new(actor, Surface::Http);",
+            "let c = commands::Caller::new(a, s);",
+            "use commands::Caller as C;",
+            "let make = Caller::new;",
+        ] {
+            assert!(builds_a_caller(by_hand), "{by_hand}");
+        }
+        for fine in [
+            "let c = identity::bearer_caller(&s, surface, t);",
+            "// Caller::new is not for here",
+        ] {
+            assert!(!builds_a_caller(fine), "{fine}");
+        }
+    }
+
+    #[test]
     fn the_adapters_are_read_from_the_crate_graph() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .parent()
             .unwrap();
-        let metadata = crate::tidy::cargo_metadata(root).unwrap();
+        let graph = Graph::read(&crate::tidy::cargo_metadata(root).unwrap()).unwrap();
         assert_eq!(
-            adapters(&metadata).unwrap(),
+            adapters(&graph),
             ["access-api", "http-ingress", "mcp", "schedule", "slack"]
         );
     }
@@ -264,10 +370,11 @@ mod tests {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .parent()
             .unwrap();
-        let metadata = crate::tidy::cargo_metadata(root).unwrap();
-        let adapters = adapters(&metadata).unwrap();
+        let graph = Graph::read(&crate::tidy::cargo_metadata(root).unwrap()).unwrap();
+        let adapters = adapters(&graph);
+        assert!(!adapters.is_empty());
         assert_eq!(
-            adapters_past_the_ports(root, &metadata, &adapters).unwrap(),
+            adapters_past_the_ports(root, &graph, &adapters).unwrap(),
             Vec::<String>::new()
         );
     }
@@ -277,10 +384,11 @@ mod tests {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .parent()
             .unwrap();
-        let metadata = crate::tidy::cargo_metadata(root).unwrap();
-        let adapters = adapters(&metadata).unwrap();
+        let graph = Graph::read(&crate::tidy::cargo_metadata(root).unwrap()).unwrap();
+        let adapters = adapters(&graph);
+        assert!(!adapters.is_empty());
         assert_eq!(
-            callers_built_by_hand(root, &adapters).unwrap(),
+            callers_built_by_hand(root, &graph, &adapters).unwrap(),
             Vec::<String>::new()
         );
     }
@@ -291,10 +399,11 @@ mod tests {
             .parent()
             .unwrap()
             .to_path_buf();
-        let metadata = crate::tidy::cargo_metadata(&root).unwrap();
-        assert_eq!(
-            dev_dependency_cycles(&metadata).unwrap(),
-            Vec::<String>::new()
+        let graph = Graph::read(&crate::tidy::cargo_metadata(&root).unwrap()).unwrap();
+        assert!(
+            graph.dev.values().any(|d| !d.is_empty()),
+            "the graph has dev edges to check"
         );
+        assert_eq!(dev_dependency_cycles(&graph), Vec::<String>::new());
     }
 }

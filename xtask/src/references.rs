@@ -13,9 +13,9 @@ const TEXT_EXTENSIONS: &[&str] = &[
 ];
 
 /// Every reference outside the repository in the files git tracks: `file:line: what`.
-pub fn outside_references(root: &Path) -> Result<Vec<String>> {
+pub fn outside_references(root: &Path, tracked: &[PathBuf]) -> Result<Vec<String>> {
     let mut faults = Vec::new();
-    for path in tracked_text_files(root)? {
+    for path in text_files(tracked) {
         let Ok(text) = std::fs::read_to_string(root.join(&path)) else {
             continue;
         };
@@ -24,17 +24,14 @@ pub fn outside_references(root: &Path) -> Result<Vec<String>> {
     Ok(faults)
 }
 
-/// The text files git tracks, by extension.
-pub fn tracked_text_files(root: &Path) -> Result<Vec<PathBuf>> {
-    Ok(tracked_files(root)?
-        .into_iter()
-        .filter(|p| {
-            p.extension()
-                .and_then(|e| e.to_str())
-                .is_some_and(|e| TEXT_EXTENSIONS.contains(&e))
-                || p.file_name().is_some_and(|n| n == "Dockerfile")
-        })
-        .collect())
+/// The text files among `tracked`, by extension.
+pub fn text_files(tracked: &[PathBuf]) -> impl Iterator<Item = &PathBuf> {
+    tracked.iter().filter(|p| {
+        p.extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| TEXT_EXTENSIONS.contains(&e))
+            || p.file_name().is_some_and(|n| n == "Dockerfile")
+    })
 }
 
 /// Every file git tracks, relative to `root` (a failed listing is an error, never an empty
@@ -122,13 +119,11 @@ mod tests {
     #[test]
     fn the_repository_names_nothing_outside_it() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-        let faults = outside_references(root).unwrap();
+        let tracked = tracked_files(root).unwrap();
+        let faults = outside_references(root, &tracked).unwrap();
         assert!(faults.is_empty(), "{faults:#?}");
         assert!(
-            tracked_text_files(root)
-                .unwrap()
-                .iter()
-                .any(|p| p.ends_with("docs/ARCHITECTURE.md")),
+            text_files(&tracked).any(|p| p.ends_with("docs/ARCHITECTURE.md")),
             "the scan reads the code map"
         );
     }

@@ -73,30 +73,49 @@ const HAND_MADE: &[&str] = &[
 ];
 
 /// Names every hand-made comparison in the decision-free crates' sources (tests included:
-/// a test that compares ids by hand to decide is as wrong as code that does).
-pub fn hand_made_decisions(root: &Path, adapters: &[String]) -> Result<Vec<String>> {
+/// a test that compares ids by hand to decide is as wrong as code that does). A crate that
+/// is not a member with sources is an error in the caller, never a skipped check.
+pub fn hand_made_decisions(sources: &[&Path]) -> Result<Vec<String>> {
     let mut faults = Vec::new();
-    let crates = DECISION_FREE_CRATES
-        .iter()
-        .copied()
-        .chain(adapters.iter().map(String::as_str));
-    for krate in crates {
-        let dir = root.join("crates").join(krate).join("src");
-        if !dir.exists() {
-            continue;
-        }
-        for (path, text) in rust_sources(&dir)? {
+    for dir in sources {
+        for (path, text) in rust_sources(dir)? {
             faults.extend(scan_hand_made(&path, &text));
         }
     }
     Ok(faults)
 }
 
-/// A source file's text before its unit tests (the first `#[cfg(test)]` at the start of a
-/// line): what the architecture checks read, since a test may reach anywhere.
+/// The crates that must not decide by hand: the registry, the dispatcher, the composition
+/// root, and every adapter.
+pub fn decision_free_crates(adapters: &[String]) -> Vec<String> {
+    DECISION_FREE_CRATES
+        .iter()
+        .map(|c| (*c).to_owned())
+        .chain(adapters.iter().cloned())
+        .collect()
+}
+
+/// A source file's text before its inline unit-test module (a `#[cfg(test)]` line followed by
+/// a `mod … {` line): what the architecture checks read, since a test may reach anywhere. A
+/// `#[cfg(test)]` on anything else (a helper, a `mod x;` line) cuts nothing: the code after
+/// it is live and is read.
 pub fn without_tests(text: &str) -> &str {
-    text.find("\n#[cfg(test)]")
-        .map_or(text, |i| text.get(..i).unwrap_or(text))
+    let mut offset = 0;
+    let mut lines = text.split_inclusive('\n').peekable();
+    while let Some(line) = lines.next() {
+        if line.trim() == "#[cfg(test)]"
+            && let Some(next) = lines.peek()
+        {
+            let item = next
+                .trim_start_matches("pub(crate) ")
+                .trim_start_matches("pub ");
+            if item.starts_with("mod ") && item.contains('{') {
+                return text.get(..offset).unwrap_or(text);
+            }
+        }
+        offset += line.len();
+    }
+    text
 }
 
 /// Every `.rs` file under `dir`, with its text.
@@ -144,9 +163,9 @@ fn scan_around_the_seam(path: &Path, text: &str) -> Vec<String> {
             !before.is_some_and(is_word) && !after.is_some_and(is_word)
         })
     };
-    text.lines()
+    without_tests(text)
+        .lines()
         .enumerate()
-        .take_while(|(_, line)| line.trim() != "#[cfg(test)]")
         .filter(|(_, line)| {
             let code = line.trim().split(" // ").next().unwrap_or_default();
             let code = if code.starts_with("//") { "" } else { code };
@@ -270,17 +289,10 @@ pub fn forbidden_apis(src: &Path) -> Result<Vec<String>> {
 }
 
 fn scan(path: &Path, text: &str) -> Vec<String> {
-    let mut in_tests = false;
     let mut faults = Vec::new();
-    for (n, line) in text.lines().enumerate() {
+    // Unit tests may use anything; the check is about what ships.
+    for (n, line) in without_tests(text).lines().enumerate() {
         let code = line.split("//").next().unwrap_or_default();
-        // Unit tests may use anything; the check is about what ships.
-        if line.trim_start().starts_with("#[cfg(test)]") {
-            in_tests = true;
-        }
-        if in_tests {
-            continue;
-        }
         for api in FORBIDDEN_APIS {
             if code.contains(api) {
                 faults.push(format!("{}:{}: uses `{api}`", path.display(), n + 1));
@@ -378,9 +390,13 @@ mod tests {
 
     #[test]
     fn no_command_or_adapter_compares_ids_or_channels_by_hand() {
-        let metadata = cargo_metadata(&root()).unwrap();
-        let adapters = crate::layers::adapters(&metadata).unwrap();
-        let faults = hand_made_decisions(&root(), &adapters).unwrap();
+        let graph = crate::layers::Graph::read(&cargo_metadata(&root()).unwrap()).unwrap();
+        let crates = decision_free_crates(&crate::layers::adapters(&graph));
+        let sources: Vec<&Path> = crates
+            .iter()
+            .map(|c| graph.sources_of(c).unwrap())
+            .collect();
+        let faults = hand_made_decisions(&sources).unwrap();
         assert!(faults.is_empty(), "{faults:#?}");
         assert!(
             root().join("crates/commands/src").exists(),
@@ -401,5 +417,21 @@ mod tests {
         let text = "fn a() { let _ = std::env::var(\"X\"); }\n// std::fs is mentioned\n#[cfg(test)]\nmod t { fn b() { std::fs::read(\"x\"); } }\n";
         let faults = scan(Path::new("x.rs"), text);
         assert_eq!(faults, vec!["x.rs:1: uses `std::env`".to_owned()]);
+    }
+
+    #[test]
+    fn only_an_inline_test_module_is_cut_and_what_follows_other_test_items_is_read() {
+        let live = "#[cfg(test)]\nfn helper() {}\n\nfn shipped() { std::fs::read(\"x\"); }\n";
+        assert_eq!(without_tests(live), live);
+        let declared = "#[cfg(test)]\nmod cases;\npub use a::b;\n";
+        assert_eq!(without_tests(declared), declared);
+        let inline = "fn shipped() {}\n#[cfg(test)]\nmod tests {\n    fn t() {}\n}\n";
+        assert_eq!(without_tests(inline), "fn shipped() {}\n");
+        let first = "#[cfg(test)]\npub(crate) mod tests {\n}\n";
+        assert_eq!(without_tests(first), "");
+        assert_eq!(
+            scan(Path::new("x.rs"), live),
+            vec!["x.rs:4: uses `std::fs`".to_owned()]
+        );
     }
 }
