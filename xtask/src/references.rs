@@ -16,10 +16,10 @@ const TEXT_EXTENSIONS: &[&str] = &[
 pub fn outside_references(root: &Path, tracked: &[PathBuf]) -> Result<Vec<String>> {
     let mut faults = Vec::new();
     for path in text_files(tracked) {
-        let Ok(text) = std::fs::read_to_string(root.join(&path)) else {
+        let Ok(text) = std::fs::read_to_string(root.join(path)) else {
             continue;
         };
-        faults.extend(scan(&path, &text));
+        faults.extend(scan(path, &text));
     }
     Ok(faults)
 }

@@ -97,36 +97,73 @@ fn run_json(run: &commands::LiveRun) -> Value {
     })
 }
 
-/// A run's status, read again from the store at each tick of `every`, as the one who opened
-/// the feed (the policy decides each read).
+/// Who opened a run's feed, and so who each recheck reads the run's status as.
+enum Reader {
+    /// A viewer: each read is the registry's `runs.get`, decided and audited as any.
+    Viewer(commands::Caller),
+    /// The run's capability link: its own run only.
+    Capability(commands::identity::Capability),
+}
+
+/// A run's status, read again at each tick of `every`, as the one who opened the feed.
 struct Recheck {
-    services: Arc<commands::Services>,
+    api: Arc<AccessApi>,
     run: RunId,
-    reader: commands::records::RunReader,
+    reader: Reader,
     every: tokio::time::Interval,
 }
 
 impl Recheck {
-    fn new(api: &AccessApi, run: RunId, reader: commands::records::RunReader) -> Recheck {
+    fn new(api: &Arc<AccessApi>, run: RunId, reader: Reader) -> Recheck {
         let mut every =
             tokio::time::interval_at(tokio::time::Instant::now() + api.recheck, api.recheck);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         Recheck {
-            services: api.services.clone(),
+            api: api.clone(),
             run,
             reader,
             every,
         }
     }
 
-    /// Waits for the next tick at which the store says the run has ended, with its status.
-    /// A run the store cannot read (a fault, or gone) keeps the feed open until the next
-    /// tick: the feed carries nothing the viewer could not already read, and its `exp` and
-    /// the shutdown still end it.
+    /// The run's status now, if `reader` may read it and it could be read.
+    async fn status(&self) -> Option<commands::RunStatus> {
+        match &self.reader {
+            Reader::Viewer(caller) => {
+                let run = ask(
+                    &self.api,
+                    caller,
+                    "runs.get",
+                    json!({"id": self.run.as_str()}),
+                )
+                .await;
+                (run.kind == ReplyKind::Ok)
+                    .then(|| {
+                        run.data
+                            .get("status")?
+                            .as_str()
+                            .and_then(commands::RunStatus::from_name)
+                    })
+                    .flatten()
+            }
+            Reader::Capability(capability) => self
+                .api
+                .services
+                .run_status(capability)
+                .await
+                .ok()
+                .flatten(),
+        }
+    }
+
+    /// Waits for the next tick at which the run has ended, with its status. A run that
+    /// cannot be read (a fault, gone, or no longer the viewer's to read) keeps the feed open
+    /// until the next tick: the feed carries nothing the viewer could not already read, and
+    /// its `exp` and the shutdown still end it.
     async fn ended(&mut self) -> commands::RunStatus {
         loop {
             self.every.tick().await;
-            if let Ok(Some(status)) = self.services.run_status(&self.run, &self.reader).await
+            if let Some(status) = self.status().await
                 && !status.is_live()
             {
                 return status;
@@ -297,7 +334,7 @@ pub async fn run_stream(
                 return html::not_found();
             };
             let live = cap.is_live();
-            (None, live, commands::records::RunReader::Capability(cap))
+            (None, live, Reader::Capability(cap))
         }
         None => {
             let (caller, viewer) = match api.caller(&headers).await {
@@ -310,11 +347,7 @@ pub async fn run_stream(
                 return html::not_found();
             }
             let live = is_live(&run.data);
-            (
-                until(viewer.remaining()),
-                live,
-                commands::records::RunReader::Caller(caller),
-            )
+            (until(viewer.remaining()), live, Reader::Viewer(caller))
         }
     };
     // A run that has already ended says so at once, and the page reloads.

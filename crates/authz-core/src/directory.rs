@@ -94,14 +94,11 @@ impl DirectoryByNamespace {
         self
     }
 
-    /// The directory of the longest namespace prefix the channel id starts with (so an
-    /// `access:svc:` directory answers for `access:svc:x`, an `access:` one for `access:x`).
+    /// The directory of the channel id's own namespace, split as an actor id is (so
+    /// `access:svc:x` is `access:svc:`'s, never `access:`'s).
     fn of_channel(&self, channel: &ChannelId) -> Option<&Arc<dyn ChannelDirectory>> {
-        self.by_namespace
-            .iter()
-            .filter(|(ns, _)| channel.as_str().starts_with(ns.prefix()))
-            .max_by_key(|(ns, _)| ns.prefix().len())
-            .map(|(_, d)| d)
+        let (namespace, _) = Namespace::split(channel.as_str())?;
+        self.by_namespace.get(&namespace)
     }
 }
 

@@ -61,7 +61,7 @@ fn check_name(s: &str, what: &'static str) -> Result<(), IdError> {
 }
 
 /// The surface an actor id belongs to, read from its prefix. Each namespace says, in this one
-/// place, the kind of actor it proves ([`Namespace::kind`]) and where its grants start
+/// place, the kind of actor it proves ([`ActorKind::of_namespace`]) and where its grants start
 /// ([`Namespace::baseline`]), so a new surface's namespace is one row here and one in
 /// `surface.rs`, and the resolver, the checks and the explanations follow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -100,16 +100,6 @@ impl Namespace {
             Namespace::Cli => "cli:",
             Namespace::Schedule => "schedule:",
             Namespace::Agent => "agent:",
-        }
-    }
-
-    /// The one kind of actor this namespace proves.
-    pub fn kind(self) -> ActorKind {
-        match self {
-            Namespace::Slack | Namespace::Access | Namespace::Cli => ActorKind::User,
-            Namespace::Http | Namespace::Mcp | Namespace::AccessSvc => ActorKind::Service,
-            Namespace::Schedule => ActorKind::Schedule,
-            Namespace::Agent => ActorKind::Agent,
         }
     }
 
@@ -180,7 +170,12 @@ impl ActorKind {
 
     /// The one kind an id's namespace proves.
     pub fn of_namespace(ns: Namespace) -> ActorKind {
-        ns.kind()
+        match ns {
+            Namespace::Slack | Namespace::Access | Namespace::Cli => ActorKind::User,
+            Namespace::Http | Namespace::Mcp | Namespace::AccessSvc => ActorKind::Service,
+            Namespace::Schedule => ActorKind::Schedule,
+            Namespace::Agent => ActorKind::Agent,
+        }
     }
 
     pub fn as_str(self) -> &'static str {

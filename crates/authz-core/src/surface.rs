@@ -81,13 +81,8 @@ impl Surface {
     /// The surface entry an actor id receives, if any. `access:svc:` ids receive none, and
     /// neither do the CLI, schedules or agents.
     pub fn entry_of(id: &ActorId) -> Option<Surface> {
-        match id.namespace() {
-            Namespace::Slack => Some(Surface::Slack),
-            Namespace::Http => Some(Surface::Http),
-            Namespace::Mcp => Some(Surface::Mcp),
-            Namespace::Access => Some(Surface::Access),
-            Namespace::AccessSvc | Namespace::Cli | Namespace::Schedule | Namespace::Agent => None,
-        }
+        let ns = id.namespace();
+        Surface::of_namespace(ns).filter(|s| ns != Namespace::AccessSvc && s.entry_key().is_some())
     }
 
     /// The surface whose namespace a channel id is in (`access:svc:…` is Access's).

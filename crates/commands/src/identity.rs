@@ -22,7 +22,7 @@
 //! Every failure is `None` or a reason for the operator's log: never a hint to the caller.
 
 use authz_core::{
-    ActorId, AgentName, ChannelId, GrantsTable, Origin, RunId, Surface, resolve_actor,
+    Actor, ActorId, AgentName, ChannelId, GrantsTable, Origin, RunId, Surface, resolve_actor,
     resolve_agent, resolve_outsider,
 };
 use store::RunRecord;
@@ -85,18 +85,23 @@ pub fn chat_caller(
     Caller::new(actor, surface)
 }
 
+/// `id`'s actor from the table, with `channel` (when there is one) as its origin.
+fn resolved_in(id: ActorId, channel: Option<ChannelId>, table: &GrantsTable) -> Actor {
+    let actor = resolve_actor(id, table);
+    match channel {
+        Some(channel_id) => actor.with_origin(Origin {
+            channel_id,
+            thread_key: None,
+        }),
+        None => actor,
+    }
+}
+
 /// The caller a verified token proves (an Access viewer): its grants from the table, and its
 /// own channel as origin when its id is also a channel's.
 pub fn verified_caller(services: &Services, surface: Surface, id: ActorId) -> Caller {
     let channel = ChannelId::parse(id.as_str()).ok();
-    let mut actor = resolve_actor(id, &services.table);
-    if let Some(channel) = channel {
-        actor = actor.with_origin(Origin {
-            channel_id: channel,
-            thread_key: None,
-        });
-    }
-    Caller::new(actor, surface)
+    Caller::new(resolved_in(id, channel, &services.table), surface)
 }
 
 /// The caller a declared actor is (a schedule's `schedule:<name>`), in its own channel; an
@@ -107,23 +112,15 @@ pub fn declared_caller(
     id: ActorId,
 ) -> Result<Caller, authz_core::IdError> {
     let channel = ChannelId::parse(id.as_str())?;
-    let actor = resolve_actor(id, table).with_origin(Origin {
-        channel_id: channel,
-        thread_key: None,
-    });
-    Ok(Caller::new(actor, surface))
+    Ok(Caller::new(resolved_in(id, Some(channel), table), surface))
 }
 
 /// The local user of the CLI (`cli:local`), in `channel` when one is given.
 pub fn local_caller(services: &Services, channel: Option<ChannelId>) -> Caller {
-    let mut actor = resolve_actor(ActorId::cli_local(), &services.table);
-    if let Some(channel) = channel {
-        actor = actor.with_origin(Origin {
-            channel_id: channel,
-            thread_key: None,
-        });
-    }
-    Caller::new(actor, Surface::Cli)
+    Caller::new(
+        resolved_in(ActorId::cli_local(), channel, &services.table),
+        Surface::Cli,
+    )
 }
 
 /// Why an agent token was refused (for the operator's log; the caller sees only a 401).

@@ -3,20 +3,12 @@
 //! keyed by surface; schedule firings (one per slot, across replicas); and a command's answer
 //! recorded as a run (a schedule's firing).
 
-use authz_core::{Action, CommandGroup, Effect, Resource, RunId, ScheduleName, Surface, authorize};
+use authz_core::{RunId, ScheduleName, Surface};
 use store::{Firing, FiringSlot, RunStatus, Timestamp};
 
 use crate::agent_run::run_request;
 use crate::ports::{CommandRun, LaunchError};
 use crate::{Caller, RawInput, Registry, Reply, ReplyKind, Services, reply_texts};
-
-/// Who reads a run's status through [`Services::run_status`].
-pub enum RunReader {
-    /// A proven caller; the policy decides.
-    Caller(Caller),
-    /// The run's capability: that run only.
-    Capability(crate::identity::Capability),
-}
 
 /// A store call that failed, as the store's short token (for log lines: never the
 /// database's free text).
@@ -150,27 +142,19 @@ impl Services {
         }
     }
 
-    /// A run's status as the store has it now, for `reader`: a caller the policy lets read
-    /// the run (`runs:read` on it, decided here), or the run's own capability. A run `reader`
-    /// may not read is `None`, as a missing one is: the one answer a denied read gets.
+    /// The status, as the store has it now, of the one run `capability` opens (a viewer
+    /// reads a run through the registry's `runs.get`, decided and audited there).
     pub async fn run_status(
         &self,
-        run: &RunId,
-        reader: &RunReader,
+        capability: &crate::identity::Capability,
     ) -> Result<Option<RunStatus>, RecordError> {
-        let Some(found) = self.store.get().get_run(run).await.map_err(fault)? else {
-            return Ok(None);
-        };
-        let may = match reader {
-            RunReader::Caller(caller) => authorize(
-                &caller.actor,
-                &Action::command(CommandGroup::Runs, Effect::Read),
-                &Resource::Run(found.facts()),
-            )
-            .is_allow(),
-            RunReader::Capability(capability) => capability.id() == run,
-        };
-        Ok(may.then_some(found.status))
+        let found = self
+            .store
+            .get()
+            .get_run(capability.id())
+            .await
+            .map_err(fault)?;
+        Ok(found.map(|run| run.status))
     }
 
     /// Each schedule's latest timer slot any replica claimed (where catching up starts).

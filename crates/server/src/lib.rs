@@ -79,15 +79,16 @@ use schedule::Scheduler;
 use store::{ReplicaId, Store};
 
 pub use config::{LoadedConfig, Source};
-
-/// Reads the config file of `source` with every built-in surface's section: what `serve`,
-/// `config check` and every CLI command load.
-pub fn load_config(source: Source) -> Result<LoadedConfig, config::LoadError> {
-    config::load_with(source, &surface::sections(&surface::builtin()))
-}
 pub use secrets::Secrets;
 pub use serve::{preflight, readiness, router, serve, shutdown_signal};
 pub use summary::{Summary, summary};
+
+/// Reads the config file of `source` with every built-in surface's section (the four built
+/// in today read theirs as `LoadedConfig` fields, so the list is empty until one uses
+/// `SurfacePlugin::section`): what `serve`, `config check` and every CLI command load.
+pub fn load_config(source: Source) -> Result<LoadedConfig, config::LoadError> {
+    config::load_with(source, &surface::sections(&surface::builtin()))
+}
 
 /// Everything a process needs to answer requests and run agents.
 pub struct App {

@@ -19,7 +19,7 @@ impl CapturedLog {
             .unwrap_or_default()
     }
 
-    /// Makes a human-format subscriber (every level) writing here this thread's default,
+    /// Makes a human-format subscriber (INFO and above, no colour) writing here this thread's default,
     /// until the guard drops.
     pub fn install(&self) -> tracing::subscriber::DefaultGuard {
         let writer = self.clone();

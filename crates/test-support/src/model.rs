@@ -97,7 +97,8 @@ impl Model {
             {
                 barrier.wait().await;
             }
-            let request: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+            let request: Value =
+                serde_json::from_str(&body).expect("the agent sends its request as JSON");
             let messages = request["messages"].as_array().cloned().unwrap_or_default();
             let workspace = workspace_of(&messages);
             let next = script.turns.lock().unwrap().pop_front();
@@ -160,7 +161,7 @@ impl Model {
     pub fn requests_json(&self) -> Vec<Value> {
         let seen = self.seen.lock().unwrap();
         seen.iter()
-            .map(|body| serde_json::from_str(body).unwrap_or(Value::Null))
+            .map(|body| serde_json::from_str(body).expect("the agent sent its request as JSON"))
             .collect()
     }
 
@@ -186,7 +187,8 @@ pub async fn writing_model(content: &str) -> String {
     use axum::http::Response;
 
     async fn completions(State(content): State<Arc<String>>, body: String) -> Response<Body> {
-        let request: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+        let request: Value =
+            serde_json::from_str(&body).expect("the agent sends its request as JSON");
         let messages = request["messages"].as_array().cloned().unwrap_or_default();
         let last = messages.last().cloned().unwrap_or(Value::Null);
         let delta = if last["role"] == "tool" {

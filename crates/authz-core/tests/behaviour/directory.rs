@@ -120,4 +120,18 @@ fn the_directory_is_chosen_per_namespace() {
         );
     assert_eq!(now(access.info(&ch("access:alice"))), V::Dm);
     assert_eq!(now(access.info(&ch("access:svc:deploy"))), V::Private);
+    // A namespace with no directory of its own gets what the id establishes, even when a
+    // shorter prefix has one.
+    let browsers_only = DirectoryByNamespace::new().with(
+        Namespace::Access,
+        Arc::new(Says(V::Dm, Membership::Yes, "access:a")),
+    );
+    assert_eq!(
+        now(browsers_only.info(&ch("access:svc:deploy"))),
+        V::Machine
+    );
+    assert_eq!(
+        now(browsers_only.is_member(&alice, &ch("access:svc:deploy"))),
+        Membership::Unknown
+    );
 }

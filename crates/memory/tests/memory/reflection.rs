@@ -631,25 +631,8 @@ async fn the_context_block_never_calls_authorize_and_reflection_does() {
 /// The one `[memory]` line: counts and reason tokens, never a fact's text.
 #[tokio::test]
 async fn the_log_line_holds_counts_and_tokens_never_text() {
-    #[derive(Clone, Default)]
-    struct Buf(Arc<Mutex<Vec<u8>>>);
-    impl std::io::Write for Buf {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(b);
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let buf = Buf::default();
-    let writer = buf.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .with_max_level(tracing::Level::INFO)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let buf = test_support::log::CapturedLog::default();
+    let _guard = buf.install();
     let f = sqlite().await;
     let m = rules_memory(&f.store);
     reflect(
@@ -666,7 +649,7 @@ async fn the_log_line_holds_counts_and_tokens_never_text() {
         "remember: public-fact",
     )
     .await;
-    let out = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+    let out = buf.text();
     let lines: Vec<&str> = out.lines().filter(|l| l.contains("[memory]")).collect();
     assert_eq!(lines.len(), 1, "{out}");
     assert!(

@@ -157,11 +157,6 @@ pub fn choose(explicit: Option<&Path>) -> Source {
     Source::EmbeddedDefault
 }
 
-/// [`load_with`] for a build with no plug-in surface sections.
-pub fn load(source: Source) -> Result<LoadedConfig, LoadError> {
-    load_with(source, &[])
-}
-
 /// Reads the config file of `source`, with the sections of `surfaces` beside the built-in ones.
 pub fn load_with(
     source: Source,

@@ -130,28 +130,10 @@ impl ChannelDirectory for SlowDirectory {
     }
 }
 
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn a_slow_directory_stamps_unknown_at_its_timeout_logs_it_and_the_run_proceeds() {
-    let captured = Captured::default();
-    let sink = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || sink.clone())
-        .with_ansi(false)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let captured = test_support::log::CapturedLog::default();
+    let _guard = captured.install();
     let w = memory_world().await;
     let mut o = Options::default();
     o.directory = Arc::new(SlowDirectory);
@@ -175,7 +157,7 @@ async fn a_slow_directory_stamps_unknown_at_its_timeout_logs_it_and_the_run_proc
         started.finished().await.unwrap().status(),
         RunStatus::Completed
     );
-    let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let log = captured.text();
     assert!(log.contains("[authz] channel directory timed out"), "{log}");
     assert!(
         log.contains("slack:C1"),

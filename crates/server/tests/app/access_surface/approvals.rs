@@ -179,26 +179,9 @@ async fn a_machines_run_has_nobody_to_ask_and_its_link_answers_nothing() {
 /// run's principal answering, are each one warning with a reason token and no run id.
 #[tokio::test]
 async fn a_refused_answers_log_line_names_no_run() {
-    #[derive(Clone, Default)]
-    struct Buf(Arc<std::sync::Mutex<Vec<u8>>>);
-    impl std::io::Write for Buf {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(b);
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let buf = Buf::default();
-    let writer = buf.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .with_max_level(tracing::Level::INFO)
-        .finish();
+    let buf = test_support::log::CapturedLog::default();
     // A current-thread runtime: the server's tasks log on this thread.
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let _guard = buf.install();
     let h = start(Options::default()).await;
     let mut ids = Vec::new();
     for (token, answerer) in [
@@ -232,7 +215,7 @@ async fn a_refused_answers_log_line_names_no_run() {
         assert_eq!(answered.status, 403, "{path}: {}", answered.body);
         ids.push(run.id.to_string());
     }
-    let out = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+    let out = buf.text();
     for reason in ["machine-link", "not-the-principal"] {
         let line = out
             .lines()
