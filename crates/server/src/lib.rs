@@ -27,8 +27,8 @@
 //! | `config/` | which file (`--config`, `$SWITCHBOARD_CONFIG`, `./switchboard.toml`, else the embedded default), parsed into `LoadedConfig`: the typed sections (serde-derived, each `deny_unknown_fields`, values checked as they are read so serde's errors carry the parser's spans; the unbuilt sections refused when not empty), the grants table (authz-core's parser), the agents' typed back ends (`BackendSpec`; `[agents]` read by one hand-written visitor that refuses keys of another back end with their position); every fault `file:line:col: key: message`; a plug-in surface's own section through `SurfaceSection` (`surface_section.rs`: its key, its secret variables, its typed section kept in `LoadedConfig::surface_sections`), and a top-level key no section reads fails the load |
 //! | `secrets` | the token map (`SWITCHBOARD_INGRESS_TOKENS` or `[ingress] tokens_file`, parsed by `commands::tokens`), the agent-token secret, `api_key_env` values, `SLACK_BOT_TOKEN` / `SLACK_SIGNING_SECRET` / `SLACK_APP_TOKEN`, the allow-listed environment for command agents, the plug-in surfaces' secrets (`surface_secret`), and the values the sanitiser redacts |
 //! | `access_surface` | `AccessState`: absent, missing (what `[access]` still needs), on (the `Verifier`, built without I/O) |
-//! | `slack_surface` | `SlackState`: absent, missing secrets, built (client + directory, no I/O), on (after `auth.test`), failed; `connect` and `start_socket` for `serve` |
-//! | `surface` | `SurfacePlugin` (each built-in's impl in `surface/ingress.rs`, `mcp.rs`, `slack.rs`, `access.rs`): a surface's config section and secrets, channel directory, summary line, routes, span route names and what it starts under `serve`; `builtin()` (ingress, MCP, Slack, Access); `App::surfaces` is those and any `Overrides::surfaces`; `load_config` reads the built-in surfaces' sections |
+//! | `slack_surface` | `SlackState`: absent, missing secrets, built (client + directory, no I/O), on (after `auth.test`), failed; `connect` and `start_socket` for `serve`; held by the Slack plug-in (`surface/slack.rs`), which builds it in `prepare` |
+//! | `surface` | `SurfacePlugin` (each built-in's impl in `surface/ingress.rs`, `mcp.rs`, `slack.rs`, `access.rs`): a surface's config section and secrets, what it builds from them (`prepare`, with its namespace's channel directory), summary line, routes, span route names and what it starts under `serve`; `builtin()` (ingress, MCP, Slack, Access); `App::surfaces` is those and any `Overrides::surfaces`; `load_config` reads the built-in surfaces' sections |
 //! | `lib.rs` | `App::build` / `build_with(Overrides)` (clock, audit stream, channel directory, the span log: for tests and `serve`): the store, the agents (`build_agents`), the dispatcher, the scheduler (built-in and configured schedules, planned against the grants table), `Services` with its ports; `schedule_decls` and `schedule_plans` (what `config check` validates); `recover`, `spawn_background` (heartbeat, which also tombstones dead replicas' runs, the stop-request watch, and the live-run fan-out on Postgres), `spawn_schedule_timer` (only `serve` runs it) |
 //! | `serve` | `preflight` (Postgres with `/mcp` on needs the shared agent-token secret), bind, recover, start each surface (MCP tells the dispatcher the URL agents get; Slack connects), summary, `router` (the health checks, the trace log and each surface that is on, under the request-span middleware); on Ctrl-C or SIGTERM stop accepting, give live runs `shutdown_grace`, interrupt the rest, tombstone what is still live |
 //! | `summary` | the start-up summary: each surface on, or off and what it needs; the `retention` line; the `traces` line (log format, audit destination, span log, export) |
@@ -72,7 +72,7 @@ use agents::{
     OpenAiSettings,
 };
 use anyhow::Context;
-use authz_core::{AgentName, ChannelDirectory, DirectoryByNamespace, Namespace};
+use authz_core::{AgentName, ChannelDirectory, DirectoryByNamespace};
 use commands::{Audit, Clock, Registry, Services, TracingAudit};
 use dispatch::{AgentEntry, AgentTokens, DispatchSettings, Dispatcher, DispatcherParts};
 use schedule::Scheduler;
@@ -103,8 +103,6 @@ pub struct App {
     pub scheduler: Arc<Scheduler>,
     /// The span log `GET /admin/trace/log` serves.
     pub span_log: telemetry::SpanLog,
-    /// The Slack surface: absent, off (and why), built, or on once `serve` connected it.
-    pub slack: std::sync::Mutex<slack_surface::SlackState>,
     /// The channel directory the dispatcher stamps with; the Slack surface asks it for a
     /// request's memberships.
     pub directory: Arc<dyn ChannelDirectory>,
@@ -269,16 +267,13 @@ impl App {
             repos: config.repos,
             ..DispatchSettings::default()
         };
-        let slack = slack_surface::SlackState::build(&config, &secrets);
         let surfaces: Vec<Arc<dyn surface::SurfacePlugin>> = surface::builtin()
             .into_iter()
             .chain(overrides.surfaces)
             .collect();
         surface::check_sections_were_read(&surfaces, &config)?;
-        let directory = match overrides.directory {
-            Some(d) => d,
-            None => directory_by_namespace(&slack, &surfaces, &config, &secrets)?,
-        };
+        let by_namespace = directory_by_namespace(&surfaces, &config, &secrets)?;
+        let directory = overrides.directory.unwrap_or(by_namespace);
         let dispatcher = Dispatcher::new(DispatcherParts {
             store: store.clone(),
             directory: directory.clone(),
@@ -344,45 +339,10 @@ impl App {
             replica,
             scheduler,
             span_log,
-            slack: std::sync::Mutex::new(slack),
             directory,
             access,
             surfaces,
         })
-    }
-
-    /// Connects the Slack surface (`auth.test`) when it is configured, and in Socket Mode
-    /// starts its connection until `stop`; `serve` does this before it binds its routes, so
-    /// a one-shot command never calls Slack.
-    pub async fn connect_slack(
-        &self,
-        stop: tokio_util::sync::CancellationToken,
-    ) -> Option<tokio::task::JoinHandle<()>> {
-        let state = std::mem::replace(&mut *self.slack_state(), slack_surface::SlackState::Absent);
-        let connected = state
-            .connect(
-                self.registry.clone(),
-                self.services.clone(),
-                self.directory.clone(),
-            )
-            .await;
-        let (state, socket) = connected.start_socket(stop).await;
-        *self.slack_state() = state;
-        socket
-    }
-
-    /// The Slack surface's state (a poisoned lock is still read: the state is replaced whole).
-    pub fn slack_state(&self) -> std::sync::MutexGuard<'_, slack_surface::SlackState> {
-        self.slack
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// The Slack surface and how events reach it, once it is on.
-    pub fn slack_surface(&self) -> Option<(Arc<slack::SlackSurface>, slack::SlackMode)> {
-        self.slack_state()
-            .surface()
-            .map(|(surface, mode)| (surface.clone(), mode))
     }
 
     /// Tombstones this replica's own live runs left from before (a restart) and renews its
@@ -522,27 +482,21 @@ impl App {
     }
 }
 
-/// The channel directory, chosen per namespace: each chat surface answers for its own
-/// channels and members (Slack's when `[slack]` is built, a plug-in's own), the id alone for
-/// every other namespace. Two directories for one namespace are refused: the visibility a run
-/// is stamped with must have one source.
+/// Prepares every surface (`SurfacePlugin::prepare`) and chooses the channel directory per
+/// namespace: each chat surface answers for its own channels and members (Slack's when
+/// `[slack]` is built), the id alone for every other namespace. Two directories for one
+/// namespace are refused: the visibility a run is stamped with must have one source.
 fn directory_by_namespace(
-    slack: &slack_surface::SlackState,
     surfaces: &[Arc<dyn surface::SurfacePlugin>],
     config: &LoadedConfig,
     secrets: &Secrets,
 ) -> anyhow::Result<Arc<dyn ChannelDirectory>> {
-    let claimed = slack
-        .directory()
-        .map(|d| (Namespace::Slack, d as Arc<dyn ChannelDirectory>))
-        .into_iter()
-        .chain(surfaces.iter().filter_map(|s| s.directory(config, secrets)));
     let mut taken = std::collections::BTreeSet::new();
     let mut by_namespace = DirectoryByNamespace::new();
-    for (namespace, d) in claimed {
+    for (namespace, d) in surfaces.iter().filter_map(|s| s.prepare(config, secrets)) {
         if !taken.insert(namespace) {
             anyhow::bail!(
-                "two surfaces answer for the channels of {} (SurfacePlugin::directory); one namespace has one directory",
+                "two surfaces answer for the channels of {} (SurfacePlugin::prepare); one namespace has one directory",
                 namespace.prefix()
             );
         }

@@ -270,14 +270,17 @@ pub(crate) fn access_line(app: &App) -> SurfaceLine {
 
 /// The Slack surface: on (how events arrive, as whom, missing scopes), or off and what it
 /// needs.
-pub(crate) fn slack_line(app: &App) -> SurfaceLine {
+pub(crate) fn slack_line(
+    state: &crate::slack_surface::SlackState,
+    config: Option<&crate::config::SlackConfig>,
+) -> SurfaceLine {
     use crate::slack_surface::SlackState;
     let line = |on, note: String| SurfaceLine {
         surface: "slack",
         on,
         note,
     };
-    match &*app.slack_state() {
+    match state {
         SlackState::Absent => line(
             false,
             "needs a [slack] section and SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET (docs/slack.md)"
@@ -304,7 +307,7 @@ pub(crate) fn slack_line(app: &App) -> SurfaceLine {
                 }
                 slack::SlackMode::Socket => "Socket Mode",
             };
-            let (ttl, outsiders) = app.config.slack.as_ref().map_or((0, ""), |c| {
+            let (ttl, outsiders) = config.map_or((0, ""), |c| {
                 let outsiders = match c.outsiders {
                     slack::Outsiders::Refused => "other workspaces' users refused",
                     slack::Outsiders::OwnEntryOnly => {

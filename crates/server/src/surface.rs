@@ -1,7 +1,8 @@
 //! Surfaces as plug-ins: what a surface adds to the config file (its own section and the
 //! environment variables of its secrets), to `serve` (its routes, what it starts), to the
-//! start-up summary (its line: on, or off and what it needs), to the channel directory (the
-//! directory of its namespace) and to the request spans (the route templates of the paths it
+//! start-up summary (its line: on, or off and what it needs), to `App::build` (what it builds
+//! from its config without I/O, and the directory of its namespace: `prepare`) and to the
+//! request spans (the route templates of the paths it
 //! serves). `App::build` holds the built-in surfaces ([`builtin`]) and any a caller adds
 //! through `Overrides::surfaces`; `serve`, the summary, the directory and the request-span
 //! middleware walk that one list, so adding a surface edits none of them. The config is read
@@ -47,10 +48,12 @@ pub trait SurfacePlugin: Send + Sync {
         None
     }
 
-    /// The directory answering for its namespace's channels and members, if it has one (a
-    /// chat surface's API); every other namespace's channels are what their ids establish.
-    /// Only the surface that owns the namespace answers for it: two claims fail the build.
-    fn directory(
+    /// Builds what it needs from the config and its secrets, without I/O (a client, a
+    /// directory), once, when `App::build` runs; returns the directory answering for its
+    /// namespace's channels and members, if it has one (a chat surface's API). Every other
+    /// namespace's channels are what their ids establish. Only the surface that owns the
+    /// namespace answers for it: two claims fail the build.
+    fn prepare(
         &self,
         _config: &LoadedConfig,
         _secrets: &Secrets,
@@ -110,7 +113,7 @@ pub fn builtin() -> Vec<Arc<dyn SurfacePlugin>> {
     vec![
         Arc::new(IngressSurface),
         Arc::new(McpSurface),
-        Arc::new(SlackSurface),
+        Arc::new(SlackSurface::default()),
         Arc::new(AccessSurface),
     ]
 }

@@ -1,26 +1,78 @@
-//! The Slack surface's plug-in: its Events routes, or its Socket Mode connection under `serve`.
+//! The Slack surface's plug-in: its state (built from `[slack]` and its secrets when the App
+//! is built, connected by `serve`), its directory for `slack:` channels, its Events routes or
+//! its Socket Mode connection.
 
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use authz_core::BoxFuture;
+use authz_core::{BoxFuture, ChannelDirectory, Namespace};
 use axum::Router;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::{SurfaceLine, SurfacePlugin};
-use crate::{App, summary};
+use crate::config::LoadedConfig;
+use crate::slack_surface::SlackState;
+use crate::{App, Secrets, summary};
 
 /// Slack: signed events and interactions over HTTP, or Socket Mode.
-pub(super) struct SlackSurface;
+pub(super) struct SlackSurface {
+    /// Absent until `prepare`; then absent, off (and why), built, or on once `serve`
+    /// connected it.
+    state: Mutex<SlackState>,
+}
 
-impl SurfacePlugin for SlackSurface {
-    fn summary_line(&self, app: &App) -> SurfaceLine {
-        summary::slack_line(app)
+impl Default for SlackSurface {
+    fn default() -> Self {
+        SlackSurface {
+            state: Mutex::new(SlackState::Absent),
+        }
+    }
+}
+
+impl SlackSurface {
+    /// Its state (a poisoned lock is still read: the state is replaced whole).
+    fn state(&self) -> MutexGuard<'_, SlackState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn routes(&self, app: &App, _shutdown: &CancellationToken) -> Option<Router> {
-        match app.slack_surface() {
-            Some((surface, slack::SlackMode::Events)) => Some(slack::router(surface)),
+    /// Connects (`auth.test`) when it is configured, and in Socket Mode starts its connection
+    /// until `stop`; `serve` does this before it binds the routes, so a one-shot command never
+    /// calls Slack.
+    async fn connect(&self, app: &App, stop: CancellationToken) -> Option<JoinHandle<()>> {
+        let state = std::mem::replace(&mut *self.state(), SlackState::Absent);
+        let connected = state
+            .connect(
+                app.registry.clone(),
+                app.services.clone(),
+                app.directory.clone(),
+            )
+            .await;
+        let (state, socket) = connected.start_socket(stop).await;
+        *self.state() = state;
+        socket
+    }
+}
+
+impl SurfacePlugin for SlackSurface {
+    fn prepare(
+        &self,
+        config: &LoadedConfig,
+        secrets: &Secrets,
+    ) -> Option<(Namespace, Arc<dyn ChannelDirectory>)> {
+        let state = SlackState::build(config, secrets);
+        let directory = state.directory();
+        *self.state() = state;
+        directory.map(|d| (Namespace::Slack, d as Arc<dyn ChannelDirectory>))
+    }
+
+    fn summary_line(&self, app: &App) -> SurfaceLine {
+        summary::slack_line(&self.state(), app.config.slack.as_ref())
+    }
+
+    fn routes(&self, _app: &App, _shutdown: &CancellationToken) -> Option<Router> {
+        match self.state().surface() {
+            Some((surface, slack::SlackMode::Events)) => Some(slack::router(surface.clone())),
             _ => None,
         }
     }
@@ -39,6 +91,6 @@ impl SurfacePlugin for SlackSurface {
         _bound: SocketAddr,
         stop: CancellationToken,
     ) -> BoxFuture<'a, Vec<JoinHandle<()>>> {
-        Box::pin(async move { app.connect_slack(stop).await.into_iter().collect() })
+        Box::pin(async move { self.connect(app, stop).await.into_iter().collect() })
     }
 }

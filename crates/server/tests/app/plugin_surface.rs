@@ -128,7 +128,7 @@ impl SurfacePlugin for EchoSurface {
         Some(self)
     }
 
-    fn directory(
+    fn prepare(
         &self,
         _config: &server::LoadedConfig,
         _secrets: &server::Secrets,
