@@ -103,11 +103,17 @@ pub fn run(
         .repo
         .map(|r| RepoSlug::parse(&r).with_context(|| format!("--repo {r:?}")))
         .transpose()?;
-    let rules = choices
-        .policy_rules
-        .iter()
-        .map(|r| broker::rules::parse_run_rule(r).map(|_| commands::RunRule(r.clone())))
-        .collect::<Result<Vec<_>, _>>()?;
+    // Each rule is read here, once: a rule that does not read stops before anything starts,
+    // and what it reads as is what the run's first lines say.
+    let mut said = Vec::new();
+    let mut rules = Vec::new();
+    for text in &choices.policy_rules {
+        said.push(format!(
+            "policy rule for this run: {}",
+            broker::rules::parse_run_rule(text)?
+        ));
+        rules.push(commands::RunRule(text.clone()));
+    }
     let options = commands::RunOptions {
         agent,
         repo,
@@ -118,7 +124,9 @@ pub fn run(
     with_app_approving(config, "warn", Some(approver), |app| async move {
         let span = commands::trace::request_span("cli", "ask");
         span.record("actor", ActorId::cli_local().as_str());
-        ask(&app, json, &request, options).instrument(span).await
+        ask(&app, json, &request, options, &said)
+            .instrument(span)
+            .await
     })
 }
 
@@ -127,6 +135,7 @@ async fn ask(
     json: bool,
     request: &str,
     options: commands::RunOptions,
+    rules_said: &[String],
 ) -> anyhow::Result<u8> {
     let caller =
         commands::identity::local_caller(&app.services, Some(ChannelId::parse(CLI_CHANNEL)?));
@@ -134,11 +143,8 @@ async fn ask(
     let mut feed = app.dispatcher.subscribe(&caller.actor);
     // The one part of a run's policy no file records: said before the run starts.
     let progress = Progress::new(json);
-    // Each was read before the run was asked for (`run`), so each reads again here.
-    for rule in &options.policy_rules {
-        if let Ok(rule) = broker::rules::parse_run_rule(&rule.0) {
-            progress.line(&format!("policy rule for this run: {rule}"));
-        }
+    for line in rules_said {
+        progress.line(line);
     }
     let handled = commands::start_agent_run_with(&caller, request, options, &app.services).await;
     let Some(started) = handled.run else {
