@@ -125,6 +125,40 @@ async fn written(store: &Arc<dyn Store>) -> Vec<(String, String)> {
         .collect()
 }
 
+/// An org record and a model's correction of it (it `supersedes` it, for the org),
+/// reflected from a run whose origin is `origin`.
+struct Corrected {
+    f: Fixture,
+    org: store::MemoryRecord,
+    memory: Memory,
+    reflection: memory::Reflection,
+    /// Every record the run's scopes read afterwards.
+    got: Vec<store::MemoryRecord>,
+}
+
+async fn correct_the_org_record(origin: ChannelVisibility) -> Corrected {
+    let f = sqlite().await;
+    let org = remembered(&f.store, ScopeKey::Org, "deploys freeze on Fridays").await;
+    let answer = format!(
+        r#"{{"facts": [{{"text": "deploys freeze on Thursdays", "audience": "org", "supersedes": "{}"}}], "summary": null}}"#,
+        org.id
+    );
+    let memory = model_memory(&f.store, &answer);
+    let reflection = reflect(&memory, &scopes(true, true), origin, "x").await;
+    let got = f
+        .store
+        .memory_in_scopes(&scopes(true, true).keys(), 10)
+        .await
+        .unwrap();
+    Corrected {
+        f,
+        org,
+        memory,
+        reflection,
+        got,
+    }
+}
+
 /// A record already remembered before the reflection under test.
 async fn remembered(store: &Arc<dyn Store>, scope: ScopeKey, text: &str) -> store::MemoryRecord {
     store
@@ -247,19 +281,12 @@ async fn user_channel_and_repo_facts_are_never_widened() {
 
 #[tokio::test]
 async fn a_correction_of_an_org_record_from_a_dm_cannot_follow_it_into_org() {
-    let f = sqlite().await;
-    let org = remembered(&f.store, ScopeKey::Org, "deploys freeze on Fridays").await;
-    let answer = format!(
-        r#"{{"facts": [{{"text": "deploys freeze on Thursdays", "audience": "org", "supersedes": "{}"}}], "summary": null}}"#,
-        org.id
-    );
-    let m = model_memory(&f.store, &answer);
-    let r = reflect(&m, &scopes(true, true), ChannelVisibility::Dm, "x").await;
-    let got = f
-        .store
-        .memory_in_scopes(&scopes(true, true).keys(), 10)
-        .await
-        .unwrap();
+    let Corrected {
+        org,
+        reflection: r,
+        got,
+        ..
+    } = correct_the_org_record(ChannelVisibility::Dm).await;
     let correction = got.iter().find(|m| m.text.contains("Thursdays")).unwrap();
     assert_eq!(correction.scope, ScopeKey::User(u1()));
     assert_eq!(
@@ -467,19 +494,13 @@ async fn forget_that_of_ones_own_record_needs_no_repo_write_and_a_channels_does(
 /// is still written, and the record it meant to retire stands.
 #[tokio::test]
 async fn a_supersedes_of_a_shared_record_without_repo_write_keeps_the_fact_and_the_record() {
-    let f = sqlite().await;
-    let org = remembered(&f.store, ScopeKey::Org, "deploys freeze on Fridays").await;
-    let answer = format!(
-        r#"{{"facts": [{{"text": "deploys freeze on Thursdays", "audience": "org", "supersedes": "{}"}}], "summary": null}}"#,
-        org.id
-    );
-    let m = model_memory(&f.store, &answer);
-    let r = reflect(&m, &scopes(true, true), ChannelVisibility::Public, "x").await;
-    let got = f
-        .store
-        .memory_in_scopes(&scopes(true, true).keys(), 10)
-        .await
-        .unwrap();
+    let Corrected {
+        f,
+        org,
+        memory: m,
+        reflection: r,
+        got,
+    } = correct_the_org_record(ChannelVisibility::Public).await;
     let correction = got.iter().find(|m| m.text.contains("Thursdays")).unwrap();
     assert_eq!(correction.scope, ScopeKey::Org);
     assert_eq!(correction.supersedes, None);
