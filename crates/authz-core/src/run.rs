@@ -4,6 +4,8 @@
 
 use std::fmt;
 
+use crate::time::Timestamp;
+
 /// A run's status. Terminal statuses never change again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RunStatus {
@@ -43,6 +45,11 @@ impl RunStatus {
     pub fn is_live(self) -> bool {
         matches!(self, RunStatus::Queued | RunStatus::Running)
     }
+
+    /// The status a word names (`completed`, …), or `None` for any other word.
+    pub fn from_name(word: &str) -> Option<RunStatus> {
+        RunStatus::ALL.into_iter().find(|s| s.as_str() == word)
+    }
 }
 
 impl fmt::Display for RunStatus {
@@ -50,15 +57,6 @@ impl fmt::Display for RunStatus {
         f.write_str(self.as_str())
     }
 }
-
-impl RunStatus {
-    /// The status a word names (`completed`, …), or `None` for any other word.
-    pub fn from_name(word: &str) -> Option<RunStatus> {
-        RunStatus::ALL.into_iter().find(|s| s.as_str() == word)
-    }
-}
-
-use crate::time::Timestamp;
 
 /// Which firing of a schedule: a cron slot, or one asked for by `schedule fire`. Stored as a
 /// key (`timer:<micros>`, `manual:<id>`), unique per schedule, so a manual firing never
