@@ -221,10 +221,11 @@ pub fn parse(source: Source, text: &str) -> Result<LoadedConfig, LoadError> {
 }
 
 /// A top-level key that is neither a built-in section nor one of `surfaces`' fails the load,
-/// as serde's own unknown-field fault would; so does a surface key read twice.
+/// as serde's own unknown-field fault would, before any section is read; so does a surface
+/// key read twice.
 fn check_top_level_keys(
     t: &Text<'_>,
-    sections: &FileSections,
+    doc: &toml::Table,
     surfaces: &[&dyn SurfaceSection],
 ) -> Result<(), LoadError> {
     let mut known: Vec<&str> = CORE_KEYS.to_vec();
@@ -241,11 +242,7 @@ fn check_top_level_keys(
         }
         known.push(s.key());
     }
-    match sections
-        .others
-        .keys()
-        .find(|k| !known.contains(&k.as_str()))
-    {
+    match doc.keys().find(|k| !known.contains(&k.as_str())) {
         None => Ok(()),
         Some(key) => {
             let expected: Vec<String> = known.iter().map(|k| format!("`{k}`")).collect();
@@ -282,8 +279,8 @@ pub fn parse_with(
         let problem = authz_core::ConfigProblem::ForbiddenKey(key.to_owned());
         return Err(t.key(&[key], problem));
     }
+    check_top_level_keys(&t, &doc, surfaces)?;
     let sections: FileSections = toml::from_str(text).map_err(|e| t.de(&e))?;
-    check_top_level_keys(&t, &sections, surfaces)?;
     let surface_sections = SurfaceSections::read(&t, surfaces)?;
     let agents_section = &sections.agents;
     let agents: BTreeSet<AgentName> = agents_section.tables.keys().cloned().collect();

@@ -2,7 +2,7 @@
 //! (every one denies unknown keys and checks what needs more than a type as it is read, so a
 //! fault carries the parser's position), and the authorization keys, read by authz-core. Any
 //! other top-level key is kept aside for the plug-in surfaces; one no surface reads fails the
-//! load (`super::check_top_level_keys`).
+//! load first (`super::check_top_level_keys`).
 
 use std::collections::BTreeMap;
 
@@ -76,7 +76,8 @@ pub struct FileSections {
     pub repos: ReposSection,
     #[serde(default)]
     pub retention: RetentionSection,
-    /// Every other top-level key: a plug-in surface's section, or a fault.
+    /// Every other top-level key: a plug-in surface's section (one no surface reads failed the
+    /// load before this type was read).
     #[serde(flatten)]
-    pub others: BTreeMap<String, de::IgnoredAny>,
+    pub _others: BTreeMap<String, de::IgnoredAny>,
 }

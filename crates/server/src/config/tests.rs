@@ -605,12 +605,23 @@ fn every_core_key_is_read_by_a_section() {
         let read: Result<super::sections::FileSections, _> = toml::from_str(&format!("{key} = 0"));
         match read {
             Ok(sections) => assert!(
-                !sections.others.contains_key(key),
+                !sections._others.contains_key(key),
                 "{key} is listed as a core key but no field reads it"
             ),
             Err(e) => assert!(e.message().contains("invalid type"), "{key}: {e}"),
         }
     }
     let read: super::sections::FileSections = toml::from_str("nope = 0").unwrap();
-    assert!(read.others.contains_key("nope"), "the check above can fail");
+    assert!(read._others.contains_key("nope"), "the check above can fail");
+}
+
+/// An unknown top-level key is named before any section's value is read, wherever it stands.
+#[test]
+fn an_unknown_section_is_named_before_a_bad_value() {
+    let text = "[server]\nlisten = 1\n\n[serverr]\n";
+    let e = err(text);
+    assert!(
+        e.starts_with("t.toml:4:2: serverr: unknown field `serverr`"),
+        "{e}"
+    );
 }
