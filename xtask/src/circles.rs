@@ -1,8 +1,7 @@
 //! No file circles: within a crate, no two modules name each other (`crate::a` in b and
 //! `crate::b` in a, or the same through `super::`). Two modules that each need the other are
 //! one concern split in the wrong place; what both need belongs in a third module they share.
-//! Unit-test modules (from the first `#[cfg(test)]` at the start of a line) are left out:
-//! a test may reach anywhere.
+//! Inline unit-test modules (`tidy::without_tests`) are left out: a test may reach anywhere.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -44,7 +43,7 @@ fn modules_of(src: &Path) -> Result<BTreeMap<String, String>> {
         }
         modules.insert(
             parts.join("::"),
-            crate::tidy::without_tests(&text).to_owned(),
+            crate::tidy::without_tests(&text).into_owned(),
         );
     }
     Ok(modules)
@@ -134,7 +133,7 @@ mod tests {
     fn crate_of(files: &[(&str, &str)]) -> BTreeMap<String, String> {
         files
             .iter()
-            .map(|(m, t)| ((*m).to_owned(), crate::tidy::without_tests(t).to_owned()))
+            .map(|(m, t)| ((*m).to_owned(), crate::tidy::without_tests(t).into_owned()))
             .collect()
     }
 

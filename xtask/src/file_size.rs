@@ -1,7 +1,6 @@
-//! Files that each do one thing: no Rust source file has more than 700 lines before its unit
-//! tests (the first `#[cfg(test)]` at the start of a line). A file past it holds more than one
+//! Files that each do one thing: no Rust source file has more than 700 lines outside its
+//! inline unit-test modules (`tidy::without_tests`). A file past it holds more than one
 //! concern; split it by what its parts do (as `server/src/config/` is split by section).
-//! A `#[cfg(test)]` on anything but an inline `mod … {` cuts nothing.
 
 use std::path::{Path, PathBuf};
 
@@ -20,7 +19,7 @@ pub fn long_files(root: &Path, tracked: &[PathBuf]) -> Vec<String> {
         let lines = crate::tidy::without_tests(&text).lines().count();
         if lines > MAX_LINES {
             faults.push(format!(
-                "{} has {lines} lines before its unit tests, more than {MAX_LINES}: split it by what its parts do",
+                "{} has {lines} lines outside its unit tests, more than {MAX_LINES}: split it by what its parts do",
                 name.display()
             ));
         }

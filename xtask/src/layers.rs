@@ -130,7 +130,7 @@ pub fn adapters_past_the_ports(
     let mut faults = adapter_dependency_faults(graph, adapters);
     for adapter in adapters {
         for (path, text) in crate::tidy::rust_sources(graph.sources_of(adapter)?)? {
-            if names_the_store(crate::tidy::without_tests(&text)) {
+            if names_the_store(&crate::tidy::without_tests(&text)) {
                 faults.push(format!(
                     "{} names `store::`: reach records through commands' Services, never the store",
                     shown(root, &path)
@@ -139,7 +139,7 @@ pub fn adapters_past_the_ports(
         }
     }
     for (path, text) in crate::tidy::rust_sources(graph.sources_of("commands")?)? {
-        if re_exports_the_store(crate::tidy::without_tests(&text)) {
+        if re_exports_the_store(&crate::tidy::without_tests(&text)) {
             faults.push(format!(
                 "{} re-exports a store item to the adapters: move it to authz-core or commands",
                 shown(root, &path)
@@ -179,7 +179,7 @@ pub fn callers_built_by_hand(
     let mut faults = Vec::new();
     for krate in adapters.iter().map(String::as_str).chain(["cli"]) {
         for (path, text) in crate::tidy::rust_sources(graph.sources_of(krate)?)? {
-            if builds_a_caller(crate::tidy::without_tests(&text)) {
+            if builds_a_caller(&crate::tidy::without_tests(&text)) {
                 faults.push(format!(
                     "{} builds a Caller by hand: use commands::identity",
                     shown(root, &path)
@@ -203,18 +203,34 @@ fn code_lines(code: &str) -> impl Iterator<Item = &str> {
         .map(|line| line.split("//").next().unwrap_or(line))
 }
 
-/// `Caller::new` called or named (a `Caller` renamed on import counts too: its `new` is the
-/// same constructor).
+/// `Caller::new` called or named (`<Caller>::new` too), or `Caller` renamed on import (its
+/// `new` is the same constructor); `FakeCaller::new` is another type's.
 fn builds_a_caller(code: &str) -> bool {
-    code_lines(code).any(|l| l.contains("Caller::new") || l.contains("Caller as "))
+    code_lines(code).any(|l| {
+        l.match_indices("Caller").any(|(i, _)| {
+            let before = l.get(..i).and_then(|b| b.chars().next_back());
+            let after = l.get(i + "Caller".len()..).unwrap_or("");
+            !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+                && (after.starts_with("::new")
+                    || after.starts_with(">::new")
+                    || after.starts_with(" as "))
+        })
+    })
 }
 
-/// A public item of `commands` that hands on a store item: `pub use store…` in any form, or a
-/// public alias of a `store::` path.
+/// A public item of `commands` that hands on a store item: a `pub use` naming the `store`
+/// crate in any form (`store::X`, `::store::X`, `{store::X}`, `store`, `store as db`), or a
+/// public alias of a `store::` path. `pub(crate)` and narrower never reach an adapter.
 fn re_exports_the_store(code: &str) -> bool {
     code_lines(code).map(str::trim_start).any(|l| {
-        let public = l.starts_with("pub ") || l.starts_with("pub(");
-        public && (l.contains("use store") || (l.contains(" type ") && names_the_store(l)))
+        let Some(item) = l.strip_prefix("pub ") else {
+            return false;
+        };
+        let names_store_crate = item
+            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .any(|word| word == "store");
+        (item.starts_with("use ") && names_store_crate)
+            || (item.starts_with("type ") && names_the_store(item))
     })
 }
 
@@ -316,7 +332,8 @@ mod tests {
             "pub use store::RunRecord;",
             "pub use store;",
             "pub use store as db;",
-            "pub(crate) use store::{A, B};",
+            "pub use ::store::RunRecord;",
+            "pub use {store::RunRecord};",
             "pub type Record = store::RunRecord;",
         ] {
             assert!(re_exports_the_store(re_export), "{re_export}");
@@ -333,6 +350,7 @@ mod tests {
             "let c = commands::Caller::new(a, s);",
             "use commands::Caller as C;",
             "let make = Caller::new;",
+            "let c = <Caller>::new(a, s);",
         ] {
             assert!(builds_a_caller(by_hand), "{by_hand}");
         }

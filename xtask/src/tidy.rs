@@ -95,27 +95,56 @@ pub fn decision_free_crates(adapters: &[String]) -> Vec<String> {
         .collect()
 }
 
-/// A source file's text before its inline unit-test module (a `#[cfg(test)]` line followed by
-/// a `mod … {` line): what the architecture checks read, since a test may reach anywhere. A
-/// `#[cfg(test)]` on anything else (a helper, a `mod x;` line) cuts nothing: the code after
-/// it is live and is read.
-pub fn without_tests(text: &str) -> &str {
-    let mut offset = 0;
-    let mut lines = text.split_inclusive('\n').peekable();
-    while let Some(line) = lines.next() {
-        if line.trim() == "#[cfg(test)]"
-            && let Some(next) = lines.peek()
-        {
-            let item = next
-                .trim_start_matches("pub(crate) ")
-                .trim_start_matches("pub ");
-            if item.starts_with("mod ") && item.contains('{') {
-                return text.get(..offset).unwrap_or(text);
+/// A source file's text without its inline unit-test modules (a `#[cfg(test)]` line, any
+/// further attributes, then `mod … {` up to the `}` that closes it at the same indentation,
+/// as rustfmt writes it): what the architecture checks read, since a test may reach anywhere.
+/// A `#[cfg(test)]` on anything else (a helper, a `mod x;` line) removes nothing, and the
+/// code after a test module is read.
+pub fn without_tests(text: &str) -> std::borrow::Cow<'_, str> {
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    let mut kept = String::with_capacity(text.len());
+    let mut at = 0;
+    while let Some(line) = lines.get(at) {
+        match test_module_end(&lines, at) {
+            Some(end) => at = end + 1,
+            None => {
+                kept.push_str(line);
+                at += 1;
             }
         }
-        offset += line.len();
     }
-    text
+    if kept.len() == text.len() {
+        std::borrow::Cow::Borrowed(text)
+    } else {
+        std::borrow::Cow::Owned(kept)
+    }
+}
+
+/// When `lines[at]` is `#[cfg(test)]` opening an inline module, the index of its last line.
+fn test_module_end(lines: &[&str], at: usize) -> Option<usize> {
+    let cfg = lines.get(at)?;
+    if cfg.trim() != "#[cfg(test)]" {
+        return None;
+    }
+    let indent = cfg.len() - cfg.trim_start().len();
+    let mut head = at + 1;
+    while lines.get(head)?.trim_start().starts_with("#[") {
+        head += 1;
+    }
+    let item = lines.get(head)?.trim();
+    let item = match item.strip_prefix("pub") {
+        Some(rest) if rest.starts_with('(') => rest.split_once(')')?.1.trim_start(),
+        Some(rest) => rest.trim_start(),
+        None => item,
+    };
+    if !item.starts_with("mod ") || !item.contains('{') {
+        return None;
+    }
+    if item.ends_with('}') {
+        return Some(head); // `mod tests { … }` on one line
+    }
+    let close = format!("{}}}", " ".repeat(indent));
+    (head + 1..lines.len()).find(|&i| lines.get(i).is_some_and(|l| l.trim_end() == close))
 }
 
 /// Every `.rs` file under `dir`, with its text.
@@ -427,8 +456,12 @@ mod tests {
         assert_eq!(without_tests(declared), declared);
         let inline = "fn shipped() {}\n#[cfg(test)]\nmod tests {\n    fn t() {}\n}\n";
         assert_eq!(without_tests(inline), "fn shipped() {}\n");
-        let first = "#[cfg(test)]\npub(crate) mod tests {\n}\n";
+        let first = "#[cfg(test)]\n#[allow(x)]\npub(super) mod tests {\n}\n";
         assert_eq!(without_tests(first), "");
+        let after = "#[cfg(test)]\nmod tests {\n    fn t() {}\n}\n\npub enum Live {}\n";
+        assert_eq!(without_tests(after), "\npub enum Live {}\n");
+        let one_line = "#[cfg(test)]\nmod t { fn b() {} }\nfn live() {}\n";
+        assert_eq!(without_tests(one_line), "fn live() {}\n");
         assert_eq!(
             scan(Path::new("x.rs"), live),
             vec!["x.rs:4: uses `std::fs`".to_owned()]

@@ -49,7 +49,8 @@ pub trait SurfacePlugin: Send + Sync {
     }
 
     /// Builds what it needs from the config and its secrets, without I/O (a client, a
-    /// directory), once, when `App::build` runs; returns the directory answering for its
+    /// directory), each time an App is built with it (a surface added to two Apps is prepared
+    /// for each; one holding state keeps the latest); returns the directory answering for its
     /// namespace's channels and members, if it has one (a chat surface's API). Every other
     /// namespace's channels are what their ids establish. Only the surface that owns the
     /// namespace answers for it: two claims fail the build.

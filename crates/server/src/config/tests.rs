@@ -612,7 +612,10 @@ fn every_core_key_is_read_by_a_section() {
         }
     }
     let read: super::sections::FileSections = toml::from_str("nope = 0").unwrap();
-    assert!(read._others.contains_key("nope"), "the check above can fail");
+    assert!(
+        read._others.contains_key("nope"),
+        "the check above can fail"
+    );
 }
 
 /// An unknown top-level key is named before any section's value is read, wherever it stands.

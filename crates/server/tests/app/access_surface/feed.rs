@@ -163,3 +163,35 @@ async fn a_runs_feed_ends_with_the_run_even_when_its_notification_is_lost() {
         "the feed outlived its run"
     );
 }
+
+/// A viewer's run feed rechecks as the viewer, through the registry's `runs.get`: a run the
+/// viewer may read ends the feed when the store says it ended, with no notification sent.
+#[tokio::test]
+async fn a_viewers_run_feed_ends_with_the_run_when_its_notification_is_lost() {
+    let h = start(Options {
+        recheck: Duration::from_millis(200),
+        ..Options::default()
+    })
+    .await;
+    let run = h.stored_run(Place::AlicesOwn, None).await;
+    let mut feed = h
+        .open(&format!("/runs/{}/stream", run.id), &token_for("alice"))
+        .await;
+    assert_eq!(feed.status(), 200);
+    let done = store::Finish {
+        status: RunStatus::Failed,
+        answer: None,
+        error: Some("gone".into()),
+        at: store::wall_clock(),
+    };
+    h.store.finish_run(&run.id, done).await.unwrap();
+    let seen = read_until(&mut feed, "event: finished", Duration::from_secs(5)).await;
+    assert!(
+        seen.contains("event: finished") && seen.contains("failed"),
+        "{seen}"
+    );
+    assert!(
+        ends_within(&mut feed, Duration::from_secs(5)).await,
+        "the feed outlived its run"
+    );
+}
