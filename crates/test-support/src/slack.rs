@@ -225,14 +225,25 @@ impl FakeSlack {
             .collect()
     }
 
-    /// Waits up to `secs` for `method` to have been called `n` times.
+    /// Waits up to `secs` for `method` to have been called `n` times, and returns its calls
+    /// then.
+    ///
+    /// # Panics
+    ///
+    /// When the deadline passes first, naming the method and how many calls came, so a test
+    /// fails where the wait did rather than at a later assertion.
     pub async fn wait_for(&self, method: &str, n: usize, secs: u64) -> Vec<Call> {
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(secs);
         loop {
             let calls = self.calls_of(method);
-            if calls.len() >= n || tokio::time::Instant::now() > deadline {
+            if calls.len() >= n {
                 return calls;
             }
+            assert!(
+                tokio::time::Instant::now() <= deadline,
+                "{method} was called {} times in {secs} s, not {n}: {calls:?}",
+                calls.len()
+            );
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
     }

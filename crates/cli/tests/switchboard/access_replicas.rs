@@ -57,8 +57,13 @@ async fn a_run_on_one_replica_is_live_on_the_others_pages_and_feed() {
     let mut fleet = feed("fleet").await.unwrap();
     let mut alice = feed("alice").await.unwrap();
     assert_eq!(fleet.status(), 200);
-    read_until(&mut fleet, "event: sync", Duration::from_secs(10)).await;
-    read_until(&mut alice, "event: sync", Duration::from_secs(10)).await;
+    for feed in [&mut fleet, &mut alice] {
+        let opened = read_until(feed, "event: sync", Duration::from_secs(30)).await;
+        assert!(
+            opened.contains("event: sync"),
+            "the feed never synced: {opened}"
+        );
+    }
 
     // A run starts on replica B.
     let started: Value = serde_json::from_str(

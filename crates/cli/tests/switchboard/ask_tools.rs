@@ -200,6 +200,9 @@ async fn a_policy_rule_answers_for_the_run_and_is_printed_and_the_org_caps_it() 
     );
 }
 
+/// Long enough for `ask` to reach its prompt on a loaded machine while the grant still holds.
+const GRANT_LIFE: Duration = Duration::from_secs(15);
+
 #[tokio::test(flavor = "multi_thread")]
 async fn an_approval_given_after_the_grant_expired_is_a_denial() {
     let dir = tempfile::tempdir().unwrap();
@@ -210,14 +213,17 @@ async fn an_approval_given_after_the_grant_expired_is_a_denial() {
     .await;
     let grant = format!(
         "[[agent_grants]]\nid = \"brief-shell\"\ntool = \"shell\"\npaths = [\"{{workspace}}\"]\nmode = \"ask\"\nexpires = \"{}\"\n",
-        in_seconds(6)
+        in_seconds(GRANT_LIFE.as_secs())
     );
     let cfg = config(dir.path(), &base, &grant);
+    // The grant's time is kept in whole seconds: it may end up to a second before this.
+    let expires = std::time::Instant::now() + GRANT_LIFE;
     let (out, _) = tokio::task::spawn_blocking(move || {
         let mut a = ask(&cfg, &["--policy-rule", "shell.exec=allow"]);
         a.wait_for_prompt();
         // Past the grant's expiry before the answer arrives.
-        std::thread::sleep(Duration::from_secs(7));
+        std::thread::sleep(expires.saturating_duration_since(std::time::Instant::now()));
+        std::thread::sleep(Duration::from_secs(1));
         a.answer("y\n");
         a.finish()
     })

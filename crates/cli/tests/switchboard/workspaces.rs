@@ -299,7 +299,7 @@ async fn a_url_repo_is_fetched_again_after_its_interval() {
     let sb = Switchboard::with_agents(
         &[("coding", &model)],
         OPEN,
-        "[repos]\nfetch_interval_seconds = 2\n",
+        "[repos]\nfetch_interval_seconds = 3600\n",
     );
     let url = format!("file://{}", origin.repo.display());
     let added = sb.run(&["repo", "add", "acme/web", "--url", &url]);
@@ -319,7 +319,14 @@ async fn a_url_repo_is_fetched_again_after_its_interval() {
         origin.head,
         "fetched again within the interval"
     );
-    std::thread::sleep(std::time::Duration::from_secs(2));
+    // The interval passes: the mirror's last fetch is dated an hour and a minute back, as
+    // it would be after waiting (no test waits an hour, and a short interval is a race).
+    let marker = std::fs::File::options()
+        .write(true)
+        .open(sb.data().join("repos/acme/web.git/switchboard-fetched"))
+        .unwrap();
+    let aged = std::time::SystemTime::now() - std::time::Duration::from_secs(3660);
+    marker.set_modified(aged).unwrap();
     assert_eq!(base_of(&sb), later);
 }
 

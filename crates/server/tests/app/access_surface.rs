@@ -354,7 +354,7 @@ impl Harness {
 }
 
 async fn wait_status(h: &Harness, id: &RunId, want: RunStatus) {
-    for _ in 0..100 {
+    for _ in 0..600 {
         if h.store.get_run(id).await.unwrap().unwrap().status == want {
             return;
         }

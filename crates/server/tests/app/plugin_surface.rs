@@ -302,7 +302,7 @@ async fn a_surface_added_from_outside_the_server_is_served_summarised_and_traced
             && l.fields.get("route").map(String::as_str) == Some("/echo-surface")
     };
     let mut traced = span_log.since(0);
-    for _ in 0..100 {
+    for _ in 0..1500 {
         if traced.iter().any(named) {
             break;
         }

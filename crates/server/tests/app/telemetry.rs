@@ -215,6 +215,14 @@ impl Client {
 }
 
 /// The request roots of the span log, as JSON.
+/// The span log's lines as the route serves them, one JSON object a line.
+fn span_log_text(log: &SpanLog) -> String {
+    log.since(0)
+        .iter()
+        .map(|l| serde_json::to_string(l).unwrap() + "\n")
+        .collect()
+}
+
 fn roots(lines: &str) -> Vec<serde_json::Value> {
     lines
         .lines()
@@ -308,6 +316,18 @@ async fn denied_requests_leave_no_span_line_and_no_exported_span() {
     // The export: the same two request traces, nothing of the denied ones.
     serving.stop.send(()).unwrap();
     serving.handle.await.unwrap().unwrap();
+    // Once the server has stopped every trace has closed, the denied call's late ones too:
+    // the whole span log still holds only the allowed requests.
+    let all_lines = span_log_text(&sinks.span_log);
+    assert_eq!(
+        self::roots(&all_lines).len(),
+        2,
+        "only the allowed requests: {all_lines}"
+    );
+    assert!(
+        !all_lines.contains(&hidden) && !all_lines.contains("denied"),
+        "{all_lines}"
+    );
     let spans = sinks.spans();
     let exported_roots: std::collections::BTreeSet<(Option<String>, Option<String>)> = spans
         .iter()
@@ -487,14 +507,14 @@ async fn no_line_holds_a_token_a_query_a_body_or_a_remote_error() {
         assert_eq!(
             c.ingress(
                 Some(OPS),
-                "/ingress?token=PLANTED-QUERY&wait=5",
+                "/ingress?token=PLANTED-QUERY&wait=30",
                 "@echo PLANTED-BODY-ONE"
             )
             .await,
             200
         );
         assert_eq!(
-            c.ingress(Some(OPS), "/ingress?wait=5", "@remote PLANTED-BODY-TWO")
+            c.ingress(Some(OPS), "/ingress?wait=30", "@remote PLANTED-BODY-TWO")
                 .await,
             200
         );
@@ -534,6 +554,8 @@ async fn no_line_holds_a_token_a_query_a_body_or_a_remote_error() {
         serving.stop.send(()).unwrap();
         serving.handle.await.unwrap().unwrap();
         let exported = format!("{:?}", sinks.spans());
+        // Every trace has closed now, the other run's too: the whole span log.
+        let kept = span_log_text(&sinks.span_log);
         let log = sinks.log.text();
         assert!(log.contains("run finished"), "the log was captured: {log}");
         assert!(
@@ -544,6 +566,7 @@ async fn no_line_holds_a_token_a_query_a_body_or_a_remote_error() {
         for (sink, text) in [
             ("log", &log),
             ("span log", &span_lines),
+            ("span log after shutdown", &kept),
             ("export", &exported),
         ] {
             assert!(
@@ -581,7 +604,7 @@ async fn audit_lines_go_to_their_own_file() {
         403
     );
     assert_eq!(
-        c.ingress(Some(OPS), "/ingress?wait=5", "@echo hi").await,
+        c.ingress(Some(OPS), "/ingress?wait=30", "@echo hi").await,
         200
     );
     serving.stop.send(()).unwrap();

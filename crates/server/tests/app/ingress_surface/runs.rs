@@ -22,7 +22,7 @@ async fn text_that_is_not_a_command_starts_a_run_in_the_tokens_channel() {
     // ?wait answers with the run's answer.
     let waited = s
         .post(
-            "/ingress?wait=10",
+            "/ingress?wait=30",
             Some(token("ci")),
             &[("content-type", "text/plain")],
             "what is this?",
@@ -86,7 +86,7 @@ async fn runs_stop_over_the_ingress_stops_a_live_run() {
     let stop = s.say(bot, &format!("runs stop {id}")).await;
     assert_eq!(stop.status, 200, "{}", stop.body);
     let mut status = String::new();
-    for _ in 0..100 {
+    for _ in 0..1500 {
         let got = s
             .say(token("fleet"), &format!("runs get {id}"))
             .await

@@ -33,7 +33,7 @@ default = "echo"
 [agents.staller]
 behaviour = "stall"
 [agents.slow]
-delay_ms = 2500
+delay_ms = 4500
 # Keeps its run live and leaves the token and MCP URL the dispatcher handed it.
 [agents.holder]
 backend = "command"

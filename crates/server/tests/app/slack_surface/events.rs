@@ -172,9 +172,10 @@ async fn a_slow_store_answers_slack_within_its_bound_and_serves_the_event_once()
     );
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(h.finished_runs(1).await.len(), 1);
-    // The write gives up (the store's 5 s busy wait) before the lock goes at 6 s: the event
-    // id was never spent, and Slack's retry starts the run.
-    let (status, _) = mention_while_locked(&h, "EvLost", "8.2", Duration::from_secs(6)).await;
+    // The write gives up (the store's 5 s busy wait) before the lock goes at 8 s (3 s to
+    // spare for a write that starts late on a loaded machine): the event id was never spent,
+    // and Slack's retry starts the run.
+    let (status, _) = mention_while_locked(&h, "EvLost", "8.2", Duration::from_secs(8)).await;
     assert_eq!(status, 503);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(

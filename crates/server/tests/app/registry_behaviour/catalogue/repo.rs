@@ -75,7 +75,7 @@ async fn repos_and_their_restriction(w: World) {
 
 /// The run's final record (the dispatcher finishes echo runs at once).
 async fn wait_finished(w: &World, id: &authz_core::RunId) -> store::RunRecord {
-    for _ in 0..200 {
+    for _ in 0..3000 {
         let run = w.store.get_run(id).await.unwrap().unwrap();
         if !run.status.is_live() {
             return run;
