@@ -62,18 +62,21 @@ async fn a_killed_replicas_runs_are_interrupted_and_only_its() {
     let on_a = start_stalled(&client, &a.base).await;
     let on_b = start_stalled(&client, &b.base).await;
     // Recorded `queued` first; A marks it `running` as its agent starts, which B may be asked
-    // about a moment before.
-    let until = Instant::now() + Duration::from_secs(10);
-    loop {
-        let (first, reply) = status(&client, &b.base, &on_a).await;
-        if first == "running" {
-            break;
+    // about a moment before. B's own run is waited for likewise, so that "untouched" below
+    // means still running.
+    let until = Instant::now() + Duration::from_secs(30);
+    for run in [&on_a, &on_b] {
+        loop {
+            let (first, reply) = status(&client, &b.base, run).await;
+            if first == "running" {
+                break;
+            }
+            assert!(
+                first == "queued" && Instant::now() < until,
+                "{run} should be running: {reply}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        assert!(
-            first == "queued" && Instant::now() < until,
-            "A's run should be running: {reply}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     a.child.kill().unwrap();
     a.child.wait().unwrap();

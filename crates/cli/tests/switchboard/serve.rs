@@ -290,7 +290,7 @@ async fn a_killed_server_leaves_no_ghosts_after_restart_and_sigterm_interrupts_w
     let mut first = Served::start(dir.path(), true);
     let id = start_run(&client, &first, "wait forever").await;
     // Killed only once the run is running and has said so (it is recorded queued first).
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(30);
     while run_json(dir.path(), &id)["status"] != "running"
         || !text(&run(dir.path(), &["runs", "events", &id]).stdout)
             .contains("stalling until stopped")
@@ -318,7 +318,11 @@ async fn a_killed_server_leaves_no_ghosts_after_restart_and_sigterm_interrupts_w
     // Graceful: SIGTERM lets a live run have its grace, then interrupts it; exit 0.
     let live = start_run(&client, &second, "also forever").await;
     let quick = start_run(&client, &second, "@echo quick").await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while run_json(dir.path(), &live)["status"] != "running" {
+        assert!(Instant::now() < deadline, "the live run never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     second.signal(Signal::SIGTERM);
     assert_eq!(second.wait_exit(Duration::from_secs(20)), Some(0));
     assert_eq!(run_json(dir.path(), &live)["status"], "interrupted");

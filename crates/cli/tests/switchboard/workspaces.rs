@@ -319,14 +319,25 @@ async fn a_url_repo_is_fetched_again_after_its_interval() {
         origin.head,
         "fetched again within the interval"
     );
-    // The interval passes: the mirror's last fetch is dated an hour and a minute back, as
-    // it would be after waiting (no test waits an hour, and a short interval is a race).
-    let marker = std::fs::File::options()
-        .write(true)
-        .open(sb.data().join("repos/acme/web.git/switchboard-fetched"))
-        .unwrap();
-    let aged = std::time::SystemTime::now() - std::time::Duration::from_secs(3660);
-    marker.set_modified(aged).unwrap();
+    // Time passes by dating the mirror's last fetch back (no test waits an hour, and a short
+    // interval is a race). Two minutes, past the 60 s default but inside the configured
+    // hour: still not fetched, so the setting is what is obeyed.
+    let age_last_fetch = |by: u64| {
+        let marker = std::fs::File::options()
+            .write(true)
+            .open(sb.data().join("repos/acme/web.git/switchboard-fetched"))
+            .unwrap();
+        let at = std::time::SystemTime::now() - std::time::Duration::from_secs(by);
+        marker.set_modified(at).unwrap();
+    };
+    age_last_fetch(120);
+    assert_eq!(
+        base_of(&sb),
+        origin.head,
+        "fetched again inside the configured interval"
+    );
+    // An hour and a minute: the interval has passed.
+    age_last_fetch(3660);
     assert_eq!(base_of(&sb), later);
 }
 

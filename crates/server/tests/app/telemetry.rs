@@ -214,7 +214,6 @@ impl Client {
     }
 }
 
-/// The request roots of the span log, as JSON.
 /// The span log's lines as the route serves them, one JSON object a line.
 fn span_log_text(log: &SpanLog) -> String {
     log.since(0)
@@ -223,6 +222,7 @@ fn span_log_text(log: &SpanLog) -> String {
         .collect()
 }
 
+/// The request roots of the span log, as JSON.
 fn roots(lines: &str) -> Vec<serde_json::Value> {
     lines
         .lines()

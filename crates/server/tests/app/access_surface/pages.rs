@@ -244,7 +244,11 @@ async fn capability_links_open_their_own_live_run_only() {
     assert_eq!(r.headers()["referrer-policy"], "no-referrer");
     // `?wait=` that ends with the run still live keeps the link for its starter.
     let waited = h.ingress("/ingress?wait=1", "@staller wait again").await;
-    assert_eq!(waited["status"], "running", "{waited}");
+    // Live: running, or still queued on a slow machine.
+    assert!(
+        matches!(waited["status"].as_str(), Some("running" | "queued")),
+        "{waited}"
+    );
     let waited_id = waited["run_id"].as_str().unwrap();
     assert!(
         waited["link"]

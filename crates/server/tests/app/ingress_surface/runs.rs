@@ -83,21 +83,24 @@ async fn runs_stop_over_the_ingress_stops_a_live_run() {
             .status,
         404
     );
+    let asked = store::wall_clock().micros();
     let stop = s.say(bot, &format!("runs stop {id}")).await;
     assert_eq!(stop.status, 200, "{}", stop.body);
-    let mut status = String::new();
+    let mut got = serde_json::Value::Null;
     for _ in 0..1500 {
-        let got = s
+        got = s
             .say(token("fleet"), &format!("runs get {id}"))
             .await
             .json();
-        status = got["status"].as_str().unwrap_or_default().to_owned();
-        if status == "stopped" {
+        if got["status"] == "stopped" {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert_eq!(status, "stopped");
+    assert_eq!(got["status"], "stopped", "{got}");
+    // Timed by the run's own record: the stop takes effect at once, well inside 2 s.
+    let took = got["finished_at"].as_i64().unwrap() - asked;
+    assert!(took < 2_000_000, "stopped {took} µs after it was asked");
     let again = s.say(bot, &format!("runs stop {id}")).await;
     assert_eq!(again.status, 409, "{}", again.body);
 }

@@ -60,7 +60,7 @@ async fn status(w: &World, id: &authz_core::RunId) -> RunStatus {
 }
 
 async fn until_finished(w: &World, id: &authz_core::RunId) -> RunStatus {
-    for _ in 0..500 {
+    for _ in 0..3000 {
         let s = status(w, id).await;
         if !s.is_live() {
             return s;
@@ -214,10 +214,24 @@ async fn a_capability_reads_its_own_runs_status() {
     let own = Capability::open(&w.services, private.id(), &token)
         .await
         .unwrap();
-    let status = w.services.run_status(&own).await.unwrap();
-    assert!(status.is_some_and(|s| s.is_live()), "{status:?}");
-    let stored = w.store.get_run(private.id()).await.unwrap().unwrap();
-    assert_eq!(status, Some(stored.status));
+    // Recorded queued, then running once its agent starts: read it once it has.
+    for _ in 0..3000 {
+        if status(&w, private.id()).await == RunStatus::Running {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        w.services.run_status(&own).await.unwrap(),
+        Some(RunStatus::Running)
+    );
+    // Its end too: the status is read from the store each time.
+    assert!(w.services.runs.stop_here(private.id()));
+    assert_eq!(until_finished(&w, private.id()).await, RunStatus::Stopped);
+    assert_eq!(
+        w.services.run_status(&own).await.unwrap(),
+        Some(RunStatus::Stopped)
+    );
 }
 
 #[tokio::test]
