@@ -1,7 +1,7 @@
 //! No file circles: within a crate, no two modules name each other (`crate::a` in b and
 //! `crate::b` in a, or the same through `super::`). Two modules that each need the other are
 //! one concern split in the wrong place; what both need belongs in a third module they share.
-//! Inline unit-test modules (`tidy::without_tests`) are left out: a test may reach anywhere.
+//! Inline unit-test modules (`source::without_tests`) are left out: a test may reach anywhere.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -29,7 +29,7 @@ pub fn module_circles(root: &Path) -> Result<Vec<String>> {
 /// before any unit-test module.
 fn modules_of(src: &Path) -> Result<BTreeMap<String, String>> {
     let mut modules = BTreeMap::new();
-    for (path, text) in crate::tidy::rust_sources(src)? {
+    for (path, text) in crate::source::rust_sources(src)? {
         let rel = path.strip_prefix(src).unwrap_or(&path).with_extension("");
         let mut parts: Vec<String> = rel
             .components()
@@ -43,7 +43,7 @@ fn modules_of(src: &Path) -> Result<BTreeMap<String, String>> {
         }
         modules.insert(
             parts.join("::"),
-            crate::tidy::without_tests(&text).into_owned(),
+            crate::source::without_tests(&text).into_owned(),
         );
     }
     Ok(modules)
@@ -133,7 +133,12 @@ mod tests {
     fn crate_of(files: &[(&str, &str)]) -> BTreeMap<String, String> {
         files
             .iter()
-            .map(|(m, t)| ((*m).to_owned(), crate::tidy::without_tests(t).into_owned()))
+            .map(|(m, t)| {
+                (
+                    (*m).to_owned(),
+                    crate::source::without_tests(t).into_owned(),
+                )
+            })
             .collect()
     }
 

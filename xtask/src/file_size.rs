@@ -1,5 +1,5 @@
 //! Files that each do one thing: no Rust source file has more than 700 lines outside its
-//! inline unit-test modules (`tidy::without_tests`). A file past it holds more than one
+//! inline unit-test modules (`source::shipped_line_count`). A file past it holds more than one
 //! concern; split it by what its parts do (as `server/src/config/` is split by section).
 
 use std::path::{Path, PathBuf};
@@ -16,7 +16,7 @@ pub fn long_files(root: &Path, tracked: &[PathBuf]) -> Vec<String> {
         let Ok(text) = std::fs::read_to_string(root.join(name)) else {
             continue; // listed but deleted in the work tree
         };
-        let lines = crate::tidy::without_tests(&text).lines().count();
+        let lines = crate::source::shipped_line_count(&text);
         if lines > MAX_LINES {
             faults.push(format!(
                 "{} has {lines} lines outside its unit tests, more than {MAX_LINES}: split it by what its parts do",
@@ -32,7 +32,7 @@ mod tests {
     use super::*;
 
     fn lines(text: &str) -> usize {
-        crate::tidy::without_tests(text).lines().count()
+        crate::source::shipped_line_count(text)
     }
 
     #[test]

@@ -122,15 +122,12 @@ pub const ADAPTER_LAYER: &[&str] = &["authz-core", "commands"];
 /// the policy, or whose source names the store (`store::`): what a surface needs from the
 /// store is a method of `commands`'s `Services`, so it never reaches past the registry. And
 /// one per `commands` source that hands a store item on (`pub use store…`, `pub type … store::`).
-pub fn adapters_past_the_ports(
-    root: &Path,
-    graph: &Graph,
-    adapters: &[String],
-) -> Result<Vec<String>> {
-    let mut faults = adapter_dependency_faults(graph, adapters);
-    for adapter in adapters {
-        for (path, text) in crate::tidy::rust_sources(graph.sources_of(adapter)?)? {
-            if names_the_store(&crate::tidy::without_tests(&text)) {
+pub fn adapters_past_the_ports(root: &Path, graph: &Graph) -> Result<Vec<String>> {
+    let adapters = adapters(graph);
+    let mut faults = adapter_dependency_faults(graph, &adapters);
+    for adapter in &adapters {
+        for (path, text) in crate::source::rust_sources(graph.sources_of(adapter)?)? {
+            if names_the_store(&crate::source::without_tests(&text)) {
                 faults.push(format!(
                     "{} names `store::`: reach records through commands' Services, never the store",
                     shown(root, &path)
@@ -138,8 +135,8 @@ pub fn adapters_past_the_ports(
             }
         }
     }
-    for (path, text) in crate::tidy::rust_sources(graph.sources_of("commands")?)? {
-        if re_exports_the_store(&crate::tidy::without_tests(&text)) {
+    for (path, text) in crate::source::rust_sources(graph.sources_of("commands")?)? {
+        if re_exports_the_store(&crate::source::without_tests(&text)) {
             faults.push(format!(
                 "{} re-exports a store item to the adapters: move it to authz-core or commands",
                 shown(root, &path)
@@ -171,15 +168,12 @@ fn adapter_dependency_faults(graph: &Graph, adapters: &[String]) -> Vec<String> 
 
 /// One line per place an adapter or the CLI builds a `Caller` by hand: every surface builds
 /// it through `commands::identity`, so what an actor holds is resolved one way.
-pub fn callers_built_by_hand(
-    root: &Path,
-    graph: &Graph,
-    adapters: &[String],
-) -> Result<Vec<String>> {
+pub fn callers_built_by_hand(root: &Path, graph: &Graph) -> Result<Vec<String>> {
     let mut faults = Vec::new();
+    let adapters = adapters(graph);
     for krate in adapters.iter().map(String::as_str).chain(["cli"]) {
-        for (path, text) in crate::tidy::rust_sources(graph.sources_of(krate)?)? {
-            if builds_a_caller(&crate::tidy::without_tests(&text)) {
+        for (path, text) in crate::source::rust_sources(graph.sources_of(krate)?)? {
+            if builds_a_caller(&crate::source::without_tests(&text)) {
                 faults.push(format!(
                     "{} builds a Caller by hand: use commands::identity",
                     shown(root, &path)
@@ -197,23 +191,14 @@ fn shown(root: &Path, path: &Path) -> String {
         .to_string()
 }
 
-/// Code outside comments: what the text checks read.
-fn code_lines(code: &str) -> impl Iterator<Item = &str> {
-    code.lines()
-        .map(|line| line.split("//").next().unwrap_or(line))
-}
-
 /// `Caller::new` called or named (`<Caller>::new` too), or `Caller` renamed on import (its
 /// `new` is the same constructor); `FakeCaller::new` is another type's.
 fn builds_a_caller(code: &str) -> bool {
-    code_lines(code).any(|l| {
-        l.match_indices("Caller").any(|(i, _)| {
-            let before = l.get(..i).and_then(|b| b.chars().next_back());
-            let after = l.get(i + "Caller".len()..).unwrap_or("");
-            !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
-                && (after.starts_with("::new")
-                    || after.starts_with(">::new")
-                    || after.starts_with(" as "))
+    crate::source::code_lines(code).any(|l| {
+        crate::source::after_word(l, "Caller").any(|after| {
+            ["::new", ">::new", " as "]
+                .iter()
+                .any(|n| after.starts_with(n))
         })
     })
 }
@@ -222,28 +207,24 @@ fn builds_a_caller(code: &str) -> bool {
 /// crate in any form (`store::X`, `::store::X`, `{store::X}`, `store`, `store as db`), or a
 /// public alias of a `store::` path. `pub(crate)` and narrower never reach an adapter.
 fn re_exports_the_store(code: &str) -> bool {
-    code_lines(code).map(str::trim_start).any(|l| {
-        let Some(item) = l.strip_prefix("pub ") else {
-            return false;
-        };
-        let names_store_crate = item
-            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
-            .any(|word| word == "store");
-        (item.starts_with("use ") && names_store_crate)
-            || (item.starts_with("type ") && names_the_store(item))
-    })
+    crate::source::code_lines(code)
+        .map(str::trim_start)
+        .any(|l| {
+            let Some(item) = l.strip_prefix("pub ") else {
+                return false;
+            };
+            let names_store_crate = item
+                .split(|c: char| !crate::source::is_word_char(c))
+                .any(|word| word == "store");
+            (item.starts_with("use ") && names_store_crate)
+                || (item.starts_with("type ") && names_the_store(item))
+        })
 }
 
 /// `store::` as a path (not inside a longer name such as `kv_store::`), outside comments.
 fn names_the_store(code: &str) -> bool {
-    code_lines(code).any(|line| {
-        line.match_indices("store::").any(|(i, _)| {
-            !line
-                .get(..i)
-                .and_then(|before| before.chars().next_back())
-                .is_some_and(|c| c.is_alphanumeric() || c == '_')
-        })
-    })
+    crate::source::code_lines(code)
+        .any(|line| crate::source::after_word(line, "store::").next().is_some())
 }
 
 /// A path of normal dependencies from `from` to `to`, if there is one (breadth first, so
@@ -322,6 +303,9 @@ mod tests {
         });
         let graph = Graph::read(&metadata).unwrap();
         assert_eq!(adapters(&graph), ["chat"]);
+        // A member whose sources cannot be found fails the check, never skips it.
+        assert!(graph.sources_of("chat").is_err());
+        assert!(adapters_past_the_ports(Path::new("."), &graph).is_err());
         assert_eq!(
             adapter_dependency_faults(&graph, &adapters(&graph)),
             [
@@ -340,6 +324,8 @@ mod tests {
         }
         for fine in [
             "use store::RunRecord;",
+            "pub(crate) use store::RunRecord;",
+            "pub use kv_store::Item;",
             "pub use authz_core::Timestamp;",
             "// pub use store::X;",
         ] {
@@ -389,10 +375,9 @@ mod tests {
             .parent()
             .unwrap();
         let graph = Graph::read(&crate::tidy::cargo_metadata(root).unwrap()).unwrap();
-        let adapters = adapters(&graph);
-        assert!(!adapters.is_empty());
+        assert!(!adapters(&graph).is_empty());
         assert_eq!(
-            adapters_past_the_ports(root, &graph, &adapters).unwrap(),
+            adapters_past_the_ports(root, &graph).unwrap(),
             Vec::<String>::new()
         );
     }
@@ -403,10 +388,9 @@ mod tests {
             .parent()
             .unwrap();
         let graph = Graph::read(&crate::tidy::cargo_metadata(root).unwrap()).unwrap();
-        let adapters = adapters(&graph);
-        assert!(!adapters.is_empty());
+        assert!(!adapters(&graph).is_empty());
         assert_eq!(
-            callers_built_by_hand(root, &graph, &adapters).unwrap(),
+            callers_built_by_hand(root, &graph).unwrap(),
             Vec::<String>::new()
         );
     }

@@ -6,7 +6,7 @@
 //! crate name each other; no crate's tests, benches or examples dev-depend on a crate that
 //! depends on it; the code map names only paths that exist and tests their files define, and
 //! stays within 16 KB; adapters depend only on authz-core and commands, and name no `store::`;
-//! `commands` hands on no store item; adapters and the CLI build every `Caller` through
+//! `commands` re-exports no store item; adapters and the CLI build every `Caller` through
 //! `commands::identity`; no source file passes 700 lines before its unit tests; every saved
 //! proptest failure is where proptest reads it). One `git ls-files` and one `cargo metadata`
 //! serve every check.
@@ -19,11 +19,12 @@ mod file_size;
 mod layers;
 mod references;
 mod regressions;
+mod source;
 mod tidy;
 
 use anyhow::{Context, Result, bail};
 
-const USAGE: &str = "usage: cargo xtask <verb>\n\nverbs:\n  tidy                 check the architecture: authz-core stays pure (no async runtime,\n                       database or HTTP crate; no I/O, clock or environment API); no command or\n                       adapter compares caller ids or channels by hand; memory decides through\n                       its seam; nothing names a page outside the repository; no two modules of\n                       a crate name each other; no crate dev-depends on a crate that depends on\n                       it; the code map (docs/ARCHITECTURE.md) names only paths that exist and\n                       tests their files define, within 16 KB; adapters depend only on\n                       authz-core and commands and name no store, and commands hands on no store\n                       item; adapters and the CLI build callers through commands::identity; no\n                       source file passes 700 lines before its unit tests; every saved proptest\n                       failure is where proptest reads it\n  conformance-matrix   print the conformance matrix (docs/conformance-matrix.md)";
+const USAGE: &str = "usage: cargo xtask <verb>\n\nverbs:\n  tidy                 check the architecture: authz-core stays pure (no async runtime,\n                       database or HTTP crate; no I/O, clock or environment API); no command or\n                       adapter compares caller ids or channels by hand; memory decides through\n                       its seam; nothing names a page outside the repository; no two modules of\n                       a crate name each other; no crate dev-depends on a crate that depends on\n                       it; the code map (docs/ARCHITECTURE.md) names only paths that exist and\n                       tests their files define, within 16 KB; adapters depend only on\n                       authz-core and commands and name no store, and commands re-exports no\n                       store item; adapters and the CLI build callers through\n                       commands::identity; no source file passes 700 lines before its unit\n                       tests; every saved proptest failure is where proptest reads it\n  conformance-matrix   print the conformance matrix (docs/conformance-matrix.md)";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -33,22 +34,16 @@ fn main() -> Result<()> {
             let metadata = tidy::cargo_metadata(&root)?;
             let graph = layers::Graph::read(&metadata)?;
             let tracked = references::tracked_files(&root)?;
-            let adapters = layers::adapters(&graph);
             let mut faults = tidy::forbidden_dependencies(&metadata, "authz-core")?;
             faults.extend(tidy::forbidden_apis(graph.sources_of("authz-core")?)?);
-            let decision_free = tidy::decision_free_crates(&adapters);
-            let sources = decision_free
-                .iter()
-                .map(|c| graph.sources_of(c))
-                .collect::<Result<Vec<_>>>()?;
-            faults.extend(tidy::hand_made_decisions(&sources)?);
-            faults.extend(tidy::undecided_memory(&root)?);
+            faults.extend(tidy::hand_made_decisions(&graph)?);
+            faults.extend(tidy::undecided_memory(&graph)?);
             faults.extend(references::outside_references(&root, &tracked)?);
             faults.extend(circles::module_circles(&root)?);
             faults.extend(layers::dev_dependency_cycles(&graph));
             faults.extend(code_map::map_faults(&root)?);
-            faults.extend(layers::adapters_past_the_ports(&root, &graph, &adapters)?);
-            faults.extend(layers::callers_built_by_hand(&root, &graph, &adapters)?);
+            faults.extend(layers::adapters_past_the_ports(&root, &graph)?);
+            faults.extend(layers::callers_built_by_hand(&root, &graph)?);
             faults.extend(file_size::long_files(&root, &tracked));
             faults.extend(regressions::misplaced_regressions(&tracked));
             if !faults.is_empty() {

@@ -5,6 +5,8 @@ use std::path::Path;
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
+
+use crate::source::{after_word, is_word_char, rust_sources, without_tests};
 use serde_json::Value;
 
 /// Crates whose presence in authz-core's normal dependency closure means it gained an async
@@ -48,8 +50,8 @@ const FORBIDDEN_APIS: &[&str] = &[
     "eprintln!",
 ];
 
-/// The crates that must never decide by hand besides the adapters (which the caller reads from
-/// the crate graph): the registry, the dispatcher and the composition root.
+/// The crates that must never decide by hand besides the adapters (read from the crate
+/// graph): the registry, the dispatcher and the composition root.
 const DECISION_FREE_CRATES: &[&str] = &["commands", "dispatch", "server"];
 
 /// Hand-made comparisons of caller ids or channels: what `authorize` exists to replace.
@@ -72,107 +74,31 @@ const HAND_MADE: &[&str] = &[
     "admins.contains",
 ];
 
-/// Names every hand-made comparison in the decision-free crates' sources (tests included:
-/// a test that compares ids by hand to decide is as wrong as code that does). A crate that
-/// is not a member with sources is an error in the caller, never a skipped check.
-pub fn hand_made_decisions(sources: &[&Path]) -> Result<Vec<String>> {
+/// Names every hand-made comparison in the sources of the registry, the dispatcher, the
+/// composition root and every adapter (tests included: a test that compares ids by hand to
+/// decide is as wrong as code that does). A crate without sources is an error, never a
+/// skipped check.
+pub fn hand_made_decisions(graph: &crate::layers::Graph) -> Result<Vec<String>> {
+    let adapters = crate::layers::adapters(graph);
+    let crates = DECISION_FREE_CRATES
+        .iter()
+        .copied()
+        .chain(adapters.iter().map(String::as_str));
     let mut faults = Vec::new();
-    for dir in sources {
-        for (path, text) in rust_sources(dir)? {
+    for krate in crates {
+        for (path, text) in rust_sources(graph.sources_of(krate)?)? {
             faults.extend(scan_hand_made(&path, &text));
         }
     }
     Ok(faults)
 }
 
-/// The crates that must not decide by hand: the registry, the dispatcher, the composition
-/// root, and every adapter.
-pub fn decision_free_crates(adapters: &[String]) -> Vec<String> {
-    DECISION_FREE_CRATES
-        .iter()
-        .map(|c| (*c).to_owned())
-        .chain(adapters.iter().cloned())
-        .collect()
-}
-
-/// A source file's text without its inline unit-test modules (a `#[cfg(test)]` line, any
-/// further attributes, then `mod … {` up to the `}` that closes it at the same indentation,
-/// as rustfmt writes it): what the architecture checks read, since a test may reach anywhere.
-/// A `#[cfg(test)]` on anything else (a helper, a `mod x;` line) removes nothing, and the
-/// code after a test module is read.
-pub fn without_tests(text: &str) -> std::borrow::Cow<'_, str> {
-    let lines: Vec<&str> = text.split_inclusive('\n').collect();
-    let mut kept = String::with_capacity(text.len());
-    let mut at = 0;
-    while let Some(line) = lines.get(at) {
-        match test_module_end(&lines, at) {
-            Some(end) => at = end + 1,
-            None => {
-                kept.push_str(line);
-                at += 1;
-            }
-        }
-    }
-    if kept.len() == text.len() {
-        std::borrow::Cow::Borrowed(text)
-    } else {
-        std::borrow::Cow::Owned(kept)
-    }
-}
-
-/// When `lines[at]` is `#[cfg(test)]` opening an inline module, the index of its last line.
-fn test_module_end(lines: &[&str], at: usize) -> Option<usize> {
-    let cfg = lines.get(at)?;
-    if cfg.trim() != "#[cfg(test)]" {
-        return None;
-    }
-    let indent = cfg.len() - cfg.trim_start().len();
-    let mut head = at + 1;
-    while lines.get(head)?.trim_start().starts_with("#[") {
-        head += 1;
-    }
-    let item = lines.get(head)?.trim();
-    let item = match item.strip_prefix("pub") {
-        Some(rest) if rest.starts_with('(') => rest.split_once(')')?.1.trim_start(),
-        Some(rest) => rest.trim_start(),
-        None => item,
-    };
-    if !item.starts_with("mod ") || !item.contains('{') {
-        return None;
-    }
-    if item.ends_with('}') {
-        return Some(head); // `mod tests { … }` on one line
-    }
-    let close = format!("{}}}", " ".repeat(indent));
-    (head + 1..lines.len()).find(|&i| lines.get(i).is_some_and(|l| l.trim_end() == close))
-}
-
-/// Every `.rs` file under `dir`, with its text.
-pub fn rust_sources(dir: &Path) -> Result<Vec<(std::path::PathBuf, String)>> {
-    let mut found = Vec::new();
-    let mut dirs = vec![dir.to_path_buf()];
-    while let Some(dir) = dirs.pop() {
-        for entry in
-            std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))?
-        {
-            let path = entry?.path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                let text = std::fs::read_to_string(&path)?;
-                found.push((path, text));
-            }
-        }
-    }
-    Ok(found)
-}
-
 /// Every use of `authorize` in the memory crate's code (its test modules aside) but the
 /// one default of its `decide` seam, which its tests spy on: a call, or `authorize` handed
 /// on as a value, renamed or glob-imported, could decide around the seam unnoticed.
-pub fn undecided_memory(root: &Path) -> Result<Vec<String>> {
+pub fn undecided_memory(graph: &crate::layers::Graph) -> Result<Vec<String>> {
     let mut faults = Vec::new();
-    for (path, text) in rust_sources(&root.join("crates/memory/src"))? {
+    for (path, text) in rust_sources(graph.sources_of("memory")?)? {
         faults.extend(scan_around_the_seam(&path, &text));
     }
     Ok(faults)
@@ -182,16 +108,8 @@ pub fn undecided_memory(root: &Path) -> Result<Vec<String>> {
 const SEAM: &str = "decide: Arc::new(authorize),";
 
 fn scan_around_the_seam(path: &Path, text: &str) -> Vec<String> {
-    let is_word = |c: char| c.is_alphanumeric() || c == '_';
-    let names_authorize = |code: &str| {
-        code.match_indices("authorize").any(|(at, _)| {
-            let before = code.get(..at).and_then(|b| b.chars().last());
-            let after = code
-                .get(at + "authorize".len()..)
-                .and_then(|a| a.chars().next());
-            !before.is_some_and(is_word) && !after.is_some_and(is_word)
-        })
-    };
+    let names_authorize =
+        |code: &str| after_word(code, "authorize").any(|after| !after.starts_with(is_word_char));
     without_tests(text)
         .lines()
         .enumerate()
@@ -342,6 +260,10 @@ mod tests {
             .to_path_buf()
     }
 
+    fn graph() -> crate::layers::Graph {
+        crate::layers::Graph::read(&cargo_metadata(&root()).unwrap()).unwrap()
+    }
+
     #[test]
     fn authz_core_depends_on_no_runtime_database_or_http_crate() {
         let metadata = cargo_metadata(&root()).unwrap();
@@ -399,7 +321,7 @@ mod tests {
 
     #[test]
     fn memory_decides_only_through_its_seam() {
-        assert!(undecided_memory(&root()).unwrap().is_empty());
+        assert!(undecided_memory(&graph()).unwrap().is_empty());
         let file = Path::new("lib.rs");
         for around in [
             "let v = authorize(&actor, &Action::MemoryRead, &r);",
@@ -419,13 +341,7 @@ mod tests {
 
     #[test]
     fn no_command_or_adapter_compares_ids_or_channels_by_hand() {
-        let graph = crate::layers::Graph::read(&cargo_metadata(&root()).unwrap()).unwrap();
-        let crates = decision_free_crates(&crate::layers::adapters(&graph));
-        let sources: Vec<&Path> = crates
-            .iter()
-            .map(|c| graph.sources_of(c).unwrap())
-            .collect();
-        let faults = hand_made_decisions(&sources).unwrap();
+        let faults = hand_made_decisions(&graph()).unwrap();
         assert!(faults.is_empty(), "{faults:#?}");
         assert!(
             root().join("crates/commands/src").exists(),
@@ -442,29 +358,24 @@ mod tests {
     }
 
     #[test]
-    fn the_api_scan_flags_impure_calls_but_not_comments_or_unit_tests() {
-        let text = "fn a() { let _ = std::env::var(\"X\"); }\n// std::fs is mentioned\n#[cfg(test)]\nmod t { fn b() { std::fs::read(\"x\"); } }\n";
-        let faults = scan(Path::new("x.rs"), text);
-        assert_eq!(faults, vec!["x.rs:1: uses `std::env`".to_owned()]);
-    }
-
-    #[test]
-    fn only_an_inline_test_module_is_cut_and_what_follows_other_test_items_is_read() {
+    fn the_api_scan_names_a_fault_at_its_line_in_the_file() {
         let live = "#[cfg(test)]\nfn helper() {}\n\nfn shipped() { std::fs::read(\"x\"); }\n";
-        assert_eq!(without_tests(live), live);
-        let declared = "#[cfg(test)]\nmod cases;\npub use a::b;\n";
-        assert_eq!(without_tests(declared), declared);
-        let inline = "fn shipped() {}\n#[cfg(test)]\nmod tests {\n    fn t() {}\n}\n";
-        assert_eq!(without_tests(inline), "fn shipped() {}\n");
-        let first = "#[cfg(test)]\n#[allow(x)]\npub(super) mod tests {\n}\n";
-        assert_eq!(without_tests(first), "");
-        let after = "#[cfg(test)]\nmod tests {\n    fn t() {}\n}\n\npub enum Live {}\n";
-        assert_eq!(without_tests(after), "\npub enum Live {}\n");
-        let one_line = "#[cfg(test)]\nmod t { fn b() {} }\nfn live() {}\n";
-        assert_eq!(without_tests(one_line), "fn live() {}\n");
         assert_eq!(
             scan(Path::new("x.rs"), live),
             vec!["x.rs:4: uses `std::fs`".to_owned()]
         );
+        let below =
+            "#[cfg(test)]\nmod tests {\n    fn t() {}\n}\nfn live() { std::fs::read(\"x\"); }\n";
+        assert_eq!(
+            scan(Path::new("x.rs"), below),
+            vec!["x.rs:5: uses `std::fs`".to_owned()]
+        );
+    }
+
+    #[test]
+    fn the_api_scan_flags_impure_calls_but_not_comments_or_unit_tests() {
+        let text = "fn a() { let _ = std::env::var(\"X\"); }\n// std::fs is mentioned\n#[cfg(test)]\nmod t { fn b() { std::fs::read(\"x\"); } }\n";
+        let faults = scan(Path::new("x.rs"), text);
+        assert_eq!(faults, vec!["x.rs:1: uses `std::env`".to_owned()]);
     }
 }
