@@ -40,7 +40,9 @@ fn test_module_lines(lines: &[&str]) -> Vec<bool> {
     while at < lines.len() {
         match test_module_end(lines, at) {
             Some(end) => {
-                in_tests[at..=end].fill(true);
+                if let Some(module) = in_tests.get_mut(at..=end) {
+                    module.fill(true);
+                }
                 at = end + 1;
             }
             None => at += 1,
