@@ -126,8 +126,8 @@ impl Recheck {
         }
     }
 
-    /// The run's status now, if `reader` may read it and it could be read.
-    async fn status(&self) -> Option<commands::RunStatus> {
+    /// What a read of the run's status says now, as the one who opened the feed.
+    async fn read(&self) -> Reread {
         match &self.reader {
             Reader::Viewer(caller) => {
                 let run = ask(
@@ -137,39 +137,50 @@ impl Recheck {
                     json!({"id": self.run.as_str()}),
                 )
                 .await;
-                (run.kind == ReplyKind::Ok)
-                    .then(|| {
-                        run.data
-                            .get("status")?
-                            .as_str()
-                            .and_then(commands::RunStatus::from_name)
-                    })
-                    .flatten()
+                match run.kind {
+                    ReplyKind::Ok => run
+                        .data
+                        .get("status")
+                        .and_then(Value::as_str)
+                        .and_then(commands::RunStatus::from_name)
+                        .map_or(Reread::Fault, Reread::Status),
+                    ReplyKind::NotFound | ReplyKind::Unauthorized => Reread::Unreadable,
+                    _ => Reread::Fault,
+                }
             }
-            Reader::Capability(capability) => self
-                .api
-                .services
-                .run_status(capability)
-                .await
-                .ok()
-                .flatten(),
+            Reader::Capability(capability) => {
+                match self.api.services.run_status(capability).await {
+                    Ok(Some(status)) => Reread::Status(status),
+                    Ok(None) => Reread::Unreadable,
+                    Err(_) => Reread::Fault,
+                }
+            }
         }
     }
 
-    /// Waits for the next tick at which the run has ended, with its status. A run that
-    /// cannot be read (a fault, gone, or no longer the viewer's to read) keeps the feed open
-    /// until the next tick: the feed carries nothing the viewer could not already read, and
-    /// its `exp` and the shutdown still end it.
-    async fn ended(&mut self) -> commands::RunStatus {
+    /// Waits for the next tick at which the run has ended (`Some`, with its status) or is no
+    /// longer the reader's to read (`None`: gone, or denied; the feed then ends, carrying
+    /// nothing more). A fault keeps the feed open until the next tick: it widens nothing,
+    /// and the feed's `exp` and the shutdown still end it.
+    async fn ended(&mut self) -> Option<commands::RunStatus> {
         loop {
             self.every.tick().await;
-            if let Some(status) = self.status().await
-                && !status.is_live()
-            {
-                return status;
+            match self.read().await {
+                Reread::Status(status) if !status.is_live() => return Some(status),
+                Reread::Unreadable => return None,
+                Reread::Status(_) | Reread::Fault => {}
             }
         }
     }
+}
+
+/// One recheck's answer.
+enum Reread {
+    Status(commands::RunStatus),
+    /// Gone, or no longer the reader's to read.
+    Unreadable,
+    /// The read failed; nothing is concluded from it.
+    Fault,
 }
 
 /// The SSE event of an update, or `None` for one this feed does not carry.
@@ -224,7 +235,9 @@ async fn next(mut feed: Feed) -> Option<(Result<Event, Infallible>, Feed)> {
             u = feed.updates.recv() => u?,
             () = feed.shutdown.cancelled() => return None,
             () = deadline => return None,
-            status = rechecked => {
+            ended = rechecked => {
+                // No longer the reader's to read: the feed ends, carrying nothing more.
+                let status = ended?;
                 // The run ended and its notification never came (lost between replicas).
                 feed.ended = true;
                 let id = feed.recheck.as_ref().map(|r| r.run.as_str().to_owned());

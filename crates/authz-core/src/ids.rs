@@ -116,6 +116,22 @@ impl Namespace {
         }
     }
 
+    /// Whether a surface's channel directory may answer for this namespace's channels and
+    /// members: only where the id alone leaves a channel unknown (a chat API's `slack:C…`).
+    /// Every other namespace's channels are what their ids say, so no directory may widen them.
+    pub fn takes_directory(self) -> bool {
+        match self {
+            Namespace::Slack => true,
+            Namespace::Http
+            | Namespace::Mcp
+            | Namespace::Access
+            | Namespace::AccessSvc
+            | Namespace::Cli
+            | Namespace::Schedule
+            | Namespace::Agent => false,
+        }
+    }
+
     /// Splits `id` into its namespace and subject. The longest matching prefix wins, so
     /// `access:svc:x` is a service token, not a browser session.
     pub fn split(id: &str) -> Option<(Namespace, &str)> {

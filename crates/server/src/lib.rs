@@ -484,8 +484,9 @@ impl App {
 
 /// Prepares every surface (`SurfacePlugin::prepare`) and chooses the channel directory per
 /// namespace: each chat surface answers for its own channels and members (Slack's when
-/// `[slack]` is built), the id alone for every other namespace. Two directories for one
-/// namespace are refused: the visibility a run is stamped with must have one source.
+/// `[slack]` is built), the id alone for every other namespace. Refused: two directories for
+/// one namespace (the visibility a run is stamped with must have one source), and a directory
+/// for a namespace that takes none (it could only widen what the ids say).
 fn directory_by_namespace(
     surfaces: &[Arc<dyn surface::SurfacePlugin>],
     config: &LoadedConfig,
@@ -494,6 +495,12 @@ fn directory_by_namespace(
     let mut taken = std::collections::BTreeSet::new();
     let mut by_namespace = DirectoryByNamespace::new();
     for (namespace, d) in surfaces.iter().filter_map(|s| s.prepare(config, secrets)) {
+        if !namespace.takes_directory() {
+            anyhow::bail!(
+                "a surface claims the channels of {} for its directory (SurfacePlugin::prepare), but that namespace takes no directory: its ids alone say what its channels are (Namespace::takes_directory)",
+                namespace.prefix()
+            );
+        }
         if !taken.insert(namespace) {
             anyhow::bail!(
                 "two surfaces answer for the channels of {} (SurfacePlugin::prepare); one namespace has one directory",

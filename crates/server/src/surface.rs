@@ -52,8 +52,9 @@ pub trait SurfacePlugin: Send + Sync {
     /// directory), each time an App is built with it (a surface added to two Apps is prepared
     /// for each; one holding state keeps the latest); returns the directory answering for its
     /// namespace's channels and members, if it has one (a chat surface's API). Every other
-    /// namespace's channels are what their ids establish. Only the surface that owns the
-    /// namespace answers for it: two claims fail the build.
+    /// namespace's channels are what their ids establish. Only a namespace that takes a
+    /// directory (`Namespace::takes_directory`) may be claimed, by one surface: any other
+    /// claim fails the build.
     fn prepare(
         &self,
         _config: &LoadedConfig,

@@ -33,6 +33,9 @@ use tokio_util::sync::CancellationToken;
 struct EchoSurface {
     /// Set by `start`, cleared when its task sees the server stop.
     running: Arc<AtomicBool>,
+    /// Claims `http:`'s channels for its directory, which the build must refuse (their ids
+    /// alone say what they are); by default it answers for `slack:`, free while Slack is off.
+    claims_http: bool,
 }
 
 /// Its secret: without it the surface stays off.
@@ -75,7 +78,8 @@ impl SurfaceSection for EchoSurface {
     }
 }
 
-/// Its channel directory: every `http:` channel is private to it (the id alone says machine).
+/// Its channel directory: every channel it answers for is private (for a Slack `C…` channel
+/// the id alone says unknown).
 struct EchoDirectory;
 
 impl ChannelDirectory for EchoDirectory {
@@ -133,7 +137,11 @@ impl SurfacePlugin for EchoSurface {
         _config: &server::LoadedConfig,
         _secrets: &server::Secrets,
     ) -> Option<(Namespace, Arc<dyn ChannelDirectory>)> {
-        Some((Namespace::Http, Arc::new(EchoDirectory)))
+        let namespace = match self.claims_http {
+            true => Namespace::Http,
+            false => Namespace::Slack,
+        };
+        Some((namespace, Arc::new(EchoDirectory)))
     }
 
     fn summary_line(&self, app: &server::App) -> SurfaceLine {
@@ -248,12 +256,14 @@ async fn a_surface_added_from_outside_the_server_is_served_summarised_and_traced
     let app = server::App::build_with(config, secrets, replica, overrides)
         .await
         .unwrap();
-    let ops = ChannelId::parse("http:ops").unwrap();
+    let chat = ChannelId::parse("slack:C024").unwrap();
     assert_eq!(
-        app.directory.info(&ops).await,
+        app.directory.info(&chat).await,
         ChannelVisibility::Private,
         "its directory answers for its namespace"
     );
+    let ops = ChannelId::parse("http:ops").unwrap();
+    assert_eq!(app.directory.info(&ops).await, ChannelVisibility::Machine);
     let dm = ChannelId::parse("access:alice").unwrap();
     assert_eq!(app.directory.info(&dm).await, ChannelVisibility::Dm);
     let stop = CancellationToken::new();
@@ -327,6 +337,9 @@ async fn a_surface_added_from_outside_the_server_is_served_summarised_and_traced
         !echo.running.load(Ordering::SeqCst),
         "its task saw the stop"
     );
+    // Once served, every request's trace has closed: still only the allowed one's.
+    let all = span_log.since(0);
+    assert_eq!(all.iter().filter(|l| named(l)).count(), 1, "{all:?}");
 }
 
 /// Its section is read with the guarantees of a built-in one: each fault names the file, the
@@ -410,8 +423,19 @@ async fn without_its_secret_it_stays_off_and_says_what_it_needs() {
     let app = server::App::build_with(config, secrets, replica, overrides)
         .await
         .unwrap();
-    assert!(echo.routes(&app, &CancellationToken::new()).is_none());
-    let summary = server::summary(&app, "127.0.0.1:1".parse().unwrap()).to_string();
+    // Served, the server binds no route of its: the path is not found.
+    let serving = crate::common::serve(app).await;
+    let refused = reqwest::Client::new()
+        .post(format!("http://{}/echo-surface", serving.addr))
+        .bearer_auth("reader-token-0123456789")
+        .body("hello")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 404);
+    let summary = serving.summary.clone();
+    serving.stop.send(()).unwrap();
+    serving.handle.await.unwrap().unwrap();
     let line = summary
         .lines()
         .find(|l| l.contains("/echo-surface"))
@@ -423,7 +447,8 @@ async fn without_its_secret_it_stays_off_and_says_what_it_needs() {
 }
 
 /// A surface added to the App whose section the config load did not read is refused, and so
-/// are two surfaces answering for one namespace's channels: neither passes silently.
+/// are two surfaces answering for one namespace's channels and a directory for a namespace
+/// that takes none: none passes silently.
 #[tokio::test]
 async fn an_unread_section_or_a_second_directory_for_a_namespace_fails_the_build() {
     let dir = tempfile::tempdir().unwrap();
@@ -454,7 +479,18 @@ async fn an_unread_section_or_a_second_directory_for_a_namespace_fails_the_build
     ];
     let err = build(parse_with_echo(&text).unwrap(), twice).await;
     assert!(
-        err.contains("two surfaces answer for the channels of http:"),
+        err.contains("two surfaces answer for the channels of slack:"),
+        "{err}"
+    );
+    // A directory for a namespace whose ids alone say what its channels are would let a
+    // plug-in widen them (every `http:` channel public, say): refused.
+    let widening = EchoSurface {
+        claims_http: true,
+        ..EchoSurface::default()
+    };
+    let err = build(parse_with_echo(&text).unwrap(), vec![Arc::new(widening)]).await;
+    assert!(
+        err.contains("http:") && err.contains("takes no directory"),
         "{err}"
     );
 }

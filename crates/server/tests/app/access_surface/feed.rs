@@ -195,3 +195,39 @@ async fn a_viewers_run_feed_ends_with_the_run_when_its_notification_is_lost() {
         "the feed outlived its run"
     );
 }
+
+/// A viewer's run feed that a recheck finds no longer theirs to read ends at once, with no
+/// `finished` event and nothing more: a denial never leaves the feed open.
+#[tokio::test]
+async fn a_viewers_run_feed_ends_when_the_run_is_no_longer_theirs_to_read() {
+    use sqlx::Connection;
+    let h = start(Options {
+        recheck: Duration::from_millis(200),
+        ..Options::default()
+    })
+    .await;
+    let run = h.stored_run(Place::AlicesOwn, None).await;
+    let mut feed = h
+        .open(&format!("/runs/{}/stream", run.id), &token_for("alice"))
+        .await;
+    assert_eq!(feed.status(), 200);
+    // The run becomes bob's, in bob's own channel, behind the registry's back.
+    let url = format!("sqlite://{}", h._dir.path().join("sb.db").display());
+    let mut db = sqlx::SqliteConnection::connect(&url).await.unwrap();
+    sqlx::query("UPDATE runs SET channel_id = 'access:bob', user_id = 'access:bob' WHERE id = ?")
+        .bind(run.id.as_str())
+        .execute(&mut db)
+        .await
+        .unwrap();
+    let moved = h.store.get_run(&run.id).await.unwrap().unwrap();
+    assert_eq!(moved.user_id.as_str(), "access:bob", "the run moved");
+    let mut rest = String::new();
+    let ended = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Ok(Some(chunk)) = feed.chunk().await {
+            rest.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the feed stayed open: {rest}");
+    assert!(!rest.contains("event:"), "it carried more: {rest}");
+}
