@@ -18,12 +18,6 @@ pub const AGENT_TOKEN_SECRET_ENV: &str = "SWITCHBOARD_AGENT_TOKEN_SECRET";
 pub const SLACK_BOT_TOKEN_ENV: &str = "SLACK_BOT_TOKEN";
 pub const SLACK_SIGNING_SECRET_ENV: &str = "SLACK_SIGNING_SECRET";
 pub const SLACK_APP_TOKEN_ENV: &str = "SLACK_APP_TOKEN";
-const OTHER_SECRET_ENVS: [&str; 3] = [
-    SLACK_BOT_TOKEN_ENV,
-    SLACK_SIGNING_SECRET_ENV,
-    SLACK_APP_TOKEN_ENV,
-];
-
 /// The Slack surface's secrets, each as set in the environment (an empty value is unset).
 #[derive(Clone, Default)]
 pub struct SlackSecrets {
@@ -128,12 +122,6 @@ impl Secrets {
                 api_keys.insert(var.clone(), v);
             }
         }
-        redact.extend(
-            OTHER_SECRET_ENVS
-                .iter()
-                .filter_map(|k| env(k))
-                .filter(|v| !v.is_empty()),
-        );
         let agent_env = config
             .limits
             .env_allow
@@ -150,6 +138,13 @@ impl Secrets {
             signing_secret: set(SLACK_SIGNING_SECRET_ENV),
             app_token: set(SLACK_APP_TOKEN_ENV),
         };
+        // The values as used (trimmed): what an agent could have seen and repeat.
+        redact.extend(
+            [&slack.bot_token, &slack.signing_secret, &slack.app_token]
+                .into_iter()
+                .flatten()
+                .cloned(),
+        );
         let surface: BTreeMap<&'static str, String> = config
             .surface_sections
             .secret_envs()

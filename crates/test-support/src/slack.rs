@@ -248,6 +248,15 @@ impl FakeSlack {
         }
     }
 
+    /// Waits as [`FakeSlack::wait_for`] does, then a quiet moment more, and returns every
+    /// call of `method` by then: for a test asserting there were exactly `n`, so an extra
+    /// call that comes just after the `n`th is counted.
+    pub async fn settled(&self, method: &str, n: usize, secs: u64) -> Vec<Call> {
+        self.wait_for(method, n, secs).await;
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        self.calls_of(method)
+    }
+
     fn answer(&self, method: &str, params: &BTreeMap<String, String>) -> Response {
         let mut inner = self.lock();
         inner.calls.push(Call {

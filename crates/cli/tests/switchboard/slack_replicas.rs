@@ -6,7 +6,6 @@ use crate::common;
 
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
 
 use serde_json::json;
 use test_support::slack::{FakeSlack, callback, signed_headers};
@@ -80,9 +79,7 @@ async fn two_replicas_receiving_the_same_events_start_one_run_each() {
         assert_eq!(d.await.unwrap(), 200);
     }
     // Every event's run finishes and posts its outcome; then nothing more arrives.
-    fake.wait_for("chat.update", EVENTS, 60).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let updates = fake.calls_of("chat.update");
+    let updates = fake.settled("chat.update", EVENTS, 60).await;
     assert_eq!(updates.len(), EVENTS, "{updates:?}");
     let working = fake.calls_of("chat.postMessage");
     assert_eq!(working.len(), EVENTS);
@@ -118,9 +115,7 @@ async fn two_replicas_receiving_the_same_events_start_one_run_each() {
     for f in followups {
         assert_eq!(f.await.unwrap(), 200);
     }
-    fake.wait_for("chat.update", 2 * EVENTS, 60).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let updates = fake.calls_of("chat.update");
+    let updates = fake.settled("chat.update", 2 * EVENTS, 60).await;
     assert_eq!(updates.len(), 2 * EVENTS, "every follow-up was taken, once");
     drop(replicas);
     // The store holds exactly one run per event (read with the CLI, as cli:local).

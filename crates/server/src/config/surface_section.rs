@@ -56,14 +56,6 @@ impl SectionText<'_> {
     pub fn fault_at(&self, offset: usize, message: impl fmt::Display) -> LoadError {
         self.text.at(offset, message)
     }
-
-    /// A fault at a key under the section (`["token_file"]` is `[<key>] token_file`).
-    pub fn fault_key(&self, path: &[&str], message: impl fmt::Display) -> LoadError {
-        let full: Vec<&str> = std::iter::once(self.key)
-            .chain(path.iter().copied())
-            .collect();
-        self.text.key(&full, message)
-    }
 }
 
 /// Reads one top-level key of the document as `T`, skipping every other key.

@@ -96,6 +96,20 @@ fn secrets_come_from_the_environment_or_named_files_and_faults_name_them() {
             .contains(&"ops-token-0123456789".to_owned())
     );
     assert_eq!(format!("{s:?}"), "Secrets(…)");
+    // A Slack secret set with a trailing newline (as `$(cat file)` in a unit file may leave
+    // it) is redacted as Slack uses it, trimmed, so the bare value never reaches agent text.
+    let slack = Secrets::from_lookup(
+        &c,
+        env(&[("SLACK_SIGNING_SECRET", "signing-secret-0123\n")]),
+    )
+    .unwrap();
+    assert!(
+        slack
+            .values_to_redact()
+            .contains(&"signing-secret-0123".to_owned()),
+        "{:?}",
+        slack.values_to_redact().len()
+    );
 
     let file = dir.path().join("tokens.json");
     std::fs::write(&file, TOKENS).unwrap();

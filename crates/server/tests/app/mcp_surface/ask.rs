@@ -112,21 +112,19 @@ async fn a_client_that_goes_away_stops_waiting_not_the_run() {
     let sent = tokio::time::Instant::now();
     let call = tokio::spawn(req);
     let deadline = sent + Duration::from_secs(30);
-    let runs = loop {
-        let runs = s.runs(store::StatusFilter::Live).await;
-        if !runs.is_empty() {
-            break runs;
-        }
+    while s.runs(store::StatusFilter::Live).await.is_empty() {
         assert!(
             tokio::time::Instant::now() < deadline,
             "the ask never started its run"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
-    };
-    // The run is live; a second after the call it is still waiting for the answer.
+    }
+    // The run is live; a second after the call it is still waiting for the answer, and
+    // it started one run, no more.
     tokio::time::sleep_until(sent + Duration::from_secs(1)).await;
     assert!(!call.is_finished(), "the wait should still be going");
     call.abort();
+    let runs = s.runs(store::StatusFilter::All).await;
     assert_eq!(runs.len(), 1, "the ask started one run");
     tokio::time::sleep(Duration::from_millis(500)).await;
     let run = s.run(runs[0].id.as_str()).await;

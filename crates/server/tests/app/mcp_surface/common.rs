@@ -1,6 +1,5 @@
 //! The app as `serve` builds it (SQLite store, real registry, real dispatcher), served on
 //! loopback by the server's own router, and rmcp's own client pointed at it.
-#![allow(dead_code)]
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -107,7 +106,6 @@ impl ChannelDirectory for Directory {
 }
 
 pub struct Server {
-    pub base: String,
     pub url: String,
     pub store: Arc<dyn Store>,
     pub registry: Arc<Registry>,
@@ -176,7 +174,6 @@ pub async fn start(tokens: Option<String>, mcp_extra: &str) -> Server {
         axum::serve(listener, router).await.unwrap();
     });
     Server {
-        base: format!("http://{addr}"),
         url: format!("http://{addr}/mcp"),
         store,
         registry,

@@ -34,7 +34,7 @@ async fn a_mention_starts_one_run_and_its_reply_lands_in_the_thread() {
     assert_eq!(run.channel_visibility, ChannelVisibility::Public);
     assert_eq!(run.status, RunStatus::Completed);
     // One "working" message in the thread, updated with the outcome.
-    let updates = h.fake.wait_for("chat.update", 1, 10).await;
+    let updates = h.fake.settled("chat.update", 1, 10).await;
     let posts = h.fake.calls_of("chat.postMessage");
     assert_eq!(posts.len(), 1, "{posts:?}");
     assert_eq!(posts[0].param("thread_ts"), Some("1700000001.000100"));
