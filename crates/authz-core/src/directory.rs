@@ -12,9 +12,9 @@ use crate::ids::{ActorId, ChannelId, Namespace};
 use crate::resource::ChannelVisibility;
 use crate::surface::Surface;
 
-/// How long a directory's answer is waited for, unless configured, before it counts as unknown:
-/// a run's channel at dispatch (`[agents] channel_directory_timeout_ms`), a request's
-/// memberships on a chat surface. Written once here so every waiter agrees.
+/// How long a directory's answer is waited for before it counts as unknown: a run's channel at
+/// dispatch (the default of `[agents] channel_directory_timeout_ms`), a request's memberships
+/// on a chat surface (not configurable). Written once here, for both.
 pub const DIRECTORY_ANSWER_BOUND: core::time::Duration = core::time::Duration::from_millis(1500);
 
 /// A boxed future, so the directory can be used as `Arc<dyn ChannelDirectory>` without an

@@ -18,6 +18,7 @@ pub const AGENT_TOKEN_SECRET_ENV: &str = "SWITCHBOARD_AGENT_TOKEN_SECRET";
 pub const SLACK_BOT_TOKEN_ENV: &str = "SLACK_BOT_TOKEN";
 pub const SLACK_SIGNING_SECRET_ENV: &str = "SLACK_SIGNING_SECRET";
 pub const SLACK_APP_TOKEN_ENV: &str = "SLACK_APP_TOKEN";
+
 /// The Slack surface's secrets, each as set in the environment (an empty value is unset).
 #[derive(Clone, Default)]
 pub struct SlackSecrets {
