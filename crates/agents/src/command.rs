@@ -104,7 +104,11 @@ impl WorkDir {
 }
 
 /// Where a program is looked up when its environment has no `PATH`.
-const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+pub const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// What a run's readers are told when its program never started.
+const NOT_STARTED: &str =
+    "the agent's program could not be started; the operator's log has the details";
 
 /// stderr kept for friction, at most.
 const STDERR_KEEP: usize = 16 * 1024;
@@ -168,19 +172,41 @@ impl CommandBackend {
         cmd
     }
 
+    /// The `PATH` the program gets (its own, else [`DEFAULT_PATH`]).
+    fn path(&self) -> &str {
+        self.settings
+            .env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map_or(DEFAULT_PATH, |(_, v)| v.as_str())
+    }
+
+    /// Why the program cannot start, before anything is made for it: it is not where it is
+    /// looked for (a path that is no file, a bare name not on its `PATH`).
+    fn missing_program(&self) -> Option<String> {
+        let program = self.settings.argv.first()?;
+        if program.contains('/') {
+            return (!Path::new(program).is_file())
+                .then(|| format!("the program `{program}` was not found: no file there"));
+        }
+        find_in(program, std::ffi::OsStr::new(self.path()))
+            .is_none()
+            .then(|| {
+                format!(
+                    "the program `{program}` was not found on the PATH it gets ({})",
+                    self.path()
+                )
+            })
+    }
+
     /// The program a sandbox starts: a bare name is looked up on the `PATH` the program gets
     /// (the sandbox's own lookup sees only what is bound), a path is taken as it is.
     fn sandboxed_program(&self, program: &str) -> PathBuf {
         if program.contains('/') {
             return PathBuf::from(program);
         }
-        let path = self
-            .settings
-            .env
-            .iter()
-            .find(|(k, _)| k == "PATH")
-            .map_or(DEFAULT_PATH, |(_, v)| v.as_str());
-        find_in(program, std::ffi::OsStr::new(path)).unwrap_or_else(|| PathBuf::from(program))
+        find_in(program, std::ffi::OsStr::new(self.path()))
+            .unwrap_or_else(|| PathBuf::from(program))
     }
 
     /// The sandbox this run needs, if any: asked for in the settings, or required by the
@@ -346,20 +372,33 @@ impl AgentBackend for CommandBackend {
     }
 
     async fn run(&self, job: AgentJob, sink: EventSink, cancel: CancellationToken) -> AgentOutcome {
+        if let Some(cause) = self.missing_program() {
+            return sink.failed_because(NOT_STARTED, &cause);
+        }
         // Held until the run returns: dropping it removes the file.
         let memory_file = match memory_file(&job) {
             Ok(f) => f,
-            Err(e) => return sink.failed(&format!("could not write the memory block's file: {e}")),
+            Err(e) => {
+                return sink.failed_because(
+                    NOT_STARTED,
+                    &format!("could not write the memory block's file: {e}"),
+                );
+            }
         };
         // Held until the run returns, like the memory file.
         let work = match WorkDir::of(&job) {
             Ok(work) => work,
-            Err(why) => return sink.failed(&why),
+            Err(why) => return sink.failed_because(NOT_STARTED, &why),
         };
         // Held until the run returns, like the memory file: its stub file lives beside it.
         let boxed = match self.sandbox(&work, memory_file.path()) {
             Ok(boxed) => boxed,
-            Err(why) => return sink.failed(&why),
+            Err(why) => {
+                return sink.failed_because(
+                    "the agent's sandbox could not be made; the operator's log has the details",
+                    &why,
+                );
+            }
         };
         let mut child = match self
             .command(&job, work.path(), memory_file.path(), boxed.as_ref())
@@ -368,7 +407,8 @@ impl AgentBackend for CommandBackend {
             Ok(c) => c,
             Err(e) => {
                 let program = self.settings.argv.first().map_or("", String::as_str);
-                return sink.failed(&format!("could not start `{program}`: {e}"));
+                return sink
+                    .failed_because(NOT_STARTED, &format!("could not start `{program}`: {e}"));
             }
         };
         let pid = child.id();
@@ -434,6 +474,16 @@ impl AgentBackend for CommandBackend {
         };
         match status {
             Ok(s) if s.success() => sink.answered(&block.text()),
+            // The shell's and the sandbox's "could not execute": the program never ran, so
+            // what it printed is the server's, not the agent's.
+            Ok(s) if matches!(s.code(), Some(126 | 127)) => sink.failed_because(
+                NOT_STARTED,
+                &format!(
+                    "the program exited with status {} before it ran: {}",
+                    s.code().unwrap_or_default(),
+                    stderr.trim()
+                ),
+            ),
             Ok(s) => {
                 if !stderr.trim().is_empty() {
                     sink.friction("tool_error", stderr.trim()).await;
@@ -444,7 +494,10 @@ impl AgentBackend for CommandBackend {
                 );
                 sink.failed(&format!("the agent program {how}"))
             }
-            Err(e) => sink.failed(&format!("waiting for the agent program failed: {e}")),
+            Err(e) => sink.failed_because(
+                "the agent program was lost; the operator's log has the details",
+                &format!("waiting for the agent program failed: {e}"),
+            ),
         }
     }
 }

@@ -93,7 +93,7 @@ use authz_core::{AgentName, RepoSlug, RunId};
 use tokio::sync::{mpsc, oneshot};
 pub use tokio_util::sync::CancellationToken;
 
-pub use command::{CommandBackend, CommandSettings, RequestVia};
+pub use command::{CommandBackend, CommandSettings, DEFAULT_PATH, RequestVia};
 pub use echo::{EchoBackend, EchoBehaviour, EchoSettings};
 pub use openai::{OpenAiBackend, OpenAiSettings};
 pub use sanitize::Sanitizer;
@@ -377,6 +377,15 @@ impl EventSink {
             &self.sanitizer.clean(answer),
             self.caps.answer_bytes,
         )))
+    }
+
+    /// The run failed for a reason of the server's (a program not found, a sandbox that could
+    /// not be made, an endpoint refusing): its readers are told `said`, one sentence; the
+    /// `cause` (paths, a program's own words) goes to the operator's log only, inside the
+    /// run's span, which the local command line shows too.
+    pub fn failed_because(&self, said: &str, cause: &str) -> AgentOutcome {
+        tracing::warn!(cause = %self.sanitizer.clean(cause), "{said}");
+        self.failed(said)
     }
 
     pub fn failed(&self, error: &str) -> AgentOutcome {

@@ -163,15 +163,16 @@ impl OpenAiBackend {
         let body = self
             .body(messages, tools)
             .map_err(|why| sink.failed(&why))?;
-        let mut resp = match req.body(body).send().await {
-            Ok(r) => r,
-            Err(e) => {
-                return Err(sink.failed(&format!(
-                    "the model endpoint could not be reached: {}",
-                    without_url(&e)
-                )));
-            }
-        };
+        let mut resp =
+            match req.body(body).send().await {
+                Ok(r) => r,
+                Err(e) => {
+                    return Err(sink.failed_because(
+                    "the model endpoint could not be reached; the operator's log has the details",
+                    &format!("the model endpoint could not be reached: {}", without_url(&e)),
+                ));
+                }
+            };
         if !resp.status().is_success() {
             let status = resp.status();
             let body = error_body(&mut resp).await;
@@ -188,9 +189,10 @@ impl OpenAiBackend {
                 Ok(Some(c)) => c,
                 Ok(None) => break,
                 Err(e) => {
-                    return Err(
-                        sink.failed(&format!("the model stream broke: {}", without_url(&e)))
-                    );
+                    return Err(sink.failed_because(
+                        "the model stream broke off; the operator's log has the details",
+                        &format!("the model stream broke: {}", without_url(&e)),
+                    ));
                 }
             };
             for step in stream.feed(&chunk) {

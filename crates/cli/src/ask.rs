@@ -29,20 +29,28 @@ fn replica() -> anyhow::Result<store::ReplicaId> {
     ))?)
 }
 
-/// Loads the config, builds the [`server::App`] and runs `work` with it, this process's lease
+/// Builds the [`server::App`] from `config` and runs `work` with it, this process's lease
 /// renewed (so no sweep takes its runs for ghosts) and its stop requests watched meanwhile.
-pub fn with_app<F, Fut>(config: Option<PathBuf>, log_level: &str, work: F) -> anyhow::Result<u8>
+/// `prepare` sees the config once the logs are up (so a fault of the config is reported
+/// first) and gives what the command runs with, or why it does not run (exit 1).
+pub fn with_app<F, Fut>(
+    config: server::LoadedConfig,
+    log_level: &str,
+    prepare: impl FnOnce(server::LoadedConfig) -> Result<server::LoadedConfig, String>,
+    work: F,
+) -> anyhow::Result<u8>
 where
     F: FnOnce(std::sync::Arc<server::App>) -> Fut,
     Fut: Future<Output = anyhow::Result<u8>>,
 {
-    with_app_approving(config, log_level, None, work)
+    with_app_approving(config, log_level, prepare, None, work)
 }
 
 /// [`with_app`], with who answers the broker's asks for tool calls.
 fn with_app_approving<F, Fut>(
-    config: Option<PathBuf>,
+    config: server::LoadedConfig,
     log_level: &str,
+    prepare: impl FnOnce(server::LoadedConfig) -> Result<server::LoadedConfig, String>,
     approver: Option<std::sync::Arc<dyn agents::tools::Approver>>,
     work: F,
 ) -> anyhow::Result<u8>
@@ -50,9 +58,15 @@ where
     F: FnOnce(std::sync::Arc<server::App>) -> Fut,
     Fut: Future<Output = anyhow::Result<u8>>,
 {
-    let config = crate::load(config)?;
     check::validate_table().map_err(anyhow::Error::msg)?;
     let telemetry = crate::init_logs(&config, log_level)?;
+    let config = match prepare(config) {
+        Ok(config) => config,
+        Err(why) => {
+            eprintln!("{why}");
+            return Ok(1);
+        }
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -121,13 +135,19 @@ pub fn run(
     };
     let approver: std::sync::Arc<dyn agents::tools::Approver> =
         std::sync::Arc::new(crate::approve::TerminalApprover::new());
-    with_app_approving(config, "warn", Some(approver), |app| async move {
-        let span = commands::trace::request_span("cli", "ask");
-        span.record("actor", ActorId::cli_local().as_str());
-        ask(&app, json, &request, options, &said)
-            .instrument(span)
-            .await
-    })
+    with_app_approving(
+        crate::load(config)?,
+        "warn",
+        Ok,
+        Some(approver),
+        |app| async move {
+            let span = commands::trace::request_span("cli", "ask");
+            span.record("actor", ActorId::cli_local().as_str());
+            ask(&app, json, &request, options, &said)
+                .instrument(span)
+                .await
+        },
+    )
 }
 
 async fn ask(

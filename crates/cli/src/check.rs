@@ -8,7 +8,7 @@ use authz_core::{
 };
 use serde::Serialize;
 
-use crate::config_file::LoadedConfig;
+use crate::config_file::{LoadError, LoadedConfig};
 use crate::render;
 
 /// One row of the report: an actor (or a surface entry, or an unlisted baseline) and the
@@ -24,6 +24,8 @@ pub struct ActorRow {
 
 #[derive(Debug, Serialize)]
 pub struct Report {
+    /// Always true here: a config with a fault is reported as [`Refused`].
+    pub ok: bool,
     pub config: String,
     /// The store URL, any password removed.
     pub store: String,
@@ -35,6 +37,16 @@ pub struct Report {
     pub admins: Vec<String>,
     pub actors: Vec<ActorRow>,
     pub schedules: Vec<ScheduleRow>,
+    /// What `serve` starts with but a user would trip on, each `file:line:col: key: message`.
+    pub warnings: Vec<LoadError>,
+}
+
+/// A config `serve` would refuse: every fault, and the warnings.
+#[derive(Debug, Serialize)]
+pub struct Refused {
+    pub ok: bool,
+    pub faults: Vec<LoadError>,
+    pub warnings: Vec<LoadError>,
 }
 
 /// One declared schedule: when it fires and what it runs, as `schedule:<name>`.
@@ -51,34 +63,29 @@ pub struct ScheduleRow {
 /// A cron with no slot in this many years is reported: it will in effect never fire.
 pub const SLOTLESS_YEARS: i64 = 28;
 
-/// The declared schedules, or the first one that could not fire, as a fault naming the
-/// schedule and the key to fix.
-pub fn schedules(config: &LoadedConfig) -> Result<Vec<ScheduleRow>, String> {
-    let mut rows = Vec::new();
-    for (decl, fault) in server::schedule_plans(config) {
-        if let Some(fault) = fault {
-            return Err(format!(
-                "{}: schedule `{}` cannot fire: {fault}",
-                config.source, decl.name
-            ));
-        }
-        let now = store::wall_clock();
-        let warning = (!decl.cron.fires_within_years(now, SLOTLESS_YEARS)).then(|| {
-            format!(
-                "schedule `{}`: cron `{}` names no time in the next {SLOTLESS_YEARS} years, so it never fires; fix its `cron`",
-                decl.name,
-                decl.cron.expr()
-            )
-        });
-        rows.push(ScheduleRow {
-            name: decl.name.to_string(),
-            cron: decl.cron.expr().to_owned(),
-            time_zone: decl.cron.zone().to_owned(),
-            runs: decl.fires.describe(),
-            warning,
-        });
-    }
-    Ok(rows)
+/// The declared schedules, each with when it fires and a warning when it never will (one
+/// that cannot fire at all is a fault of `server::config_check`).
+pub fn schedules(config: &LoadedConfig) -> Vec<ScheduleRow> {
+    let now = store::wall_clock();
+    server::schedule_decls(config)
+        .into_iter()
+        .map(|decl| {
+            let warning = (!decl.cron.fires_within_years(now, SLOTLESS_YEARS)).then(|| {
+                format!(
+                    "schedule `{}`: cron `{}` names no time in the next {SLOTLESS_YEARS} years, so it never fires; fix its `cron`",
+                    decl.name,
+                    decl.cron.expr()
+                )
+            });
+            ScheduleRow {
+                name: decl.name.to_string(),
+                cron: decl.cron.expr().to_owned(),
+                time_zone: decl.cron.zone().to_owned(),
+                runs: decl.fires.describe(),
+                warning,
+            }
+        })
+        .collect()
 }
 
 /// Validates the policy table against the catalogue's declared actions.
@@ -92,10 +99,17 @@ pub fn validate_table() -> Result<usize, String> {
         })
 }
 
-pub fn report(config: &LoadedConfig, policy_rows: usize, schedules: Vec<ScheduleRow>) -> Report {
+pub fn report(
+    config: &LoadedConfig,
+    policy_rows: usize,
+    schedules: Vec<ScheduleRow>,
+    warnings: Vec<LoadError>,
+) -> Report {
     let t = &config.table;
     let names = |v: &mut dyn Iterator<Item = String>| v.collect::<Vec<_>>();
     Report {
+        ok: true,
+        warnings,
         config: config.source.to_string(),
         store: config.store.url.redacted(),
         agents: names(&mut config.agents.iter().map(ToString::to_string)),
@@ -241,11 +255,39 @@ pub fn render_human(r: &Report, colour: bool) -> String {
         .collect();
     out.push('\n');
     out.push_str(&render::table(&["SCHEDULE", "CRON", "RUNS"], &schedules));
-    for warning in r.schedules.iter().filter_map(|s| s.warning.as_deref()) {
+    let warnings = r
+        .schedules
+        .iter()
+        .filter_map(|s| s.warning.clone())
+        .chain(r.warnings.iter().map(ToString::to_string));
+    for warning in warnings {
         out.push_str(&format!(
             "\n{} {warning}\n",
             render::paint("warning:", "33", colour)
         ));
     }
+    out
+}
+
+/// Every fault, then the warnings, one a line; and how many.
+pub fn render_refused(r: &Refused, colour: bool) -> String {
+    let mut out = String::new();
+    for fault in &r.faults {
+        out.push_str(&format!(
+            "{} {fault}\n",
+            render::paint("error:", "31", colour)
+        ));
+    }
+    for warning in &r.warnings {
+        out.push_str(&format!(
+            "{} {warning}\n",
+            render::paint("warning:", "33", colour)
+        ));
+    }
+    let n = r.faults.len();
+    out.push_str(&format!(
+        "{n} fault{} found; serve would refuse this config\n",
+        if n == 1 { "" } else { "s" }
+    ));
     out
 }

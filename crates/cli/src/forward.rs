@@ -59,7 +59,10 @@ pub fn run(config: Option<PathBuf>, json: bool, words: Vec<String>) -> anyhow::R
         );
         return Ok(2);
     }
-    crate::ask::with_app(config, "warn", |app| async move {
+    let loaded = crate::load(config)?;
+    let action = registry.by_words(&words).map(|(c, _)| c.action.clone());
+    let prepare = |loaded| store_to_use(loaded, action);
+    crate::ask::with_app(loaded, "warn", prepare, |app| async move {
         let caller = commands::identity::local_caller(&app.services, None);
         let feed = crate::ask::feed_of_this_process(&app);
         let route = app
@@ -84,6 +87,37 @@ pub fn run(config: Option<PathBuf>, json: bool, words: Vec<String>) -> anyhow::R
         crate::ask::follow_runs_of_this_process(&app, json, feed).await;
         Ok(exit_code(reply.kind))
     })
+}
+
+/// The config a command runs with, as far as its store goes: a command that only reads never
+/// creates a SQLite store where there is none (it says so, and how to start one); `help`
+/// reads no store, so it runs on one that keeps nothing.
+fn store_to_use(
+    mut loaded: server::LoadedConfig,
+    action: Option<authz_core::Action>,
+) -> Result<server::LoadedConfig, String> {
+    use authz_core::{Action, CommandGroup, Effect};
+    let Some(file) = loaded
+        .store
+        .url
+        .sqlite_file()
+        .map(|f| f.split('?').next().unwrap_or(f).to_owned())
+    else {
+        return Ok(loaded);
+    };
+    if std::path::Path::new(&file).exists() {
+        return Ok(loaded);
+    }
+    match action {
+        Some(Action::Command(CommandGroup::Help, _)) => {
+            loaded.store.url = store::StoreUrl::Memory;
+            Ok(loaded)
+        }
+        Some(Action::Command(_, Effect::Read)) => Err(format!(
+            "there is no store here: {file} does not exist, so nothing has run with this config yet. `switchboard serve` or `switchboard ask \"…\"` starts one there (or `switchboard db migrate` creates it empty); --config names another config, whose [store] url says where its store is"
+        )),
+        _ => Ok(loaded),
+    }
 }
 
 /// `switchboard runs list --help` (the command's usage) or `switchboard runs --help` (the

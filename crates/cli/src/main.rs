@@ -146,8 +146,11 @@ enum Command {
 
 #[derive(Subcommand)]
 enum ConfigCommand {
-    /// Load and validate a config file (grants, restrict, agents, store, the policy table) and
-    /// print every configured actor's effective grants. Exits 2 naming the first fault.
+    /// Load and validate a config file as `serve` would start it (every section, the token
+    /// map, the agent-token secret, each agent's back end, the audit file's directory, the
+    /// schedules) and print every configured actor's effective grants. Exits 2 listing every
+    /// fault, each with its file, line, column and key; `--json` prints {"ok": false,
+    /// "faults": [...]} then.
     Check,
     #[command(external_subcommand)]
     Registry(Vec<String>),
@@ -214,7 +217,15 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("error: {e:#}");
+            match e.downcast_ref::<config_file::ConfigFaults>() {
+                // Every fault of the file, one a line.
+                Some(faults) => {
+                    for fault in &faults.0 {
+                        eprintln!("error: {fault}");
+                    }
+                }
+                None => eprintln!("error: {e:#}"),
+            }
             ExitCode::from(USAGE_OR_CONFIG)
         }
     }
@@ -341,10 +352,24 @@ fn load(config: Option<PathBuf>) -> anyhow::Result<config_file::LoadedConfig> {
 }
 
 fn config_check(config: Option<PathBuf>, json: bool) -> anyhow::Result<u8> {
-    let config = load(config)?;
     let rows = check::validate_table().map_err(anyhow::Error::msg)?;
-    let schedules = check::schedules(&config).map_err(anyhow::Error::msg)?;
-    let report = check::report(&config, rows, schedules);
+    let source = config_file::choose(config.as_deref());
+    let outcome = server::config_check::check(source, |k| std::env::var(k).ok());
+    let (Some(loaded), true) = (&outcome.config, outcome.faults.is_empty()) else {
+        let refused = check::Refused {
+            ok: false,
+            faults: outcome.faults,
+            warnings: outcome.warnings,
+        };
+        if json {
+            outln!("{}", serde_json::to_string_pretty(&refused)?);
+        } else {
+            eprint!("{}", check::render_refused(&refused, render::colour_err()));
+        }
+        return Ok(USAGE_OR_CONFIG);
+    };
+    let schedules = check::schedules(loaded);
+    let report = check::report(loaded, rows, schedules, outcome.warnings.clone());
     if json {
         outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {

@@ -10,6 +10,11 @@ pub fn colour_on() -> bool {
     std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
 }
 
+/// Colour on stderr: only when it is a terminal.
+pub fn colour_err() -> bool {
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+}
+
 pub fn paint(text: &str, ansi: &str, on: bool) -> String {
     if on {
         format!("\x1b[{ansi}m{text}\x1b[0m")

@@ -228,7 +228,8 @@ pub enum LaunchError {
     /// A child run was asked for from a run that has ended.
     #[error("the run this agent acts in has ended; a run can only be started from a live one")]
     ParentEnded,
-    /// The repo's workspace could not be had; the text is safe to show (no clone URL).
+    /// The repo's workspace could not be had: one sentence safe to show any caller (no path
+    /// on the server, no clone URL, no program's own words; the launcher logs those).
     #[error("{0}")]
     Workspace(String),
     /// The run's tool policy could not be read (its project's policy file, its grants, its

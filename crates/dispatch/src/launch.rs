@@ -243,7 +243,7 @@ impl Inner {
             match workspace::make(place.base.as_ref(), &run.id, &place.dir).await {
                 Ok(w) => Some(w),
                 Err(e) => {
-                    self.fail_before_start(&run, &e.to_string()).await;
+                    self.fail_before_start(&run, &e.public()).await;
                     return Err(e.into());
                 }
             }

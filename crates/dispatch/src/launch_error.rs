@@ -7,9 +7,12 @@ use tokio::sync::watch;
 
 use crate::{TokenError, WorkspaceError};
 
+/// The caller is told the sentence ([`WorkspaceError::public`]); the cause (a path, git's own
+/// message) goes to the operator's log here, which the local command line shows too.
 impl From<WorkspaceError> for LaunchError {
     fn from(e: WorkspaceError) -> Self {
-        LaunchError::Workspace(e.to_string())
+        tracing::warn!(cause = %e, "{}", e.public());
+        LaunchError::Workspace(e.public())
     }
 }
 

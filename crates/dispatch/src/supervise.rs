@@ -92,8 +92,10 @@ impl Inner {
                     self.record_event(run, "branch", &body).await;
                 }
                 Err(e) => {
-                    self.record_event(run, "branch", &e.to_string()).await;
-                    frictions.push(("branch_not_kept".to_owned(), e.to_string()));
+                    // The cause for the operator; the run's readers get the sentence.
+                    tracing::warn!(run = %run.id, cause = %e, "{}", e.public());
+                    self.record_event(run, "branch", &e.public()).await;
+                    frictions.push(("branch_not_kept".to_owned(), e.public()));
                 }
             }
         }

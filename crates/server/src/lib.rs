@@ -24,8 +24,9 @@
 //!
 //! | module | what it holds |
 //! | --- | --- |
-//! | `config/` | which file (`--config`, `$SWITCHBOARD_CONFIG`, `./switchboard.toml`, else the embedded default), parsed into `LoadedConfig`: the typed sections (serde-derived, each `deny_unknown_fields`, values checked as they are read so serde's errors carry the parser's spans; the unbuilt sections refused when not empty), the grants table (authz-core's parser), the agents' typed back ends (`BackendSpec`; `[agents]` read by one hand-written visitor that refuses keys of another back end with their position); every fault `file:line:col: key: message`; a plug-in surface's own section through `SurfaceSection` (`surface_section.rs`: its key, its secret variables, its typed section kept in `LoadedConfig::surface_sections`), and a top-level key no section reads fails the load |
-//! | `secrets` | the token map (`SWITCHBOARD_INGRESS_TOKENS` or `[ingress] tokens_file`, parsed by `commands::tokens`), the agent-token secret, `api_key_env` values, `SLACK_BOT_TOKEN` / `SLACK_SIGNING_SECRET` / `SLACK_APP_TOKEN`, the allow-listed environment for command agents, the plug-in surfaces' secrets (`surface_secret`), and the values the sanitiser redacts |
+//! | `config/` | which file (`--config`, `$SWITCHBOARD_CONFIG`, `./switchboard.toml`, else the embedded default), parsed into `LoadedConfig`: the typed sections (serde-derived, each `deny_unknown_fields`, values checked as they are read so serde's errors carry the parser's spans; the unbuilt sections refused when not empty), the grants table (authz-core's parser), the agents' typed back ends (`BackendSpec`; `[agents]` read by one hand-written visitor that refuses keys of another back end with their position); every fault `file:line:col: key: message`; a plug-in surface's own section through `SurfaceSection` (`surface_section.rs`: its key, its secret variables, its typed section kept in `LoadedConfig::surface_sections`), and a top-level key no section reads fails the load. Every fault of a file is reported, not the first (`faults.rs`: each section read on its own, a bad key taken out and the section read again); with none, every path the file names is made absolute under the working directory (`paths.rs`), so nothing after the load joins a relative path |
+//! | `config_check` | what `config check` finds beyond the load: everything `serve` would refuse at start in this environment (the token map, the agent-token secret, each agent's back end, the audit file's directory, MCP on Postgres without a shared secret), a schedule that could not fire (at its entry), no agent at all; warnings for a `command` agent's program not on its `PATH` and no default agent |
+//! | `secrets` | the token map (`SWITCHBOARD_INGRESS_TOKENS` or `[ingress] tokens_file`, parsed by `commands::tokens`), the agent-token secret (refused under 32 bytes or when it is a shipped placeholder), `api_key_env` values, `SLACK_BOT_TOKEN` / `SLACK_SIGNING_SECRET` / `SLACK_APP_TOKEN`, the allow-listed environment for command agents, the plug-in surfaces' secrets (`surface_secret`), and the values the sanitiser redacts |
 //! | `access_surface` | `AccessState`: absent, missing (what `[access]` still needs), on (the `Verifier`, built without I/O) |
 //! | `slack_surface` | `SlackState`: absent, missing secrets, built (client + directory, no I/O), on (after `auth.test`), failed; `connect` and `start_socket` for `serve`; held by the Slack plug-in (`surface/slack.rs`), which builds it in `prepare` |
 //! | `surface` | `SurfacePlugin` (each built-in's impl in `surface/ingress.rs`, `mcp.rs`, `slack.rs`, `access.rs`): a surface's config section and secrets, what it builds from them (`prepare`, with its namespace's channel directory), summary line, routes, span route names and what it starts under `serve`; `builtin()` (ingress, MCP, Slack, Access); `App::surfaces` is those and any `Overrides::surfaces`; `load_config` reads the built-in surfaces' sections |
@@ -54,6 +55,7 @@
 
 pub mod access_surface;
 pub mod config;
+pub mod config_check;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod secrets;
@@ -86,7 +88,7 @@ pub use summary::{Summary, summary};
 /// Reads the config file of `source` with every built-in surface's section (the four built
 /// in today read theirs as `LoadedConfig` fields, so the list is empty until one uses
 /// `SurfacePlugin::section`): what `serve`, `config check` and every CLI command load.
-pub fn load_config(source: Source) -> Result<LoadedConfig, config::LoadError> {
+pub fn load_config(source: Source) -> Result<LoadedConfig, config::ConfigFaults> {
     config::load_with(source, &surface::sections(&surface::builtin()))
 }
 
@@ -559,79 +561,87 @@ fn build_agents(
     config: &LoadedConfig,
     secrets: &Secrets,
 ) -> anyhow::Result<BTreeMap<AgentName, AgentEntry>> {
-    let mut out = BTreeMap::new();
     // Every declared agent has its spec (the config parser reads both from the same tables).
-    for (name, spec) in &config.agent_specs {
-        let backend: Arc<dyn AgentBackend> = match &spec.backend {
-            config::BackendSpec::Echo { behaviour, delay } => {
-                Arc::new(EchoBackend::new(EchoSettings {
-                    behaviour: *behaviour,
-                    delay: *delay,
-                }))
-            }
-            config::BackendSpec::Command {
-                argv,
-                request_via,
-                sandbox,
-                sandbox_bind,
-                sandbox_read_only,
-            } => Arc::new(
-                CommandBackend::new(CommandSettings {
-                    argv: argv.clone(),
-                    request_via: *request_via,
-                    env: secrets.agent_env.clone(),
-                    sandbox: *sandbox,
-                    private: private_paths(config),
-                    sandbox_binds: binds(sandbox_bind, true)
-                        .with_context(|| format!("agents.{name}.sandbox_bind"))?
-                        .into_iter()
-                        .chain(
-                            binds(sandbox_read_only, false)
-                                .with_context(|| format!("agents.{name}.sandbox_read_only"))?,
-                        )
-                        .collect(),
+    config
+        .agent_specs
+        .iter()
+        .map(|(name, spec)| Ok((name.clone(), build_agent(config, secrets, name, spec)?)))
+        .collect()
+}
+
+/// One declared agent's back end, as `serve` builds it (`config check` builds each too, to
+/// report every one that would stop `serve`).
+pub fn build_agent(
+    config: &LoadedConfig,
+    secrets: &Secrets,
+    name: &AgentName,
+    spec: &config::AgentSpec,
+) -> anyhow::Result<AgentEntry> {
+    let backend: Arc<dyn AgentBackend> = match &spec.backend {
+        config::BackendSpec::Echo { behaviour, delay } => {
+            Arc::new(EchoBackend::new(EchoSettings {
+                behaviour: *behaviour,
+                delay: *delay,
+            }))
+        }
+        config::BackendSpec::Command {
+            argv,
+            request_via,
+            sandbox,
+            sandbox_bind,
+            sandbox_read_only,
+        } => Arc::new(
+            CommandBackend::new(CommandSettings {
+                argv: argv.clone(),
+                request_via: *request_via,
+                env: secrets.agent_env.clone(),
+                sandbox: *sandbox,
+                private: private_paths(config),
+                sandbox_binds: binds(sandbox_bind, true)
+                    .with_context(|| format!("agents.{name}.sandbox_bind"))?
+                    .into_iter()
+                    .chain(
+                        binds(sandbox_read_only, false)
+                            .with_context(|| format!("agents.{name}.sandbox_read_only"))?,
+                    )
+                    .collect(),
+            })
+            .with_context(|| format!("agents.{name}"))?,
+        ),
+        config::BackendSpec::OpenAi {
+            base_url,
+            model,
+            api_key_env,
+            system_prompt,
+        } => {
+            let api_key = match api_key_env {
+                Some(var) => Some(secrets.api_keys.get(var).cloned().with_context(|| {
+                    format!("agents.{name}.api_key_env names {var}, which is not set in the environment; export {var}=<key> or remove api_key_env")
+                })?),
+                None => None,
+            };
+            Arc::new(
+                OpenAiBackend::new(OpenAiSettings {
+                    base_url: base_url.clone(),
+                    model: model.clone(),
+                    api_key,
+                    system_prompt: system_prompt.clone(),
                 })
                 .with_context(|| format!("agents.{name}"))?,
-            ),
-            config::BackendSpec::OpenAi {
-                base_url,
-                model,
-                api_key_env,
-                system_prompt,
-            } => {
-                let api_key = match api_key_env {
-                    Some(var) => Some(secrets.api_keys.get(var).cloned().with_context(|| {
-                        format!("agents.{name}.api_key_env names {var}, which is not set in the environment; export {var}=<key> or remove api_key_env")
-                    })?),
-                    None => None,
-                };
-                Arc::new(
-                    OpenAiBackend::new(OpenAiSettings {
-                        base_url: base_url.clone(),
-                        model: model.clone(),
-                        api_key,
-                        system_prompt: system_prompt.clone(),
-                    })
-                    .with_context(|| format!("agents.{name}"))?,
-                )
-            }
-        };
-        out.insert(
-            name.clone(),
-            AgentEntry {
-                backend,
-                timeout: spec.timeout,
-                caps: spec.caps,
-                tools: spec
-                    .backend
-                    .tool_model()
-                    .map(|model| dispatch::ToolProfile {
-                        kind: spec.kind.clone(),
-                        model: model.to_owned(),
-                    }),
-                workspace: spec.backend.works_in_a_directory(),
-            },
-        );
-    }
-    Ok(out)
+            )
+        }
+    };
+    Ok(AgentEntry {
+        backend,
+        timeout: spec.timeout,
+        caps: spec.caps,
+        tools: spec
+            .backend
+            .tool_model()
+            .map(|model| dispatch::ToolProfile {
+                kind: spec.kind.clone(),
+                model: model.to_owned(),
+            }),
+        workspace: spec.backend.works_in_a_directory(),
+    })
 }

@@ -74,38 +74,14 @@ impl Secrets {
         env: impl Fn(&str) -> Option<String>,
     ) -> anyhow::Result<Self> {
         let mut redact = Vec::new();
-        let token_json = match (&config.ingress.tokens_file, env(INGRESS_TOKENS_ENV)) {
-            (_, Some(json)) if !json.trim().is_empty() => {
-                Some((json, TokensFrom::Env, INGRESS_TOKENS_ENV.to_owned()))
-            }
-            (Some(file), _) => Some((
-                read_secret_file(file, "[ingress] tokens_file")?,
-                TokensFrom::File(file.display().to_string()),
-                format!("{} ([ingress] tokens_file)", file.display()),
-            )),
-            _ => None,
-        };
-        let ingress_tokens = match token_json {
-            Some((json, from, named)) => {
-                let map = TokenMap::parse(&json).context(named)?;
-                redact.extend(TokenMap::plaintext_tokens(&json));
-                Some((Arc::new(map), from))
+        let ingress_tokens = match token_map(config, &env)? {
+            Some((map, from, plaintext)) => {
+                redact.extend(plaintext);
+                Some((map, from))
             }
             None => None,
         };
-        let agent_token_secret = match (
-            &config.server.agent_token_secret_file,
-            env(AGENT_TOKEN_SECRET_ENV),
-        ) {
-            (_, Some(s)) if !s.is_empty() => Some(s.into_bytes()),
-            (Some(file), _) => Some(
-                read_secret_file(file, "[server] agent_token_secret_file")?
-                    .trim()
-                    .as_bytes()
-                    .to_vec(),
-            ),
-            _ => None,
-        };
+        let agent_token_secret = agent_token_secret(config, &env)?;
         if let Some(s) = &agent_token_secret {
             redact.push(String::from_utf8_lossy(s).into_owned());
         }
@@ -172,6 +148,92 @@ impl Secrets {
     /// Every configured secret value (redacted from agent text by value).
     pub fn values_to_redact(&self) -> Vec<String> {
         self.redact.clone()
+    }
+}
+
+/// The ingress token map (`SWITCHBOARD_INGRESS_TOKENS`, else `[ingress] tokens_file`), where it
+/// came from and its plaintext tokens (for redaction); `None` when neither is set.
+#[allow(clippy::type_complexity)]
+pub fn token_map(
+    config: &LoadedConfig,
+    env: &impl Fn(&str) -> Option<String>,
+) -> anyhow::Result<Option<(Arc<TokenMap>, TokensFrom, Vec<String>)>> {
+    let token_json = match (&config.ingress.tokens_file, env(INGRESS_TOKENS_ENV)) {
+        (_, Some(json)) if !json.trim().is_empty() => {
+            Some((json, TokensFrom::Env, INGRESS_TOKENS_ENV.to_owned()))
+        }
+        (Some(file), _) => Some((
+            read_secret_file(file, "[ingress] tokens_file")?,
+            TokensFrom::File(file.display().to_string()),
+            format!("{} ([ingress] tokens_file)", file.display()),
+        )),
+        _ => None,
+    };
+    let Some((json, from, named)) = token_json else {
+        return Ok(None);
+    };
+    let map = TokenMap::parse(&json).context(named)?;
+    Ok(Some((
+        Arc::new(map),
+        from,
+        TokenMap::plaintext_tokens(&json),
+    )))
+}
+
+/// The fewest bytes an agent-token secret may have: it signs every agent's tokens.
+pub const AGENT_SECRET_MIN_BYTES: usize = 32;
+
+/// Words of the placeholders shipped in `deploy/` and the docs: a secret holding one was
+/// copied, not made.
+const PLACEHOLDER_WORDS: [&str; 5] = [
+    "replace-with",
+    "change-me",
+    "changeme",
+    "placeholder",
+    "your-secret",
+];
+
+/// What is wrong with an agent-token secret, if anything: fewer than 32 bytes, or a shipped
+/// placeholder.
+pub fn agent_secret_fault(secret: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(secret).to_lowercase();
+    if PLACEHOLDER_WORDS.iter().any(|w| text.contains(w)) {
+        return Some(
+            "is a placeholder copied from an example, not a secret; make one with `openssl rand -base64 32`"
+                .to_owned(),
+        );
+    }
+    (secret.len() < AGENT_SECRET_MIN_BYTES).then(|| {
+        format!(
+            "is only {} bytes long; it signs every agent's tokens, so use at least {AGENT_SECRET_MIN_BYTES}: make one with `openssl rand -base64 32`",
+            secret.len()
+        )
+    })
+}
+
+/// The agent-token secret (`SWITCHBOARD_AGENT_TOKEN_SECRET`, else `[server]
+/// agent_token_secret_file`), refused when short or a placeholder; `None` when neither is set.
+pub fn agent_token_secret(
+    config: &LoadedConfig,
+    env: &impl Fn(&str) -> Option<String>,
+) -> anyhow::Result<Option<Vec<u8>>> {
+    let (secret, named) = match (
+        &config.server.agent_token_secret_file,
+        env(AGENT_TOKEN_SECRET_ENV),
+    ) {
+        (_, Some(s)) if !s.is_empty() => (s.into_bytes(), AGENT_TOKEN_SECRET_ENV.to_owned()),
+        (Some(file), _) => (
+            read_secret_file(file, "[server] agent_token_secret_file")?
+                .trim()
+                .as_bytes()
+                .to_vec(),
+            format!("{} ([server] agent_token_secret_file)", file.display()),
+        ),
+        _ => return Ok(None),
+    };
+    match agent_secret_fault(&secret) {
+        Some(fault) => anyhow::bail!("the agent-token secret in {named} {fault}"),
+        None => Ok(Some(secret)),
     }
 }
 

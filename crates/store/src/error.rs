@@ -13,10 +13,12 @@ pub enum StoreError {
     BadUrl(String),
     #[error("{path} is not a SQLite database (move it away or point store.url elsewhere)")]
     NotSqlite { path: String },
+    // The database's error is written into the message and is not also the source, so a
+    // chain printed whole (`{:#}`) says it once.
     #[error("migrating the database failed: {0}")]
-    Migrate(#[from] sqlx::migrate::MigrateError),
+    Migrate(sqlx::migrate::MigrateError),
     #[error("database error: {0}")]
-    Database(#[from] sqlx::Error),
+    Database(sqlx::Error),
     #[error("the cursor is not one this store issued")]
     BadCursor,
     #[error("malformed list predicate: {0}")]
@@ -29,6 +31,18 @@ pub enum StoreError {
     AlreadyFinished { id: RunId, status: RunStatus },
     #[error("{0}")]
     Invalid(String),
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        StoreError::Database(e)
+    }
+}
+
+impl From<sqlx::migrate::MigrateError> for StoreError {
+    fn from(e: sqlx::migrate::MigrateError) -> Self {
+        StoreError::Migrate(e)
+    }
 }
 
 impl StoreError {

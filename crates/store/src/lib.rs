@@ -322,6 +322,23 @@ impl StoreUrl {
         redact_url(self.as_str())
     }
 
+    /// This URL with a relative SQLite file made absolute under `dir` (the working directory
+    /// the config was loaded in), its query kept; any other URL as it is.
+    pub fn absolute_in(&self, dir: &std::path::Path) -> StoreUrl {
+        let Some(path) = self.sqlite_file() else {
+            return self.clone();
+        };
+        let (file, query) = match path.split_once('?') {
+            Some((file, query)) => (file, format!("?{query}")),
+            None => (path, String::new()),
+        };
+        if std::path::Path::new(file).is_absolute() {
+            return self.clone();
+        }
+        let absolute = dir.join(file.strip_prefix("./").unwrap_or(file));
+        StoreUrl::Sqlite(format!("sqlite://{}{query}", absolute.display()))
+    }
+
     /// The file of a SQLite URL.
     pub fn sqlite_file(&self) -> Option<&str> {
         match self {
@@ -484,5 +501,28 @@ mod tests {
             assert!(e.contains("unsupported store URL"), "{bad}: {e}");
             assert!(!e.contains("pw"), "{e}");
         }
+    }
+
+    #[test]
+    fn a_relative_sqlite_file_is_made_absolute_once() {
+        let dir = std::path::Path::new("/srv/sb");
+        let abs = |u: &str| StoreUrl::parse(u).unwrap().absolute_in(dir);
+        assert_eq!(abs("sqlite://./x.db").as_str(), "sqlite:///srv/sb/x.db");
+        assert_eq!(
+            abs("sqlite:data/x.db").as_str(),
+            "sqlite:///srv/sb/data/x.db"
+        );
+        assert_eq!(
+            abs("sqlite://x.db?mode=rwc").as_str(),
+            "sqlite:///srv/sb/x.db?mode=rwc"
+        );
+        assert_eq!(abs("sqlite:///var/x.db").as_str(), "sqlite:///var/x.db");
+        assert_eq!(
+            abs("sqlite:///var/x.db").absolute_in(dir),
+            abs("sqlite:///var/x.db")
+        );
+        assert_eq!(abs("postgres://h/db").as_str(), "postgres://h/db");
+        assert_eq!(abs("memory:"), StoreUrl::Memory);
+        assert_eq!(abs("sqlite://./x.db").sqlite_file(), Some("/srv/sb/x.db"));
     }
 }

@@ -94,7 +94,7 @@ fn config_check_names_the_file_line_key_and_fix_and_exits_two() {
         ("[grants.\"slack:U1\"\n", "bad.toml:1:"),
         (
             "[[schedules]]\nname = \"nightly\"\ncron = \"0 2 * * *\"\ncommand = \"runs list\"\n",
-            "bad.toml: schedule `nightly` cannot fire: grants.\"schedule:nightly\".actions: schedule:nightly may not run `runs list`; its grants need \"runs:read\"",
+            "bad.toml:2:8: schedules[0].name: schedule `nightly` cannot fire: grants.\"schedule:nightly\".actions: schedule:nightly may not run `runs list`; its grants need \"runs:read\"",
         ),
         (
             "[[schedules]]\nname = \"nightly\"\ncron = \"0 2 * * *\"\ncommand = \"runs list\"\n[grants.\"schedule:nightly\"]\nactions = [\"help:read\"]\n",
@@ -173,7 +173,7 @@ fn config_check_without_a_file_uses_the_embedded_default() {
 
     std::fs::write(
         dir.path().join("env.toml"),
-        "[grants.\"http:x\"]\nactions = [\"runs:read\"]\n",
+        "[agents.echo]\n[grants.\"http:x\"]\nactions = [\"runs:read\"]\n",
     )
     .unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_switchboard"))
@@ -519,7 +519,7 @@ fn config_check_warns_about_a_cron_that_never_fires() {
         ),
         "{stdout}"
     );
-    assert_eq!(stdout.matches("warning:").count(), 1, "{stdout}");
+    assert_eq!(stdout.matches("warning: schedule").count(), 1, "{stdout}");
     let out = switchboard(&["config", "check", "--json", "--config", path]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let warning = |name: &str| {

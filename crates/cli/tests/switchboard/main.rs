@@ -15,6 +15,8 @@ mod access_replicas;
 mod agent_boundary;
 mod ask_tools;
 mod cli;
+mod config_check;
+mod first_steps;
 mod full_disk;
 mod http_pass;
 mod registry_cli;

@@ -11,15 +11,27 @@ struct Env {
 }
 
 impl Env {
-    fn sqlite() -> Env {
+    /// A config with a SQLite store that does not exist yet.
+    fn fresh() -> Env {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("runs.db");
         std::fs::write(
             dir.path().join("switchboard.toml"),
-            format!("[store]\nurl = \"sqlite://{}\"\n", db.display()),
+            format!(
+                "[store]\nurl = \"sqlite://{}\"\n[agents.echo]\n",
+                db.display()
+            ),
         )
         .unwrap();
         Env { dir }
+    }
+
+    /// A config with its SQLite store made (`db migrate`).
+    fn sqlite() -> Env {
+        let e = Env::fresh();
+        let migrated = e.run(&["db", "migrate"]);
+        assert_eq!(migrated.status.code(), Some(0), "{}", err(&migrated));
+        e
     }
 
     fn with_store_url(url: &str) -> Env {
@@ -52,17 +64,40 @@ fn err(o: &Output) -> String {
 
 #[test]
 fn registry_commands_run_as_cli_local_against_sqlite() {
-    let e = Env::sqlite();
+    let e = Env::fresh();
+    let db = e.dir.path().join("runs.db");
+    // A command that only reads never makes a store: it says there is none, and how to
+    // start one. `help` reads no store and answers.
+    for words in [
+        &["runs", "list", "--status", "all"][..],
+        &["status"],
+        &["memory", "list"],
+        &["runs", "get", "0000000000000NOSUCHRUN0000"],
+        &["schedule", "list"],
+    ] {
+        let o = e.run(words);
+        assert_eq!(o.status.code(), Some(1), "{words:?}: {}", err(&o));
+        assert!(
+            err(&o).contains(&format!(
+                "there is no store here: {} does not exist",
+                db.display()
+            )) && err(&o).contains("`switchboard serve` or `switchboard ask"),
+            "{words:?}: {}",
+            err(&o)
+        );
+        assert!(!db.exists(), "{words:?} made a store");
+    }
+    let help = e.run(&["help"]);
+    assert_eq!(help.status.code(), Some(0), "{}", err(&help));
+    assert!(!db.exists(), "help made a store");
+
+    // A command that writes makes it.
+    let set = e.run(&["config", "set", "agent", "coding", "--org"]);
+    assert_eq!(set.status.code(), Some(0), "{}", err(&set));
+    assert!(Path::new(&db).exists(), "the store was created by a write");
     let list = e.run(&["runs", "list", "--status", "all"]);
     assert_eq!(list.status.code(), Some(0), "{}", err(&list));
     assert_eq!(out(&list).trim(), "no runs");
-    assert!(
-        Path::new(&e.dir.path().join("runs.db")).exists(),
-        "the store was created on first use"
-    );
-
-    let set = e.run(&["config", "set", "agent", "coding", "--org"]);
-    assert_eq!(set.status.code(), Some(0), "{}", err(&set));
     let get = e.run(&["config", "get", "agent"]);
     assert_eq!(out(&get).trim(), "agent = coding (from the org)");
 
@@ -290,8 +325,7 @@ async fn a_cli_command_never_fires_a_due_schedule() {
 fn db_backup_copies_a_live_sqlite_store_and_refuses_what_it_cannot() {
     let e = Env::sqlite();
     let config = e.dir.path().join("switchboard.toml");
-    let with_agent = std::fs::read_to_string(&config).unwrap()
-        + "[agents]\ndefault = \"echo\"\n[agents.echo]\nbackend = \"echo\"\n";
+    let with_agent = std::fs::read_to_string(&config).unwrap() + "[agents]\ndefault = \"echo\"\n";
     std::fs::write(&config, with_agent).unwrap();
     for _ in 0..3 {
         let asked = e.run(&["ask", "--agent", "echo", "hello"]);

@@ -134,9 +134,13 @@ async fn serve_on_a_fresh_directory_with_no_config_works() {
         "{}",
         s.summary
     );
+    // The default's relative file, made absolute where serve started.
+    let db = dir.path().canonicalize().unwrap().join("switchboard.db");
     assert!(
         s.summary
-            .contains("store   sqlite://./switchboard.db (sqlite)")
+            .contains(&format!("store   sqlite://{} (sqlite)", db.display())),
+        "{}",
+        s.summary
     );
     assert!(s.summary.contains("agents  echo (echo, default)"));
     assert!(s.summary.contains("off /ingress"));

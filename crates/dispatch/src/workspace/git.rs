@@ -35,6 +35,28 @@ const SAFE: [&str; 8] = [
     "pack.windowMemory=256m",
 ];
 
+/// `text` with the user part (`user:password@`) of every URL in it removed.
+pub(crate) fn without_user_parts(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("://") {
+        let (head, tail) = rest.split_at(at + 3);
+        out.push_str(head);
+        let end = tail
+            .find(|c: char| c == '/' || c.is_whitespace() || "'\"<>`".contains(c))
+            .unwrap_or(tail.len());
+        let (authority, after) = tail.split_at(end);
+        out.push_str(
+            authority
+                .rsplit_once('@')
+                .map_or(authority, |(_, host)| host),
+        );
+        rest = after;
+    }
+    out.push_str(rest);
+    out
+}
+
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("git {command} failed: {detail}")]
 pub struct GitError {
@@ -230,8 +252,9 @@ impl Git {
         Ok(status.success())
     }
 
-    /// A network command (clone, fetch): bounded by [`NETWORK`], and its stderr is never
-    /// repeated (it can echo a URL's credentials), only its exit status.
+    /// A network command (clone, fetch): bounded by [`NETWORK`]. Its stderr is kept in the
+    /// error with every URL's user part removed (git can echo a URL's credentials); the error
+    /// goes to the operator's log, never to a run's caller.
     pub(super) async fn network<I, S>(&self, args: I) -> Result<(), GitError>
     where
         I: IntoIterator<Item = S>,
@@ -251,9 +274,19 @@ impl Git {
         if output.status.success() {
             Ok(())
         } else {
+            let said = String::from_utf8_lossy(&output.stderr);
+            let said = said.trim();
             Err(GitError {
                 command: name,
-                detail: format!("git exited with {}", output.status),
+                detail: if said.is_empty() {
+                    format!("git exited with {}", output.status)
+                } else {
+                    format!(
+                        "git exited with {}: {}",
+                        output.status,
+                        without_user_parts(&agents::cap(said, 4096))
+                    )
+                },
             })
         }
     }
@@ -431,4 +464,29 @@ fn first_line(stderr: &[u8]) -> String {
 /// The directories git is looked for in: the system's, never the caller's environment.
 fn system_path() -> &'static str {
     "/usr/local/bin:/usr/bin:/bin"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_user_parts;
+
+    #[test]
+    fn a_urls_user_part_never_survives_into_a_message() {
+        let cases = [
+            (
+                "fatal: unable to access 'https://tok:x-secret@github.com/a/b.git/': 403",
+                "fatal: unable to access 'https://github.com/a/b.git/': 403",
+            ),
+            (
+                "Cloning into https://ghp_TOKEN@host:8443/r and http://u@h",
+                "Cloning into https://host:8443/r and http://h",
+            ),
+            ("no url here", "no url here"),
+            ("ssh://git@host/repo and a@b", "ssh://host/repo and a@b"),
+            ("trailing https://", "trailing https://"),
+        ];
+        for (text, want) in cases {
+            assert_eq!(without_user_parts(text), want, "{text}");
+        }
+    }
 }

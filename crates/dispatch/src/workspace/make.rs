@@ -98,7 +98,7 @@ impl Start {
     /// Reads what [`repo`] wrote; anything else is a fault (the file is Switchboard's).
     pub(crate) fn read(dir: &RunDir, base: &Base) -> Result<Start, WorkspaceError> {
         let path = dir.start();
-        let fault = |why: &str| WorkspaceError::Keep(format!("{}: {why}", path.display()));
+        let fault = |why: &str| WorkspaceError::KeepFault(format!("{}: {why}", path.display()));
         let text = std::fs::read_to_string(&path).map_err(|e| fault(&e.to_string()))?;
         match text.split_whitespace().collect::<Vec<_>>().as_slice() {
             [commit, tree] if base.is_object_id(commit) && base.is_object_id(tree) => Ok(Start {

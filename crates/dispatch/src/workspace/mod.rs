@@ -60,8 +60,50 @@ pub enum WorkspaceError {
     Policy(String),
     #[error("the run's workspace could not be made: {0}")]
     Make(String),
+    /// A reason Switchboard gives for keeping nothing (a bound, a refused change): safe to
+    /// show whoever may read the run.
     #[error("the run's changes could not be kept: {0}")]
     Keep(String),
+    /// A fault of the server while keeping (a file, git's own message): for the operator's
+    /// log only.
+    #[error("the run's changes could not be kept: {0}")]
+    KeepFault(String),
+}
+
+impl WorkspaceError {
+    /// What the run's caller and its readers are told: one sentence, never a path on the
+    /// server or a program's own words (those are in [`Display`](std::fmt::Display), for the
+    /// operator's log and the local command line).
+    pub fn public(&self) -> String {
+        const LOG: &str = "the operator's log has the details";
+        match self {
+            WorkspaceError::NotConfigured(_)
+            | WorkspaceError::NoCommits(_)
+            | WorkspaceError::BadSource(_)
+            | WorkspaceError::Store(_)
+            | WorkspaceError::Policy(_)
+            | WorkspaceError::Keep(_) => self.to_string(),
+            WorkspaceError::MissingPath { slug, .. } => format!(
+                "repo {slug}: its configured path is not a directory on the server; set it again with `repo add {slug} --path P`"
+            ),
+            WorkspaceError::NotARepository { slug, .. } => format!(
+                "repo {slug}: its configured path is not the top of a git repository; a run works from a repository's committed HEAD, so point `repo add {slug} --path` at a checkout"
+            ),
+            WorkspaceError::InDataDir { slug, .. } => format!(
+                "repo {slug}: its configured path is inside Switchboard's data directory; a repo's path must be a checkout of yours"
+            ),
+            WorkspaceError::Clone { slug, .. } => {
+                format!("repo {slug} could not be cloned; {LOG}")
+            }
+            WorkspaceError::Git { slug, .. } => {
+                format!("repo {slug} could not be read with git; {LOG}")
+            }
+            WorkspaceError::Make(_) => format!("the run's workspace could not be made; {LOG}"),
+            WorkspaceError::KeepFault(_) => {
+                format!("the run's changes could not be kept; {LOG}")
+            }
+        }
+    }
 }
 
 /// How repos are kept (`[repos]`).

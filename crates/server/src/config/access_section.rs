@@ -7,7 +7,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::numbers::Positive;
-use super::urls::{is_base_url, is_secret_safe_base_url};
+use super::urls::{is_base_url, secret_safe_fault};
 use super::{LoadError, Text};
 
 /// `[access]`: on when `issuer` and `audience` are both set.
@@ -77,10 +77,10 @@ pub(super) fn access_config(t: &Text<'_>, s: &AccessSection) -> Result<AccessCon
         }
         (Some(url), None) => {
             let u = url.get_ref();
-            if !is_secret_safe_base_url(u) {
+            if let Some(why) = secret_safe_fault(u) {
                 return Err(t.at(
                     url.span().start,
-                    "must be the issuer's https key-set URL, like \"https://acme.cloudflareaccess.com/cdn-cgi/access/certs\" (http only on a loopback host)",
+                    format!("must be the issuer's https key-set URL, like \"https://acme.cloudflareaccess.com/cdn-cgi/access/certs\" (http only on a loopback host); here {why}"),
                 ));
             }
             Some(access_api::JwksSource::Url(u.clone()))

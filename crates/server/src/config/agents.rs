@@ -483,12 +483,18 @@ pub(super) fn agent_spec(
             }
         }
         BackendKind::Openai => BackendSpec::OpenAi {
-            base_url: a
-                .base_url
-                .as_ref()
-                .ok_or_else(|| missing("base_url", "base_url = \"https://api.openai.com/v1\""))?
-                .get_ref()
-                .clone(),
+            base_url: {
+                let url = a.base_url.as_ref().ok_or_else(|| {
+                    missing("base_url", "base_url = \"https://api.openai.com/v1\"")
+                })?;
+                if let Some(why) = super::urls::base_url_fault(url.get_ref()) {
+                    return Err(t.at(
+                        url.span().start,
+                        format!("must be the endpoint's http(s) base URL, like \"https://api.openai.com/v1\" (/chat/completions is appended); here {why}"),
+                    ));
+                }
+                url.get_ref().clone()
+            },
             model: a
                 .model
                 .as_ref()

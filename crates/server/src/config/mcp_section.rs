@@ -26,13 +26,9 @@ pub struct HttpUrl(pub String);
 impl<'de> Deserialize<'de> for HttpUrl {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
-        let rest = s
-            .strip_prefix("http://")
-            .or_else(|| s.strip_prefix("https://"))
-            .unwrap_or_default();
-        if rest.is_empty() || rest.starts_with('/') || s.chars().any(char::is_whitespace) {
+        if let Some(why) = super::urls::base_url_fault(&s) {
             return Err(de::Error::custom(format!(
-                "{s:?} is not an http(s) URL; write it like \"http://127.0.0.1:8080/mcp\""
+                "{s:?} is not an http(s) URL ({why}); write it like \"http://127.0.0.1:8080/mcp\""
             )));
         }
         Ok(HttpUrl(s))

@@ -12,10 +12,12 @@
 
 mod access_section;
 mod agents;
+mod faults;
 mod ingress_section;
 mod mcp_section;
 mod memory_section;
 mod numbers;
+mod paths;
 mod position;
 mod repos_section;
 mod retention_section;
@@ -31,9 +33,11 @@ mod urls;
 
 pub use access_section::AccessConfig;
 pub use agents::{AgentLimits, AgentSpec, BackendSpec};
+pub use faults::{ConfigFaults, LoadError};
 pub use ingress_section::IngressConfig;
 pub use mcp_section::McpConfig;
 pub use memory_section::MemoryConfig;
+pub use paths::absolute;
 pub use retention_section::RetentionConfig;
 pub use server_section::ServerConfig;
 pub use slack_section::SlackConfig;
@@ -51,6 +55,7 @@ use store::StoreSpec;
 
 use access_section::access_config;
 use agents::{agent_spec, check_lineage, declared_agent, limits};
+use faults::Faults;
 use mcp_section::mcp_config;
 use memory_section::memory_config;
 use position::{dotted, key_segments, line_col, locate, path_at};
@@ -86,30 +91,8 @@ impl std::fmt::Display for Source {
     }
 }
 
-/// A config load failure: the source, an optional position, and the message (which names the
-/// key and the fix).
-#[derive(Debug, thiserror::Error)]
-#[error("{source_name}{position}: {message}")]
-pub struct LoadError {
-    pub source_name: String,
-    pub position: String,
-    pub message: String,
-}
-
-impl LoadError {
-    fn new(source: &Source, position: Option<(usize, usize)>, message: impl Into<String>) -> Self {
-        LoadError {
-            source_name: source.to_string(),
-            position: position
-                .map(|(l, c)| format!(":{l}:{c}"))
-                .unwrap_or_default(),
-            message: message.into(),
-        }
-    }
-}
-
 /// A loaded, validated config.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct LoadedConfig {
     pub source: Source,
     pub agents: BTreeSet<AgentName>,
@@ -161,137 +144,223 @@ pub fn choose(explicit: Option<&Path>) -> Source {
 pub fn load_with(
     source: Source,
     surfaces: &[&dyn SurfaceSection],
-) -> Result<LoadedConfig, LoadError> {
-    let text: Cow<'static, str> = match &source {
+) -> Result<LoadedConfig, ConfigFaults> {
+    let text = read_text(&source)?;
+    parse_with(source, &text, surfaces)
+}
+
+/// The text of `source`'s file (or the embedded default).
+pub fn read_text(source: &Source) -> Result<Cow<'static, str>, LoadError> {
+    match source {
         Source::File(path) => std::fs::read_to_string(path).map(Cow::Owned).map_err(|e| {
             LoadError::new(
-                &source,
+                source,
+                None,
                 None,
                 format!("cannot read the config file: {e} (pass --config with an existing file, or omit it to use the embedded default)"),
             )
-        })?,
-        Source::EmbeddedDefault => Cow::Borrowed(EMBEDDED_DEFAULT),
-    };
-    parse_with(source, &text, surfaces)
+        }),
+        Source::EmbeddedDefault => Ok(Cow::Borrowed(EMBEDDED_DEFAULT)),
+    }
 }
 
 /// Top-level keys that look like authorization but are not: refused by name.
 const FORBIDDEN: [&str; 3] = ["permissions", "admins", "scopes"];
 
 /// The text being parsed, for faults with positions.
-struct Text<'a> {
+pub(crate) struct Text<'a> {
     source: &'a Source,
     text: &'a str,
 }
 
-impl Text<'_> {
+impl<'a> Text<'a> {
+    pub(crate) fn new(source: &'a Source, text: &'a str) -> Self {
+        Text { source, text }
+    }
+
     /// A fault at a byte offset: `file:line:col: key: message`.
-    fn at(&self, offset: usize, message: impl std::fmt::Display) -> LoadError {
-        let key = path_at(self.text, offset)
-            .map(|k| format!("{k}: "))
-            .unwrap_or_default();
+    pub(crate) fn at(&self, offset: usize, message: impl std::fmt::Display) -> LoadError {
         LoadError::new(
             self.source,
             Some(line_col(self.text, offset)),
-            format!("{key}{message}"),
+            path_at(self.text, offset),
+            message.to_string(),
         )
     }
 
     /// A fault at a key path (the deepest part of it the text defines).
-    fn key(&self, path: &[&str], message: impl std::fmt::Display) -> LoadError {
+    pub(crate) fn key(&self, path: &[&str], message: impl std::fmt::Display) -> LoadError {
         let owned: Vec<String> = path.iter().map(|s| (*s).to_owned()).collect();
         LoadError::new(
             self.source,
             locate(self.text, path),
-            format!("{}: {message}", dotted(&owned)),
+            Some(dotted(&owned)),
+            message.to_string(),
         )
+    }
+
+    /// A fault with no place in the file (the environment, a file it names).
+    pub(crate) fn nowhere(&self, message: impl std::fmt::Display) -> LoadError {
+        LoadError::new(self.source, None, None, message.to_string())
     }
 
     fn de(&self, e: &toml::de::Error) -> LoadError {
         match e.span() {
             Some(span) => self.at(span.start, e.message()),
-            None => LoadError::new(self.source, None, e.message().to_owned()),
+            None => self.nowhere(e.message()),
         }
     }
 }
 
 /// Parses config text with no plug-in surface sections. Public for tests.
-pub fn parse(source: Source, text: &str) -> Result<LoadedConfig, LoadError> {
+pub fn parse(source: Source, text: &str) -> Result<LoadedConfig, ConfigFaults> {
     parse_with(source, text, &[])
 }
 
-/// A top-level key that is neither a built-in section nor one of `surfaces`' fails the load,
-/// as serde's own unknown-field fault would, before any section is read; so does a surface
-/// key read twice.
+/// Faults for the top level: a key that looks like authorization and is not, a top-level key
+/// that is neither a built-in section nor one of `surfaces`' (as serde's own unknown-field
+/// fault would say), and a surface key read twice.
 fn check_top_level_keys(
     t: &Text<'_>,
-    doc: &toml::Table,
+    doc: &toml::de::DeTable<'_>,
     surfaces: &[&dyn SurfaceSection],
-) -> Result<(), LoadError> {
+    faults: &mut Faults,
+) {
+    for key in FORBIDDEN.into_iter().filter(|k| doc.contains_key(*k)) {
+        let problem = authz_core::ConfigProblem::ForbiddenKey(key.to_owned());
+        faults.push(t.key(&[key], problem));
+    }
     let mut known: Vec<&str> = CORE_KEYS.to_vec();
     for s in surfaces {
         if known.contains(&s.key()) {
-            return Err(LoadError::new(
-                t.source,
-                None,
-                format!(
-                    "two sections are read as [{}]; give the surface another key",
-                    s.key()
-                ),
-            ));
+            faults.push(t.nowhere(format!(
+                "two sections are read as [{}]; give the surface another key",
+                s.key()
+            )));
         }
         known.push(s.key());
     }
-    match doc.keys().find(|k| !known.contains(&k.as_str())) {
-        None => Ok(()),
-        Some(key) => {
-            let expected: Vec<String> = known.iter().map(|k| format!("`{k}`")).collect();
-            Err(t.key(
+    let expected: Vec<String> = known.iter().map(|k| format!("`{k}`")).collect();
+    for key in doc.keys() {
+        let key = key.get_ref();
+        if !known.contains(&key.as_ref()) && !FORBIDDEN.contains(&key.as_ref()) {
+            faults.push(t.key(
                 &[key],
                 format!(
                     "unknown field `{key}`, expected one of {}",
                     expected.join(", ")
                 ),
-            ))
+            ));
         }
     }
 }
 
-/// Parses config text, with the sections of `surfaces` beside the built-in ones.
+/// The syntax of the whole file: every TOML fault the parser recovers past, or the document
+/// both as spans (for the sections) and as a table (for authz-core's grants).
+fn syntax<'i>(
+    source: &Source,
+    text: &'i str,
+) -> Result<(toml::de::DeTable<'i>, toml::Table), ConfigFaults> {
+    let fault = |e: &toml::de::Error| {
+        LoadError::new(
+            source,
+            e.span().map(|s| line_col(text, s.start)),
+            None,
+            format!("not valid TOML: {}", e.message()),
+        )
+    };
+    let (spans, errors) = toml::de::DeTable::parse_recoverable(text);
+    if !errors.is_empty() {
+        return Err(ConfigFaults(errors.iter().map(fault).collect()));
+    }
+    let doc: toml::Table = toml::from_str(text).map_err(|e| fault(&e))?;
+    Ok((spans.into_inner(), doc))
+}
+
+/// The agents `[agents.<name>]` declares, read from the document itself, so a fault in one
+/// agent's table does not make every key naming the others a fault too.
+fn declared_agents(doc: &toml::Table) -> BTreeSet<AgentName> {
+    let Some(toml::Value::Table(agents)) = doc.get("agents") else {
+        return BTreeSet::new();
+    };
+    agents
+        .iter()
+        .filter(|(k, v)| v.is_table() && !agents::SETTINGS.contains(&k.as_str()))
+        .filter_map(|(k, _)| AgentName::parse(k).ok())
+        .collect()
+}
+
+/// Parses config text, with the sections of `surfaces` beside the built-in ones. Every fault
+/// of the file is reported, not only the first; with none, every path it names is made
+/// absolute under the working directory (`paths.rs`).
 pub fn parse_with(
     source: Source,
     text: &str,
     surfaces: &[&dyn SurfaceSection],
-) -> Result<LoadedConfig, LoadError> {
-    let t = Text {
-        source: &source,
-        text,
-    };
-    let doc: toml::Table = toml::from_str(text).map_err(|e| {
-        let position = e.span().map(|s| line_col(text, s.start));
-        LoadError::new(
-            &source,
-            position,
-            format!("not valid TOML: {}", e.message()),
-        )
-    })?;
-    if let Some(key) = FORBIDDEN.into_iter().find(|k| doc.contains_key(*k)) {
-        let problem = authz_core::ConfigProblem::ForbiddenKey(key.to_owned());
-        return Err(t.key(&[key], problem));
-    }
-    check_top_level_keys(&t, &doc, surfaces)?;
-    let sections: FileSections = toml::from_str(text).map_err(|e| t.de(&e))?;
-    let surface_sections = SurfaceSections::read(&t, surfaces)?;
+) -> Result<LoadedConfig, ConfigFaults> {
+    let (spans, doc) = syntax(&source, text)?;
+    let t = Text::new(&source, text);
+    let mut faults = Faults::default();
+    check_top_level_keys(&t, &spans, surfaces, &mut faults);
+    let sections = FileSections::read(&t, &spans, &mut faults);
+    let surface_sections = SurfaceSections::read(&t, surfaces, &mut faults);
+    let agents = declared_agents(&doc);
     let agents_section = &sections.agents;
-    let agents: BTreeSet<AgentName> = agents_section.tables.keys().cloned().collect();
     let default_agent = match &agents_section.default {
-        None => None,
-        Some(name) => Some(declared_agent(&t, name, &agents)?),
+        None => Some(None),
+        Some(name) => faults.take(declared_agent(&t, name, &agents)).map(Some),
     };
     // authz-core names the key itself (`restrict.agents[0]`); the position is located here.
-    let mut table = GrantsTable::from_config(&doc, agents.clone())
-        .map_err(|e| LoadError::new(&source, locate(text, &key_segments(&e.key)), e.to_string()))?;
-    let schedules = schedules(&t, &sections.schedules, &agents)?;
+    let table = GrantsTable::from_config(&doc, agents.clone()).map_err(|e| {
+        let segments = key_segments(&e.key);
+        LoadError::new(&source, locate(text, &segments), None, e.to_string())
+    });
+    let table = faults.take(table);
+    let schedules = schedules(&t, &sections.schedules, &agents, &mut faults);
+    let agent_specs: BTreeMap<AgentName, AgentSpec> = agents_section
+        .tables
+        .iter()
+        .filter_map(|(name, a)| Some((name.clone(), faults.take(agent_spec(&t, name, a))?)))
+        .collect();
+    faults.take(check_lineage(&t, &agents_section.tables, &agent_specs));
+    let checked = Checked {
+        tool_policy: faults.take(tool_policy(&t, &sections, &agents)),
+        retention: faults.take(retention(&t, &sections.retention)),
+        store: faults.take(store_spec(&t, &sections.store)),
+        server: faults.take(server(&t, &sections.server)),
+        memory: faults.take(memory_config(&t, &sections.memory, &agents)),
+        telemetry: faults.take(telemetry_config(&t, &sections.telemetry)),
+        slack: faults.take(
+            sections
+                .slack
+                .as_ref()
+                .map(|s| slack_config(&t, s))
+                .transpose(),
+        ),
+        access: faults.take(
+            sections
+                .access
+                .as_ref()
+                .map(|s| access_config(&t, s))
+                .transpose(),
+        ),
+    };
+    let dir = std::env::current_dir().map_err(|e| {
+        t.nowhere(format!(
+            "the working directory cannot be read ({e}), and the config's relative paths are read from it; start switchboard from a directory that exists"
+        ))
+    });
+    let dir = faults.take(dir);
+    let (true, Some(default_agent), Some(mut table), Some(schedules), Some(checked), Some(dir)) = (
+        faults.is_empty(),
+        default_agent,
+        table,
+        schedules,
+        checked.all(),
+        dir,
+    ) else {
+        return Err(faults.into_faults());
+    };
     for (decl, grants) in schedule::builtin() {
         table.declare_schedule(decl.name, grants);
     }
@@ -299,17 +368,9 @@ pub fn parse_with(
         // A configured schedule declares nothing: its grants are its `[grants]` entry.
         table.declare_schedule(decl.name.clone(), NO_GRANTS);
     }
-    let agent_specs = agents_section
-        .tables
-        .iter()
-        .map(|(name, a)| Ok((name.clone(), agent_spec(&t, name, a)?)))
-        .collect::<Result<BTreeMap<_, _>, LoadError>>()?;
-    check_lineage(&t, &agents_section.tables, &agent_specs)?;
-    let tool_policy = tool_policy(&t, &sections, &agents)?;
-    let retention = retention(&t, &sections.retention)?;
-    Ok(LoadedConfig {
-        store: store_spec(&t, &sections.store)?,
-        server: server(&t, &sections.server)?,
+    let config = LoadedConfig {
+        store: checked.store,
+        server: checked.server,
         ingress: IngressConfig {
             tokens_file: sections.ingress.tokens_file.clone(),
             max_body_bytes: sections
@@ -318,30 +379,62 @@ pub fn parse_with(
                 .map_or(IngressConfig::default().max_body_bytes, |n| n.usize()),
         },
         mcp: mcp_config(&sections.mcp),
-        memory: memory_config(&t, &sections.memory, &agents)?,
+        memory: checked.memory,
         limits: limits(agents_section),
-        telemetry: telemetry_config(&t, &sections.telemetry)?,
-        slack: sections
-            .slack
-            .as_ref()
-            .map(|s| slack_config(&t, s))
-            .transpose()?,
-        access: sections
-            .access
-            .as_ref()
-            .map(|s| access_config(&t, s))
-            .transpose()?,
+        telemetry: checked.telemetry,
+        slack: checked.slack,
+        access: checked.access,
         source,
         agents,
         default_agent,
         table,
         agent_specs,
         schedules,
-        tool_policy,
+        tool_policy: checked.tool_policy,
         repos: repos(&sections.repos),
-        retention,
+        retention: checked.retention,
         surface_sections,
-    })
+    };
+    Ok(paths::made_absolute(config, &dir))
+}
+
+/// The sections' checked values, each `None` where its check found a fault.
+struct Checked {
+    tool_policy: Option<ToolPolicyConfig>,
+    retention: Option<RetentionConfig>,
+    store: Option<StoreSpec>,
+    server: Option<ServerConfig>,
+    memory: Option<MemoryConfig>,
+    telemetry: Option<TelemetryConfig>,
+    slack: Option<Option<SlackConfig>>,
+    access: Option<Option<AccessConfig>>,
+}
+
+/// Every section's value, once none had a fault.
+struct AllChecked {
+    tool_policy: ToolPolicyConfig,
+    retention: RetentionConfig,
+    store: StoreSpec,
+    server: ServerConfig,
+    memory: MemoryConfig,
+    telemetry: TelemetryConfig,
+    slack: Option<SlackConfig>,
+    access: Option<AccessConfig>,
+}
+
+impl Checked {
+    fn all(self) -> Option<AllChecked> {
+        Some(AllChecked {
+            tool_policy: self.tool_policy?,
+            retention: self.retention?,
+            store: self.store?,
+            server: self.server?,
+            memory: self.memory?,
+            telemetry: self.telemetry?,
+            slack: self.slack?,
+            access: self.access?,
+        })
+    }
 }
 
 #[cfg(test)]

@@ -1,16 +1,16 @@
 //! The whole file as serde reads it: each section's raw type, from that section's own file
 //! (every one denies unknown keys and checks what needs more than a type as it is read, so a
-//! fault carries the parser's position), and the authorization keys, read by authz-core. Any
-//! other top-level key is kept aside for the plug-in surfaces; one no surface reads fails the
-//! load first (`super::check_top_level_keys`).
+//! fault carries the parser's position), read one section at a time so that every fault is
+//! found. The authorization keys are read by authz-core; any other top-level key is a plug-in
+//! surface's, and one no surface reads is a fault (`super::check_top_level_keys`).
 
-use std::collections::BTreeMap;
-
-use serde::Deserialize;
-use serde::de;
+use serde::de::DeserializeOwned;
 use toml::Spanned;
+use toml::de::DeTable;
 
+use super::Text;
 use super::access_section::AccessSection;
+use super::faults::{Faults, read_section};
 use super::ingress_section::IngressSection;
 use super::mcp_section::McpSection;
 use super::memory_section::MemorySection;
@@ -42,42 +42,53 @@ pub const CORE_KEYS: [&str; 16] = [
     "retention",
 ];
 
-/// The whole file: the typed sections, and the authorization keys (read by authz-core from
-/// the same text).
-#[derive(Debug, Default, Deserialize)]
+/// The whole file: the typed sections (the authorization keys are read by authz-core from the
+/// same text, and any other top-level key by its plug-in surface).
+#[derive(Debug, Default)]
 pub struct FileSections {
-    #[serde(default)]
     pub server: ServerSection,
-    #[serde(default)]
     pub store: StoreSection,
-    #[serde(default)]
     pub ingress: IngressSection,
-    #[serde(default)]
     pub agents: super::agents::AgentsSection,
-    #[serde(default)]
     pub telemetry: TelemetrySection,
-    /// Read by authz-core (`GrantsTable::from_config`) from the same text.
-    #[serde(rename = "grants")]
-    _grants: Option<de::IgnoredAny>,
-    #[serde(rename = "restrict")]
-    _restrict: Option<de::IgnoredAny>,
     pub slack: Option<SlackSection>,
-    #[serde(default)]
     pub mcp: McpSection,
     pub access: Option<AccessSection>,
-    #[serde(default)]
     pub schedules: Vec<Spanned<ScheduleSection>>,
-    #[serde(default)]
     pub memory: MemorySection,
     pub agent_policy: Option<broker::file::OrgPolicyToml>,
-    #[serde(default)]
     pub agent_grants: Vec<Spanned<broker::GrantSpec>>,
-    #[serde(default)]
     pub repos: ReposSection,
-    #[serde(default)]
     pub retention: RetentionSection,
-    /// Every other top-level key: a plug-in surface's section (one no surface reads failed the
-    /// load before this type was read).
-    #[serde(flatten)]
-    pub _others: BTreeMap<String, de::IgnoredAny>,
+}
+
+impl FileSections {
+    /// Each section of `doc` read on its own, so a fault in one leaves the others read (and
+    /// every fault of each kept in `faults`); an absent section is its default.
+    pub(super) fn read(t: &Text<'_>, doc: &DeTable<'_>, faults: &mut Faults) -> FileSections {
+        fn typed<T: DeserializeOwned>(
+            t: &Text<'_>,
+            doc: &DeTable<'_>,
+            key: &str,
+            faults: &mut Faults,
+        ) -> Option<T> {
+            read_section(t, doc.get(key)?, faults)
+        }
+        FileSections {
+            server: typed(t, doc, "server", faults).unwrap_or_default(),
+            store: typed(t, doc, "store", faults).unwrap_or_default(),
+            ingress: typed(t, doc, "ingress", faults).unwrap_or_default(),
+            agents: typed(t, doc, "agents", faults).unwrap_or_default(),
+            telemetry: typed(t, doc, "telemetry", faults).unwrap_or_default(),
+            slack: typed(t, doc, "slack", faults),
+            mcp: typed(t, doc, "mcp", faults).unwrap_or_default(),
+            access: typed(t, doc, "access", faults),
+            schedules: typed(t, doc, "schedules", faults).unwrap_or_default(),
+            memory: typed(t, doc, "memory", faults).unwrap_or_default(),
+            agent_policy: typed(t, doc, "agent_policy", faults),
+            agent_grants: typed(t, doc, "agent_grants", faults).unwrap_or_default(),
+            repos: typed(t, doc, "repos", faults).unwrap_or_default(),
+            retention: typed(t, doc, "retention", faults).unwrap_or_default(),
+        }
+    }
 }

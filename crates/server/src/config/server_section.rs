@@ -11,7 +11,7 @@ use store::ReplicaId;
 use toml::Spanned;
 
 use super::numbers::Positive;
-use super::urls::is_base_url;
+use super::urls::base_url_fault;
 use super::{LoadError, Text};
 
 /// `host:port` with an IP.
@@ -123,15 +123,15 @@ pub(super) fn server(t: &Text<'_>, s: &ServerSection) -> Result<ServerConfig, Lo
         agent_token_secret_file: s.agent_token_secret_file.clone(),
         public_url: match &s.public_url {
             None => None,
-            Some(url) if is_base_url(url.get_ref()) => {
-                Some(url.get_ref().trim_end_matches('/').to_owned())
-            }
-            Some(url) => {
-                return Err(t.at(
-                    url.span().start,
-                    "must be where people reach this server, an http(s) URL like \"https://switchboard.example.com\"",
-                ));
-            }
+            Some(url) => match base_url_fault(url.get_ref()) {
+                None => Some(url.get_ref().trim_end_matches('/').to_owned()),
+                Some(why) => {
+                    return Err(t.at(
+                        url.span().start,
+                        format!("must be where people reach this server, an http(s) URL like \"https://switchboard.example.com\"; here {why}"),
+                    ));
+                }
+            },
         },
     })
 }

@@ -6,7 +6,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::numbers::Positive;
-use super::urls::is_secret_safe_base_url;
+use super::urls::secret_safe_fault;
 use super::{LoadError, Text};
 
 /// `[slack]`: present turns the surface on (with its secrets in the environment).
@@ -60,10 +60,10 @@ pub(super) fn slack_config(t: &Text<'_>, section: &SlackSection) -> Result<Slack
         };
     }
     if let Some(url) = &section.api_url {
-        if !is_secret_safe_base_url(url.get_ref()) {
+        if let Some(why) = secret_safe_fault(url.get_ref()) {
             return Err(t.at(
                 url.span().start,
-                "must be the Web API's https base URL, like \"https://slack.com/api/\" (the method name is appended; the bot token travels with every call, so plain http is accepted on loopback only)",
+                format!("must be the Web API's https base URL, like \"https://slack.com/api/\"; here {why} (the method name is appended; the bot token travels with every call, so plain http is accepted on loopback only)"),
             ));
         }
         c.api_url = url.get_ref().clone();

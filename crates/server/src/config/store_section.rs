@@ -37,8 +37,7 @@ pub struct StoreSection {
 pub(super) fn store_spec(t: &Text<'_>, s: &StoreSection) -> Result<StoreSpec, LoadError> {
     let url = match &s.url {
         Some(u) => u.0.clone(),
-        None => StoreUrl::parse(DEFAULT_STORE_URL)
-            .map_err(|e| LoadError::new(t.source, None, e.to_string()))?,
+        None => StoreUrl::parse(DEFAULT_STORE_URL).map_err(|e| t.nowhere(e))?,
     };
     if let (Some(schema), false) = (&s.schema, matches!(url, StoreUrl::Postgres(_))) {
         return Err(t.at(

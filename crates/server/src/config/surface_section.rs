@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use serde::de::{DeserializeOwned, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 
+use super::faults::Faults;
 use super::{LoadError, Text};
 
 /// What a surface reads from the config file.
@@ -121,7 +122,8 @@ impl SurfaceSections {
     pub(super) fn read(
         text: &Text<'_>,
         surfaces: &[&dyn SurfaceSection],
-    ) -> Result<Self, LoadError> {
+        faults: &mut Faults,
+    ) -> Self {
         let mut out = SurfaceSections::default();
         for surface in surfaces {
             let section = SectionText {
@@ -129,12 +131,12 @@ impl SurfaceSections {
                 key: surface.key(),
             };
             out.read.insert(surface.key());
-            if let Some(value) = surface.read(&section)? {
+            if let Some(Some(value)) = faults.take(surface.read(&section)) {
                 out.values.insert(surface.key(), value);
             }
             out.secret_envs.extend_from_slice(surface.secret_envs());
         }
-        Ok(out)
+        out
     }
 }
 

@@ -6,7 +6,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::numbers::Positive;
-use super::urls::is_base_url;
+use super::urls::base_url_fault;
 use super::{LoadError, Text};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -68,10 +68,10 @@ pub(super) fn telemetry_config(
     };
     if let Some(endpoint) = &section.otlp_endpoint {
         let url = endpoint.get_ref().trim_end_matches('/');
-        if !is_base_url(url) {
+        if let Some(why) = base_url_fault(url) {
             return Err(t.at(
                 endpoint.span().start,
-                "must be the collector's http(s) base URL, like \"http://127.0.0.1:4318\" (/v1/traces is appended)",
+                format!("must be the collector's http(s) base URL, like \"http://127.0.0.1:4318\" (/v1/traces is appended); here {why}"),
             ));
         }
         c.otlp_endpoint = Some(url.to_owned());

@@ -213,7 +213,7 @@ fn config_text(dir: &std::path::Path) -> String {
     )
 }
 
-fn parse_with_echo(text: &str) -> Result<server::LoadedConfig, LoadError> {
+fn parse_with_echo(text: &str) -> Result<server::LoadedConfig, server::config::ConfigFaults> {
     let echo: Arc<dyn SurfacePlugin> = Arc::new(EchoSurface::default());
     let sections = server::surface::sections(std::slice::from_ref(&echo));
     server::config::parse_with(server::Source::File("plugin.toml".into()), text, &sections)

@@ -148,17 +148,25 @@ impl Dialect for Postgres {
         };
         let mut options =
             PgConnectOptions::from_str(url).map_err(|_| StoreError::BadUrl(spec.url.redacted()))?;
+        // One connection first: a refused or unreachable server fails here at once, with
+        // its own reason, where the pool would retry until its acquire timeout and then say
+        // only that it timed out.
+        let mut admin = tokio::time::timeout(
+            Duration::from_secs(10),
+            sqlx::PgConnection::connect_with(&options),
+        )
+        .await
+        .map_err(|_| StoreError::Database(sqlx::Error::PoolTimedOut))??;
         if let Some(schema) = &spec.schema {
             check_schema(schema)?;
-            let mut admin = sqlx::PgConnection::connect_with(&options).await?;
             sqlx::query(AssertSqlSafe(format!(
                 "CREATE SCHEMA IF NOT EXISTS {schema}"
             )))
             .execute(&mut admin)
             .await?;
-            admin.close().await?;
             options = options.options([("search_path", schema.as_str())]);
         }
+        admin.close().await?;
         // Every statement here is shaped by its text, not its values (lists are bound arrays),
         // and its generic plan is an indexed read; left to choose, Postgres re-plans some of
         // them on every execution on a large table, which costs more than the read itself

@@ -130,19 +130,60 @@ async fn a_failing_command_puts_stderr_into_friction() {
     assert!(items.iter().any(|i| matches!(i, SinkItem::Friction { kind, detail } if kind == "tool_error" && detail == "compiler said no")));
 }
 
+/// A program that is not there: the run's readers are told it could not start, in one
+/// sentence without the path; the operator's log names the program. So is one that the
+/// shell could not execute (exit 127), its words kept out of friction.
 #[tokio::test]
-async fn a_missing_program_fails_with_its_name() {
-    let (outcome, _) = run(
-        &command(vec!["/nonexistent/agent".into()], RequestVia::Stdin),
+async fn a_missing_program_is_named_in_the_log_not_to_the_runs_readers() {
+    let log = test_support::log::CapturedLog::default();
+    let _guard = log.install();
+    for argv in [
+        vec!["/nonexistent/agent".to_owned()],
+        vec!["sb-no-such-program".to_owned()],
+    ] {
+        let (outcome, items) = run(
+            &command(argv.clone(), RequestVia::Stdin),
+            job("x"),
+            CancellationToken::new(),
+        )
+        .await;
+        let said = outcome.error().unwrap();
+        assert_eq!(
+            said,
+            "the agent's program could not be started; the operator's log has the details"
+        );
+        assert!(items.is_empty(), "{items:?}");
+        assert!(
+            log.text()
+                .contains(&format!("the program `{}` was not found", argv[0])),
+            "{}",
+            log.text()
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let s = script(
+        dir.path(),
+        "exec-fails.sh",
+        "echo 'sh: 1: exec: codex-at-/srv/secret: not found' >&2\nexit 127",
+    );
+    let (outcome, items) = run(
+        &command(vec![s], RequestVia::Stdin),
         job("x"),
         CancellationToken::new(),
     )
     .await;
+    assert_eq!(
+        outcome.error(),
+        Some("the agent's program could not be started; the operator's log has the details")
+    );
     assert!(
-        outcome
-            .error()
-            .unwrap()
-            .starts_with("could not start `/nonexistent/agent`")
+        !items.iter().any(|i| matches!(i, SinkItem::Friction { .. })),
+        "{items:?}"
+    );
+    assert!(
+        log.text().contains("codex-at-/srv/secret: not found"),
+        "{}",
+        log.text()
     );
 }
 

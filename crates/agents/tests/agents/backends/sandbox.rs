@@ -169,17 +169,25 @@ async fn configured_binds_are_the_only_host_paths_a_sandboxed_agent_sees() {
         vec![missing.clone()],
         vec![],
     );
+    let log = test_support::log::CapturedLog::default();
+    let _guard = log.install();
     let (outcome, _) = run(
         &backend,
         in_workspace("x", ws.path(), &[]),
         CancellationToken::new(),
     )
     .await;
+    // The run's readers are told the sandbox could not be made; the operator's log says why.
     let error = outcome.error().unwrap_or_default();
+    assert_eq!(
+        error,
+        "the agent's sandbox could not be made; the operator's log has the details"
+    );
+    let logged = log.text();
     assert!(
-        error.contains(&format!("{} does not exist", missing.display()))
-            && error.contains("sandbox_bind"),
-        "{error}"
+        logged.contains(&format!("{} does not exist", missing.display()))
+            && logged.contains("sandbox_bind"),
+        "{logged}"
     );
     assert!(!marker.exists(), "the program ran");
 }

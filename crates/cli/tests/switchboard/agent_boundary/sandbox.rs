@@ -85,9 +85,20 @@ async fn a_bind_reaching_switchboards_data_or_a_checkout_is_refused() {
         .to_owned();
     let (run, events) = sb.record(&id);
     project.assert_clean("a run event", &events);
+    // The run's readers are told its sandbox could not be made; the cause is the operator's,
+    // on the command line that started it.
     assert!(
-        format!("{run}{events}").contains("bind a directory that holds neither"),
+        run.to_string()
+            .contains("the agent's sandbox could not be made"),
         "{run} {events}"
+    );
+    assert!(
+        !format!("{run}{events}").contains("bind a directory that holds neither"),
+        "{run} {events}"
+    );
+    assert!(
+        said.contains("bind a directory that holds neither"),
+        "{said}"
     );
     drop(model);
 }

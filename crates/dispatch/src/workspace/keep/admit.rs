@@ -34,7 +34,8 @@ pub(super) async fn admit(
             .join(format!("{}{run}", crate::workspace::QUARANTINE_PREFIX)),
     );
     let quarantine = &guard.0;
-    let io = |e: std::io::Error| WorkspaceError::Keep(format!("{}: {e}", quarantine.display()));
+    let io =
+        |e: std::io::Error| WorkspaceError::KeepFault(format!("{}: {e}", quarantine.display()));
     tokio::fs::create_dir_all(quarantine.join("pack"))
         .await
         .map_err(io)?;
@@ -99,7 +100,7 @@ pub(super) fn pack_name(out: &[u8]) -> Result<String, WorkspaceError> {
         .last()
         .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_hexdigit()))
         .map(str::to_owned)
-        .ok_or_else(|| WorkspaceError::Keep("index-pack named no pack".to_owned()))
+        .ok_or_else(|| WorkspaceError::KeepFault("index-pack named no pack".to_owned()))
 }
 
 /// The base commit and the trees of the base the run's repository did not hold (the root and
@@ -130,9 +131,11 @@ pub(super) async fn with_base_trees(base: &Base, mine: &Git) -> Result<(), Works
         .await
         .map(drop)
         .map_err(|e| {
-            WorkspaceError::Keep(format!(
-                "the run's repository holds other bytes under a name of the base's ({e}); nothing of the run was kept"
-            ))
+            tracing::warn!(error = %e, "index-pack refused the base's trees beside the run's");
+            WorkspaceError::Keep(
+                "the run's repository holds other bytes under a name of the base's; nothing of the run was kept"
+                    .to_owned(),
+            )
         })
 }
 
@@ -158,7 +161,7 @@ pub(super) async fn gate(
         .input(
             ["show-index"],
             std::fs::read(&index)
-                .map_err(|e| WorkspaceError::Keep(format!("{}: {e}", index.display())))?,
+                .map_err(|e| WorkspaceError::KeepFault(format!("{}: {e}", index.display())))?,
         )
         .await
         .map_err(fail)?;

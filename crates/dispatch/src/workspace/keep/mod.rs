@@ -73,7 +73,7 @@ pub struct Kept {
 }
 
 fn fail(e: GitError) -> WorkspaceError {
-    WorkspaceError::Keep(e.to_string())
+    WorkspaceError::KeepFault(e.to_string())
 }
 
 /// Keeps the run's changes on its branch.
@@ -87,7 +87,7 @@ pub async fn keep(base: &Base, run: &RunId, dir: &RunDir) -> Result<Kept, Worksp
     copy_objects(&work, ".git/objects", &keep_dir.join("objects")).await?;
     tokio::fs::write(keep_dir.join("shallow"), format!("{}\n", base.commit))
         .await
-        .map_err(|e| WorkspaceError::Keep(format!("{}: {e}", keep_dir.display())))?;
+        .map_err(|e| WorkspaceError::KeepFault(format!("{}: {e}", keep_dir.display())))?;
     // The run's pack index may hide objects (a delta's base that no listing counts), so git
     // on the host is never let allocate more for one object than a kept one can need.
     let mine = Git::at(&keep_dir).with_env("GIT_ALLOC_LIMIT", GIT_ALLOC_LIMIT.to_string());

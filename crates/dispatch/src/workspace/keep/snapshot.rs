@@ -32,7 +32,7 @@ pub(super) async fn snapshot(
 ) -> Result<String, WorkspaceError> {
     let keep_dir = dir.keep();
     let scratch = dir.root.join("snapshot.git");
-    let io = |e: std::io::Error| WorkspaceError::Keep(format!("{}: {e}", scratch.display()));
+    let io = |e: std::io::Error| WorkspaceError::KeepFault(format!("{}: {e}", scratch.display()));
     Git::init(&scratch, &base.object_format, true)
         .await
         .map_err(fail)?;
@@ -56,7 +56,7 @@ pub(super) async fn snapshot(
     // nothing else of keep.git is in the sandbox.
     copy_objects(&keep_dir, "objects", &scratch.join("objects")).await?;
     let sandboxed = |e: agents::sandbox::SandboxError| {
-        WorkspaceError::Keep(format!(
+        WorkspaceError::KeepFault(format!(
             "the run's working tree could not be read in a sandbox: {e}"
         ))
     };
@@ -114,7 +114,7 @@ pub(super) async fn snapshot(
         .kill_on_drop(true);
     let mut child = command
         .spawn()
-        .map_err(|e| WorkspaceError::Keep(format!("could not start the snapshot: {e}")))?;
+        .map_err(|e| WorkspaceError::KeepFault(format!("could not start the snapshot: {e}")))?;
     let mut out = Vec::new();
     let mut err = Vec::new();
     let (mut stdout, mut stderr) = (child.stdout.take(), child.stderr.take());
@@ -130,11 +130,11 @@ pub(super) async fn snapshot(
     let status = tokio::time::timeout(SNAPSHOT_TIMEOUT, reading)
         .await
         .map_err(|_| WorkspaceError::Keep("reading the run's working tree timed out".to_owned()))?
-        .map_err(|e| WorkspaceError::Keep(format!("the snapshot: {e}")))?;
+        .map_err(|e| WorkspaceError::KeepFault(format!("the snapshot: {e}")))?;
     if !status.success() {
         let said = String::from_utf8_lossy(&err);
         let first = said.lines().next().unwrap_or("no message");
-        return Err(WorkspaceError::Keep(format!(
+        return Err(WorkspaceError::KeepFault(format!(
             "reading the run's working tree failed: {}",
             first.chars().take(300).collect::<String>()
         )));
@@ -182,15 +182,15 @@ pub(super) async fn copy_objects(
             // A link in its place is never followed: it could lead to any repository's
             // objects.
             Err(_) => {
-                return Err(WorkspaceError::Keep(format!(
+                return Err(WorkspaceError::KeepFault(format!(
                     "{} is not a directory of the run's own; nothing of its repository was kept",
                     root.join(&objects).display()
                 )));
             }
         };
         nofollow::link_files(&from, &to, true)
-            .map_err(|e| WorkspaceError::Keep(format!("{}: {e}", to.display())))
+            .map_err(|e| WorkspaceError::KeepFault(format!("{}: {e}", to.display())))
     })
     .await;
-    copied.map_err(|e| WorkspaceError::Keep(format!("copying the run's objects: {e}")))?
+    copied.map_err(|e| WorkspaceError::KeepFault(format!("copying the run's objects: {e}")))?
 }
