@@ -22,7 +22,15 @@ echo "== Dockerfile: hadolint $("$venv/bin/hadolint" --version | awk '{print $NF
 "$venv/bin/hadolint" deploy/Dockerfile
 
 echo "== deploy/switchboard.toml and the ConfigMap's copy: switchboard config check"
+# In the environment the deployment gives serve (its Postgres with /mcp needs the shared
+# agent-token secret); the env file's own placeholder is what serve would refuse.
+export SWITCHBOARD_AGENT_TOKEN_SECRET="$(head -c 32 /dev/urandom | base64)"
 "$bin" config check --config deploy/switchboard.toml >/dev/null
+if SWITCHBOARD_AGENT_TOKEN_SECRET="$(sed -n 's/^SWITCHBOARD_AGENT_TOKEN_SECRET=//p' deploy/env/switchboard.env.example)" \
+  "$bin" config check --config deploy/switchboard.toml >/dev/null 2>&1; then
+  echo "config check accepted the env file's placeholder agent-token secret" >&2
+  exit 1
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$venv/bin/python" - "$work" <<'PY'

@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# Runs every ```sh block of README.md, in order, as written, in a fresh temporary directory
-# (with a copy of config/, as a clone would have it). `cargo run [--release] -p cli -- ARGS`
-# runs the debug binary the tests built (built here if missing), so CI pays for no second
-# build. A block fails the check when any command in it fails (curl's --fail-with-body makes
-# an HTTP error a failure). What a block leaves running in the background is stopped with
-# SIGTERM (a graceful stop) when the block ends.
+# Runs every ```sh block of README.md, in order, as written, in ONE shell in a fresh temporary
+# directory (with a copy of config/, as a clone would have it), as a reader pasting them into
+# one terminal would: what a block defines or leaves running is there for the next. Nothing is
+# stopped between blocks, so a block that leaves a server running fails the check (the next
+# block's server could not bind, and its readiness loop would answer from the old one).
+# `cargo run [--release] -p cli -- ARGS` runs the debug binary the tests built (built here if
+# missing), so CI pays for no second build. A failing command fails the check (curl's
+# --fail-with-body makes an HTTP error a failure).
 #
 # A line `<!-- readme-check: MODE -->` right before a block says how to run it:
-#   server  the block starts a server in the foreground (as a reader would, then Ctrl-C):
-#           it runs in the background, must answer /readyz on 127.0.0.1:8080 within 120 s,
-#           then gets SIGINT and must exit 0.
-#   exit N  the block's commands exit N (an example of a refusal, say); without -e.
+#   server  the block starts a server in the foreground (as a reader would, then Ctrl-C): it
+#           runs in the background, must answer /readyz on 127.0.0.1:8080 within 120 s, then
+#           gets SIGINT at the end of the block and must exit 0.
+#   exit N  the block's commands exit N (an example of a refusal, say); run without -e.
 #   skip    not run here; the comment says why (the test command is CI's own step).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -27,7 +29,6 @@ if ! port_free; then
 fi
 
 work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
 cp -r "$root/config" "$work/config"
 blocks="$work/.blocks"
 mkdir -p "$blocks"
@@ -41,19 +42,20 @@ awk -v dir="$blocks" '
   /^[^<]/ && !inblock { mode = "" }
 ' "$root/README.md"
 
-# The prelude every block runs with: `cargo run -p cli --` is the binary; nothing else of
-# cargo is an example a reader runs from the README.
-cat > "$work/.prelude.sh" <<PRELUDE
+# The one script: the prelude, then every block in order, each followed by the check that it
+# left 127.0.0.1:8080 free.
+script="$work/.readme.sh"
+cat > "$script" <<PRELUDE
 set -euo pipefail
+# \`cargo run -p cli --\` is the binary; nothing else of cargo is an example a reader runs.
 cargo() {
   local args=("\$@")
   if [ "\${args[0]:-}" = run ]; then
     args=("\${args[@]:1}")
     [ "\${args[0]:-}" = --release ] && args=("\${args[@]:1}")
     if [ "\${args[0]:-}" = -p ] && [ "\${args[1]:-}" = cli ] && [ "\${args[2]:-}" = -- ]; then
-      # In a subshell (\`cargo run … &\`, \`\$(…)\`) the binary takes its place, so a signal
-      # to the job reaches it; in the block's own shell it runs as a child, so the commands
-      # after it run too.
+      # In a subshell (\`cargo run … &\`, \`\$(…)\`) the binary takes its place, as \`cargo run\`
+      # execs it, so a signal to the job reaches it; in the shell itself it runs as a child.
       if [ "\$BASHPID" != "\$\$" ]; then exec "$bin" "\${args[@]:3}"; fi
       "$bin" "\${args[@]:3}"
       return
@@ -62,73 +64,84 @@ cargo() {
   echo "readme-check: only 'cargo run [--release] -p cli -- …' is run from the README, not: cargo \$*" >&2
   return 2
 }
-PRELUDE
-
+port_free() { ! (exec 3<>/dev/tcp/127.0.0.1/8080) 2>/dev/null; }
 wait_ready() {
-  for _ in $(seq 1 600); do
+  for _ in \$(seq 1 600); do
     curl -sf localhost:8080/readyz >/dev/null 2>&1 && return 0
     sleep 0.2
   done
   return 1
 }
+left_free() {
+  port_free || { echo "   FAILED: block \$1 left a server on 127.0.0.1:8080 (every block that starts a server must stop it)" >&2; exit 1; }
+}
+block=none
+trap 'echo "   FAILED: block \$block (line \$LINENO of its script)" >&2' ERR
+PRELUDE
 
-failed=0
-for script in "$blocks"/*.sh; do
-  n="$(basename "$script" .sh)"
+for file in "$blocks"/*.sh; do
+  n="$(basename "$file" .sh)"
   mode="$(cat "$blocks/$n.mode")"
-  first="$(head -1 "$script")"
+  first="$(head -1 "$file" | sed "s/'/'\\\\''/g")"
   case "$mode" in
     skip)
-      echo "== block $n: skipped by its readme-check comment: $first"
+      echo "echo '== block $n: skipped by its readme-check comment: $first'" >> "$script"
       continue
       ;;
     server)
-      echo "== block $n (server): $first"
       # Its own process group, so Ctrl-C (SIGINT to the group) reaches the server itself.
-      (cd "$work" && exec setsid bash -c "source .prelude.sh; $(cat "$script")") > "$work/.server-$n.log" 2>&1 &
-      pid=$!
-      if wait_ready && curl -sf localhost:8080/readyz | grep -qx ready; then
-        kill -INT -- "-$pid"
-        if wait "$pid"; then echo "   ready, and stopped by Ctrl-C"; else
-          echo "   FAILED: did not exit 0 on Ctrl-C"; cat "$work/.server-$n.log"; failed=1; fi
-      else
-        echo "   FAILED: never answered /readyz"; kill -KILL -- "-$pid" 2>/dev/null || true
-        cat "$work/.server-$n.log"; failed=1
-      fi
+      cat >> "$script" <<BLOCK
+block=$n
+echo '== block $n (server): $first'
+setsid bash -c 'source "$work/.prelude.sh"; source "$file"' > "$work/.server-$n.log" 2>&1 &
+server_pid=\$!
+if ! { wait_ready && curl -sf localhost:8080/readyz | grep -qx ready; }; then
+  echo "   FAILED: never answered /readyz" >&2; kill -KILL -- "-\$server_pid" 2>/dev/null || true
+  cat "$work/.server-$n.log" >&2; exit 1
+fi
+kill -INT -- "-\$server_pid"
+if wait "\$server_pid"; then echo "   ready, and stopped by Ctrl-C"; else
+  echo "   FAILED: did not exit 0 on Ctrl-C" >&2; cat "$work/.server-$n.log" >&2; exit 1; fi
+left_free $n
+BLOCK
       ;;
     exit:*)
       want="${mode#exit:}"
-      echo "== block $n (exits $want): $first"
-      body="$(cat "$script")"
-      set +e
-      (cd "$work" && bash -c "source .prelude.sh; set +e
-$body")
-      got=$?
-      set -e
-      if [ "$got" != "$want" ]; then
-        echo "   FAILED: block $n exited $got, the README says $want" >&2
-        failed=1
-      fi
+      cat >> "$script" <<BLOCK
+block=$n
+echo '== block $n (exits $want): $first'
+got=0
+(set +e; source "$file") || got=\$?
+if [ "\$got" != "$want" ]; then echo "   FAILED: block $n exited \$got, the README says $want" >&2; exit 1; fi
+left_free $n
+BLOCK
       ;;
     run)
-      echo "== block $n: $first"
-      body="$(cat "$script")"
-      if ! (cd "$work" && bash -c "source .prelude.sh
-$body
-for job in \$(jobs -p); do kill -TERM \$job; wait \$job || true; done"); then
-        echo "   FAILED: block $n" >&2
-        failed=1
-      fi
+      cat >> "$script" <<BLOCK
+block=$n
+echo '== block $n: $first'
+source "$file"
+left_free $n
+BLOCK
       ;;
     *)
       echo "readme-check: block $n has an unknown mode '$mode'" >&2
-      failed=1
+      exit 1
       ;;
   esac
-  port_free || { echo "readme-check: block $n left 127.0.0.1:8080 in use" >&2; failed=1; }
 done
-if [ "$failed" != 0 ]; then
+echo 'echo "readme-check: every block of README.md ran as written, in one shell"' >> "$script"
+
+# The prelude alone, for the server blocks' own shells.
+sed -n '/^cargo() {/,/^}/p' "$script" > "$work/.prelude.sh"
+
+# Whatever the script leaves when it fails is stopped here, so CI never hangs on it.
+cleanup() {
+  pkill -KILL -f "^$bin serve" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+if ! (cd "$work" && bash "$script"); then
   echo "readme-check: FAILED" >&2
   exit 1
 fi
-echo "readme-check: every block of README.md ran as written"

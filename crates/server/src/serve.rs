@@ -172,9 +172,7 @@ pub fn router(app: &App, shutdown: CancellationToken) -> Router {
             app.span_log.clone(),
         ));
     for surface in &app.surfaces {
-        if let Some(routes) = surface.routes(app, &shutdown) {
-            router = router.merge(routes);
-        }
+        router = router.merge(surface.routes(app, &shutdown).into_router());
     }
     let spans: Arc<[Arc<dyn crate::surface::SurfacePlugin>]> = app.surfaces.clone().into();
     router.layer(axum::middleware::from_fn_with_state(

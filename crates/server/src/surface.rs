@@ -12,7 +12,8 @@
 //!
 //! What a surface must never do: decide anything itself (it proves its caller through
 //! `commands::identity` and hands text to `Registry::handle`), or start its routes without
-//! what it needs (its `routes` is `None` then, and its summary line says what it needs).
+//! what it needs: its `routes` is then [`Routes::Off`], every path it owns answers 503 with
+//! a one-line reason, and its summary line says what it needs.
 //!
 //! The four built-in surfaces predate the section hook: their sections are typed fields of
 //! `LoadedConfig` and their secrets fields of `Secrets`, read by name in `config/` and
@@ -66,8 +67,9 @@ pub trait SurfacePlugin: Send + Sync {
     /// Its line in the start-up summary: on and what it serves, or off and what it needs.
     fn summary_line(&self, app: &App) -> SurfaceLine;
 
-    /// Its routes while it is on; `None` keeps it off.
-    fn routes(&self, app: &App, shutdown: &CancellationToken) -> Option<Router>;
+    /// Its routes while it is on; while it is off, the paths it owns and why, which `serve`
+    /// answers with 503 and that one line (never a bare 404).
+    fn routes(&self, app: &App, shutdown: &CancellationToken) -> Routes;
 
     /// The `(surface, route template)` a request to `path` is traced under, for a path this
     /// surface serves (a template keeps ids out of span names); `None` for any other path.
@@ -83,6 +85,53 @@ pub trait SurfacePlugin: Send + Sync {
     ) -> BoxFuture<'a, Vec<JoinHandle<()>>> {
         Box::pin(std::future::ready(Vec::new()))
     }
+}
+
+/// What a surface serves.
+pub enum Routes {
+    /// On: its router.
+    On(Router),
+    /// Off: each of `paths` (axum path templates, `/runs/{*rest}` for a whole tree) answers
+    /// every method with 503 and `reason`, one line saying what the surface needs.
+    Off {
+        paths: &'static [&'static str],
+        reason: String,
+    },
+}
+
+impl Routes {
+    /// The router `serve` merges: the surface's own, or its paths answering 503.
+    pub fn into_router(self) -> Router {
+        match self {
+            Routes::On(router) => router,
+            Routes::Off { paths, reason } => {
+                let body = format!("{}\n", reason.replace('\n', " "));
+                paths.iter().fold(Router::new(), |router, path| {
+                    let body = body.clone();
+                    router.route(
+                        path,
+                        axum::routing::any(move || async move {
+                            (
+                                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                                [(
+                                    axum::http::header::CONTENT_TYPE,
+                                    "text/plain; charset=utf-8",
+                                )],
+                                body,
+                            )
+                        }),
+                    )
+                })
+            }
+        }
+    }
+}
+
+/// The reason an off surface's paths answer with: `<surface> is off on this server: <what
+/// its summary line says it needs>`.
+pub fn off_reason(line: &SurfaceLine) -> String {
+    let needs = line.note.strip_prefix("off: ").unwrap_or(&line.note);
+    format!("{} is off on this server: {needs}", line.surface)
 }
 
 /// The sections the surfaces of `surfaces` read from the config file.

@@ -2,10 +2,9 @@
 
 use std::sync::Arc;
 
-use axum::Router;
 use tokio_util::sync::CancellationToken;
 
-use super::{SurfaceLine, SurfacePlugin};
+use super::{Routes, SurfaceLine, SurfacePlugin};
 use crate::{App, summary};
 
 /// `/api` and the `/runs` pages, behind Access JWTs.
@@ -16,8 +15,13 @@ impl SurfacePlugin for AccessSurface {
         summary::access_line(app)
     }
 
-    fn routes(&self, app: &App, shutdown: &CancellationToken) -> Option<Router> {
-        let verifier = app.access.verifier()?;
+    fn routes(&self, app: &App, shutdown: &CancellationToken) -> Routes {
+        let Some(verifier) = app.access.verifier() else {
+            return Routes::Off {
+                paths: &["/api", "/api/{*rest}", "/runs", "/runs/{*rest}"],
+                reason: super::off_reason(&self.summary_line(app)),
+            };
+        };
         let access = Arc::new(access_api::AccessApi {
             registry: app.registry.clone(),
             services: app.services.clone(),
@@ -27,7 +31,7 @@ impl SurfacePlugin for AccessSurface {
             recheck: access_api::RECHECK,
             max_body_bytes: app.config.ingress.max_body_bytes,
         });
-        Some(access_api::router(access))
+        Routes::On(access_api::router(access))
     }
 
     fn span_route(&self, path: &str) -> Option<(&'static str, &'static str)> {

@@ -2,10 +2,9 @@
 
 use std::sync::Arc;
 
-use axum::Router;
 use tokio_util::sync::CancellationToken;
 
-use super::{SurfaceLine, SurfacePlugin};
+use super::{Routes, SurfaceLine, SurfacePlugin};
 use crate::{App, summary};
 
 /// `POST /ingress`: bearer tokens from the token map.
@@ -16,14 +15,14 @@ impl SurfacePlugin for IngressSurface {
         summary::ingress_line(app)
     }
 
-    fn routes(&self, app: &App, _shutdown: &CancellationToken) -> Option<Router> {
+    fn routes(&self, app: &App, _shutdown: &CancellationToken) -> Routes {
         // Always served: without a token map the route answers 503 saying what it needs.
         let ingress = Arc::new(http_ingress::Ingress {
             registry: app.registry.clone(),
             services: app.services.clone(),
             max_body_bytes: app.config.ingress.max_body_bytes,
         });
-        Some(http_ingress::router(ingress))
+        Routes::On(http_ingress::router(ingress))
     }
 
     fn span_route(&self, path: &str) -> Option<(&'static str, &'static str)> {

@@ -4,11 +4,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use authz_core::BoxFuture;
-use axum::Router;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::{SurfaceLine, SurfacePlugin};
+use super::{Routes, SurfaceLine, SurfacePlugin};
 use crate::{App, summary};
 
 /// `/mcp`: commands as MCP tools, for bearer tokens and agents' run-scoped tokens.
@@ -19,16 +18,20 @@ impl SurfacePlugin for McpSurface {
         summary::mcp_line(app)
     }
 
-    fn routes(&self, app: &App, shutdown: &CancellationToken) -> Option<Router> {
-        // Enabled without a token map, the route answers 503 saying what it needs.
-        app.config.mcp.enabled.then(|| {
-            let mcp = Arc::new(mcp::Mcp::new(
-                app.registry.clone(),
-                app.services.clone(),
-                app.config.mcp.settings.clone(),
-            ));
-            mcp::router(mcp, shutdown.clone())
-        })
+    fn routes(&self, app: &App, shutdown: &CancellationToken) -> Routes {
+        // Enabled without a token map, the route itself answers 503 saying what it needs.
+        if !app.config.mcp.enabled {
+            return Routes::Off {
+                paths: &[mcp::PATH, "/mcp/{*rest}"],
+                reason: super::off_reason(&self.summary_line(app)),
+            };
+        }
+        let mcp = Arc::new(mcp::Mcp::new(
+            app.registry.clone(),
+            app.services.clone(),
+            app.config.mcp.settings.clone(),
+        ));
+        Routes::On(mcp::router(mcp, shutdown.clone()))
     }
 
     fn span_route(&self, path: &str) -> Option<(&'static str, &'static str)> {

@@ -6,11 +6,11 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use authz_core::{BoxFuture, ChannelDirectory, Namespace};
-use axum::Router;
+
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::{SurfaceLine, SurfacePlugin};
+use super::{Routes, SurfaceLine, SurfacePlugin};
 use crate::config::LoadedConfig;
 use crate::slack_surface::SlackState;
 use crate::{App, Secrets, summary};
@@ -70,10 +70,20 @@ impl SurfacePlugin for SlackSurface {
         summary::slack_line(&self.state(), app.config.slack.as_ref())
     }
 
-    fn routes(&self, _app: &App, _shutdown: &CancellationToken) -> Option<Router> {
-        match self.state().surface() {
-            Some((surface, slack::SlackMode::Events)) => Some(slack::router(surface.clone())),
-            _ => None,
+    fn routes(&self, app: &App, _shutdown: &CancellationToken) -> Routes {
+        let paths = &["/slack/events", "/slack/interactions"];
+        // The state's lock is let go before the summary line takes it again.
+        let surface = self.state().surface().map(|(s, mode)| (s.clone(), mode));
+        match surface {
+            Some((surface, slack::SlackMode::Events)) => Routes::On(slack::router(surface)),
+            Some((_, slack::SlackMode::Socket)) => Routes::Off {
+                paths,
+                reason: "Slack reaches this server over Socket Mode ([slack] mode = \"socket\"); its events and clicks do not come over HTTP".to_owned(),
+            },
+            None => Routes::Off {
+                paths,
+                reason: super::off_reason(&self.summary_line(app)),
+            },
         }
     }
 

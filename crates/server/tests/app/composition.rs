@@ -351,6 +351,71 @@ async fn mcp_enabled_without_a_token_map_is_off_and_answers_503() {
     handle.await.unwrap().unwrap();
 }
 
+/// A surface that is off answers 503 on every route it owns, for any method, with one line
+/// saying what it needs; never a bare 404 (the ingress answers 503 without a token map too).
+#[tokio::test]
+async fn every_route_of_an_off_surface_answers_503_with_one_line_saying_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = config(dir.path(), "");
+    let secrets = Secrets::from_lookup(&c, env(&[])).unwrap();
+    let (addr, stop, handle, _) = start(c, secrets).await;
+    let client = reqwest::Client::new();
+    let cases = [
+        (
+            "POST",
+            "/mcp",
+            "/mcp is off on this server: needs [mcp] enabled = true",
+        ),
+        ("GET", "/mcp", "/mcp is off on this server"),
+        ("DELETE", "/mcp", "/mcp is off on this server"),
+        (
+            "POST",
+            "/slack/events",
+            "slack is off on this server: needs a [slack] section",
+        ),
+        ("POST", "/slack/interactions", "slack is off on this server"),
+        (
+            "GET",
+            "/runs",
+            "/api /runs is off on this server: needs an [access] section",
+        ),
+        (
+            "GET",
+            "/runs/001K20YSMQQ46EVV1GGA9W3EM0",
+            "/api /runs is off on this server",
+        ),
+        ("GET", "/runs/stream", "/api /runs is off on this server"),
+        ("GET", "/api/runs.list", "/api /runs is off on this server"),
+        ("POST", "/api/runs.stop", "/api /runs is off on this server"),
+        ("POST", "/ingress", "the HTTP ingress is off: no token map"),
+    ];
+    for (method, path, said) in cases {
+        let r = client
+            .request(method.parse().unwrap(), format!("http://{addr}{path}"))
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 503, "{method} {path}");
+        let body = r.text().await.unwrap();
+        assert!(body.starts_with(said), "{method} {path}: {body:?}");
+        assert_eq!(
+            body.trim_end().lines().count(),
+            1,
+            "{method} {path}: {body:?}"
+        );
+    }
+    // A path no surface owns is still not found.
+    let r = client
+        .get(format!("http://{addr}/nope"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 404);
+    stop.send(()).unwrap();
+    handle.await.unwrap().unwrap();
+}
+
 /// With /mcp on, `serve` tells command agents where it is: its own bound address.
 #[tokio::test]
 async fn mcp_on_shows_in_the_summary_and_command_agents_get_its_url() {

@@ -24,7 +24,7 @@ use axum::routing::post;
 use commands::{Registry, Services};
 use serde::Deserialize;
 use server::config::{LoadError, SectionText, SectionValue, SurfaceSection};
-use server::surface::{SurfaceLine, SurfacePlugin};
+use server::surface::{Routes, SurfaceLine, SurfacePlugin};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -156,17 +156,23 @@ impl SurfacePlugin for EchoSurface {
         }
     }
 
-    fn routes(&self, app: &server::App, _shutdown: &CancellationToken) -> Option<Router> {
+    fn routes(&self, app: &server::App, _shutdown: &CancellationToken) -> Routes {
+        let Some(configured) = self.configured(app) else {
+            return Routes::Off {
+                paths: &["/echo-surface"],
+                reason: server::surface::off_reason(&self.summary_line(app)),
+            };
+        };
         let wired = Wired {
             registry: app.registry.clone(),
             services: app.services.clone(),
-            greeting: self.configured(app)?.greeting.clone(),
+            greeting: configured.greeting.clone(),
         };
         let route = post(|s: State<Wired>, h: HeaderMap, t: String| async move {
             let (status, body) = handle(s, h, t).await;
             (axum::http::StatusCode::from_u16(status).unwrap(), body)
         });
-        Some(
+        Routes::On(
             Router::new()
                 .route("/echo-surface", route)
                 .with_state(wired),
@@ -408,7 +414,8 @@ fn its_section_faults_name_file_line_column_and_key() {
     );
 }
 
-/// Without its secret it is built but off: no routes, and its summary line says what it needs.
+/// Without its secret it is built but off: its path answers 503 with one line saying what it
+/// needs (never a bare 404), and so does its summary line.
 #[tokio::test]
 async fn without_its_secret_it_stays_off_and_says_what_it_needs() {
     let dir = tempfile::tempdir().unwrap();
@@ -423,16 +430,26 @@ async fn without_its_secret_it_stays_off_and_says_what_it_needs() {
     let app = server::App::build_with(config, secrets, replica, overrides)
         .await
         .unwrap();
-    // Served, the server binds no route of its: the path is not found.
+    // Served, its path answers 503 and says why, for any method.
     let serving = crate::common::serve(app).await;
-    let refused = reqwest::Client::new()
-        .post(format!("http://{}/echo-surface", serving.addr))
-        .bearer_auth("reader-token-0123456789")
-        .body("hello")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(refused.status(), 404);
+    for method in [reqwest::Method::POST, reqwest::Method::GET] {
+        let refused = reqwest::Client::new()
+            .request(
+                method.clone(),
+                format!("http://{}/echo-surface", serving.addr),
+            )
+            .bearer_auth("reader-token-0123456789")
+            .body("hello")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(refused.status(), 503, "{method}");
+        let said = refused.text().await.unwrap();
+        assert_eq!(
+            said,
+            "/echo-surface is off on this server: needs [echo_surface] and ECHO_SURFACE_TOKEN\n"
+        );
+    }
     let summary = serving.summary.clone();
     serving.stop.send(()).unwrap();
     serving.handle.await.unwrap().unwrap();

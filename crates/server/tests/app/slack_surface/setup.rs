@@ -20,10 +20,12 @@ async fn missing_scopes_are_named_and_missing_secrets_keep_the_surface_off() {
         "{}",
         off.summary
     );
-    let (status, _) = off
+    // Off, its route answers 503 saying what it needs, and nothing reaches Slack.
+    let (status, said) = off
         .post(callback("Ev", mention("U1", "C1", "1.1", "hi")))
         .await;
-    assert_eq!(status, 404);
+    assert_eq!(status, 503);
+    assert!(said.contains("needs SLACK_SIGNING_SECRET"), "{said}");
     assert!(off.fake.calls_of("auth.test").is_empty());
     // A bad bot token: auth.test refuses, the surface is off and says why.
     let bad = FakeSlack::new();

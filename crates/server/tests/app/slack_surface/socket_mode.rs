@@ -17,10 +17,10 @@ async fn socket_mode_takes_the_same_events_through_the_same_checks() {
         "{}",
         h.summary
     );
-    // No public route in Socket Mode.
+    // No public route in Socket Mode: the path says events come over the socket.
     assert_eq!(
         h.event("EvHttp", mention("U1", "C1", "1.1", "hi")).await,
-        404
+        503
     );
     let body = callback("EvSock1", mention("U1", "C1", "13.1", "over the socket"));
     fake.push("env-1", &body);
