@@ -29,6 +29,15 @@ if ! port_free; then
 fi
 
 work="$(mktemp -d)"
+runner=""
+# Whatever the blocks leave when one fails is stopped here (the script's process group: its
+# background jobs and a foreground server's own group), so CI never hangs on it.
+cleanup() {
+  if [ -n "$runner" ]; then kill -KILL -- "-$runner" 2>/dev/null || true; fi
+  if [ -f "$work/.server.pid" ]; then kill -KILL -- "-$(cat "$work/.server.pid")" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
 cp -r "$root/config" "$work/config"
 blocks="$work/.blocks"
 mkdir -p "$blocks"
@@ -47,6 +56,8 @@ awk -v dir="$blocks" '
 script="$work/.readme.sh"
 cat > "$script" <<PRELUDE
 set -euo pipefail
+# A fresh terminal: none of Switchboard's own variables from the caller's environment.
+unset SWITCHBOARD_CONFIG SWITCHBOARD_INGRESS_TOKENS SWITCHBOARD_AGENT_TOKEN_SECRET
 # \`cargo run -p cli --\` is the binary; nothing else of cargo is an example a reader runs.
 cargo() {
   local args=("\$@")
@@ -68,6 +79,7 @@ port_free() { ! (exec 3<>/dev/tcp/127.0.0.1/8080) 2>/dev/null; }
 wait_ready() {
   for _ in \$(seq 1 600); do
     curl -sf localhost:8080/readyz >/dev/null 2>&1 && return 0
+    kill -0 "\$1" 2>/dev/null || return 1
     sleep 0.2
   done
   return 1
@@ -95,7 +107,8 @@ block=$n
 echo '== block $n (server): $first'
 setsid bash -c 'source "$work/.prelude.sh"; source "$file"' > "$work/.server-$n.log" 2>&1 &
 server_pid=\$!
-if ! { wait_ready && curl -sf localhost:8080/readyz | grep -qx ready; }; then
+echo "\$server_pid" > "$work/.server.pid"
+if ! { wait_ready "\$server_pid" && curl -sf localhost:8080/readyz | grep -qx ready; }; then
   echo "   FAILED: never answered /readyz" >&2; kill -KILL -- "-\$server_pid" 2>/dev/null || true
   cat "$work/.server-$n.log" >&2; exit 1
 fi
@@ -135,13 +148,12 @@ echo 'echo "readme-check: every block of README.md ran as written, in one shell"
 # The prelude alone, for the server blocks' own shells.
 sed -n '/^cargo() {/,/^}/p' "$script" > "$work/.prelude.sh"
 
-# Whatever the script leaves when it fails is stopped here, so CI never hangs on it.
-cleanup() {
-  pkill -KILL -f "^$bin serve" 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-if ! (cd "$work" && bash "$script"); then
+# Its own process group, so what it leaves can be stopped whole.
+set -m
+(cd "$work" && exec bash "$script") &
+runner=$!
+set +m
+if ! wait "$runner"; then
   echo "readme-check: FAILED" >&2
   exit 1
 fi

@@ -106,6 +106,16 @@ impl WorkDir {
 /// Where a program is looked up when its environment has no `PATH`.
 pub const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
+/// Whether stderr is the sandbox's own complaint (its first line starts `bwrap:` or `choom:`,
+/// the launcher that starts the program inside), not the program's.
+fn launcher_failed(stderr: &str) -> bool {
+    stderr
+        .trim_start()
+        .lines()
+        .next()
+        .is_some_and(|first| first.starts_with("bwrap: ") || first.starts_with("choom: "))
+}
+
 /// What a run's readers are told when its program never started.
 const NOT_STARTED: &str =
     "the agent's program could not be started; the operator's log has the details";
@@ -474,13 +484,12 @@ impl AgentBackend for CommandBackend {
         };
         match status {
             Ok(s) if s.success() => sink.answered(&block.text()),
-            // The shell's and the sandbox's "could not execute": the program never ran, so
-            // what it printed is the server's, not the agent's.
-            Ok(s) if matches!(s.code(), Some(126 | 127)) => sink.failed_because(
+            // The sandbox itself failed (bubblewrap, or `choom` exec'ing the program): the
+            // program never ran, so what was printed is the server's, not the agent's.
+            Ok(s) if launcher_failed(&stderr) => sink.failed_because(
                 NOT_STARTED,
                 &format!(
-                    "the program exited with status {} before it ran: {}",
-                    s.code().unwrap_or_default(),
+                    "the sandbox exited with {s} before the program ran: {}",
                     stderr.trim()
                 ),
             ),

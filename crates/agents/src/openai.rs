@@ -254,7 +254,8 @@ fn assistant_with_calls(turn: &Turn) -> Value {
     json!({"role": "assistant", "content": content, "tool_calls": calls})
 }
 
-/// A reqwest error without the URL (which may carry a key in a query string).
+/// A reqwest error without the URL (which may carry a key in a query string): its kind, then
+/// the errors under it (`connection refused`), which name no URL.
 fn without_url(e: &reqwest::Error) -> String {
     let kind = if e.is_timeout() {
         "timed out"
@@ -265,7 +266,17 @@ fn without_url(e: &reqwest::Error) -> String {
     } else {
         "request failed"
     };
-    kind.to_owned()
+    let mut causes = Vec::new();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        causes.push(cause.to_string());
+        source = cause.source();
+    }
+    if causes.is_empty() {
+        kind.to_owned()
+    } else {
+        format!("{kind}: {}", causes.join(": "))
+    }
 }
 
 /// What one server-sent event line means.

@@ -267,10 +267,14 @@ impl Inner {
                 .await
             {
                 Ok(tools) => Some(tools),
-                Err(why) => {
+                Err(cause) => {
+                    // The cause (a path, a store's fault) is the operator's; the run's readers
+                    // and its caller are told the sentence.
+                    const SAID: &str = "the run's tool policy could not be set up; the operator's log has the details";
+                    tracing::warn!(run = %run.id, cause = %cause, "{SAID}");
                     workspace::remove(&place.dir).await;
-                    self.fail_before_start(&run, &why).await;
-                    return Err(LaunchError::Policy(why));
+                    self.fail_before_start(&run, SAID).await;
+                    return Err(LaunchError::Policy(SAID.to_owned()));
                 }
             },
         };

@@ -51,6 +51,7 @@ pub fn check(source: Source, env: impl Fn(&str) -> Option<String>) -> CheckOutco
         agents(&t, &config, secrets, &mut found);
     }
     audit_directory(&t, &config, &mut found);
+    directories(&t, &config, &mut found);
     schedules(&t, &text, &config, &mut found);
     found
         .faults
@@ -138,6 +139,7 @@ fn agents(t: &Text<'_>, config: &LoadedConfig, secrets: &Secrets, found: &mut Fo
             "no default agent: a request must name one with @<agent>; set default = \"<one of your agents>\"",
         ));
     }
+    let mut runnable = 0;
     for (name, spec) in &config.agent_specs {
         if let BackendSpec::OpenAi {
             api_key_env: Some(var),
@@ -155,12 +157,15 @@ fn agents(t: &Text<'_>, config: &LoadedConfig, secrets: &Secrets, found: &mut Fo
                 .push(t.key(&["agents", name.as_str()], format!("{e:#}")));
         }
         let BackendSpec::Command { argv, .. } = &spec.backend else {
+            runnable += 1;
             continue;
         };
         let Some(program) = argv.first() else {
             continue;
         };
-        if !program_exists(program, &secrets.agent_env) {
+        if program_exists(program, &secrets.agent_env) {
+            runnable += 1;
+        } else {
             found.warnings.push(t.key(
                 &["agents", name.as_str(), "command"],
                 format!(
@@ -169,6 +174,44 @@ fn agents(t: &Text<'_>, config: &LoadedConfig, secrets: &Secrets, found: &mut Fo
                 ),
             ));
         }
+    }
+    if runnable == 0 {
+        found.faults.push(t.key(
+            &["agents"],
+            "no agent can run: every declared agent's program is missing (each is named in a warning), so every request for one fails; install one, or declare [agents.echo] (it runs no model)",
+        ));
+    }
+}
+
+/// The directories `serve` writes in: the SQLite file's (which must exist) and the data
+/// directory (made at start, so the nearest of it and its parents that exists must be a
+/// directory).
+fn directories(t: &Text<'_>, config: &LoadedConfig, found: &mut Found) {
+    if let Some(file) = config.store.url.sqlite_file() {
+        let file = Path::new(file.split('?').next().unwrap_or(file));
+        let dir = file.parent().unwrap_or(Path::new("/"));
+        if !dir.is_dir() {
+            found.faults.push(t.key(
+                &["store", "url"],
+                format!(
+                    "the directory {} of the SQLite file does not exist, so serve cannot open the store; create it (mkdir -p {}) or point url elsewhere",
+                    dir.display(),
+                    dir.display()
+                ),
+            ));
+        }
+    }
+    let data_dir = &config.server.data_dir;
+    let existing = data_dir.ancestors().find(|p| p.exists());
+    if let Some(existing) = existing.filter(|p| !p.is_dir()) {
+        found.faults.push(t.key(
+            &["server", "data_dir"],
+            format!(
+                "{} is not a directory, so serve cannot make the data directory {} there; point data_dir at a directory",
+                existing.display(),
+                data_dir.display()
+            ),
+        ));
     }
 }
 

@@ -231,14 +231,10 @@ impl App {
                 config.store.url.redacted()
             )
         })?;
-        // Each run's workspace is made under it (`runs/<run id>`), URL repos' mirrors too.
+        // Each run's workspace is made under it (`runs/<run id>`, which makes it), URL repos'
+        // mirrors too; `serve` makes it at start. A one-shot command that starts no run (`help`,
+        // `runs list`) leaves no directory behind.
         let data_dir = &config.server.data_dir;
-        std::fs::create_dir_all(data_dir).with_context(|| {
-            format!(
-                "creating the data directory {} ([server] data_dir)",
-                config.server.data_dir.display()
-            )
-        })?;
         // The workspaces of runs that are not live any more (a crash left them): every process
         // that can start runs removes them when it starts.
         let swept = dispatch::sweep_workspaces(store.as_ref(), data_dir).await;

@@ -221,7 +221,12 @@ pub fn agent_token_secret(
         &config.server.agent_token_secret_file,
         env(AGENT_TOKEN_SECRET_ENV),
     ) {
-        (_, Some(s)) if !s.is_empty() => (s.into_bytes(), AGENT_TOKEN_SECRET_ENV.to_owned()),
+        // As used: trimmed (a secret set with a trailing newline is the same secret), and a
+        // value of only spaces is unset.
+        (_, Some(s)) if !s.trim().is_empty() => (
+            s.trim().as_bytes().to_vec(),
+            AGENT_TOKEN_SECRET_ENV.to_owned(),
+        ),
         (Some(file), _) => (
             read_secret_file(file, "[server] agent_token_secret_file")?
                 .trim()

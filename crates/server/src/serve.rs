@@ -49,24 +49,34 @@ async fn readyz(State(store): State<Arc<dyn Store>>) -> (StatusCode, String) {
     }
 }
 
-/// Ctrl-C or SIGTERM.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+/// Ctrl-C or SIGTERM. The handlers are installed when this is called (inside the runtime),
+/// not when the future is first polled: a signal that arrives as soon as the server answers
+/// is a graceful stop, never the default handler's kill.
+pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut interrupt = signal(SignalKind::interrupt()).ok();
+    let mut terminate = signal(SignalKind::terminate()).ok();
+    async move {
+        let interrupted = async {
+            match interrupt.as_mut() {
+                Some(s) => {
+                    s.recv().await;
+                }
+                None => std::future::pending::<()>().await,
             }
-            Err(_) => std::future::pending::<()>().await,
+        };
+        let terminated = async {
+            match terminate.as_mut() {
+                Some(s) => {
+                    s.recv().await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            () = interrupted => {}
+            () = terminated => {}
         }
-    };
-    tokio::select! {
-        () = ctrl_c => {}
-        () = term => {}
     }
 }
 
@@ -80,6 +90,13 @@ pub async fn serve(
     ready: impl FnOnce(SocketAddr, &App),
 ) -> anyhow::Result<()> {
     preflight(&app.config, &app.secrets)?;
+    let data_dir = &app.config.server.data_dir;
+    std::fs::create_dir_all(data_dir).with_context(|| {
+        format!(
+            "creating the data directory {} ([server] data_dir)",
+            data_dir.display()
+        )
+    })?;
     let addr = listen.unwrap_or(app.config.server.listen);
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| {
         format!("listening on {addr} failed; pass --listen HOST:PORT or set [server] listen")

@@ -99,7 +99,7 @@ pub use error::{Result, StoreError};
 pub use fanout::{FanoutListener, LiveFanout};
 pub use in_memory::InMemoryStore;
 pub use merge::DEFAULT_WALK_PAGES;
-pub use sql::{Backup, Postgres, PostgresStore, SqlStore, Sqlite, SqliteStore};
+pub use sql::{Backup, Postgres, PostgresStore, SqlStore, Sqlite, SqliteStore, check_schema};
 pub use types::*;
 
 /// The widest list a predicate may carry (channel grants, repos). One bound parameter on both
@@ -305,6 +305,11 @@ impl StoreUrl {
             return Ok(StoreUrl::Sqlite(url.to_owned()));
         }
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            // Read as the driver reads it when it connects (host, port range, options), so a
+            // URL it would refuse is refused here, where the config is checked.
+            use std::str::FromStr;
+            sqlx::postgres::PgConnectOptions::from_str(url)
+                .map_err(|_| StoreError::BadUrl(redact_url(url)))?;
             return Ok(StoreUrl::Postgres(url.to_owned()));
         }
         Err(StoreError::BadUrl(redact_url(url)))
@@ -496,6 +501,8 @@ mod tests {
             "sqlite::memory:",
             "mysql://u:pw@h/db",
             "x.db",
+            "postgres://u:pw@h:99999/db",
+            "postgres://u:pw@h:x/db",
         ] {
             let e = StoreUrl::parse(bad).unwrap_err().to_string();
             assert!(e.contains("unsupported store URL"), "{bad}: {e}");

@@ -138,6 +138,24 @@ fn cases() -> Vec<Case> {
             ],
         ),
         (
+            // The directories serve writes in, and agents none of which can run.
+            "[store]\nurl = \"sqlite:///nonexistent-dir/sb.db\"\n[server]\ndata_dir = \"/etc/hostname/data\"\n[agents.coding]\nbackend = \"command\"\ncommand = [\"sb-no-such-program\"]\n",
+            vec![],
+            vec![
+                (
+                    Some((2, 1)),
+                    Some("store.url"),
+                    "the directory /nonexistent-dir of the SQLite file does not exist",
+                ),
+                (
+                    Some((4, 1)),
+                    Some("server.data_dir"),
+                    "/etc/hostname is not a directory",
+                ),
+                (Some((5, 2)), Some("agents"), "no agent can run"),
+            ],
+        ),
+        (
             "[agents.o]\nbackend = \"openai\"\nbase_url = \"https://api.example.com/v1\"\nmodel = \"m\"\napi_key_env = \"SB_TEST_UNSET_KEY\"\n",
             vec![(
                 "SWITCHBOARD_AGENT_TOKEN_SECRET",
@@ -213,7 +231,7 @@ fn config_check_lists_every_fault_with_its_line_column_and_key() {
 #[test]
 fn a_missing_agent_program_is_a_warning_naming_it() {
     let dir = tempfile::tempdir().unwrap();
-    let body = "[agents]\ndefault = \"coding\"\n[agents.coding]\nbackend = \"command\"\ncommand = [\"sb-no-such-program\", \"exec\"]\n";
+    let body = "[agents]\ndefault = \"coding\"\n[agents.coding]\nbackend = \"command\"\ncommand = [\"sb-no-such-program\", \"exec\"]\n[agents.echo]\n";
     let out = check(dir.path(), body, &[], false);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);

@@ -233,7 +233,6 @@ repos = "all"
         "no-such-remote",
         "fatal:",
         "sb-first-steps-missing-program",
-        "status 127",
     ] {
         assert!(
             !readable.contains(secret),

@@ -59,6 +59,16 @@ pub fn add<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
             Err(r) => return r,
         };
         let source = match (args.text("path"), args.text("url")) {
+            // Read where the server runs, whoever asked: relative to nothing it could know.
+            (Some(p), _) if !std::path::Path::new(p).is_absolute() => {
+                return Reply::of(
+                    ReplyKind::Usage,
+                    reply_texts::usage_error(
+                        "--path must be an absolute path (from a shell in the checkout: --path \"$(pwd)\")",
+                        &ctx.command.usage(),
+                    ),
+                );
+            }
             (Some(p), _) => RepoSource::Path(p.to_owned()),
             (_, Some(u)) => RepoSource::Url(u.to_owned()),
             _ => RepoSource::Unset,

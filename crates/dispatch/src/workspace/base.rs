@@ -418,7 +418,10 @@ async fn read_policy(
     let bytes = git
         .run(["cat-file", "blob", &entry.oid])
         .await
-        .map_err(|e| fault(&format!("cannot be read: {e}")))?;
+        .map_err(|e| WorkspaceError::Git {
+            slug: slug.clone(),
+            detail: format!("{file} cannot be read: {e}"),
+        })?;
     if bytes.len() > MAX_POLICY_BYTES {
         return Err(fault("is larger than 1 MiB"));
     }

@@ -356,6 +356,7 @@ fn agent_kind(t: &Text<'_>, a: &AgentTable) -> Result<Option<String>, LoadError>
 /// where it started.
 pub(super) fn check_lineage(
     t: &Text<'_>,
+    declared: &BTreeSet<AgentName>,
     tables: &BTreeMap<AgentName, AgentTable>,
     specs: &BTreeMap<AgentName, AgentSpec>,
 ) -> Result<(), LoadError> {
@@ -368,14 +369,15 @@ pub(super) fn check_lineage(
         if parent == name {
             return Err(t.at(at, "an agent cannot be its own parent"));
         }
-        if !specs.contains_key(parent) {
+        if !declared.contains(parent) {
             return Err(t.at(
                 at,
                 format!("names {parent}, which is not a declared agent; declare [agents.{parent}] or remove parent"),
             ));
         }
+        // A parent whose own table has a fault is named there; its lineage is not followed.
         let mut seen = vec![name];
-        let mut next = Some(parent);
+        let mut next = specs.contains_key(parent).then_some(parent);
         while let Some(current) = next {
             if seen.contains(&current) {
                 return Err(t.at(

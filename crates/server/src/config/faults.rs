@@ -2,8 +2,6 @@
 //! that says the fix), all of them together ([`ConfigFaults`]), and how a section is read so
 //! that one bad key does not hide the next ([`read_section`]).
 
-use std::collections::BTreeSet;
-
 use serde::Serialize;
 use serde::de::{DeserializeOwned, IntoDeserializer};
 use toml::Spanned;
@@ -113,34 +111,68 @@ impl Faults {
 }
 
 /// Reads one top-level section as `T`. On a fault the key at fault is taken out and the
-/// section read again, so every bad key of it is reported, not only the first; what is left
-/// is returned, for the section's own checks to find their faults too (the load fails on the
-/// faults kept in any case). `None` when nothing could be read. A field reported missing only
+/// section read again, so every bad key of it is reported, not only the first. What is left is
+/// returned with the dotted paths of what was taken out ([`Damaged`]): a section's own checks
+/// skip what a taken-out key would have changed, so they never report a fault that is only the
+/// echo of another (a default put in for a misspelt value). A field reported missing only
 /// because its bad value was taken out is not reported again.
 pub(super) fn read_section<T: DeserializeOwned>(
     t: &Text<'_>,
     value: &Spanned<DeValue<'_>>,
     faults: &mut Faults,
+    damaged: &mut Damaged,
 ) -> Option<T> {
     let mut value = value.clone();
     value.get_mut().make_owned();
-    let mut removed: BTreeSet<String> = BTreeSet::new();
     loop {
         let e = match T::deserialize(value.clone().into_deserializer()) {
             Ok(v) => return Some(v),
             Err(e) => e,
         };
-        let echo = missing_field(e.message()).is_some_and(|f| removed.contains(f));
+        let echo = match (missing_field(e.message()), e.span()) {
+            (Some(field), Some(span)) => damaged.holds_field_of(t, span.start, field),
+            _ => false,
+        };
         if !echo {
             faults.push(t.de(&e));
         }
-        let taken = e.span().and_then(|s| take_out(&mut value, s.start));
-        match taken {
-            Some(key) => {
-                removed.insert(key);
-            }
+        match e.span().and_then(|s| take_out(&mut value, s.start)) {
+            Some(at) => damaged.insert(t, at),
             None => return None,
         }
+    }
+}
+
+/// The dotted paths (`agents.a.backend`, `schedules[0].cron`) of keys taken out of the file's
+/// sections because their values were at fault.
+#[derive(Debug, Default)]
+pub(super) struct Damaged(std::collections::BTreeSet<String>);
+
+impl Damaged {
+    /// Records the key (or array element) whose name or value starts at `offset`.
+    fn insert(&mut self, t: &Text<'_>, offset: usize) {
+        if let Some(path) = super::position::path_at(t.text, offset) {
+            self.0.insert(path);
+        }
+    }
+
+    /// Whether `field` of the table at `offset` was taken out.
+    fn holds_field_of(&self, t: &Text<'_>, offset: usize, field: &str) -> bool {
+        let table = super::position::path_at(t.text, offset).unwrap_or_default();
+        self.0.iter().any(|p| {
+            p.rsplit_once('.').is_some_and(|(parent, name)| {
+                name == field && (table.starts_with(parent) || parent.starts_with(&table))
+            })
+        })
+    }
+
+    /// Whether anything at or under `path` (a section, `agents.a`) was taken out.
+    pub(super) fn under(&self, path: &str) -> bool {
+        self.0.iter().any(|p| {
+            p == path
+                || p.strip_prefix(path)
+                    .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
+        })
     }
 }
 
@@ -149,10 +181,10 @@ fn missing_field(message: &str) -> Option<&str> {
     message.strip_prefix("missing field `")?.split('`').next()
 }
 
-/// Takes out the deepest key (or array element) whose key or value holds `offset`; its name.
-/// Every table is searched, not only those whose span holds the offset: a `[a.b]` table's
-/// span is its header, not the keys under it.
-fn take_out(value: &mut Spanned<DeValue<'_>>, offset: usize) -> Option<String> {
+/// Takes out the deepest key (or array element) whose key or value holds `offset`; where the
+/// taken-out key (or element) starts. Every table is searched, not only those whose span
+/// holds the offset: a `[a.b]` table's span is its header, not the keys under it.
+fn take_out(value: &mut Spanned<DeValue<'_>>, offset: usize) -> Option<usize> {
     let holds = |span: std::ops::Range<usize>| {
         span.start <= offset && offset < span.end.max(span.start + 1)
     };
@@ -168,7 +200,7 @@ fn take_out(value: &mut Spanned<DeValue<'_>>, offset: usize) -> Option<String> {
                 .into_iter()
                 .find(|k| holds(k.span()) || table.get(k).is_some_and(|v| holds(v.span())))?;
             table.remove(&key);
-            Some(key.get_ref().to_string())
+            Some(key.span().start)
         }
         DeValue::Array(items) => {
             for item in items.iter_mut() {
@@ -177,6 +209,7 @@ fn take_out(value: &mut Spanned<DeValue<'_>>, offset: usize) -> Option<String> {
                 }
             }
             let i = items.iter().position(|v| holds(v.span()))?;
+            let at = items.get(i).map(|v| v.span().start)?;
             let mut rest = toml::de::DeArray::new();
             for (j, v) in items.iter().enumerate() {
                 if j != i {
@@ -184,7 +217,7 @@ fn take_out(value: &mut Spanned<DeValue<'_>>, offset: usize) -> Option<String> {
                 }
             }
             *items = rest;
-            Some(i.to_string())
+            Some(at)
         }
         _ => None,
     }

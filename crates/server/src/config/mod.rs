@@ -290,6 +290,51 @@ fn declared_agents(doc: &toml::Table) -> BTreeSet<AgentName> {
         .collect()
 }
 
+/// The grants table authz-core reads from the document. Every entry at fault is named: the
+/// entry is taken out and the table read again (a key refused by name at the top level is
+/// left to `check_top_level_keys`, which names it once).
+fn grants_table(
+    t: &Text<'_>,
+    doc: &toml::Table,
+    agents: &BTreeSet<AgentName>,
+    faults: &mut Faults,
+) -> Option<GrantsTable> {
+    let mut doc = doc.clone();
+    for key in FORBIDDEN {
+        doc.remove(key);
+    }
+    let mut clean = true;
+    // Each pass takes an entry out, so the passes end.
+    for _ in 0..=doc.len() + 256 {
+        let e = match GrantsTable::from_config(&doc, agents.clone()) {
+            Ok(table) => return clean.then_some(table),
+            Err(e) => e,
+        };
+        clean = false;
+        // authz-core names the key itself (`restrict.agents[0]`); the position is located here.
+        let segments = key_segments(&e.key);
+        faults.push(LoadError::new(
+            t.source,
+            locate(t.text, &segments),
+            Some(e.key.clone()),
+            e.problem.to_string(),
+        ));
+        let taken = match segments.as_slice() {
+            [section, entry, ..] => doc
+                .get_mut(*section)
+                .and_then(toml::Value::as_table_mut)
+                .and_then(|table| table.remove(*entry))
+                .is_some(),
+            _ => false,
+        };
+        let taken = taken || segments.first().is_some_and(|s| doc.remove(*s).is_some());
+        if !taken {
+            return None;
+        }
+    }
+    None
+}
+
 /// Parses config text, with the sections of `surfaces` beside the built-in ones. Every fault
 /// of the file is reported, not only the first; with none, every path it names is made
 /// absolute under the working directory (`paths.rs`).
@@ -310,40 +355,67 @@ pub fn parse_with(
         None => Some(None),
         Some(name) => faults.take(declared_agent(&t, name, &agents)).map(Some),
     };
-    // authz-core names the key itself (`restrict.agents[0]`); the position is located here.
-    let table = GrantsTable::from_config(&doc, agents.clone()).map_err(|e| {
-        let segments = key_segments(&e.key);
-        LoadError::new(&source, locate(text, &segments), None, e.to_string())
-    });
-    let table = faults.take(table);
-    let schedules = schedules(&t, &sections.schedules, &agents, &mut faults);
+    let table = grants_table(&t, &doc, &agents, &mut faults);
+    // A section a key was taken out of is not checked further (its checks would see a
+    // default put in for the bad value, and report its echo).
+    let whole = |section: &str| !sections.damaged.under(section);
+    let schedules = match whole("schedules") {
+        true => schedules(&t, &sections.schedules, &agents, &mut faults),
+        false => None,
+    };
     let agent_specs: BTreeMap<AgentName, AgentSpec> = agents_section
         .tables
         .iter()
+        .filter(|(name, _)| whole(&format!("agents.{name}")))
         .filter_map(|(name, a)| Some((name.clone(), faults.take(agent_spec(&t, name, a))?)))
         .collect();
-    faults.take(check_lineage(&t, &agents_section.tables, &agent_specs));
+    faults.take(check_lineage(
+        &t,
+        &agents,
+        &agents_section.tables,
+        &agent_specs,
+    ));
     let checked = Checked {
-        tool_policy: faults.take(tool_policy(&t, &sections, &agents)),
-        retention: faults.take(retention(&t, &sections.retention)),
-        store: faults.take(store_spec(&t, &sections.store)),
-        server: faults.take(server(&t, &sections.server)),
-        memory: faults.take(memory_config(&t, &sections.memory, &agents)),
-        telemetry: faults.take(telemetry_config(&t, &sections.telemetry)),
-        slack: faults.take(
-            sections
-                .slack
-                .as_ref()
-                .map(|s| slack_config(&t, s))
-                .transpose(),
-        ),
-        access: faults.take(
-            sections
-                .access
-                .as_ref()
-                .map(|s| access_config(&t, s))
-                .transpose(),
-        ),
+        tool_policy: (whole("agent_grants") && whole("agent_policy"))
+            .then(|| faults.take(tool_policy(&t, &sections, &agents)))
+            .flatten(),
+        retention: whole("retention")
+            .then(|| faults.take(retention(&t, &sections.retention)))
+            .flatten(),
+        store: whole("store")
+            .then(|| faults.take(store_spec(&t, &sections.store)))
+            .flatten(),
+        server: whole("server")
+            .then(|| faults.take(server(&t, &sections.server)))
+            .flatten(),
+        memory: whole("memory")
+            .then(|| faults.take(memory_config(&t, &sections.memory, &agents)))
+            .flatten(),
+        telemetry: whole("telemetry")
+            .then(|| faults.take(telemetry_config(&t, &sections.telemetry)))
+            .flatten(),
+        slack: whole("slack")
+            .then(|| {
+                faults.take(
+                    sections
+                        .slack
+                        .as_ref()
+                        .map(|s| slack_config(&t, s))
+                        .transpose(),
+                )
+            })
+            .flatten(),
+        access: whole("access")
+            .then(|| {
+                faults.take(
+                    sections
+                        .access
+                        .as_ref()
+                        .map(|s| access_config(&t, s))
+                        .transpose(),
+                )
+            })
+            .flatten(),
     };
     let dir = std::env::current_dir().map_err(|e| {
         t.nowhere(format!(
@@ -437,5 +509,7 @@ impl Checked {
     }
 }
 
+#[cfg(test)]
+mod recovery_tests;
 #[cfg(test)]
 mod tests;

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{BackendSpec, LoadedConfig, Source};
+use super::{LoadedConfig, Source};
 
 /// `path` under `dir` when relative (a leading `./` dropped), else as it is.
 pub fn absolute(dir: &Path, path: &Path) -> PathBuf {
@@ -16,9 +16,9 @@ pub fn absolute(dir: &Path, path: &Path) -> PathBuf {
 }
 
 /// `config` with every path it names absolute under `dir`: the config file itself,
-/// `data_dir`, the SQLite file, `audit_file`, `jwks_file`, the `*_file` secrets, and a
-/// `command` agent's program written as a relative path (`./agent.sh`; a bare name is looked
-/// up on `PATH`).
+/// `data_dir`, the SQLite file, `audit_file`, `jwks_file` and the `*_file` secrets. (A
+/// `command` agent's program is not one of them: a bare name is looked up on its `PATH`, and
+/// a relative one, like its arguments, is read in the run's own workspace.)
 pub(super) fn made_absolute(mut config: LoadedConfig, dir: &Path) -> LoadedConfig {
     let abs = |p: &mut PathBuf| *p = absolute(dir, p);
     if let Source::File(file) = &mut config.source {
@@ -40,19 +40,12 @@ pub(super) fn made_absolute(mut config: LoadedConfig, dir: &Path) -> LoadedConfi
     {
         abs(file);
     }
-    for spec in config.agent_specs.values_mut() {
-        if let BackendSpec::Command { argv, .. } = &mut spec.backend
-            && let Some(program) = argv.first_mut()
-            && program.contains('/')
-        {
-            *program = absolute(dir, Path::new(program)).display().to_string();
-        }
-    }
     config
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::BackendSpec;
     use super::super::tests::ok;
     use super::*;
 
@@ -111,7 +104,8 @@ command = ["claude", "-p"]
         };
         assert_eq!(
             argv("script"),
-            [under("agent.sh").display().to_string(), "--flag".into()]
+            ["./agent.sh", "--flag"],
+            "read in the run's workspace"
         );
         assert_eq!(
             argv("claude"),

@@ -10,7 +10,7 @@ use toml::de::DeTable;
 
 use super::Text;
 use super::access_section::AccessSection;
-use super::faults::{Faults, read_section};
+use super::faults::{Damaged, Faults, read_section};
 use super::ingress_section::IngressSection;
 use super::mcp_section::McpSection;
 use super::memory_section::MemorySection;
@@ -60,6 +60,9 @@ pub struct FileSections {
     pub agent_grants: Vec<Spanned<broker::GrantSpec>>,
     pub repos: ReposSection,
     pub retention: RetentionSection,
+    /// The keys taken out of sections because their values were at fault: the checks of
+    /// what they would have changed are skipped.
+    pub damaged: Damaged,
 }
 
 impl FileSections {
@@ -71,24 +74,28 @@ impl FileSections {
             doc: &DeTable<'_>,
             key: &str,
             faults: &mut Faults,
+            damaged: &mut Damaged,
         ) -> Option<T> {
-            read_section(t, doc.get(key)?, faults)
+            read_section(t, doc.get(key)?, faults, damaged)
         }
+        let mut damaged = Damaged::default();
+        let d = &mut damaged;
         FileSections {
-            server: typed(t, doc, "server", faults).unwrap_or_default(),
-            store: typed(t, doc, "store", faults).unwrap_or_default(),
-            ingress: typed(t, doc, "ingress", faults).unwrap_or_default(),
-            agents: typed(t, doc, "agents", faults).unwrap_or_default(),
-            telemetry: typed(t, doc, "telemetry", faults).unwrap_or_default(),
-            slack: typed(t, doc, "slack", faults),
-            mcp: typed(t, doc, "mcp", faults).unwrap_or_default(),
-            access: typed(t, doc, "access", faults),
-            schedules: typed(t, doc, "schedules", faults).unwrap_or_default(),
-            memory: typed(t, doc, "memory", faults).unwrap_or_default(),
-            agent_policy: typed(t, doc, "agent_policy", faults),
-            agent_grants: typed(t, doc, "agent_grants", faults).unwrap_or_default(),
-            repos: typed(t, doc, "repos", faults).unwrap_or_default(),
-            retention: typed(t, doc, "retention", faults).unwrap_or_default(),
+            server: typed(t, doc, "server", faults, d).unwrap_or_default(),
+            store: typed(t, doc, "store", faults, d).unwrap_or_default(),
+            ingress: typed(t, doc, "ingress", faults, d).unwrap_or_default(),
+            agents: typed(t, doc, "agents", faults, d).unwrap_or_default(),
+            telemetry: typed(t, doc, "telemetry", faults, d).unwrap_or_default(),
+            slack: typed(t, doc, "slack", faults, d),
+            mcp: typed(t, doc, "mcp", faults, d).unwrap_or_default(),
+            access: typed(t, doc, "access", faults, d),
+            schedules: typed(t, doc, "schedules", faults, d).unwrap_or_default(),
+            memory: typed(t, doc, "memory", faults, d).unwrap_or_default(),
+            agent_policy: typed(t, doc, "agent_policy", faults, d),
+            agent_grants: typed(t, doc, "agent_grants", faults, d).unwrap_or_default(),
+            repos: typed(t, doc, "repos", faults, d).unwrap_or_default(),
+            retention: typed(t, doc, "retention", faults, d).unwrap_or_default(),
+            damaged,
         }
     }
 }

@@ -18,7 +18,11 @@ impl<'de> Deserialize<'de> for Url {
         let s = String::deserialize(d)?;
         StoreUrl::parse(&s).map(Url).map_err(|_| {
             de::Error::custom(
-                "must be sqlite://path/to/switchboard.db, postgres://user@host/db or memory:",
+                if s.starts_with("postgres://") || s.starts_with("postgresql://") {
+                    "is not a URL the Postgres driver reads (a host, a port from 1 to 65535, known options); write it like postgres://user@host:5432/db"
+                } else {
+                    "must be sqlite://path/to/switchboard.db, postgres://user@host/db or memory:"
+                },
             )
         })
     }
@@ -44,6 +48,9 @@ pub(super) fn store_spec(t: &Text<'_>, s: &StoreSection) -> Result<StoreSpec, Lo
             schema.span().start,
             "only a postgres:// store has schemas; remove it, or use a postgres URL",
         ));
+    }
+    if let Some(schema) = &s.schema {
+        store::check_schema(schema.get_ref()).map_err(|e| t.at(schema.span().start, e))?;
     }
     Ok(StoreSpec {
         url,

@@ -642,36 +642,3 @@ fn an_unknown_section_and_a_bad_value_are_both_named() {
         "{e}"
     );
 }
-
-/// Every fault of a section is named, not the first: a bad key is taken out and the section
-/// read again; a field then missing only because its bad value was taken out is not named
-/// twice, while one truly missing is.
-#[test]
-fn every_fault_of_one_section_is_named_once() {
-    let e = err("[server]\nlisten = 1\nport = 2\nshutdown_grace_seconds = 0\n");
-    let lines: Vec<&str> = e.lines().collect();
-    assert_eq!(lines.len(), 3, "{e}");
-    assert!(
-        lines[0].starts_with("t.toml:2:10: server.listen: invalid type"),
-        "{e}"
-    );
-    assert!(
-        lines[1].starts_with("t.toml:3:1: server.port: unknown field"),
-        "{e}"
-    );
-    assert!(
-        lines[2].starts_with("t.toml:4:26: server.shutdown_grace_seconds:"),
-        "{e}"
-    );
-
-    let e = err("[[schedules]]\nname = \"a\"\ncron = 5\ncommand = \"help\"\n");
-    assert_eq!(e.lines().count(), 1, "{e}");
-    assert!(
-        e.starts_with("t.toml:3:8: schedules[0].cron: invalid type"),
-        "{e}"
-    );
-    assert!(!e.contains("missing field"), "{e}");
-
-    let e = err("[[schedules]]\nname = \"a\"\ncommand = \"help\"\n");
-    assert!(e.contains("missing field `cron`"), "{e}");
-}

@@ -7,8 +7,8 @@
 pub(super) fn base_url_fault(raw: &str) -> Option<String> {
     // A URL parser reads a backslash as a slash and drops surrounding spaces: as written, it
     // would not be the URL used.
-    if raw.contains(['\\', ' ', '\t', '\n']) {
-        return Some("it holds a space or a backslash".to_owned());
+    if raw.chars().any(|c| c == '\\' || c == ' ' || c.is_control()) {
+        return Some("it holds a space, a control character or a backslash".to_owned());
     }
     // The parser forgives `https:///host` and `https:host`; as written, they name no host.
     let authority = raw
@@ -96,6 +96,7 @@ mod tests {
             ("https:///path", "host"),
             ("https://ho st/", "space"),
             ("https://host\\@evil/", "backslash"),
+            ("https://host/\r", "control character"),
             ("slack.com/api", "http:// or https://"),
             ("", "http:// or https://"),
             ("https://exa mple.com", "space"),

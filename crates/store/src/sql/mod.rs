@@ -22,7 +22,7 @@ use authz_core::RunId;
 use sqlx::Pool;
 
 pub use dialect::Dialect;
-pub use postgres::Postgres;
+pub use postgres::{Postgres, check_schema};
 pub use sqlite::{Backup, Sqlite};
 
 use dialect::{RowAccess, Statement};

@@ -43,7 +43,7 @@ fn arguments(binds: Vec<Bind>) -> Result<PgArguments> {
 }
 
 /// A schema name this store will create and set: lower-case letters, digits and `_`.
-fn check_schema(schema: &str) -> Result<()> {
+pub fn check_schema(schema: &str) -> Result<()> {
     let ok = !schema.is_empty()
         && schema.len() <= 63
         && schema
@@ -156,7 +156,12 @@ impl Dialect for Postgres {
             sqlx::PgConnection::connect_with(&options),
         )
         .await
-        .map_err(|_| StoreError::Database(sqlx::Error::PoolTimedOut))??;
+        .map_err(|_| {
+            StoreError::Database(sqlx::Error::Io(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the database server did not answer within 10 s",
+            )))
+        })??;
         if let Some(schema) = &spec.schema {
             check_schema(schema)?;
             sqlx::query(AssertSqlSafe(format!(

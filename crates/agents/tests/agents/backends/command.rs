@@ -160,14 +160,16 @@ async fn a_missing_program_is_named_in_the_log_not_to_the_runs_readers() {
             log.text()
         );
     }
+    // The sandbox's launcher failing prints its own line (`choom: failed to execute …`):
+    // the program never ran, so those words are the operator's, not friction.
     let dir = tempfile::tempdir().unwrap();
     let s = script(
         dir.path(),
         "exec-fails.sh",
-        "echo 'sh: 1: exec: codex-at-/srv/secret: not found' >&2\nexit 127",
+        "echo 'choom: failed to execute codex-at-/srv/secret: No such file or directory' >&2\nexit 127",
     );
     let (outcome, items) = run(
-        &command(vec![s], RequestVia::Stdin),
+        &command(vec![s.clone()], RequestVia::Stdin),
         job("x"),
         CancellationToken::new(),
     )
@@ -181,10 +183,28 @@ async fn a_missing_program_is_named_in_the_log_not_to_the_runs_readers() {
         "{items:?}"
     );
     assert!(
-        log.text().contains("codex-at-/srv/secret: not found"),
+        log.text().contains("codex-at-/srv/secret"),
         "{}",
         log.text()
     );
+    // A program that ran and exited 127 itself (a wrapper whose last command is missing) is
+    // the agent's own failure: its stderr is friction, as for any other status.
+    let wrapper = script(
+        dir.path(),
+        "wrapper.sh",
+        "echo 'wrapper: its tool is missing' >&2\nexit 127",
+    );
+    let (outcome, items) = run(
+        &command(vec![wrapper], RequestVia::Stdin),
+        job("x"),
+        CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(
+        outcome.error(),
+        Some("the agent program exited with status 127")
+    );
+    assert!(items.iter().any(|i| matches!(i, SinkItem::Friction { detail, .. } if detail == "wrapper: its tool is missing")));
 }
 
 fn alive(pid: i32) -> bool {
