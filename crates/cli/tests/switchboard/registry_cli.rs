@@ -90,6 +90,19 @@ fn registry_commands_run_as_cli_local_against_sqlite() {
     let help = e.run(&["help"]);
     assert_eq!(help.status.code(), Some(0), "{}", err(&help));
     assert!(!db.exists(), "help made a store");
+    assert!(
+        std::fs::read_dir(e.dir.path()).unwrap().count() == 1,
+        "only the config is there: {:?}",
+        std::fs::read_dir(e.dir.path()).unwrap().collect::<Vec<_>>()
+    );
+    // A repo's path is read where the server runs, so it must say where: absolute.
+    let relative = e.run(&["repo", "add", "acme/web", "--path", "./web"]);
+    assert_eq!(relative.status.code(), Some(2), "{}", err(&relative));
+    assert!(
+        err(&relative).contains("--path must be an absolute path"),
+        "{}",
+        err(&relative)
+    );
 
     // A command that writes makes it.
     let set = e.run(&["config", "set", "agent", "coding", "--org"]);
