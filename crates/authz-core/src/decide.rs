@@ -53,6 +53,26 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// What the failed condition is about, for the audit line: the channel, the repo, the
+    /// grant, the actor kind or the visibility; `None` for a reason about nothing in
+    /// particular.
+    pub fn subject(&self) -> Option<String> {
+        match self {
+            Reason::NoRule { action, .. } | Reason::MissingGrant { action } => {
+                Some(action.to_string())
+            }
+            Reason::NotMember { channel } => Some(channel.to_string()),
+            Reason::NotOwner { repo } => repo.as_ref().map(ToString::to_string),
+            Reason::Restricted { repo } => Some(repo.to_string()),
+            Reason::ActorKind { kind } => Some(kind.as_str().to_owned()),
+            Reason::OriginVisibility { visibility } => Some(visibility.to_string()),
+            Reason::NotAllChannels
+            | Reason::NotSelf
+            | Reason::InconsistentActor
+            | Reason::Unreadable => None,
+        }
+    }
+
     /// The reason token on an audit line.
     pub fn token(&self) -> &'static str {
         match self {

@@ -59,11 +59,14 @@ pub(crate) fn deny(
         Denial::Command {
             shape: DenyShape::Unauthorized,
             command,
-        } => Reply::unauthorized(reply_texts::unauthorized(command, &admins)),
-        Denial::Agent(agent) => Reply::unauthorized(reply_texts::agent_refused(agent, &admins)),
-        Denial::ChannelConfig(channel) => {
-            Reply::unauthorized(reply_texts::channel_config_denied(channel, &admins))
+        } => Reply::unauthorized(reply_texts::unauthorized(command, &admins), &admins),
+        Denial::Agent(agent) => {
+            Reply::unauthorized(reply_texts::agent_refused(agent, &admins), &admins)
         }
+        Denial::ChannelConfig(channel) => Reply::unauthorized(
+            reply_texts::channel_config_denied(channel, &admins),
+            &admins,
+        ),
         Denial::Repo(slug) => Reply::of(
             crate::ReplyKind::Usage,
             reply_texts::repo_not_configured(slug),
@@ -71,14 +74,19 @@ pub(crate) fn deny(
     }
 }
 
-/// One deny, for the operator: actor, action, resource type, reason token, surface — never a
-/// body, a token or a run id.
+/// One deny, for the operator: actor, action, resource type, the reason's token and what it
+/// is about (the channel the actor is not a member of, the repo, the grant missing), surface
+/// — never a body, a token or a run id.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AuditLine {
     pub actor: String,
     pub action: String,
     pub resource: &'static str,
     pub reason: &'static str,
+    /// The failed condition's subject (`slack:C1` for `not-member`), when it has one.
+    pub subject: Option<String>,
+    /// The failed condition as a sentence (`not a member of slack:C1`).
+    pub detail: String,
     pub surface: &'static str,
 }
 
@@ -86,23 +94,29 @@ impl std::fmt::Display for AuditLine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "[authz] deny actor={} action={} resource={} reason={} surface={}",
-            self.actor, self.action, self.resource, self.reason, self.surface
-        )
+            "[authz] deny actor={} action={} resource={} reason={}",
+            self.actor, self.action, self.resource, self.reason
+        )?;
+        if let Some(subject) = &self.subject {
+            write!(f, " subject={subject}")?;
+        }
+        write!(f, " surface={} ({})", self.surface, self.detail)
     }
 }
 
 impl AuditLine {
     pub fn new(caller: &Caller, refusal: &Refusal) -> Self {
-        let reason = match &refusal.verdict {
-            Verdict::Deny(r) => r.token(),
-            Verdict::Allow => "allow",
+        let (reason, subject, detail) = match &refusal.verdict {
+            Verdict::Deny(r) => (r.token(), r.subject(), r.to_string()),
+            Verdict::Allow => ("allow", None, "allowed".to_owned()),
         };
         AuditLine {
             actor: caller.actor.id.to_string(),
             action: refusal.action.to_string(),
             resource: refusal.resource.resource_type().as_str(),
             reason,
+            subject,
+            detail,
             surface: caller.surface.as_str(),
         }
     }

@@ -57,12 +57,24 @@ impl Reply {
         }
     }
 
-    /// A 🚫 with its text; the data never says more than `unauthorized`.
-    pub(crate) fn unauthorized(text: String) -> Self {
+    /// A 🚫 with its text; the data says no more than `unauthorized` and whom to ask (the
+    /// ids the text names), never the reason.
+    pub(crate) fn unauthorized(text: String, ask: &[authz_core::ActorId]) -> Self {
+        let ask: Vec<String> = ask.iter().map(ToString::to_string).collect();
         Reply {
             kind: ReplyKind::Unauthorized,
             text,
-            data: serde_json::json!({"error": "unauthorized", "code": "unauthorized"}),
+            data: serde_json::json!({"error": "unauthorized", "code": "unauthorized", "ask": ask}),
         }
+    }
+
+    /// The actor ids the reply asks its reader to turn to (a 🚫's admins), for a surface
+    /// that mentions people.
+    pub fn asks(&self) -> Vec<&str> {
+        self.data
+            .get("ask")
+            .and_then(serde_json::Value::as_array)
+            .map(|ids| ids.iter().filter_map(serde_json::Value::as_str).collect())
+            .unwrap_or_default()
     }
 }

@@ -3,7 +3,7 @@
 //! A refusal never carries its reason: not_found is byte-identical to a missing resource, and
 //! 🚫 names the command and who to ask, nothing else.
 
-use authz_core::{ActorId, Namespace};
+use authz_core::ActorId;
 
 /// not_found on text surfaces: `run not found`, `memory record not found`.
 pub fn not_found(what: &str) -> String {
@@ -35,15 +35,11 @@ pub fn channel_config_denied(channel: &str, admins: &[ActorId]) -> String {
     }
 }
 
-/// The admins hint: Slack ids as mentions, others as they are, joined as a sentence.
+/// The admins hint: their ids as they are, joined as a sentence. (A chat surface that can
+/// mention people turns the ids the reply's data lists under `ask` into mentions; the text
+/// itself is plain on every surface.)
 fn ask(admins: &[ActorId]) -> Option<String> {
-    let names: Vec<String> = admins
-        .iter()
-        .map(|id| match id.namespace() {
-            Namespace::Slack => format!("<@{}>", id.subject()),
-            _ => id.to_string(),
-        })
-        .collect();
+    let names: Vec<String> = admins.iter().map(ToString::to_string).collect();
     match names.as_slice() {
         [] => None,
         [one] => Some(one.clone()),

@@ -125,7 +125,7 @@ pub use settings::{
 };
 pub use tokens::{AgentClaims, AgentTokens, TokenError, random_token};
 pub use tools::{ToolBroker, ToolProfile};
-pub use workspace::{RepoSettings, WorkspaceError, sweep as sweep_workspaces};
+pub use workspace::{RepoSettings, WorkspaceError, make_private_dir, sweep as sweep_workspaces};
 
 /// How long keeping a run's changes on its branch may take, in all.
 const KEEP_TIMEOUT: Duration = Duration::from_secs(300);

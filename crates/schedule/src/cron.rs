@@ -20,10 +20,11 @@ pub enum CronSpecError {
 }
 
 /// Five-field cron (minute resolution) in a time zone, with Vixie cron's convention at a DST
-/// change (croner's): a fixed wall time the zone skips fires once, at the end of the gap; a
-/// fixed wall time the zone repeats fires once, in its first copy; a wildcard hour (`0 * * * *`,
-/// `*/15 * * * *`) fires at each wall time that exists, so none in a gap and both copies of a
-/// repeated hour. `@midnight` is `@daily`, as in Vixie cron.
+/// change (croner's): a wall time fixed in both minute and hour that the zone skips fires
+/// once, at the end of the gap, and one it repeats fires once, in its first copy; a wildcard
+/// in the hour or the minute (`0 * * * *`, `*/15 * * * *`, `* 2 * * *`) fires at each wall
+/// time that exists, so none in a gap and both copies of a repeated hour. `@midnight` is
+/// `@daily`, as in Vixie cron.
 #[derive(Debug, Clone)]
 pub struct CronSpec {
     expr: String,
@@ -190,6 +191,11 @@ mod tests {
         assert_eq!(
             slots("30 * * * *", ny, a, b),
             ["04:30=00:30", "05:30=01:30", "06:30=01:30", "07:30=02:30"]
+        );
+        // A fixed hour with a wildcard minute is a wildcard too: both copies (docs/schedules.md).
+        assert_eq!(
+            slots("*/30 1 * * *", ny, a, b),
+            ["05:00=01:00", "05:30=01:30", "06:00=01:00", "06:30=01:30"]
         );
         // Lord Howe, 4 April 2027: 02:00 (+11) becomes 01:30 (+10:30); 01:30-02:00 repeats.
         let (a, b) = ("2027-04-03T13:00:00Z", "2027-04-03T17:00:00Z");

@@ -91,7 +91,7 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     preflight(&app.config, &app.secrets)?;
     let data_dir = &app.config.server.data_dir;
-    std::fs::create_dir_all(data_dir).with_context(|| {
+    dispatch::make_private_dir(data_dir).with_context(|| {
         format!(
             "creating the data directory {} ([server] data_dir)",
             data_dir.display()

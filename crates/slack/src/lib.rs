@@ -329,6 +329,8 @@ impl SlackSurface {
             action: "request".to_owned(),
             resource: "workspace",
             reason: "external-user",
+            subject: req.team.clone(),
+            detail: "a person of another workspace".to_owned(),
             surface: Surface::Slack.as_str(),
         });
         commands::trace::mark_denied();
@@ -413,7 +415,7 @@ impl SlackSurface {
             .await;
         tracing::Span::current().record("outcome", commands::trace::outcome_of(handled.reply.kind));
         match handled.run {
-            None => self.reply_to_command(&req, &handled.reply.text).await,
+            None => self.reply_to_command(&req, &handled.reply).await,
             Some(run) => {
                 // Watched before anything else, so no ask the agent makes is missed.
                 let asked = self.services.approvals.asked();
@@ -462,6 +464,16 @@ impl SlackSurface {
     /// first part updates its "working" message; a part that cannot be posted is friction.
     async fn reply(&self, req: &SlackRequest, text: &str, run: Option<(&RunId, Option<String>)>) {
         let parts = text::messages(text, text::MESSAGE_LIMIT);
+        self.post_parts(req, &parts, run).await;
+    }
+
+    /// Posts messages already escaped into the request's thread, as [`Self::reply`] does.
+    async fn post_parts(
+        &self,
+        req: &SlackRequest,
+        parts: &[String],
+        run: Option<(&RunId, Option<String>)>,
+    ) {
         for (i, part) in parts.iter().enumerate() {
             let sent = match (i, &run) {
                 (0, Some((_, Some(ts)))) => self.api.update(req.conversation(), ts, part).await,
@@ -486,13 +498,20 @@ impl SlackSurface {
     /// A command's reply is for its caller: what the policy let them read is theirs, not the
     /// room's. In their own DM it goes into the thread; anywhere else to them alone
     /// (ephemeral, split across messages, never cut), with one line in the thread saying
-    /// so. If it cannot be sent privately it is not posted at all.
-    async fn reply_to_command(&self, req: &SlackRequest, text: &str) {
+    /// so. If it cannot be sent privately it is not posted at all. The Slack users it asks the
+    /// caller to turn to (a 🚫's admins) are mentioned; everything else stays escaped.
+    async fn reply_to_command(&self, req: &SlackRequest, reply: &commands::Reply) {
+        let mentions: Vec<&str> = reply
+            .asks()
+            .into_iter()
+            .filter_map(|id| id.strip_prefix("slack:"))
+            .collect();
+        let parts = text::messages_mentioning(&reply.text, text::MESSAGE_LIMIT, &mentions);
         if req.in_own_dm() {
-            return self.reply(req, text, None).await;
+            return self.post_parts(req, &parts, None).await;
         }
         let mut sent = true;
-        for part in text::messages(text, text::MESSAGE_LIMIT) {
+        for part in parts {
             if let Err(fault) = self
                 .api
                 .post_ephemeral(req.conversation(), req.user(), &req.thread_ts, &part)

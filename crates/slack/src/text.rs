@@ -62,6 +62,25 @@ fn escaped_len(c: char) -> usize {
     }
 }
 
+/// [`messages`], with each of `users` (Slack user ids the text names as `slack:<id>`) turned
+/// into a mention (`<@id>`); nothing else of the text becomes markup.
+pub fn messages_mentioning(text: &str, limit: usize, users: &[&str]) -> Vec<String> {
+    let users: Vec<&str> = users
+        .iter()
+        .copied()
+        .filter(|u| !u.is_empty() && u.chars().all(|c| c.is_ascii_alphanumeric()))
+        .collect();
+    messages(text, limit)
+        .into_iter()
+        .map(|mut part| {
+            for user in &users {
+                part = part.replace(&format!("slack:{user}"), &format!("<@{user}>"));
+            }
+            part
+        })
+        .collect()
+}
+
 /// `text` escaped and split into messages of at most `limit` characters: whole lines where
 /// they fit, a line longer than a message split between characters (never inside an
 /// escape). Every character arrives, in order.

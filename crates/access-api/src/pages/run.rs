@@ -71,9 +71,15 @@ pub(super) async fn run_answers(
             cap.friction(&api.services).await,
         ],
         Opener::Viewer(caller) => {
+            // One decision per page: a run the viewer may not read is refused (and audited)
+            // once, by its first read, and not asked about again.
             let args = json!({"id": id});
+            let run = ask(api, caller, "runs.get", args.clone()).await;
+            if run.kind != ReplyKind::Ok {
+                return Err(failure(&run));
+            }
             [
-                ask(api, caller, "runs.get", args.clone()).await,
+                run,
                 ask(api, caller, "runs.events", args.clone()).await,
                 ask(api, caller, "runs.friction", args).await,
             ]
@@ -316,6 +322,11 @@ pub(super) async fn run_text(
     };
     match reply.kind {
         ReplyKind::Ok => html::text(StatusCode::OK, format!("{}\n", reply.text)),
+        // A text route answers text: a run the viewer may not read and one that does not
+        // exist read the same, byte for byte (the registry's not-found text).
+        ReplyKind::NotFound | ReplyKind::Unauthorized => {
+            html::text(StatusCode::NOT_FOUND, format!("{}\n", reply.text))
+        }
         _ => failure(&reply),
     }
 }

@@ -304,6 +304,8 @@ async fn clone(
         slug: slug.clone(),
         detail,
     };
+    super::make_private_dir(data_dir)
+        .map_err(|e| fail(format!("creating {}: {e}", data_dir.display())))?;
     let parent = dir.parent().unwrap_or(data_dir).to_path_buf();
     tokio::fs::create_dir_all(&parent)
         .await

@@ -46,6 +46,11 @@ impl RunDir {
         }
     }
 
+    /// The data directory it is in (`<data_dir>/runs/<run id>`).
+    pub fn data_dir(&self) -> Option<&Path> {
+        self.root.parent().and_then(Path::parent)
+    }
+
     /// The working tree (and its `.git`).
     pub fn work(&self) -> PathBuf {
         self.root.join("work")

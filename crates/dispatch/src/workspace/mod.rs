@@ -125,12 +125,32 @@ impl Default for RepoSettings {
     }
 }
 
+/// Makes `dir` (and what it lacks above it) readable by its owner alone, and keeps it so:
+/// the data directory holds every run's working tree and the mirrors. A directory this process
+/// may not change (another user's) is left as it is.
+pub fn make_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let mode = std::fs::metadata(dir)?.permissions().mode();
+    if mode & 0o077 != 0 {
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+    }
+    Ok(())
+}
+
 /// Makes the workspace of a run in `base` (or of a run without a repo), in `dir`.
 pub async fn make(
     base: Option<&Base>,
     run: &RunId,
     dir: &RunDir,
 ) -> Result<Workspace, WorkspaceError> {
+    if let Some(data_dir) = dir.data_dir() {
+        make_private_dir(data_dir)
+            .map_err(|e| WorkspaceError::Make(format!("{}: {e}", data_dir.display())))?;
+    }
     let made = match base {
         Some(base) => {
             let made = make::repo(base, run, dir).await;

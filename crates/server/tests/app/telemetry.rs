@@ -632,7 +632,7 @@ async fn audit_lines_go_to_their_own_file() {
     let audit = std::fs::read_to_string(&audit_path).unwrap();
     assert!(audit.starts_with("an earlier line\n"), "appended: {audit}");
     assert!(
-        audit.contains("[authz] deny actor=http:ops action=schedule:exec resource=command reason=missing-grant surface=http"),
+        audit.contains("[authz] deny actor=http:ops action=schedule:exec resource=command reason=missing-grant subject=schedule:exec surface=http (missing grant schedule:exec)"),
         "{audit}"
     );
     assert_eq!(audit.lines().count(), 2, "audit lines only: {audit}");

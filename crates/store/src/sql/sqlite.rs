@@ -49,6 +49,37 @@ fn not_sqlite(e: sqlx::Error, spec: &StoreSpec) -> StoreError {
     }
 }
 
+/// Creates `path` empty with mode 0600 when it does not exist (SQLite takes an empty file as
+/// an empty database).
+fn make_private_file(path: &std::path::Path) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        // A directory that does not exist is the driver's to name, with its own error.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(StoreError::Invalid(format!("{}: {e}", path.display()))),
+    }
+}
+
+/// Mode 0600 for a file of the store that exists and is readable by more than its owner. One
+/// this process may not change (another user's, who lets it read) is left as it is: the
+/// owner's own `serve` makes it private when it opens it.
+fn keep_private(path: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(meta) = std::fs::metadata(path) else {
+        return;
+    };
+    if meta.permissions().mode() & 0o077 != 0 {
+        let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
+    }
+}
+
 /// Binds as SQLite takes them: lists as JSON arrays for `json_each`.
 fn arguments(binds: Vec<Bind>) -> Result<SqliteArguments> {
     let mut args = SqliteArguments::default();
@@ -150,6 +181,15 @@ impl Dialect for Sqlite {
 
     async fn connect(spec: &StoreSpec) -> Result<Pool<sqlx::Sqlite>> {
         let url = url_of(spec)?;
+        // The store holds every run's text: made readable by its owner alone, whatever the
+        // umask (SQLite gives its -wal and -shm files the database file's mode).
+        let file = spec
+            .url
+            .sqlite_file()
+            .map(|f| std::path::PathBuf::from(f.split('?').next().unwrap_or(f)));
+        if let Some(file) = &file {
+            make_private_file(file)?;
+        }
         let options = SqliteConnectOptions::from_str(url)
             .map_err(|_| StoreError::BadUrl(url.to_owned()))?
             .create_if_missing(true)
@@ -171,6 +211,14 @@ impl Dialect for Sqlite {
             .fetch_one(&pool)
             .await
             .map_err(|e| not_sqlite(e, spec))?;
+        // A store made before this (or beside it, by hand) is made private too.
+        if let Some(file) = &file {
+            for suffix in ["", "-wal", "-shm"] {
+                let mut name = file.clone().into_os_string();
+                name.push(suffix);
+                keep_private(std::path::Path::new(&name));
+            }
+        }
         Ok(pool)
     }
 
@@ -279,6 +327,8 @@ impl super::SqlStore<Sqlite> {
         let target = partial.to_str().ok_or_else(|| {
             StoreError::Invalid(format!("{}: name a file with a UTF-8 path", to.display()))
         })?;
+        // Made first, empty and private, so the copy is never readable by others.
+        make_private_file(partial)?;
         sqlx::query("VACUUM INTO ?")
             .bind(target)
             .execute(&self.pool)

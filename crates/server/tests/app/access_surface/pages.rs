@@ -87,11 +87,25 @@ async fn pages_show_only_what_the_viewer_may_read_and_escape_agent_text() {
         "{csp}"
     );
     assert_eq!(r.headers()["referrer-policy"], "no-referrer");
-    // The private run: the 404 page of an unknown id, status, headers and bytes.
+    // The private run: the 404 page of an unknown id, status, headers and bytes; the text
+    // routes answer text (the registry's not-found text); one audit line per denied request.
     for suffix in ["", "/events", "/friction"] {
+        let audited = h.audit.lines().len();
         let denied = h
             .get(&format!("/runs/{}{suffix}", private.id), Some(&alice))
             .await;
+        assert_eq!(
+            h.audit.lines().len(),
+            audited + 1,
+            "{suffix}: one decision, one line"
+        );
+        if !suffix.is_empty() {
+            assert_eq!(
+                (denied.content_type.as_str(), denied.body.as_str()),
+                ("text/plain; charset=utf-8", "run not found\n"),
+                "{suffix}"
+            );
+        }
         let missing = h
             .get(
                 &format!("/runs/01JZZZZZZZZZZZZZZZZZZZZZZZ{suffix}"),

@@ -78,7 +78,7 @@ async fn a_restricted_repo_is_refused_to_a_token_that_does_not_own_it() {
     for l in &lines {
         assert_eq!(
             l.to_string(),
-            "[authz] deny actor=http:builder action=repo:use resource=repo reason=not-owner surface=http"
+            "[authz] deny actor=http:builder action=repo:use resource=repo reason=not-owner subject=acme/secret surface=http (repos do not include acme/secret)"
         );
     }
     assert!(

@@ -61,7 +61,7 @@ async fn a_deny_writes_one_audit_line_with_the_reason_and_never_the_reply() {
     // A plain Slack user holds no runs:read: refused at admission, before the run was loaded.
     assert_eq!(
         line,
-        "[authz] deny actor=slack:UPLAIN action=runs:read resource=command reason=missing-grant surface=slack"
+        "[authz] deny actor=slack:UPLAIN action=runs:read resource=command reason=missing-grant subject=runs:read surface=slack (missing grant runs:read)"
     );
     assert!(
         !line.contains(run.id.as_str()),
@@ -74,7 +74,7 @@ async fn a_deny_writes_one_audit_line_with_the_reason_and_never_the_reply() {
     let line = w.audit.lines()[1].to_string();
     assert_eq!(
         line,
-        "[authz] deny actor=access:operator action=runs:read resource=run reason=not-member surface=access"
+        "[authz] deny actor=access:operator action=runs:read resource=run reason=not-member subject=slack:G1 surface=access (not a member of slack:G1)"
     );
     for reply_text in [&r.text, &r.data.to_string()] {
         assert!(
@@ -192,7 +192,7 @@ async fn the_admins_hint_names_people_holding_all_never_a_surface() {
     let r = w.say(&w.caller("http:nobody"), "runs list").await;
     assert_eq!(
         r.text,
-        "🚫 You don't have permission to use `runs list`. Ask <@UADMIN>."
+        "🚫 You don't have permission to use `runs list`. Ask slack:UADMIN."
     );
 }
 

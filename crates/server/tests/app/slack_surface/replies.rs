@@ -177,3 +177,26 @@ async fn a_commands_reply_in_a_channel_reaches_only_its_caller() {
         h.thread("C1", "24.1")
     );
 }
+
+/// A 🚫 in Slack mentions the admins it names who are Slack users (`<@U…>`) and names the
+/// others as they are; everything else of a reply stays escaped text: a `<!channel>` a caller
+/// typed into a command word is echoed as plain text, never a ping.
+#[tokio::test]
+async fn a_refusal_mentions_slack_admins_and_nothing_else_becomes_markup() {
+    let admins = "\n[grants.\"slack:UADMIN\"]\nactions = \"all\"\nchannels = \"all\"\n[grants.\"access:ops@example.com\"]\nactions = \"all\"\n";
+    let h = start_with(FakeSlack::new(), &SLACK_ENV, admins).await;
+    let refused = h
+        .command("EvDeny", "U1", "C1", "30.1", "config set agent echo --org")
+        .await;
+    assert_eq!(
+        refused,
+        "🚫 You don't have permission to use `config set`. Ask access:ops@example.com or <@UADMIN>.",
+        "the Slack admin is mentioned, the other named as it is"
+    );
+    let usage = h
+        .command("EvEcho", "U1", "C1", "30.2", "runs list --<!channel>")
+        .await;
+    assert!(usage.contains("&lt;!channel&gt;"), "{usage}");
+    assert!(!usage.contains("<!channel>"), "{usage}");
+    assert!(!usage.contains("<@"), "{usage}");
+}

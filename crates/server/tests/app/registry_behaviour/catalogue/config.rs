@@ -19,7 +19,7 @@ async fn config_get_and_set_on_the_tiers(w: World) {
     let denied = w.say(&plain_here, "config set agent coding").await;
     assert_eq!(
         denied.text,
-        "🚫 You can't change the config of slack:C1. Ask <@UADMIN>."
+        "🚫 You can't change the config of slack:C1. Ask slack:UADMIN."
     );
     assert_eq!(w.audit.lines().last().unwrap().reason, "missing-grant");
     let config_writer = w.in_channel("slack:UCONFIG", "slack:C1");
