@@ -13,11 +13,30 @@ use crate::{Caller, ReplyKind};
 /// The target of the denied marker. Log output leaves it out; span sinks read it.
 pub const DENIED_TARGET: &str = "switchboard::denied";
 
+/// A trace's id on its root span, so every log line inside it (human or JSON) names its
+/// trace: this process's start and pid, and a count (`19a2c4e1f0-4d2a-17`), unique across the
+/// replicas of a fleet and never reused by one.
+pub fn new_trace_id() -> String {
+    use std::sync::OnceLock;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static PROCESS: OnceLock<String> = OnceLock::new();
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    let process = PROCESS.get_or_init(|| {
+        let started = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or_default();
+        format!("{started:x}-{:x}", std::process::id())
+    });
+    format!("{process}-{}", COUNT.fetch_add(1, Ordering::Relaxed) + 1)
+}
+
 /// A new root span for one request on `surface` (`cli`, `schedule`, `http`, `mcp`, …).
 pub fn request_span(surface: &str, route: &str) -> Span {
     tracing::info_span!(
         parent: None,
         "request",
+        trace_id = %new_trace_id(),
         surface,
         route,
         actor = Empty,

@@ -310,6 +310,7 @@ impl Inner {
         let span = tracing::info_span!(
             parent: None,
             "run",
+            trace_id = %commands::trace::new_trace_id(),
             run = %run.id,
             agent = %run.agent,
             channel = %run.channel_id,

@@ -29,7 +29,7 @@ use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::{Layer, Registry};
 
-pub use otel::DeniedTraceFilter;
+pub use otel::{DeniedTraceFilter, EXPORT_WARNING_EVERY, WarnOnFailure};
 pub use request::request_span;
 pub use route::trace_log_route;
 pub use span_log::{DENIED_FIELD, SpanLine, SpanLog, SpanLogLayer};
@@ -125,7 +125,7 @@ pub fn otlp_provider(
         .build()
         .map_err(|e| TelemetryError::Exporter(e.to_string()))?;
     Ok(provider_with(
-        exporter,
+        otel::WarnOnFailure::new(exporter, endpoint, otel::EXPORT_WARNING_EVERY),
         service_name,
         Duration::from_secs(2),
     ))
@@ -176,11 +176,13 @@ where
     let log_lines = FilterFn::new(move |m: &Metadata<'_>| {
         m.target() != commands::DENIED_TARGET && !(separate_audit && is_audit(m))
     });
+    // A JSON line carries the fields of the spans it is in (the request's trace id, surface,
+    // route and actor), as a human line shows them before its message.
     let logs: Box<dyn Layer<Registry> + Send + Sync> = if config.json_logs {
         tracing_subscriber::fmt::layer()
             .json()
-            .with_current_span(false)
-            .with_span_list(false)
+            .with_current_span(true)
+            .with_span_list(true)
             .with_writer(log_writer)
             .log_internal_errors(false)
             .with_filter(log_lines)
@@ -193,21 +195,37 @@ where
             .with_filter(log_lines)
             .boxed()
     };
+    // The audit file is in the log's format: JSON lines with `log_format = "json"`.
+    let json = config.json_logs;
     let audit_lines = audit.map(|file| {
-        tracing_subscriber::fmt::layer()
+        let layer = tracing_subscriber::fmt::layer()
             .with_writer(Mutex::new(file))
             .with_ansi(false)
-            .log_internal_errors(false)
-            .with_filter(FilterFn::new(is_audit))
+            .log_internal_errors(false);
+        if json {
+            // Spans pass too, so the layer records the request's fields each line carries.
+            layer
+                .json()
+                .with_current_span(true)
+                .with_span_list(true)
+                .with_filter(FilterFn::new(|m: &Metadata<'_>| {
+                    !m.is_event() || is_audit(m)
+                }))
+                .boxed()
+        } else {
+            layer.with_filter(FilterFn::new(is_audit)).boxed()
+        }
     });
+    // Both write lines: one list, so each layer's type is the registry's.
+    let lines: Vec<Box<dyn Layer<Registry> + Send + Sync>> =
+        std::iter::once(logs).chain(audit_lines).collect();
     let otel = provider.map(|p| {
         tracing_opentelemetry::layer()
             .with_tracer(p.tracer("switchboard"))
             .with_location(false)
     });
     tracing_subscriber::registry()
-        .with(logs)
-        .with(audit_lines)
+        .with(lines)
         .with(span_log.layer())
         .with(otel)
         .with(filter)

@@ -105,3 +105,74 @@ impl<P: SpanProcessor> SpanProcessor for DeniedTraceFilter<P> {
         self.inner.set_resource(resource);
     }
 }
+
+/// How often a collector that does not take the spans is warned about.
+pub const EXPORT_WARNING_EVERY: Duration = Duration::from_secs(60);
+
+/// Wraps the OTLP exporter: an export that fails (the collector refused, timed out, or
+/// answered an error) is warned about on the log, at most once per [`EXPORT_WARNING_EVERY`],
+/// never silently. The line names the endpoint and what happened, never the collector's own
+/// words. Spans of a failed export are dropped (the exporter's own retries are its own).
+#[derive(Debug)]
+pub struct WarnOnFailure<E> {
+    inner: E,
+    endpoint: String,
+    every: Duration,
+    last: Mutex<Option<std::time::Instant>>,
+}
+
+impl<E> WarnOnFailure<E> {
+    pub fn new(inner: E, endpoint: &str, every: Duration) -> Self {
+        WarnOnFailure {
+            inner,
+            endpoint: endpoint.to_owned(),
+            every,
+            last: Mutex::new(None),
+        }
+    }
+
+    /// Warns unless a warning went out less than `every` ago.
+    fn warn(&self, what: &str) {
+        let now = std::time::Instant::now();
+        let Ok(mut last) = self.last.lock() else {
+            return;
+        };
+        if last.is_some_and(|at| now.duration_since(at) < self.every) {
+            return;
+        }
+        *last = Some(now);
+        tracing::warn!(
+            endpoint = %self.endpoint,
+            "[telemetry] the OTLP export to {} {what}; its spans were dropped (said at most once a minute while it lasts)",
+            self.endpoint
+        );
+    }
+}
+
+impl<E: opentelemetry_sdk::trace::SpanExporter> opentelemetry_sdk::trace::SpanExporter
+    for WarnOnFailure<E>
+{
+    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+        let result = self.inner.export(batch).await;
+        match &result {
+            Ok(()) => {}
+            Err(opentelemetry_sdk::error::OTelSdkError::Timeout(_)) => {
+                self.warn("timed out");
+            }
+            Err(_) => self.warn("failed: the collector refused it or did not answer"),
+        }
+        result
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.inner.force_flush()
+    }
+
+    fn set_resource(&mut self, resource: &opentelemetry_sdk::Resource) {
+        self.inner.set_resource(resource);
+    }
+}
