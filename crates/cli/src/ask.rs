@@ -168,7 +168,11 @@ async fn ask(
     }
     let handled = commands::start_agent_run_with(&caller, request, options, &app.services).await;
     let Some(started) = handled.run else {
-        eprintln!("{}", handled.reply.text);
+        if json {
+            outln!("{}", serde_json::to_string_pretty(&handled.reply.data)?);
+        } else {
+            eprintln!("{}", handled.reply.text);
+        }
         return Ok(forward::exit_code(handled.reply.kind));
     };
     let id = started.id().clone();
@@ -211,6 +215,18 @@ async fn ask(
         "the run ended without a final record; `switchboard runs get` shows what the store has",
     )?;
     settle_memory(app, &progress).await;
+    // What reflection said about the run (a fact it could not keep) is in the feed by now.
+    while let Ok(Some(update)) = tokio::time::timeout(std::time::Duration::ZERO, feed.recv()).await
+    {
+        if let LiveUpdate::Event {
+            run, kind, body, ..
+        } = update
+            && run.id == id
+            && kind == "memory"
+        {
+            eprintln!("{body}");
+        }
+    }
     Ok(print_result(&outcome, json, link))
 }
 
@@ -239,17 +255,24 @@ pub fn feed_of_this_process(app: &server::App) -> Box<dyn LiveStream> {
 
 /// Waits for the runs this process started (a `repo test` from the command line) to end,
 /// showing their progress from `feed` (see [`feed_of_this_process`]); Ctrl-C stops them.
+/// Returns each one's final status, as recorded.
 pub async fn follow_runs_of_this_process(
     app: &server::App,
     json: bool,
     mut feed: Box<dyn LiveStream>,
-) {
+) -> Vec<RunStatus> {
+    let me = resolve_actor(ActorId::cli_local(), &app.services.table);
+    let started: Vec<authz_core::RunId> = app
+        .dispatcher
+        .snapshot(&me)
+        .into_iter()
+        .map(|run| run.facts.id)
+        .collect();
     let live = app.dispatcher.live();
     let progress = Progress::new(json);
     if !live.is_empty() {
         progress.line("waiting for the run this command started (Ctrl-C stops it)");
     }
-    let me = resolve_actor(ActorId::cli_local(), &app.services.table);
     let (mut stopping, mut feed_open) = (false, true);
     // Ends when no run of this process is live, which a lagged feed cannot hide. A run's
     // `Finished` is in the feed before it leaves the live set, so it is shown first; and its
@@ -272,6 +295,16 @@ pub async fn follow_runs_of_this_process(
             () = live.until_empty() => break,
         }
     }
+    let mut ended = Vec::new();
+    for id in started {
+        // Its end is recorded before it leaves the live set; one that cannot be read failed.
+        let status = match app.store.get_run(&id).await {
+            Ok(Some(run)) => run.status,
+            _ => RunStatus::Failed,
+        };
+        ended.push(status);
+    }
+    ended
 }
 
 fn print_result(run: &RunOutcome, json: bool, link: Option<String>) -> u8 {
@@ -280,7 +313,10 @@ fn print_result(run: &RunOutcome, json: bool, link: Option<String>) -> u8 {
         if let (Some(link), Some(fields)) = (link, data.as_object_mut()) {
             fields.insert("link".to_owned(), serde_json::Value::String(link));
         }
-        outln!("{data}");
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&data).unwrap_or_default()
+        );
     } else if run.answer().is_some() {
         outln!("{}", run.text());
     } else {

@@ -51,11 +51,29 @@ pub fn run(config: Option<PathBuf>, json: bool, words: Vec<String>) -> anyhow::R
     if words.iter().any(|w| w == "--help" || w == "-h") {
         return help(&registry, &words);
     }
+    // A group alone (`switchboard runs`) is asked for its commands.
+    if words.len() == 1
+        && registry.by_words(&words).is_none()
+        && words.first().is_some_and(|w| registry.is_group(w))
+    {
+        return help(&registry, &words);
+    }
     if !registry.addresses_registry(&words) {
         let first = words.first().map(String::as_str).unwrap_or_default();
-        eprintln!(
-            "{} (a request for an agent is `switchboard ask \"…\"`)",
-            commands::reply_texts::unknown_command(first)
+        let known: Vec<&str> = registry
+            .commands()
+            .iter()
+            .filter_map(|c| c.id.as_str().split('.').next())
+            .chain(crate::LOCAL_VERBS)
+            .collect();
+        let near = commands::suggest::nearest(first, known);
+        crate::out::failure(
+            json,
+            "unknown_command",
+            &format!(
+                "{} (a request for an agent is `switchboard ask \"…\"`)",
+                commands::reply_texts::unknown_command_near(first, near)
+            ),
         );
         return Ok(2);
     }
@@ -63,7 +81,10 @@ pub fn run(config: Option<PathBuf>, json: bool, words: Vec<String>) -> anyhow::R
     let action = registry.by_words(&words).map(|(c, _)| c.action.clone());
     let prepare = |loaded| store_to_use(loaded, action);
     crate::ask::with_app(loaded, "warn", prepare, |app| async move {
-        let caller = commands::identity::local_caller(&app.services, None);
+        // Asked where `switchboard ask` records its runs: the channel tier, memory and a
+        // started run are `cli:local`'s.
+        let channel = authz_core::ChannelId::parse(commands::CLI_CHANNEL).ok();
+        let caller = commands::identity::local_caller(&app.services, channel);
         let feed = crate::ask::feed_of_this_process(&app);
         let route = app
             .registry
@@ -84,8 +105,16 @@ pub fn run(config: Option<PathBuf>, json: bool, words: Vec<String>) -> anyhow::R
         } else {
             eprintln!("{}", reply.text);
         }
-        crate::ask::follow_runs_of_this_process(&app, json, feed).await;
-        Ok(exit_code(reply.kind))
+        let ended = crate::ask::follow_runs_of_this_process(&app, json, feed).await;
+        // A command whose run did not complete (`repo test` of a failing suite) failed.
+        let code = exit_code(reply.kind);
+        Ok(
+            if code == 0 && ended.iter().any(|s| *s != commands::RunStatus::Completed) {
+                1
+            } else {
+                code
+            },
+        )
     })
 }
 
@@ -110,6 +139,11 @@ fn store_to_use(
     }
     match action {
         Some(Action::Command(CommandGroup::Help, _)) => {
+            loaded.store.url = store::StoreUrl::Memory;
+            Ok(loaded)
+        }
+        // Words that name no command are answered without a store.
+        None => {
             loaded.store.url = store::StoreUrl::Memory;
             Ok(loaded)
         }

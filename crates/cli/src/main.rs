@@ -8,8 +8,10 @@
 //! What it must never do: decide anything itself. Every decision is authz-core's, every
 //! command the registry's; this crate parses its own flags, loads the file, and renders.
 //!
-//! Invariants: exit 0 = ok (or allowed), 1 = refused, not found or not done, 2 = usage or
-//! config error; human output by default, `--json` for scripts; colour only on a terminal.
+//! Invariants: exit 0 = ok (or allowed), 1 = refused, not found, not done, or a run it started
+//! did not complete; 2 = usage or config error; human output by default, `--json` for scripts
+//! on every verb (pretty-printed, an error as `{"error", "code"}` on standard output, the exit
+//! status unchanged); colour only on a terminal.
 //!
 //! ## Modules
 //!
@@ -19,7 +21,8 @@
 //! | `ask` | `ask "<request>" [--agent NAME] [--policy-rule ACTION=DECISION]…`: an agent run as `cli:local`, in-process, recorded in `cli:local`; progress on stderr, the answer on stdout; Ctrl-C stops the run; the run's rules printed first |
 //! | `approve` | a tool call that needs a person, asked on stderr and answered by a line of stdin |
 //! | `forward` | command-shaped words to the registry as `cli:local` through the same `App` (and `db migrate`), with `--help` generated from the command's schema; a run such a command starts is followed to its end. Other words are an unknown command (an agent request is `ask`) |
-//! | `check`, `explain` | `config check`; `authz explain` |
+//! | `check`, `explain` | `config check` (its report; what it finds is `server::config_check`'s); `authz explain` |
+//! | `complete` | `completions <shell>`: the local verbs and every registry command with its arguments, from the registry's schema |
 //! | `out` | `out!`, `outln!`: every command writes through them, and a reader gone early (`… \| head`) ends it quietly with status 0 |
 //! | `render` | aligned tables, colour only on a terminal |
 //! | `driven_clock` | cargo feature `driven-clock` (off in every shipped build): `scripts/replicas-check.sh` runs two `serve` on a faster clock that `SWITCHBOARD_DRIVEN_CLOCK` drives |
@@ -40,6 +43,7 @@ mod out;
 mod approve;
 mod ask;
 mod check;
+mod complete;
 mod driven_clock;
 mod explain;
 mod forward;
@@ -213,18 +217,36 @@ const DENIED: u8 = 1;
 const USAGE_OR_CONFIG: u8 = 2;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // `--json` anywhere asks for JSON, errors included, before clap has read anything.
+    let json = std::env::args_os().skip(1).any(|a| a == "--json");
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if json && e.use_stderr() => {
+            let said = e.render().to_string();
+            out::failure(true, "usage", said.trim_end());
+            return ExitCode::from(USAGE_OR_CONFIG);
+        }
+        Err(e) => e.exit(),
+    };
     match run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            match e.downcast_ref::<config_file::ConfigFaults>() {
+            match (e.downcast_ref::<config_file::ConfigFaults>(), json) {
+                (Some(faults), true) => {
+                    let value = serde_json::json!({"error": faults.to_string(), "code": "config", "faults": faults});
+                    outln!(
+                        "{}",
+                        serde_json::to_string_pretty(&value).unwrap_or_default()
+                    );
+                }
                 // Every fault of the file, one a line.
-                Some(faults) => {
+                (Some(faults), false) => {
                     for fault in &faults.0 {
                         eprintln!("error: {fault}");
                     }
                 }
-                None => eprintln!("error: {e:#}"),
+                (None, true) => out::failure(true, "error", &format!("{e:#}")),
+                (None, false) => eprintln!("error: {e:#}"),
             }
             ExitCode::from(USAGE_OR_CONFIG)
         }
@@ -249,7 +271,12 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
     };
     match command {
         Command::Version => {
-            outln!("switchboard {}", env!("CARGO_PKG_VERSION"));
+            if json {
+                let version = serde_json::json!({"version": env!("CARGO_PKG_VERSION")});
+                outln!("{}", serde_json::to_string_pretty(&version)?);
+            } else {
+                outln!("switchboard {}", env!("CARGO_PKG_VERSION"));
+            }
             Ok(0)
         }
         Command::Serve { listen } => serve(config, json, listen),
@@ -270,7 +297,8 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         ),
         Command::Completions { shell } => {
             let mut script = Vec::new();
-            clap_complete::generate(shell, &mut Cli::command(), "switchboard", &mut script);
+            let mut whole = complete::whole_command_line(Cli::command());
+            clap_complete::generate(shell, &mut whole, "switchboard", &mut script);
             out::write_bytes(&script);
             Ok(0)
         }

@@ -23,6 +23,21 @@ pub fn write_bytes(bytes: &[u8]) {
     }
 }
 
+/// A failure, as the command line says it: with `--json`, `{"error": …, "code": …}`
+/// pretty-printed on standard output (the exit status says the rest); else the text on
+/// standard error.
+pub fn failure(json: bool, code: &str, text: &str) {
+    if json {
+        let value = serde_json::json!({"error": text, "code": code});
+        write(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&value).unwrap_or_default()
+        ));
+    } else {
+        eprintln!("{text}");
+    }
+}
+
 /// `println!` through [`write`].
 macro_rules! outln {
     ($($arg:tt)*) => {

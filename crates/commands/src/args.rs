@@ -257,6 +257,11 @@ impl ArgsSchema {
         ArgsSchema { args }
     }
 
+    /// The arguments, in order (for a shell's completions).
+    pub fn specs(&self) -> &[ArgSpec] {
+        &self.args
+    }
+
     fn check_value(spec: &ArgSpec, value: String) -> Result<ArgValue, ArgError> {
         match spec.ty {
             ArgType::Text => Ok(ArgValue::Text(value)),

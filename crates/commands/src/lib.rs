@@ -51,14 +51,15 @@
 //! | `catalogue` | every command, defined once (`all()`: id, summary, action, deny shape, arguments, handler), with the handlers by group (`runs`, `config`, `repo`, `friction`, `memory`, `system`) |
 //! | `args` | `ArgsSchema`, `ArgSpec`: one schema for text words, JSON, a query string (`object_from_query`), usage and JSON Schema |
 //! | `deny` | `deny::deny` and the `AuditLine` |
-//! | `reply`, `reply_texts` | the `Reply` type; every reply text, each with a golden in `tests/goldens/` |
+//! | `reply`, `reply_texts` | the `Reply` type (a 🚫's data lists whom it asks the caller to turn to, for a surface that mentions people); every reply text, each with a golden in `tests/goldens/` |
+//! | `suggest` | the nearest catalogue word to a mistyped one (`runs lst` → `runs list`), for the unknown-command reply |
 //! | `conformance` | the fixed actor set × every command, rendered to docs/conformance-matrix.md (golden) |
 //! | `ports` | `RunLauncher` (start, start a repo run, stop a run live here, record a command's run), `LiveFeed` + `LiveStream` (the live runs per viewer; one run's for a capability), `AgentTokenCheck` (the run a token names), `ApprovalDesk` (the tool calls waiting for a person: those an `Answerer` may answer, and the answer; `NoApprovals`); their data (`RunRequest` with the run's `policy_rules`, `RepoTask`, `StartedRun`, whose `reply_with_link` adds the capability link under `Services::public_url` for the starter only, `RunOutcome`, `LaunchError`, `Busy`, `LiveRun`, `LiveUpdate`, `CommandRun`) |
 //! | `tokens` | the bearer token map, surface-neutral: a token or `sha256:<hex>` → `{subject, channel?}`; the channel must be a machine channel of a token surface (`http:…`, `mcp:…`); faults name the subject, never the token |
 //! | `identity` | `bearer_caller` (`http:<subject>` / `mcp:<subject>`), `chat_caller`, `verified_caller`, `declared_caller`, `local_caller` (every surface's `Caller` is built here), `agent_caller` (agent for the run's principal, only while the run is live, read from the store; the only setter of `Caller::acting_in`), `Capability` (one run opened by its token: page, events, friction, stop) |
 //! | `records` | a chat surface's event dedupe and answered threads (keyed by surface), the status of the run a capability opens (`run_status`; a viewer reads through `runs.get`), a firing's end recorded when its run ends (`record_firing_when_done`), a reply failure as run friction, schedule firing slots (`FiringSlot`: `timer:<µs>` or `manual:<id>`), the latest timer slot, `Registry::invoke_recorded` (a command's answer recorded as a run) |
 //! | `schedules` | the `ScheduleDesk` port behind `schedule list` and `schedule fire` (`schedule` implements it; `NoSchedules` when there is none): the declared schedules with their next slot, and a manual firing handed the registry and services but never the caller |
-//! | `trace` | a request's root span (`request_span`: surface, route, actor, status, outcome), `record_actor` (the registry names its caller on the current span), and `mark_denied`, the marker every refusal emits so the span sinks drop the trace |
+//! | `trace` | a request's root span (`request_span`: a `trace_id` of `new_trace_id`, surface, route, actor, status, outcome), `record_actor` (the registry names its caller on the current span), and `mark_denied`, the marker every refusal emits so the span sinks drop the trace |
 //! | `agent_run` | `start_agent_run`, the refusal replies (a started run's and a finished run's rendering live with `StartedRun` and `RunOutcome` in `ports`) |
 //!
 //! Invariants each port keeps (tests in `crates/server/tests/app/registry_behaviour/`,
@@ -91,6 +92,7 @@ pub mod records;
 mod reply;
 pub mod reply_texts;
 pub mod schedules;
+pub mod suggest;
 pub mod tokens;
 pub mod trace;
 
@@ -260,6 +262,8 @@ pub struct Services {
     pub audit: Arc<dyn Audit>,
     pub clock: Clock,
     pub version: &'static str,
+    /// How long a replica's lease lasts: a server whose heartbeat is older is gone (`status`).
+    pub server_lease: std::time::Duration,
     /// The scheduler: the declared schedules and `schedule fire`.
     pub schedules: Arc<dyn ScheduleDesk>,
     pub runs: Arc<dyn RunLauncher>,
@@ -517,14 +521,42 @@ impl Registry {
         };
         match self.by_words(&words) {
             Some((c, n)) => Ok((c, Some(words.get(n..).unwrap_or_default().to_vec()))),
-            None => {
-                let first = words.first().map(String::as_str).unwrap_or("");
-                Err(Reply::of(
-                    ReplyKind::UnknownCommand,
-                    reply_texts::unknown_command(first),
-                ))
-            }
+            None => Err(self.unknown(&words)),
         }
+    }
+
+    /// The reply to words that name no command: a group alone lists its commands; a mistyped
+    /// one names the nearest the catalogue has.
+    fn unknown(&self, words: &[String]) -> Reply {
+        let first = words.first().map(String::as_str).unwrap_or("");
+        let members: Vec<&str> = self
+            .commands
+            .iter()
+            .filter_map(|c| c.id.as_str().strip_prefix(first)?.strip_prefix('.'))
+            .collect();
+        if !members.is_empty() {
+            let Some(second) = words.get(1) else {
+                return Reply::of(ReplyKind::Usage, reply_texts::group_alone(first, &members));
+            };
+            let near = suggest::nearest(second, members.iter().copied());
+            return Reply::of(
+                ReplyKind::UnknownCommand,
+                reply_texts::unknown_command_near(
+                    &format!("{first} {second}"),
+                    near.map(|n| format!("{first} {n}")).as_deref(),
+                ),
+            );
+        }
+        let groups: BTreeSet<&str> = self
+            .commands
+            .iter()
+            .filter_map(|c| c.id.as_str().split('.').next())
+            .collect();
+        let near = suggest::nearest(first, groups);
+        Reply::of(
+            ReplyKind::UnknownCommand,
+            reply_texts::unknown_command_near(first, near),
+        )
     }
 
     /// What every surface does with text: a command goes to `invoke`; anything else starts an

@@ -16,7 +16,8 @@ pub fn not_found_json(what: &str) -> String {
 }
 
 /// The HTTP/API body of a 🚫 (status 403).
-pub const UNAUTHORIZED_JSON: &str = "{\"error\":\"unauthorized\",\"code\":\"unauthorized\"}";
+pub const UNAUTHORIZED_JSON: &str =
+    "{\"error\":\"unauthorized\",\"code\":\"unauthorized\",\"ask\":[]}";
 
 /// `🚫 You don't have permission to use `<command>`. Ask <admins>.`; with no admin configured
 /// the sentence ends after the command, naming nobody.
@@ -55,6 +56,25 @@ pub fn repo_not_configured(slug: &str) -> String {
 
 pub fn unknown_command(word: &str) -> String {
     format!("unknown command `{word}`. Try `help` to see the commands you can use.")
+}
+
+/// `unknown command `<words>``, with the nearest command when one is near.
+pub fn unknown_command_near(words: &str, near: Option<&str>) -> String {
+    match near {
+        Some(near) => format!(
+            "unknown command `{words}`; did you mean `{near}`? Try `help` to see the commands you can use."
+        ),
+        None => unknown_command(words),
+    }
+}
+
+/// A command group named alone: its commands.
+pub fn group_alone(group: &str, members: &[&str]) -> String {
+    let commands: Vec<String> = members.iter().map(|m| format!("{group} {m}")).collect();
+    format!(
+        "`{group}` needs a command: {}. Add `--help` to one for its options.",
+        commands.join(", ")
+    )
 }
 
 pub fn usage_error(problem: &str, usage: &str) -> String {
@@ -163,6 +183,11 @@ mod tests {
                 channel_config_denied("slack:C024", &[]),
             ),
             ("unknown_command.txt", unknown_command("deploy")),
+            (
+                "unknown_command_near.txt",
+                unknown_command_near("runs lst", Some("runs list")),
+            ),
+            ("group_alone.txt", group_alone("runs", &["list", "get"])),
             ("already_finished.txt", already_finished("completed")),
             (
                 "stop_requested.txt",

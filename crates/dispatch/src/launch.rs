@@ -330,7 +330,7 @@ impl Inner {
                     .map(|r| (r, this.reflections.enter()));
                 let _ = done_tx.send(finished);
                 if let Some((run, _in_flight)) = reflection {
-                    reflect::reflect_run(
+                    let notes = reflect::reflect_run(
                         &this.memory,
                         this.store.as_ref(),
                         &run,
@@ -338,6 +338,11 @@ impl Inner {
                         this.now,
                     )
                     .await;
+                    // What the person asked to keep and could not be: said on the run, where
+                    // they read it (and `switchboard ask` shows it once reflection is done).
+                    for note in notes {
+                        this.record_event(&run, "memory", &note).await;
+                    }
                 }
             }
             .instrument(span),

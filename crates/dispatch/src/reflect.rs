@@ -92,7 +92,7 @@ pub async fn reflect_run(
     run: &RunRecord,
     principal: &Actor,
     now: fn() -> store::Timestamp,
-) {
+) -> Vec<String> {
     let scopes = scopes_of(run);
     let transcript = Transcript {
         request: run.request.clone(),
@@ -106,18 +106,21 @@ pub async fn reflect_run(
         transcript: &transcript,
     };
     let limit = memory.settings().reflection_timeout;
-    let friction = match tokio::time::timeout(limit, memory.reflect(&input)).await {
-        Ok(Ok(done)) => done.friction,
+    let (friction, notes) = match tokio::time::timeout(limit, memory.reflect(&input)).await {
+        Ok(Ok(done)) => (done.friction, done.notes),
         Ok(Err(e)) => {
             tracing::warn!(target: "memory", run = %run.id, error = %e.token(), "[memory] reflection failed");
-            None
+            (None, Vec::new())
         }
         Err(_) => {
             tracing::warn!(target: "memory", run = %run.id, "[memory] reflection timed out");
-            Some((
-                "memory_timeout".to_owned(),
-                format!("reflection did not finish within {}s", limit.as_secs()),
-            ))
+            (
+                Some((
+                    "memory_timeout".to_owned(),
+                    format!("reflection did not finish within {}s", limit.as_secs()),
+                )),
+                Vec::new(),
+            )
         }
     };
     if let Some((kind, detail)) = friction {
@@ -131,6 +134,7 @@ pub async fn reflect_run(
             tracing::error!(run = %run.id, error = %e.token(), "recording reflection friction failed");
         }
     }
+    notes
 }
 
 /// The `model` extractor's model: a configured agent's back end, called directly. Not a

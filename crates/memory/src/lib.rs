@@ -126,11 +126,28 @@ pub struct ReflectionInput<'a> {
     pub transcript: &'a Transcript,
 }
 
-/// What a reflection did: its report, and the friction to record on the run.
+/// What a reflection did: its report, the friction to record on the run, and what the person
+/// who asked should be told (a fact they asked to keep that could not be kept, and why).
 #[derive(Debug, Clone, Default)]
 pub struct Reflection {
     pub report: Report,
     pub friction: Option<(String, String)>,
+    pub notes: Vec<String>,
+}
+
+/// What the person is told of a fact they asked to keep that had nowhere to go: a repo's with
+/// no repo, a channel's with no channel. A fact the gate refused is not explained (its reason
+/// is the policy's, on the log only).
+fn not_kept(audience: Audience, reason: &str) -> Option<String> {
+    match (audience, reason) {
+        (Audience::Repo, "no-scope") => Some(
+            "not kept: `remember for this repo:` needs a run in a repo, and this one is in none; say it in a run in the repo (`ask --repo owner/name`, or start the request with `in owner/name:`)".to_owned(),
+        ),
+        (Audience::Channel, "no-scope") => Some(
+            "not kept: `remember for this channel:` needs a run in a channel, and this one is in none".to_owned(),
+        ),
+        _ => None,
+    }
 }
 
 /// Memory over a store: the context block and reflection.
@@ -199,8 +216,12 @@ impl Memory {
         }
         let actor = reflection_actor(input.principal, input.scopes);
         for candidate in extraction.candidates() {
-            self.write(input, &actor, candidate, &mut out.report)
-                .await?;
+            if let Some(note) = self
+                .write(input, &actor, candidate, &mut out.report)
+                .await?
+            {
+                out.notes.push(note);
+            }
         }
         if !extraction.forget.is_empty() {
             // One read of the run's records serves every `forget that …` of the reflection.
@@ -261,10 +282,12 @@ impl Memory {
         actor: &Actor,
         candidate: &Candidate,
         report: &mut Report,
-    ) -> Result<(), MemoryError> {
+    ) -> Result<Option<String>, MemoryError> {
         if candidate.text.chars().count() > MAX_FACT_CHARS {
             report.drop("dropped", "too-long");
-            return Ok(());
+            return Ok(Some(format!(
+                "not kept: a fact to remember is at most {MAX_FACT_CHARS} characters"
+            )));
         }
         let routed = route(
             candidate,
@@ -276,7 +299,7 @@ impl Memory {
         let (scope, narrowed) = match routed {
             Route::Drop(reason) => {
                 report.drop("dropped", reason);
-                return Ok(());
+                return Ok(not_kept(candidate.audience, reason));
             }
             Route::Write { scope, narrowed } => (scope, narrowed),
         };
@@ -301,7 +324,7 @@ impl Memory {
             })
             .await?;
         report.written += 1;
-        Ok(())
+        Ok(None)
     }
 
     /// A correction's target, kept only when it is live, in the scope written to, and one the

@@ -319,6 +319,7 @@ impl App {
             clock: overrides.clock,
             schedules: scheduler.clone(),
             version: env!("CARGO_PKG_VERSION"),
+            server_lease: config.server.lease,
             runs: Arc::new(dispatcher.clone()),
             live: Arc::new(dispatcher.clone()),
             agent_tokens: Arc::new(dispatcher.clone()),

@@ -103,6 +103,15 @@ pub async fn serve(
     })?;
     let bound = listener.local_addr()?;
     let recovered = app.recover().await?;
+    app.store
+        .announce_server(
+            &app.replica,
+            env!("CARGO_PKG_VERSION"),
+            app.services.clock.started_at,
+            store::wall_clock(),
+        )
+        .await
+        .context("recording this server in the store")?;
     if recovered > 0 {
         tracing::warn!(
             count = recovered,
@@ -160,6 +169,9 @@ pub async fn serve(
         .unwrap_or(0);
     if left > 0 {
         tracing::warn!(count = left, "tombstoned runs still live at exit");
+    }
+    if let Err(e) = app.store.retire_server(&app.replica).await {
+        tracing::warn!(error = %e.token(), "recording that this server stopped failed");
     }
     Ok(())
 }

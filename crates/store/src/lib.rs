@@ -50,7 +50,7 @@
 //! | `sql/sqlite.rs`, `sql/postgres.rs` | the two dialects: WAL file and `json_each` + rowid branches; `unnest` + `CROSS JOIN LATERAL` branches and an optional schema; each runs its `migrations/` directory with `sqlx::migrate!` |
 //! | `repos` | the `repo.*` key family's one owner: `RepoSource` (`path:` / `url:`), set, remove, list; a URL's credentials are never shown |
 //! | `fanout` | `LiveFanout` / `FanoutListener`: live-run payloads between replicas on one Postgres (`NOTIFY` / `LISTEN`); the store carries them and never reads them |
-//! | `in_memory` | `InMemoryStore`, the in-memory back end (`memory:`; not agent memory): one mutex; filters with `authz_core::matches` |
+//! | `in_memory` | `InMemoryStore`, the in-memory back end (`memory:`; not agent memory): one mutex; filters with `authz_core::matches`; its replica leases (`in_memory/leases.rs`) and retention (`in_memory/retention.rs`) in files of their own |
 //!
 //! Test hooks (`connect` without migrating, `migrate_first`, `spec`, `pool`, `with_walk_pages`,
 //! `list_plan`, `NewRun::fixture`) are behind the `testing` cargo feature.
@@ -138,6 +138,19 @@ pub trait RunStore: Send + Sync {
     async fn count_runs_since(&self, visible_to: &Predicate, since: Timestamp) -> Result<u64>;
     /// Renews `replica`'s lease.
     async fn heartbeat(&self, replica: &ReplicaId, now: Timestamp) -> Result<()>;
+    /// Records that `replica` is a `serve` of `version`, started at `started_at` (and renews
+    /// its lease); [`RunStore::heartbeat`] keeps it alive.
+    async fn announce_server(
+        &self,
+        replica: &ReplicaId,
+        version: &str,
+        started_at: Timestamp,
+        now: Timestamp,
+    ) -> Result<()>;
+    /// `replica` stopped serving (a graceful stop): it is no server any more.
+    async fn retire_server(&self, replica: &ReplicaId) -> Result<()>;
+    /// The servers whose lease was renewed at or after `since`, the latest started first.
+    async fn servers(&self, since: Timestamp) -> Result<Vec<ServerInfo>>;
     /// Tombstones (`interrupted`) the live runs of replicas whose lease expired before
     /// `now - lease`, and, when `own` is true (a restart), this replica's own live runs and
     /// runs with no owner. Stamps and events are kept. Returns the runs tombstoned.

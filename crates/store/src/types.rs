@@ -323,6 +323,16 @@ pub struct ConfigValue {
     pub updated_at: Timestamp,
 }
 
+/// A `serve` process sharing the store, as it announced itself; alive while its heartbeat is
+/// within the lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerInfo {
+    pub replica: ReplicaId,
+    pub version: String,
+    pub started_at: Timestamp,
+    pub heartbeat_at: Timestamp,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Firing {
     pub name: ScheduleName,

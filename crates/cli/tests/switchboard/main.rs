@@ -20,6 +20,8 @@ mod docs_examples;
 mod first_steps;
 mod full_disk;
 mod http_pass;
+mod one_cli;
+mod otlp_export;
 mod private_files;
 mod registry_cli;
 mod replica_faults;

@@ -70,15 +70,41 @@ pub fn status<'a>(ctx: &'a Ctx<'a>, _args: Args) -> BoxFuture<'a, Reply> {
             Some(n) => n.to_string(),
             None => "unknown (store unreachable)".to_owned(),
         };
+        // The servers that hold the store's lease: whoever asks, from wherever (a one-shot
+        // command's own process is no server).
+        let since = now.saturating_sub(s.server_lease);
+        let servers = s.store.get().servers(since).await.ok();
+        let servers_text = match servers.as_deref() {
+            None => "servers: unknown (store unreachable)".to_owned(),
+            Some([]) => "no server: no `switchboard serve` holds this store's lease (start one with `switchboard serve`)".to_owned(),
+            Some(list) => list
+                .iter()
+                .map(|srv| {
+                    format!(
+                        "server {} (switchboard {}), up for {}",
+                        srv.replica.as_str(),
+                        srv.version,
+                        ago(now, srv.started_at).trim_end_matches(" ago")
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n"),
+        };
         let text = format!(
-            "switchboard {}\nup since {}\nstore {} ({store_state})\nlive runs you can see: {live_text}",
+            "switchboard {}\n{servers_text}\nstore {} ({store_state})\nlive runs you can see: {live_text}",
             s.version,
-            ago(now, s.clock.started_at),
             s.store.get().backend()
         );
+        let servers_json: Option<Vec<serde_json::Value>> = servers.map(|list| {
+            list.iter()
+                .map(|srv| {
+                    json!({"replica": srv.replica.as_str(), "version": srv.version, "started_at": srv.started_at.micros(), "heartbeat_at": srv.heartbeat_at.micros()})
+                })
+                .collect()
+        });
         ok(
             text,
-            json!({"version": s.version, "started_at": s.clock.started_at.micros(), "store": {"backend": s.store.get().backend(), "state": store_state}, "live_runs": live}),
+            json!({"version": s.version, "servers": servers_json, "store": {"backend": s.store.get().backend(), "state": store_state}, "live_runs": live}),
         )
     })
 }

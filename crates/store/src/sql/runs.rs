@@ -236,6 +236,65 @@ impl<D: Dialect> RunStore for SqlStore<D> {
         Ok(())
     }
 
+    async fn announce_server(
+        &self,
+        replica: &ReplicaId,
+        version: &str,
+        started_at: Timestamp,
+        now: Timestamp,
+    ) -> Result<()> {
+        self.exec(
+            Statement::new(
+                "INSERT INTO replicas (id, heartbeat_at, server_version, started_at) VALUES (?, ?, ?, ?) \
+                 ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, \
+                 server_version = excluded.server_version, started_at = excluded.started_at",
+            )
+            .text(replica.as_str())
+            .int(now.micros())
+            .text(version)
+            .int(started_at.micros()),
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn retire_server(&self, replica: &ReplicaId) -> Result<()> {
+        self.exec(
+            Statement::new(
+                "UPDATE replicas SET server_version = NULL, started_at = NULL WHERE id = ?",
+            )
+            .text(replica.as_str()),
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn servers(&self, since: Timestamp) -> Result<Vec<ServerInfo>> {
+        let rows = self
+            .all(
+                Statement::new(
+                    "SELECT id, server_version, started_at, heartbeat_at FROM replicas \
+                     WHERE server_version IS NOT NULL AND started_at IS NOT NULL AND heartbeat_at >= ? \
+                     ORDER BY started_at DESC, id",
+                )
+                .int(since.micros()),
+            )
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(ServerInfo {
+                    replica: ReplicaId::parse(&r.text(0)?).map_err(|_| StoreError::Corrupt {
+                        what: "replica id",
+                        value: r.text(0).unwrap_or_default(),
+                    })?,
+                    version: r.text(1)?,
+                    started_at: Timestamp::from_micros(r.int(2)?),
+                    heartbeat_at: Timestamp::from_micros(r.int(3)?),
+                })
+            })
+            .collect()
+    }
+
     async fn tombstone_orphans(
         &self,
         replica: &ReplicaId,

@@ -20,7 +20,55 @@ contract!(
     friction_report_reads_only_visible_runs,
     tombstones_keep_stamp_and_events_and_spare_live_replicas,
     bad_input_is_an_error_and_writes_nothing,
+    servers_are_the_replicas_that_announced_and_renew_their_lease,
 );
+
+/// A replica that announced itself a server is one while its lease is renewed, with its
+/// version and start; a replica that only heartbeats (a command-line process) never is; a
+/// retired one is no longer.
+async fn servers_are_the_replicas_that_announced_and_renew_their_lease(b: Backend) {
+    let u = open(b).await;
+    let s = &*u.store;
+    let now = Timestamp::from_micros(1_000_000_000_000);
+    let ago = |secs: u64| now.saturating_sub(Duration::from_secs(secs));
+    let (a, b_, cli) = (
+        ReplicaId::parse("serve-a").unwrap(),
+        ReplicaId::parse("serve-b").unwrap(),
+        ReplicaId::parse("cli-host-42").unwrap(),
+    );
+    s.announce_server(&a, "0.1.0", ago(7200), ago(3))
+        .await
+        .unwrap();
+    s.announce_server(&b_, "0.2.0", ago(60), ago(120))
+        .await
+        .unwrap();
+    s.heartbeat(&cli, now).await.unwrap();
+    let alive = s.servers(ago(30)).await.unwrap();
+    assert_eq!(alive.len(), 1, "{alive:?}");
+    assert_eq!(alive[0].replica, a);
+    assert_eq!(alive[0].version, "0.1.0");
+    assert_eq!(alive[0].started_at, ago(7200));
+    assert_eq!(alive[0].heartbeat_at, ago(3));
+    // b renews its lease: both, the latest started first.
+    s.heartbeat(&b_, now).await.unwrap();
+    let both: Vec<String> = s
+        .servers(ago(30))
+        .await
+        .unwrap()
+        .iter()
+        .map(|i| i.replica.as_str().to_owned())
+        .collect();
+    assert_eq!(both, ["serve-b", "serve-a"]);
+    s.retire_server(&b_).await.unwrap();
+    let left: Vec<String> = s
+        .servers(ago(30))
+        .await
+        .unwrap()
+        .iter()
+        .map(|i| i.replica.as_str().to_owned())
+        .collect();
+    assert_eq!(left, ["serve-a"]);
+}
 
 fn list(p: Predicate, limit: u32) -> ListRuns {
     ListRuns {

@@ -126,7 +126,12 @@ async fn mistyped_command_text_over_the_ingress_gets_the_registrys_reply() {
             400,
             "command text contains control characters",
         ),
-        ("runs lst", 400, "unknown command `runs`"),
+        (
+            "runs lst",
+            400,
+            "unknown command `runs lst`; did you mean `runs list`?",
+        ),
+        ("runs", 400, "`runs` needs a command: runs list, runs get"),
     ] {
         let a = s.post_typed(fleet, "text/plain", text).await;
         assert_eq!(a.status, status, "{text:?}: {}", a.body);

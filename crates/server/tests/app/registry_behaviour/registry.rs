@@ -240,7 +240,7 @@ async fn mistyped_command_text_gets_the_registrys_reply_never_an_agent_run() {
         (
             "runs lst",
             ReplyKind::UnknownCommand,
-            "unknown command `runs`",
+            "unknown command `runs lst`; did you mean `runs list`?",
         ),
         (
             "config 'x",

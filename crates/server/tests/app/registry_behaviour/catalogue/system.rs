@@ -33,7 +33,27 @@ async fn help_and_status(w: World) {
         "{}",
         status.text
     );
-    assert!(status.text.contains("up since 1m ago"), "{}", status.text);
+    // No server holds the store: status says so, whoever's process asks.
+    assert!(status.text.contains("no server"), "{}", status.text);
+    assert_eq!(status.data["servers"], serde_json::json!([]));
+    // A server that announced itself an hour ago and renews its lease: named, with its uptime.
+    let at = |secs: u64| {
+        store::Timestamp::from_micros(NOW).saturating_sub(std::time::Duration::from_secs(secs))
+    };
+    let srv = store::ReplicaId::parse("srv-1").unwrap();
+    w.store
+        .announce_server(&srv, "9.9.9", at(3600), at(2))
+        .await
+        .unwrap();
+    let status = w.say(&w.caller("http:reader"), "status").await;
+    assert!(
+        status
+            .text
+            .contains("server srv-1 (switchboard 9.9.9), up for 1h"),
+        "{}",
+        status.text
+    );
+    assert_eq!(status.data["servers"][0]["replica"], "srv-1");
     assert_eq!(
         w.say(&w.caller("http:reader"), "status now").await.kind,
         ReplyKind::Usage
