@@ -36,16 +36,44 @@ async fn healthz() -> &'static str {
     "ok\n"
 }
 
-async fn readyz(State(store): State<Arc<dyn Store>>) -> (StatusCode, String) {
-    match readiness(store.as_ref()).await {
-        Ok(()) => (StatusCode::OK, "ready\n".to_owned()),
+/// What `/readyz` reads: the store, and each surface's line.
+#[derive(Clone)]
+struct Ready {
+    store: Arc<dyn Store>,
+    /// Each surface with the line its summary gave at start (`/ingress: on`).
+    surfaces: Arc<[(Arc<dyn crate::surface::SurfacePlugin>, String)]>,
+}
+
+/// `ready` (or `not ready: …`, for the store alone), then one line per surface: on, or off
+/// and why, or what it is doing (`slack: retrying: …`). A surface never makes the server not
+/// ready: one surface's outage must not take every replica out of rotation.
+async fn readyz(State(ready): State<Ready>) -> (StatusCode, String) {
+    let lines: String = ready
+        .surfaces
+        .iter()
+        .map(|(surface, at_start)| {
+            let line = surface.readiness().unwrap_or_else(|| at_start.clone());
+            format!("{line}\n")
+        })
+        .collect();
+    match readiness(ready.store.as_ref()).await {
+        Ok(()) => (StatusCode::OK, format!("ready\n{lines}")),
         Err(why) => {
             tracing::warn!(reason = %why, "not ready");
             (
                 StatusCode::SERVICE_UNAVAILABLE,
-                format!("not ready: {why}\n"),
+                format!("not ready: {why}\n{lines}"),
             )
         }
+    }
+}
+
+/// A surface's `/readyz` line from its start-up summary line.
+fn ready_line(line: &crate::summary::SurfaceLine) -> String {
+    let needs = line.note.strip_prefix("off: ").unwrap_or(&line.note);
+    match line.on {
+        true => format!("{}: on", line.surface),
+        false => format!("{}: off: {needs}", line.surface),
     }
 }
 
@@ -192,10 +220,18 @@ pub fn preflight(config: &LoadedConfig, secrets: &Secrets) -> anyhow::Result<()>
 /// The router of every surface this build has (the health checks, the trace log, and each
 /// of `app.surfaces` that is on). `shutdown` ends long-lived streams (`/mcp`, the feed).
 pub fn router(app: &App, shutdown: CancellationToken) -> Router {
+    let ready = Ready {
+        store: app.store.clone(),
+        surfaces: app
+            .surfaces
+            .iter()
+            .map(|s| (s.clone(), ready_line(&s.summary_line(app))))
+            .collect(),
+    };
     let mut router = Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .with_state(app.store.clone())
+        .with_state(ready)
         .merge(telemetry::trace_log_route(
             app.services.clone(),
             app.span_log.clone(),

@@ -23,9 +23,20 @@ pub enum SlackState {
         missing_scopes: Vec<&'static str>,
         app_token: Option<String>,
     },
-    /// `auth.test` failed, or Socket Mode could not connect: the surface is off, saying why.
+    /// `auth.test` could not reach Slack (or Slack failed on its side): `serve` tries again
+    /// after `next_in`, doubling up to a minute; `why` says what happened.
+    Retrying {
+        built: Box<Built>,
+        why: String,
+        next_in: std::time::Duration,
+    },
+    /// Slack refused the token or the address, or Socket Mode could not connect: the surface
+    /// is off, saying why.
     Failed(String),
 }
+
+/// The longest wait between two tries to reach Slack.
+pub const MAX_RETRY: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// What `connect` needs.
 pub struct Built {
@@ -83,8 +94,31 @@ impl SlackState {
     /// The directory the dispatcher stamps with, when the surface is configured.
     pub fn directory(&self) -> Option<Arc<SlackChannelDirectory>> {
         match self {
-            SlackState::Built(b) => Some(b.directory.clone()),
+            SlackState::Built(b) | SlackState::Retrying { built: b, .. } => {
+                Some(b.directory.clone())
+            }
             _ => None,
+        }
+    }
+
+    /// The mode it serves in, once it is configured.
+    pub fn mode(&self) -> Option<SlackMode> {
+        match self {
+            SlackState::Built(b) | SlackState::Retrying { built: b, .. } => Some(b.config.mode),
+            SlackState::On { mode, .. } => Some(*mode),
+            _ => None,
+        }
+    }
+
+    /// Its line for `/readyz`: on, retrying and why, or off and why.
+    pub fn readiness(&self) -> String {
+        match self {
+            SlackState::On { .. } => "slack: on".to_owned(),
+            SlackState::Retrying { why, .. } => format!("slack: retrying: {why}"),
+            SlackState::Built(_) => "slack: connecting".to_owned(),
+            SlackState::Failed(why) => format!("slack: off: {why}"),
+            SlackState::Missing(vars) => format!("slack: off: needs {}", vars.join(", ")),
+            SlackState::Absent => "slack: off".to_owned(),
         }
     }
 
@@ -104,16 +138,39 @@ impl SlackState {
         services: Arc<commands::Services>,
         directory: Arc<dyn authz_core::ChannelDirectory>,
     ) -> SlackState {
-        let SlackState::Built(b) = self else {
-            return self;
+        let (b, tried) = match self {
+            SlackState::Built(b) => (b, None),
+            SlackState::Retrying { built, next_in, .. } => (built, Some(next_in)),
+            other => return other,
         };
         let identity = match b.api.auth_test().await {
             Ok(id) => id,
+            // Slack unreachable (or failing on its side): tried again, never blamed on the
+            // token, which Slack has not read.
+            Err(fault) if fault.is_transient() => {
+                let next_in = tried.map_or(std::time::Duration::from_secs(1), |t| {
+                    (t * 2).min(MAX_RETRY)
+                });
+                let why = format!(
+                    "Slack unreachable, retrying in {} s: {fault}",
+                    next_in.as_secs()
+                );
+                tracing::warn!("[slack] {why}");
+                return SlackState::Retrying {
+                    built: b,
+                    why,
+                    next_in,
+                };
+            }
             Err(fault) => {
                 // The URL is not repeated: a proxy's may carry credentials.
-                let why = format!(
-                    "auth.test failed ({fault}): check SLACK_BOT_TOKEN and [slack] api_url"
-                );
+                let why = if fault.is_token_refused() {
+                    format!(
+                        "Slack refused the bot token (auth.test: {fault}): check SLACK_BOT_TOKEN"
+                    )
+                } else {
+                    format!("auth.test failed ({fault}): check [slack] api_url and SLACK_BOT_TOKEN")
+                };
                 tracing::error!("[slack] the surface is off: {why}");
                 return SlackState::Failed(why);
             }

@@ -291,6 +291,7 @@ pub(crate) fn slack_line(
             format!("[slack] is set but needs {}", vars.join(", ")),
         ),
         SlackState::Failed(why) => line(false, why.clone()),
+        SlackState::Retrying { why, .. } => line(false, why.clone()),
         SlackState::Built(_) => line(
             false,
             "configured; it connects when `serve` starts".to_owned(),

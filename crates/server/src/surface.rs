@@ -67,6 +67,13 @@ pub trait SurfacePlugin: Send + Sync {
     /// Its line in the start-up summary: on and what it serves, or off and what it needs.
     fn summary_line(&self, app: &App) -> SurfaceLine;
 
+    /// Its line on `/readyz` when it changes while the server runs (`slack: retrying: …`);
+    /// `None` keeps the line its summary gave at start. Never a reason for not being ready:
+    /// one surface's outage takes no replica out of rotation.
+    fn readiness(&self) -> Option<String> {
+        None
+    }
+
     /// Its routes while it is on; while it is off, the paths it owns and why, which `serve`
     /// answers with 503 and that one line (never a bare 404).
     fn routes(&self, app: &App, shutdown: &CancellationToken) -> Routes;

@@ -36,6 +36,38 @@ const MAX_PAGES: usize = 50;
 pub struct ApiFault(pub String);
 
 impl ApiFault {
+    /// Whether the call may succeed if made again later with nothing changed on this side:
+    /// Slack unreachable, slow, rate-limited or failing on its own side (a 5xx, its
+    /// `internal_error`), not a token or an address Slack refused.
+    pub fn is_transient(&self) -> bool {
+        let token = self.0.as_str();
+        matches!(token, "transport" | "timeout" | "ratelimited" | "decode")
+            || token
+                .strip_prefix("http:")
+                .is_some_and(|s| s.starts_with('5'))
+            || matches!(
+                token,
+                "api:internal_error"
+                    | "api:fatal_error"
+                    | "api:service_unavailable"
+                    | "api:request_timeout"
+            )
+    }
+
+    /// Whether Slack refused the bot token itself.
+    pub fn is_token_refused(&self) -> bool {
+        matches!(
+            self.0.as_str(),
+            "api:invalid_auth"
+                | "api:not_authed"
+                | "api:account_inactive"
+                | "api:token_revoked"
+                | "api:token_expired"
+                | "api:no_permission"
+                | "api:not_allowed_token_type"
+        )
+    }
+
     pub(crate) fn of(e: &SlackClientError) -> ApiFault {
         ApiFault(match e {
             SlackClientError::ApiError(a) => format!("api:{}", a.code),

@@ -170,6 +170,17 @@ pub fn router(surface: Arc<SlackSurface>) -> Router {
         .with_state(surface)
 }
 
+/// `POST /slack/events` for `surface`, for a server that holds the surface itself (one that
+/// may connect later than it starts serving).
+pub async fn handle_events(surface: Arc<SlackSurface>, request: Request) -> Response {
+    events(State(surface), request).await
+}
+
+/// `POST /slack/interactions` for `surface`, as [`handle_events`].
+pub async fn handle_interactions(surface: Arc<SlackSurface>, request: Request) -> Response {
+    interactions(State(surface), request).await
+}
+
 fn status(code: StatusCode, text: &'static str) -> Response {
     (code, text).into_response()
 }

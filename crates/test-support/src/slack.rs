@@ -98,7 +98,13 @@ impl FakeSlack {
 
     /// Serves the fake on an ephemeral loopback port; returns its `api_url`.
     pub async fn serve(&self) -> std::io::Result<String> {
-        let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
+        self.serve_at(SocketAddr::from(([127, 0, 0, 1], 0))).await
+    }
+
+    /// Serves the fake at `addr` (a port a test reserved, so a server can be pointed at it
+    /// before it answers); returns its `api_url`.
+    pub async fn serve_at(&self, addr: SocketAddr) -> std::io::Result<String> {
+        let listener = tokio::net::TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let app = Router::new()
             .route("/api/{method}", any(handle))

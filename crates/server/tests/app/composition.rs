@@ -262,10 +262,11 @@ async fn health_readiness_ingress_and_a_graceful_shutdown_that_interrupts_what_i
         (200, "ok\n".to_owned())
     );
     let r = get("/readyz").await.unwrap();
-    assert_eq!(
-        (r.status().as_u16(), r.text().await.unwrap()),
-        (200, "ready\n".to_owned())
-    );
+    let ready = r.text().await.unwrap();
+    // Ready, then one line per surface.
+    assert_eq!(ready.lines().next(), Some("ready"), "{ready}");
+    assert!(ready.contains("\n/ingress: on\n"), "{ready}");
+    assert!(ready.contains("\nslack: off"), "{ready}");
     let post = |body: &'static str| {
         client
             .post(format!("http://{addr}/ingress"))

@@ -82,6 +82,17 @@ impl Drop for Serving {
 
 async fn start_with(fake: FakeSlack, env: &[(&str, &str)], slack_keys: &str) -> Harness {
     let api_url = fake.serve().await.unwrap();
+    start_at(&api_url, fake, env, slack_keys).await
+}
+
+/// [`start_with`] with Slack's API at `api_url`, which `fake` may not serve yet.
+async fn start_at(
+    api_url: &str,
+    fake: FakeSlack,
+    env: &[(&str, &str)],
+    slack_keys: &str,
+) -> Harness {
+    let api_url = api_url.to_owned();
     let dir = tempfile::tempdir().unwrap();
     let text = config(
         &api_url,
