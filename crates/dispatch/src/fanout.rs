@@ -195,6 +195,88 @@ async fn listen(
     }
 }
 
+/// How often a process that shares a store without a fan-out (SQLite) reads the other
+/// processes' live runs: a run `switchboard ask` starts reaches a served page within this.
+pub const STORE_WATCH: Duration = Duration::from_millis(500);
+
+/// The most live runs one read of the store takes in.
+const WATCH_PAGE: u32 = 100;
+
+/// Until `stop`: every `every`, the store's live runs that other processes own (another
+/// `serve`, `switchboard ask`) come into this process's broadcast as upserts, and those that
+/// left the live set as their end, read from the store. For a store with no fan-out of its
+/// own (SQLite): what `NOTIFY` carries between Postgres replicas, read instead.
+pub(crate) async fn watch_store(
+    live: Arc<LiveRuns>,
+    store: Arc<dyn store::Store>,
+    replica: ReplicaId,
+    every: Duration,
+    stop: CancellationToken,
+) {
+    let mut known: std::collections::BTreeMap<RunId, RunStatus> = Default::default();
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = stop.cancelled() => return,
+        }
+        let page = store
+            .list_runs(&store::ListRuns {
+                visible_to: authz_core::Predicate::All,
+                status: store::StatusFilter::Live,
+                limit: WATCH_PAGE,
+                before: None,
+            })
+            .await;
+        let runs = match page {
+            Ok(page) => page.runs,
+            Err(e) => {
+                tracing::warn!(error = %e.token(), "reading other processes' live runs failed; trying again");
+                continue;
+            }
+        };
+        let others: Vec<store::RunRecord> = runs
+            .into_iter()
+            .filter(|r| r.owner.as_deref() != Some(replica.as_str()))
+            .collect();
+        let now_live: std::collections::BTreeSet<RunId> =
+            others.iter().map(|r| r.id.clone()).collect();
+        for run in others {
+            if known.get(&run.id) == Some(&run.status) {
+                continue;
+            }
+            known.insert(run.id.clone(), run.status);
+            live.publish(LiveUpdate::Upsert(LiveRun {
+                facts: run.facts(),
+                agent: run.agent.clone(),
+                surface: run.surface,
+                status: run.status,
+                created_at: run.created_at,
+            }));
+        }
+        let ended: Vec<RunId> = known
+            .keys()
+            .filter(|id| !now_live.contains(*id))
+            .cloned()
+            .collect();
+        for id in ended {
+            known.remove(&id);
+            // Its end as recorded; one that cannot be read now is read at the next tick.
+            match store.get_run(&id).await {
+                Ok(Some(run)) if !run.status.is_live() => live.publish(LiveUpdate::Finished {
+                    run: run.facts(),
+                    status: run.status,
+                    answer: None,
+                    error: None,
+                }),
+                Ok(Some(_)) | Err(_) => {}
+                Ok(None) => {}
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -116,6 +116,7 @@ use store::Timestamp;
 use store::{ReplicaId, RunRecord, Store, StoreError};
 
 pub use approvals::PendingApprovals;
+pub use fanout::STORE_WATCH;
 pub use limits::{Busy, Slots};
 pub use live::{LiveRuns, StopReason, Subscription};
 pub use reflect::{BackendModel, PendingReflections, ReviewerAgent};
@@ -230,6 +231,28 @@ impl Dispatcher {
             ),
             None => vec![],
         }
+    }
+
+    /// Where the store has no fan-out of its own (SQLite, which other processes on this
+    /// machine share): reads the other processes' live runs every `every` into this process's
+    /// broadcast, until `stop`. `serve` runs it, so its pages follow a run `switchboard ask`
+    /// starts; a one-shot command does not.
+    pub fn spawn_store_watch(
+        &self,
+        every: std::time::Duration,
+        stop: CancellationToken,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        let shared =
+            self.inner.store.live_fanout().is_none() && self.inner.store.backend() == "sqlite";
+        shared.then(|| {
+            tokio::spawn(fanout::watch_store(
+                self.inner.live.clone(),
+                self.inner.store.clone(),
+                self.inner.replica.clone(),
+                every,
+                stop,
+            ))
+        })
     }
 
     pub fn replica(&self) -> &ReplicaId {

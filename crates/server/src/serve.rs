@@ -153,6 +153,11 @@ pub async fn serve(
         background.extend(surface.start(&app, bound, stop.clone()).await);
     }
     background.extend(app.spawn_background(stop.clone()));
+    // On SQLite, runs another process starts (`switchboard ask`) reach this server's feeds.
+    background.extend(
+        app.dispatcher
+            .spawn_store_watch(dispatch::STORE_WATCH, stop.clone()),
+    );
     background.push(app.spawn_schedule_timer(stop.clone()));
     background.push(app.spawn_pruning(stop.clone()));
     let router = router(&app, stop.clone());

@@ -121,3 +121,26 @@ fn the_mcp_docs_command_agents_get_the_runs_own_url_and_token() {
         );
     }
 }
+
+/// docs/tracing.md's sample span line names the actor the README's span-log example serves
+/// (`http:` and its token's subject), not another.
+#[test]
+fn the_tracing_docs_sample_actor_is_the_readmes() {
+    let sample = doc("tracing.md");
+    let actor = sample
+        .split("\"actor\":\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("no actor in the sample"));
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
+            .unwrap();
+    let subject = actor
+        .strip_prefix("http:")
+        .unwrap_or_else(|| panic!("{actor}"));
+    assert!(
+        readme.contains(&format!("\"subject\": \"{subject}\"")),
+        "the README gives no token of subject {subject}"
+    );
+    assert!(readme.contains(&format!("[grants.\"{actor}\"]")), "{actor}");
+}

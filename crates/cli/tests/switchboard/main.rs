@@ -27,4 +27,5 @@ mod registry_cli;
 mod replica_faults;
 mod serve;
 mod slack_replicas;
+mod sqlite_feed;
 mod workspaces;
