@@ -32,11 +32,12 @@ fn replica() -> anyhow::Result<store::ReplicaId> {
 /// Builds the [`server::App`] from `config` and runs `work` with it, this process's lease
 /// renewed (so no sweep takes its runs for ghosts) and its stop requests watched meanwhile.
 /// `prepare` sees the config once the logs are up (so a fault of the config is reported
-/// first) and gives what the command runs with, or why it does not run (exit 1).
+/// first) and gives what the command runs with, or the exit status of a command it refused
+/// (having said why).
 pub fn with_app<F, Fut>(
     config: server::LoadedConfig,
     log_level: &str,
-    prepare: impl FnOnce(server::LoadedConfig) -> Result<server::LoadedConfig, String>,
+    prepare: impl FnOnce(server::LoadedConfig) -> Result<server::LoadedConfig, u8>,
     work: F,
 ) -> anyhow::Result<u8>
 where
@@ -50,7 +51,7 @@ where
 fn with_app_approving<F, Fut>(
     config: server::LoadedConfig,
     log_level: &str,
-    prepare: impl FnOnce(server::LoadedConfig) -> Result<server::LoadedConfig, String>,
+    prepare: impl FnOnce(server::LoadedConfig) -> Result<server::LoadedConfig, u8>,
     approver: Option<std::sync::Arc<dyn agents::tools::Approver>>,
     work: F,
 ) -> anyhow::Result<u8>
@@ -62,10 +63,7 @@ where
     let telemetry = crate::init_logs(&config, log_level)?;
     let config = match prepare(config) {
         Ok(config) => config,
-        Err(why) => {
-            eprintln!("{why}");
-            return Ok(1);
-        }
+        Err(code) => return Ok(code),
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -255,19 +253,21 @@ pub fn feed_of_this_process(app: &server::App) -> Box<dyn LiveStream> {
 
 /// Waits for the runs this process started (a `repo test` from the command line) to end,
 /// showing their progress from `feed` (see [`feed_of_this_process`]); Ctrl-C stops them.
-/// Returns each one's final status, as recorded.
+/// Returns the final status, as recorded, of each of them and of `started` (the run the
+/// command's reply names, which may have ended before this is called).
 pub async fn follow_runs_of_this_process(
     app: &server::App,
     json: bool,
     mut feed: Box<dyn LiveStream>,
+    started: Option<authz_core::RunId>,
 ) -> Vec<RunStatus> {
     let me = resolve_actor(ActorId::cli_local(), &app.services.table);
-    let started: Vec<authz_core::RunId> = app
-        .dispatcher
-        .snapshot(&me)
-        .into_iter()
-        .map(|run| run.facts.id)
-        .collect();
+    let mut started: Vec<authz_core::RunId> = started.into_iter().collect();
+    for run in app.dispatcher.snapshot(&me) {
+        if !started.contains(&run.facts.id) {
+            started.push(run.facts.id);
+        }
+    }
     let live = app.dispatcher.live();
     let progress = Progress::new(json);
     if !live.is_empty() {

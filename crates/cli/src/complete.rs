@@ -45,20 +45,30 @@ pub fn whole_command_line(mut cli: Command) -> Command {
         if cli.find_subcommand(&group).is_some() {
             cli = cli.mut_subcommand(group, add);
         } else {
-            cli = cli.subcommand(add(
-                Command::new(group.clone()).about(format!("{group} commands"))
-            ));
+            cli = cli.subcommand(add(registry_command(
+                Command::new(group.clone()).about(format!("{group} commands")),
+            )));
         }
     }
     cli
 }
 
-/// `command` with the arguments of a registry command's schema.
+/// `command` with the arguments of a registry command's schema, and nothing the registry
+/// would refuse (no `help` subcommand, no `--version`).
 fn with_args(command: Command, c: &commands::Command) -> Command {
     c.args
         .specs()
         .iter()
-        .fold(command, |command, spec| command.arg(arg_of(spec)))
+        .fold(registry_command(command), |command, spec| {
+            command.arg(arg_of(spec))
+        })
+}
+
+/// A command the registry answers, not clap: it takes no `help` subcommand or `--version`.
+fn registry_command(command: Command) -> Command {
+    command
+        .disable_help_subcommand(true)
+        .disable_version_flag(true)
 }
 
 fn arg_of(spec: &ArgSpec) -> Arg {

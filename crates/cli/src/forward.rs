@@ -49,14 +49,14 @@ pub fn exit_code(kind: ReplyKind) -> u8 {
 pub fn run(config: Option<PathBuf>, json: bool, words: Vec<String>) -> anyhow::Result<u8> {
     let registry = Registry::catalogue();
     if words.iter().any(|w| w == "--help" || w == "-h") {
-        return help(&registry, &words);
+        return help(&registry, &words, json);
     }
     // A group alone (`switchboard runs`) is asked for its commands.
     if words.len() == 1
         && registry.by_words(&words).is_none()
         && words.first().is_some_and(|w| registry.is_group(w))
     {
-        return help(&registry, &words);
+        return help(&registry, &words, json);
     }
     if !registry.addresses_registry(&words) {
         let first = words.first().map(String::as_str).unwrap_or_default();
@@ -79,7 +79,17 @@ pub fn run(config: Option<PathBuf>, json: bool, words: Vec<String>) -> anyhow::R
     }
     let loaded = crate::load(config)?;
     let action = registry.by_words(&words).map(|(c, _)| c.action.clone());
-    let prepare = |loaded| store_to_use(loaded, action);
+    // A command that runs something (`repo test`, `schedule fire`) fails when its run does.
+    let starts_runs = matches!(
+        action,
+        Some(authz_core::Action::Command(_, authz_core::Effect::Exec))
+    );
+    let prepare = |loaded| {
+        store_to_use(loaded, action).map_err(|absent| {
+            crate::out::failure(json, "no_store", &absent);
+            1
+        })
+    };
     crate::ask::with_app(loaded, "warn", prepare, |app| async move {
         // Asked where `switchboard ask` records its runs: the channel tier, memory and a
         // started run are `cli:local`'s.
@@ -105,7 +115,13 @@ pub fn run(config: Option<PathBuf>, json: bool, words: Vec<String>) -> anyhow::R
         } else {
             eprintln!("{}", reply.text);
         }
-        let ended = crate::ask::follow_runs_of_this_process(&app, json, feed).await;
+        let started = reply
+            .data
+            .get("run_id")
+            .and_then(serde_json::Value::as_str)
+            .filter(|_| starts_runs)
+            .and_then(|id| authz_core::RunId::parse(id).ok());
+        let ended = crate::ask::follow_runs_of_this_process(&app, json, feed, started).await;
         // A command whose run did not complete (`repo test` of a failing suite) failed.
         let code = exit_code(reply.kind);
         Ok(
@@ -156,14 +172,19 @@ fn store_to_use(
 
 /// `switchboard runs list --help` (the command's usage) or `switchboard runs --help` (the
 /// group's commands), generated from the same schema the registry parses with.
-fn help(registry: &Registry, words: &[String]) -> anyhow::Result<u8> {
+fn help(registry: &Registry, words: &[String], json: bool) -> anyhow::Result<u8> {
     let plain: Vec<String> = words
         .iter()
         .filter(|w| !w.starts_with('-'))
         .cloned()
         .collect();
     if let Some((command, _)) = registry.by_words(&plain) {
-        outln!("{}\n\n{}", command.summary, command.usage());
+        if json {
+            let value = serde_json::json!({"command": command.text_form(), "summary": command.summary, "usage": command.usage()});
+            outln!("{}", serde_json::to_string_pretty(&value)?);
+        } else {
+            outln!("{}\n\n{}", command.summary, command.usage());
+        }
         return Ok(0);
     }
     let group = plain.first().cloned().unwrap_or_default();
@@ -173,8 +194,21 @@ fn help(registry: &Registry, words: &[String]) -> anyhow::Result<u8> {
         .filter(|c| c.id.as_str().split('.').next() == Some(group.as_str()))
         .collect();
     if members.is_empty() {
-        eprintln!("{}", commands::reply_texts::unknown_command(&group));
+        crate::out::failure(
+            json,
+            "unknown_command",
+            &commands::reply_texts::unknown_command(&group),
+        );
         return Ok(2);
+    }
+    if json {
+        let commands: Vec<serde_json::Value> = members
+            .iter()
+            .map(|c| serde_json::json!({"command": c.text_form(), "summary": c.summary}))
+            .collect();
+        let value = serde_json::json!({"group": group, "commands": commands});
+        outln!("{}", serde_json::to_string_pretty(&value)?);
+        return Ok(0);
     }
     for c in members {
         outln!("{:<18} {}", c.text_form(), c.summary);
@@ -193,10 +227,8 @@ pub fn backup(config: Option<PathBuf>, json: bool, file: &std::path::Path) -> an
         .block_on(store::backup(&loaded.store, file))
         .map_err(|e| anyhow::anyhow!("db backup of the store at {url}: {e}"))?;
     if json {
-        outln!(
-            "{}",
-            serde_json::json!({"store": url, "file": file.display().to_string(), "bytes": copy.bytes, "runs": copy.runs})
-        );
+        let value = serde_json::json!({"store": url, "file": file.display().to_string(), "bytes": copy.bytes, "runs": copy.runs});
+        outln!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         outln!(
             "backed up the store at {url} to {} ({} runs, {} KiB)",
@@ -219,10 +251,8 @@ pub fn migrate(config: Option<PathBuf>, json: bool) -> anyhow::Result<u8> {
         .block_on(async { store::open_spec(&loaded.store).await.map(|s| s.backend()) })
         .map_err(|e| anyhow::anyhow!("store {url}: {e}"))?;
     if json {
-        outln!(
-            "{}",
-            serde_json::json!({"store": url, "backend": backend, "migrated": true})
-        );
+        let value = serde_json::json!({"store": url, "backend": backend, "migrated": true});
+        outln!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         outln!("migrated the {backend} store at {url}");
     }

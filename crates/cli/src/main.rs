@@ -218,7 +218,10 @@ const USAGE_OR_CONFIG: u8 = 2;
 
 fn main() -> ExitCode {
     // `--json` anywhere asks for JSON, errors included, before clap has read anything.
-    let json = std::env::args_os().skip(1).any(|a| a == "--json");
+    let json = std::env::args_os()
+        .skip(1)
+        .take_while(|a| a != "--")
+        .any(|a| a == "--json");
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if json && e.use_stderr() => {
@@ -363,7 +366,7 @@ fn serve(
                 writeln!(
                     out,
                     "{}",
-                    serde_json::to_string(&summary).unwrap_or_default()
+                    serde_json::to_string_pretty(&summary).unwrap_or_default()
                 )
             } else {
                 write!(out, "{summary}")

@@ -14,8 +14,8 @@ use crate::{Caller, ReplyKind};
 pub const DENIED_TARGET: &str = "switchboard::denied";
 
 /// A trace's id on its root span, so every log line inside it (human or JSON) names its
-/// trace: this process's start and pid, and a count (`19a2c4e1f0-4d2a-17`), unique across the
-/// replicas of a fleet and never reused by one.
+/// trace: this process's start (ms) and pid, and a count (`19a2c4e1f0-4d2a-17`), never reused
+/// by one process. It finds one trace's lines in a log; it is not OpenTelemetry's trace id.
 pub fn new_trace_id() -> String {
     use std::sync::OnceLock;
     use std::sync::atomic::{AtomicU64, Ordering};

@@ -214,6 +214,7 @@ pub(crate) async fn watch_store(
     stop: CancellationToken,
 ) {
     let mut known: std::collections::BTreeMap<RunId, RunStatus> = Default::default();
+    let mut since = store::wall_clock();
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -221,60 +222,99 @@ pub(crate) async fn watch_store(
             _ = tick.tick() => {}
             () = stop.cancelled() => return,
         }
-        let page = store
-            .list_runs(&store::ListRuns {
-                visible_to: authz_core::Predicate::All,
-                status: store::StatusFilter::Live,
-                limit: WATCH_PAGE,
-                before: None,
-            })
-            .await;
-        let runs = match page {
-            Ok(page) => page.runs,
-            Err(e) => {
-                tracing::warn!(error = %e.token(), "reading other processes' live runs failed; trying again");
-                continue;
-            }
+        let now = store::wall_clock();
+        let (Some(live_runs), Some(finished)) = (
+            others(store.as_ref(), &replica, store::StatusFilter::Live).await,
+            others(store.as_ref(), &replica, store::StatusFilter::Finished).await,
+        ) else {
+            continue;
         };
-        let others: Vec<store::RunRecord> = runs
-            .into_iter()
-            .filter(|r| r.owner.as_deref() != Some(replica.as_str()))
-            .collect();
         let now_live: std::collections::BTreeSet<RunId> =
-            others.iter().map(|r| r.id.clone()).collect();
-        for run in others {
-            if known.get(&run.id) == Some(&run.status) {
-                continue;
+            live_runs.iter().map(|r| r.id.clone()).collect();
+        for run in live_runs {
+            if known.get(&run.id) != Some(&run.status) {
+                known.insert(run.id.clone(), run.status);
+                live.publish(upsert(&run));
             }
-            known.insert(run.id.clone(), run.status);
-            live.publish(LiveUpdate::Upsert(LiveRun {
-                facts: run.facts(),
-                agent: run.agent.clone(),
-                surface: run.surface,
-                status: run.status,
-                created_at: run.created_at,
-            }));
         }
-        let ended: Vec<RunId> = known
+        // What ended since the last read: those seen live, and those that began and ended
+        // between two reads (an upsert first, so a page shows them at all).
+        for run in finished {
+            let ended_now = run.finished_at.is_some_and(|at| at > since && at <= now);
+            let was_live = known.remove(&run.id).is_some();
+            if ended_now && !was_live {
+                live.publish(upsert(&run));
+            }
+            if ended_now || was_live {
+                live.publish(LiveUpdate::Finished {
+                    run: run.facts(),
+                    status: run.status,
+                    answer: run.answer.clone(),
+                    error: run.error.clone(),
+                });
+            }
+        }
+        // Seen live, gone from the live set and from the newest finished runs: ended long
+        // enough ago to be off that page, read one by one.
+        let gone: Vec<RunId> = known
             .keys()
             .filter(|id| !now_live.contains(*id))
             .cloned()
             .collect();
-        for id in ended {
-            known.remove(&id);
-            // Its end as recorded; one that cannot be read now is read at the next tick.
-            match store.get_run(&id).await {
-                Ok(Some(run)) if !run.status.is_live() => live.publish(LiveUpdate::Finished {
+        for id in gone {
+            if let Ok(Some(run)) = store.get_run(&id).await
+                && !run.status.is_live()
+            {
+                known.remove(&id);
+                live.publish(LiveUpdate::Finished {
                     run: run.facts(),
                     status: run.status,
-                    answer: None,
-                    error: None,
-                }),
-                Ok(Some(_)) | Err(_) => {}
-                Ok(None) => {}
+                    answer: run.answer.clone(),
+                    error: run.error.clone(),
+                });
             }
         }
+        since = now;
     }
+}
+
+/// The newest runs of `status` other processes own; `None` (said on the log) when the store
+/// could not be read.
+async fn others(
+    store: &dyn store::Store,
+    me: &ReplicaId,
+    status: store::StatusFilter,
+) -> Option<Vec<store::RunRecord>> {
+    let page = store
+        .list_runs(&store::ListRuns {
+            visible_to: authz_core::Predicate::All,
+            status,
+            limit: WATCH_PAGE,
+            before: None,
+        })
+        .await;
+    match page {
+        Ok(page) => Some(
+            page.runs
+                .into_iter()
+                .filter(|r| r.owner.as_deref() != Some(me.as_str()))
+                .collect(),
+        ),
+        Err(e) => {
+            tracing::warn!(error = %e.token(), "reading other processes' runs failed; trying again");
+            None
+        }
+    }
+}
+
+fn upsert(run: &store::RunRecord) -> LiveUpdate {
+    LiveUpdate::Upsert(LiveRun {
+        facts: run.facts(),
+        agent: run.agent.clone(),
+        surface: run.surface,
+        status: run.status,
+        created_at: run.created_at,
+    })
 }
 
 #[cfg(test)]

@@ -192,9 +192,14 @@ mod tests {
             slots("30 * * * *", ny, a, b),
             ["04:30=00:30", "05:30=01:30", "06:30=01:30", "07:30=02:30"]
         );
-        // A fixed hour with a wildcard minute is a wildcard too: both copies (docs/schedules.md).
+        // A fixed hour with a wildcard minute is a wildcard too: both copies (docs/schedules.md);
+        // so is a list of minutes.
         assert_eq!(
             slots("*/30 1 * * *", ny, a, b),
+            ["05:00=01:00", "05:30=01:30", "06:00=01:00", "06:30=01:30"]
+        );
+        assert_eq!(
+            slots("0,30 1 * * *", ny, a, b),
             ["05:00=01:00", "05:30=01:30", "06:00=01:00", "06:30=01:30"]
         );
         // Lord Howe, 4 April 2027: 02:00 (+11) becomes 01:30 (+10:30); 01:30-02:00 repeats.

@@ -182,7 +182,8 @@ pub async fn serve(
     });
     let serving =
         axum::serve(listener, router).with_graceful_shutdown(stop.clone().cancelled_owned());
-    serving.await.context("serving HTTP")?;
+    // Whatever ended the serving, the rest of the shutdown runs.
+    let served = serving.await.context("serving HTTP");
     drain.await.ok();
     for task in background {
         task.await.ok();
@@ -206,7 +207,7 @@ pub async fn serve(
     if let Err(e) = app.store.retire_server(&app.replica).await {
         tracing::warn!(error = %e.token(), "recording that this server stopped failed");
     }
-    Ok(())
+    served
 }
 
 /// What `serve` refuses to start with, checked before anything is opened. With a Postgres

@@ -39,6 +39,7 @@ pub enum SlackState {
 pub const MAX_RETRY: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// What `connect` needs.
+#[derive(Clone)]
 pub struct Built {
     pub config: SlackConfig,
     pub api: SlackApi,
@@ -48,6 +49,24 @@ pub struct Built {
 }
 
 impl SlackState {
+    /// A copy to connect with while this state stays what readers see (`Built`, `Retrying`);
+    /// `None` for any other.
+    pub fn attempt(&self) -> Option<SlackState> {
+        match self {
+            SlackState::Built(b) => Some(SlackState::Built(b.clone())),
+            SlackState::Retrying {
+                built,
+                why,
+                next_in,
+            } => Some(SlackState::Retrying {
+                built: built.clone(),
+                why: why.clone(),
+                next_in: *next_in,
+            }),
+            _ => None,
+        }
+    }
+
     /// From the config and the environment's secrets; no I/O.
     pub fn build(config: &LoadedConfig, secrets: &Secrets) -> SlackState {
         let Some(c) = &config.slack else {

@@ -41,10 +41,12 @@ impl ApiFault {
     /// `internal_error`), not a token or an address Slack refused.
     pub fn is_transient(&self) -> bool {
         let token = self.0.as_str();
-        matches!(token, "transport" | "timeout" | "ratelimited" | "decode")
-            || token
-                .strip_prefix("http:")
-                .is_some_and(|s| s.starts_with('5'))
+        matches!(
+            token,
+            "transport" | "timeout" | "ratelimited" | "decode" | "http:429" | "api:ratelimited"
+        ) || token
+            .strip_prefix("http:")
+            .is_some_and(|s| s.starts_with('5'))
             || matches!(
                 token,
                 "api:internal_error"

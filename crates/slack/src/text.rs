@@ -74,11 +74,31 @@ pub fn messages_mentioning(text: &str, limit: usize, users: &[&str]) -> Vec<Stri
         .into_iter()
         .map(|mut part| {
             for user in &users {
-                part = part.replace(&format!("slack:{user}"), &format!("<@{user}>"));
+                part = mention(&part, user);
             }
             part
         })
         .collect()
+}
+
+/// `text` with each whole `slack:<user>` (not one that runs on into a longer id) as `<@user>`.
+fn mention(text: &str, user: &str) -> String {
+    let id = format!("slack:{user}");
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(&id) {
+        let (before, from) = rest.split_at(at);
+        let after = from.get(id.len()..).unwrap_or_default();
+        out.push_str(before);
+        if after.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+            out.push_str(&id);
+        } else {
+            out.push_str(&format!("<@{user}>"));
+        }
+        rest = after;
+    }
+    out.push_str(rest);
+    out
 }
 
 /// `text` escaped and split into messages of at most `limit` characters: whole lines where
@@ -180,5 +200,15 @@ mod tests {
         assert!(parts.iter().all(|p| p.len() <= 42 && p.len() % 5 == 0));
         assert_eq!(parts.iter().map(|p| unescape(p)).collect::<String>(), long);
         assert_eq!(messages("", 100), vec!["(no text)".to_owned()]);
+    }
+
+    #[test]
+    fn only_whole_admin_ids_become_mentions() {
+        let parts = messages_mentioning(
+            "Ask slack:U1, slack:U12 or slack:U1X <!channel>",
+            MESSAGE_LIMIT,
+            &["U1", "U12"],
+        );
+        assert_eq!(parts, ["Ask <@U1>, <@U12> or slack:U1X &lt;!channel&gt;"]);
     }
 }

@@ -60,7 +60,21 @@ impl StoreError {
     /// Whether a call may succeed if made again shortly, without anything changing on the
     /// caller's side: the database unreachable or out of room. Surfaces answer 503.
     pub fn is_transient(&self) -> bool {
-        self.is_unreachable() || self.is_full()
+        self.is_unreachable() || self.is_full() || self.is_busy()
+    }
+
+    /// Whether SQLite stayed busy past its wait (another connection held the lock: a
+    /// checkpoint that cannot finish on a full disk, a long write): the same call may succeed
+    /// shortly. `SQLITE_BUSY` and `SQLITE_LOCKED`, with their extended codes.
+    pub fn is_busy(&self) -> bool {
+        let StoreError::Database(sqlx::Error::Database(db)) = self else {
+            return false;
+        };
+        let sqlite = db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some();
+        sqlite
+            && db
+                .code()
+                .is_some_and(|code| code.parse::<i64>().is_ok_and(|n| matches!(n & 0xff, 5 | 6)))
     }
 
     /// Whether the database could not be reached (its connections refused, closed or timed

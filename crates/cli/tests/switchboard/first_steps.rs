@@ -22,6 +22,29 @@ fn switchboard(dir: &Path) -> Command {
     c
 }
 
+/// The token's actor may read runs in `http:ops`, run any agent and use every repo.
+const OPS_BOT: &str = r#"[grants."http:ops-bot"]
+actions = ["runs:read", "agent:run:*", "repo:use"]
+channels = ["http:ops"]
+repos = "all"
+"#;
+
+/// `serve` in `dir` with the token map of [`TOKEN`], its stderr to `stderr`; the server and
+/// its address.
+fn serve(dir: &Path, stderr: Stdio) -> (common::Replica, String) {
+    let tokens = format!(r#"{{"{TOKEN}": {{"subject": "ops-bot", "channel": "http:ops"}}}}"#);
+    let mut cmd = switchboard(dir);
+    cmd.env("SWITCHBOARD_INGRESS_TOKENS", &tokens)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .stderr(stderr);
+    let (child, addr, _) = common::spawn_serve(cmd);
+    let server = common::Replica {
+        child,
+        base: format!("http://{addr}"),
+    };
+    (server, addr)
+}
+
 fn run(dir: &Path, args: &[&str]) -> Output {
     switchboard(dir).args(args).output().unwrap()
 }
@@ -111,11 +134,9 @@ url = "sqlite://./relative.db"
 default = "echo"
 [agents.echo]
 [agents.coding]
-[grants."http:ops-bot"]
-actions = ["runs:read", "agent:run:*", "repo:use"]
-channels = ["http:ops"]
-repos = "all"
-"#,
+"#
+        .to_owned()
+            + OPS_BOT,
     )
     .unwrap();
     let added = run(
@@ -133,16 +154,7 @@ repos = "all"
     );
     assert!(work.join("relative").is_dir());
 
-    let tokens = format!(r#"{{"{TOKEN}": {{"subject": "ops-bot", "channel": "http:ops"}}}}"#);
-    let mut cmd = switchboard(&work);
-    cmd.env("SWITCHBOARD_INGRESS_TOKENS", &tokens)
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .stderr(Stdio::null());
-    let (child, addr, _) = common::spawn_serve(cmd);
-    let _server = common::Replica {
-        child,
-        base: format!("http://{addr}"),
-    };
+    let (_server, addr) = serve(&work, Stdio::null());
     // The answer itself: the run completed in the repo.
     let reply = ingress(&addr, "in acme/web: hello");
     assert!(reply.contains("request: hello"), "{reply}");
@@ -188,11 +200,9 @@ default = "echo"
 backend = "command"
 command = ["sb-first-steps-missing-program", "exec"]
 sandbox = false
-[grants."http:ops-bot"]
-actions = ["runs:read", "agent:run:*", "repo:use"]
-channels = ["http:ops"]
-repos = "all"
-"#,
+"#
+        .to_owned()
+            + OPS_BOT,
     )
     .unwrap();
     let url = format!("file://{}", gone.display());
@@ -200,16 +210,7 @@ repos = "all"
     assert_eq!(added.status.code(), Some(0), "{}", text(&added.stderr));
 
     let log = work.join("serve.log");
-    let tokens = format!(r#"{{"{TOKEN}": {{"subject": "ops-bot", "channel": "http:ops"}}}}"#);
-    let mut cmd = switchboard(&work);
-    cmd.env("SWITCHBOARD_INGRESS_TOKENS", &tokens)
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .stderr(std::fs::File::create(&log).unwrap());
-    let (child, addr, _) = common::spawn_serve(cmd);
-    let server = common::Replica {
-        child,
-        base: format!("http://{addr}"),
-    };
+    let (server, addr) = serve(&work, std::fs::File::create(&log).unwrap().into());
 
     let clone = ingress(&addr, "in acme/gone: hello");
     let program = ingress(&addr, "@coding hello");

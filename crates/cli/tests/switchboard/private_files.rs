@@ -38,20 +38,7 @@ fn the_store_its_journal_the_data_directory_and_backups_are_their_owners_alone()
         "[agents]\ndefault = \"sh\"\n[agents.sh]\nbackend = \"command\"\ncommand = [\"sh\", \"-c\", \"echo done\"]\nsandbox = false\n",
     )
     .unwrap();
-    let asked = run(d, &["ask", "hello"]);
-    assert_eq!(
-        asked.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&asked.stderr)
-    );
-    assert_eq!(mode(&d.join("switchboard.db")), 0o600);
-    for journal in ["switchboard.db-wal", "switchboard.db-shm"] {
-        if d.join(journal).exists() {
-            assert_eq!(mode(&d.join(journal)), 0o600, "{journal}");
-        }
-    }
-    assert_eq!(mode(&d.join("switchboard-data")), 0o700);
+    ask_and_see_it_private(d, "hello");
 
     let backup = d.join("copy.db");
     let copied = run(d, &["db", "backup", backup.to_str().unwrap()]);
@@ -74,7 +61,31 @@ fn the_store_its_journal_the_data_directory_and_backups_are_their_owners_alone()
         std::fs::Permissions::from_mode(0o755),
     )
     .unwrap();
-    let asked = run(d, &["ask", "again"]);
+    ask_and_see_it_private(d, "again");
+
+    // While `serve` holds the store open, its journal is there: private too.
+    let mut serve = Command::new("sh");
+    serve
+        .arg("-c")
+        .arg("umask 022; exec \"$0\" \"$@\"")
+        .arg(env!("CARGO_BIN_EXE_switchboard"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .current_dir(d)
+        .env_remove("SWITCHBOARD_CONFIG")
+        .stderr(std::process::Stdio::null());
+    let (child, addr, _) = crate::common::spawn_serve(serve);
+    let _server = crate::common::Replica {
+        child,
+        base: format!("http://{addr}"),
+    };
+    for file in ["switchboard.db", "switchboard.db-wal", "switchboard.db-shm"] {
+        assert_eq!(mode(&d.join(file)), 0o600, "{file}");
+    }
+}
+
+/// `ask` in `d`, then the store, its journal and the data directory are their owner's alone.
+fn ask_and_see_it_private(d: &Path, request: &str) {
+    let asked = run(d, &["ask", request]);
     assert_eq!(
         asked.status.code(),
         Some(0),

@@ -104,7 +104,7 @@ pub fn status<'a>(ctx: &'a Ctx<'a>, _args: Args) -> BoxFuture<'a, Reply> {
         });
         ok(
             text,
-            json!({"version": s.version, "servers": servers_json, "store": {"backend": s.store.get().backend(), "state": store_state}, "live_runs": live}),
+            json!({"version": s.version, "started_at": s.clock.started_at.micros(), "servers": servers_json, "store": {"backend": s.store.get().backend(), "state": store_state}, "live_runs": live}),
         )
     })
 }

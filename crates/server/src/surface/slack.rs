@@ -50,8 +50,8 @@ impl SlackSurface {
             services: app.services.clone(),
             directory: app.directory.clone(),
         };
-        let state = std::mem::replace(&mut *self.state(), SlackState::Absent);
-        let connected = parts.connect(state).await;
+        let attempt = self.state().attempt()?;
+        let connected = parts.connect(attempt).await;
         if matches!(connected, SlackState::Retrying { .. }) {
             *self.state() = connected;
             let shared = self.state.clone();
@@ -84,7 +84,8 @@ impl Parts {
 }
 
 /// Tries Slack again after each wait the state names, until it answers (then, in Socket
-/// Mode, the socket runs until `stop`), refuses for good, or `stop`.
+/// Mode, the socket runs until `stop`), refuses for good, or `stop`. While a try is under way
+/// the state stays `Retrying`, so readers see what is happening, not an absence.
 async fn retry(shared: Arc<Mutex<SlackState>>, parts: Parts, stop: CancellationToken) {
     loop {
         let wait = match &*lock(&shared) {
@@ -95,8 +96,13 @@ async fn retry(shared: Arc<Mutex<SlackState>>, parts: Parts, stop: CancellationT
             () = tokio::time::sleep(wait) => {}
             () = stop.cancelled() => return,
         }
-        let state = std::mem::replace(&mut *lock(&shared), SlackState::Absent);
-        let connected = parts.connect(state).await;
+        let Some(attempt) = lock(&shared).attempt() else {
+            return;
+        };
+        let connected = tokio::select! {
+            connected = parts.connect(attempt) => connected,
+            () = stop.cancelled() => return,
+        };
         if matches!(connected, SlackState::Retrying { .. }) {
             *lock(&shared) = connected;
             continue;

@@ -597,23 +597,19 @@ async fn no_line_holds_a_planted_secret(json: bool) {
     }
 }
 
-/// With `audit_file`, audit lines go to that file (appended) and not to the log.
-#[tokio::test]
-async fn audit_lines_go_to_their_own_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let audit_path = dir.path().join("audit.log");
-    std::fs::write(&audit_path, "an earlier line\n").unwrap();
-    let config = TelemetryConfig {
-        audit_file: Some(audit_path.clone()),
-        ..TelemetryConfig::default()
-    };
+/// Serves with `config`'s telemetry (its audit file appended to), answers one refused request
+/// and one run, and stops; the sinks, to read.
+async fn a_refusal_and_a_run(dir: &std::path::Path, config: &TelemetryConfig) -> Sinks {
     let sinks = Sinks::new();
-    let file = std::fs::OpenOptions::new()
-        .append(true)
-        .open(&audit_path)
-        .unwrap();
-    let _guard = sinks.install(&config, Some(file));
-    let (serving, _) = serve(&config_text(dir.path(), "", ""), true, &sinks.span_log).await;
+    let audit = config.audit_file.as_ref().map(|path| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .unwrap()
+    });
+    let _guard = sinks.install(config, audit);
+    let (serving, _) = serve(&config_text(dir, "", ""), true, &sinks.span_log).await;
     let c = Client {
         http: reqwest::Client::new(),
         base: format!("http://{}", serving.addr),
@@ -629,6 +625,20 @@ async fn audit_lines_go_to_their_own_file() {
     );
     serving.stop.send(()).unwrap();
     serving.handle.await.unwrap().unwrap();
+    sinks
+}
+
+/// With `audit_file`, audit lines go to that file (appended) and not to the log.
+#[tokio::test]
+async fn audit_lines_go_to_their_own_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let audit_path = dir.path().join("audit.log");
+    std::fs::write(&audit_path, "an earlier line\n").unwrap();
+    let config = TelemetryConfig {
+        audit_file: Some(audit_path.clone()),
+        ..TelemetryConfig::default()
+    };
+    let sinks = a_refusal_and_a_run(dir.path(), &config).await;
     let audit = std::fs::read_to_string(&audit_path).unwrap();
     assert!(audit.starts_with("an earlier line\n"), "appended: {audit}");
     assert!(

@@ -67,6 +67,18 @@ fn make_private_file(path: &std::path::Path) -> Result<()> {
     }
 }
 
+/// Creates `path` new, empty, with mode 0600; a file already there is an error.
+fn new_private_file(path: &std::path::Path) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map(drop)
+        .map_err(|e| StoreError::Invalid(format!("{}: {e}", path.display())))
+}
+
 /// Mode 0600 for a file of the store that exists and is readable by more than its owner. One
 /// this process may not change (another user's, who lets it read) is left as it is: the
 /// owner's own `serve` makes it private when it opens it.
@@ -189,6 +201,13 @@ impl Dialect for Sqlite {
             .map(|f| std::path::PathBuf::from(f.split('?').next().unwrap_or(f)));
         if let Some(file) = &file {
             make_private_file(file)?;
+            // A store made before (by hand, or by an older version) is made private before
+            // this opens it, so the journal SQLite makes in its mode is private too.
+            for suffix in ["", "-wal", "-shm"] {
+                let mut name = file.clone().into_os_string();
+                name.push(suffix);
+                keep_private(std::path::Path::new(&name));
+            }
         }
         let options = SqliteConnectOptions::from_str(url)
             .map_err(|_| StoreError::BadUrl(url.to_owned()))?
@@ -211,14 +230,6 @@ impl Dialect for Sqlite {
             .fetch_one(&pool)
             .await
             .map_err(|e| not_sqlite(e, spec))?;
-        // A store made before this (or beside it, by hand) is made private too.
-        if let Some(file) = &file {
-            for suffix in ["", "-wal", "-shm"] {
-                let mut name = file.clone().into_os_string();
-                name.push(suffix);
-                keep_private(std::path::Path::new(&name));
-            }
-        }
         Ok(pool)
     }
 
@@ -327,8 +338,9 @@ impl super::SqlStore<Sqlite> {
         let target = partial.to_str().ok_or_else(|| {
             StoreError::Invalid(format!("{}: name a file with a UTF-8 path", to.display()))
         })?;
-        // Made first, empty and private, so the copy is never readable by others.
-        make_private_file(partial)?;
+        // Made first, new, empty and private, so the copy is never readable by others (a
+        // file already there is never taken over).
+        new_private_file(partial)?;
         sqlx::query("VACUUM INTO ?")
             .bind(target)
             .execute(&self.pool)

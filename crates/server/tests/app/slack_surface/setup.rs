@@ -104,3 +104,35 @@ async fn slack_unreachable_at_start_is_retried_and_the_server_stays_ready() {
     );
     h.finished_runs(1).await;
 }
+
+/// Slack rate-limiting `auth.test` at start is Slack being busy, not a refused token: tried
+/// again, and on once Slack answers.
+#[tokio::test]
+async fn a_rate_limited_start_is_retried_never_blamed_on_the_token() {
+    let fake = FakeSlack::new();
+    fake.rate_limit("auth.test", 1);
+    let h = start_with(fake, &SLACK_ENV, "").await;
+    assert!(
+        h.summary
+            .contains("Slack unreachable, retrying in 1 s: http:429"),
+        "{}",
+        h.summary
+    );
+    let mut body = String::new();
+    for _ in 0..600 {
+        body = h
+            .client
+            .get(format!("{}/readyz", h.base))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        if body.contains("slack: on") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(body.contains("slack: on"), "{body}");
+}

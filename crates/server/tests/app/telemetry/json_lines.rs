@@ -13,29 +13,7 @@ async fn json_lines_carry_the_request_span_and_the_audit_file_is_json_too() {
         json_logs: true,
         ..TelemetryConfig::default()
     };
-    let sinks = Sinks::new();
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&audit_path)
-        .unwrap();
-    let _guard = sinks.install(&config, Some(file));
-    let (serving, _) = serve(&config_text(dir.path(), "", ""), true, &sinks.span_log).await;
-    let c = Client {
-        http: reqwest::Client::new(),
-        base: format!("http://{}", serving.addr),
-    };
-    assert_eq!(
-        c.ingress(Some(OPS), "/ingress", "schedule fire self-improvement")
-            .await,
-        403
-    );
-    assert_eq!(
-        c.ingress(Some(OPS), "/ingress?wait=30", "@echo hi").await,
-        200
-    );
-    serving.stop.send(()).unwrap();
-    serving.handle.await.unwrap().unwrap();
+    let sinks = a_refusal_and_a_run(dir.path(), &config).await;
     let json_lines = |text: &str| -> Vec<serde_json::Value> {
         text.lines()
             .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
