@@ -264,6 +264,9 @@ async fn fire_slot(
     services: &Services,
 ) -> Fired {
     let name = &entry.decl.name;
+    // An agent's run is followed only once its firing is recorded `started`: a run that ends
+    // at once would otherwise have its end written first and then overwritten.
+    let mut to_follow = None;
     let (status, run, detail) = match &entry.caller {
         Err(m) => {
             tracing::warn!(schedule = %name, key = %m.key, "[schedule] misconfigured; nothing sent");
@@ -286,7 +289,7 @@ async fn fire_slot(
                 match handled.run {
                     Some(started) => {
                         let id = started.id().clone();
-                        follow(started, name.clone(), slot.clone(), note.clone(), services);
+                        to_follow = Some(started);
                         ("started".to_owned(), Some(id), note.clone())
                     }
                     None => (
@@ -306,6 +309,9 @@ async fn fire_slot(
         .await
     {
         tracing::error!(schedule = %name, error = %e, "[schedule] the firing ran but its result was not recorded");
+    }
+    if let Some(started) = to_follow {
+        follow(started, name.clone(), slot.clone(), note.clone(), services);
     }
     match &run {
         Some(run) => {
