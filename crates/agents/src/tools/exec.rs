@@ -1,8 +1,9 @@
-//! Running one tool, only with a `broker::Decision` in hand. The decision was lexical; here the
-//! real path (symlinks resolved) is checked again against the winning grant's paths before the
-//! disk is touched, denied files are refused by name, `write_file` never writes into the run's
-//! `.git` or `.switchboard/`, and every program runs under the sandbox with the network
-//! unshared. A program's output is read with its cap while it streams, and the program is
+//! Running one tool, only with a `broker::Decision` in hand. The decision was lexical; here a
+//! path is opened beneath the root of the grant that allows it, by the kernel ([`beneath`]),
+//! never resolved on the host, and a refusal names only the path the model sent. Denied files
+//! are refused by name (as sent, and where the open landed), `write_file` never writes into
+//! the run's `.git` or `.switchboard/`, and every program runs under the sandbox with the
+//! network unshared. A program's output is read with its cap while it streams, and the program is
 //! stopped at the cap. `http_fetch` connects only to the address it checked.
 
 use std::net::{IpAddr, SocketAddr};
@@ -13,8 +14,10 @@ use std::time::Duration;
 
 use broker::Decision;
 use broker::args::{HttpMethod, ToolArgs};
+use nix::fcntl::OFlag;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
+use super::beneath::{self, Beneath, NOT_WITHIN};
 use super::capped::capped;
 use super::mcp::McpServers;
 use super::net::is_internal;
@@ -142,36 +145,31 @@ impl Executor {
         }
     }
 
-    /// The real path must still lie under one of the winning grant's paths.
-    async fn inside_grant(&self, decision: &Decision, real: &Path) -> Result<(), String> {
-        for granted in decision.paths() {
-            if let Ok(granted) = tokio::fs::canonicalize(granted).await
-                && real.starts_with(&granted)
-            {
-                return Ok(());
-            }
-        }
-        Err(format!(
-            "{} resolves outside the paths you were granted; nothing was done",
-            real.display()
-        ))
+    /// `path` opened beneath the broadest of `roots` that holds it ([`beneath`]); a refusal
+    /// names `shown`, the path the model sent.
+    fn beneath(
+        &self,
+        roots: &[String],
+        path: &Path,
+        shown: &Path,
+        flags: OFlag,
+    ) -> Result<Beneath, String> {
+        let root = beneath::root_of(roots, path)
+            .ok_or_else(|| format!("{} {NOT_WITHIN}", shown.display()))?;
+        beneath::open(root, path, shown, flags)
     }
 
     async fn read(&self, decision: &Decision, path: &Path) -> Result<String, String> {
         self.refuse_denied(path, None)?;
-        let real = tokio::fs::canonicalize(path)
-            .await
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        self.refuse_denied(path, Some(&real))?;
-        self.inside_grant(decision, &real).await?;
-        // Never through a link, never waiting on a FIFO or a device: only a regular file is
-        // read, and the read is bounded in time.
-        let file = tokio::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-            .open(&real)
-            .await
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        // Never waiting on a FIFO: only a regular file is read, bounded in time.
+        let opened = self.beneath(
+            decision.paths(),
+            path,
+            path,
+            OFlag::O_RDONLY | OFlag::O_NONBLOCK,
+        )?;
+        self.refuse_denied(path, Some(&opened.real))?;
+        let file = tokio::fs::File::from_std(std::fs::File::from(opened.fd));
         let regular = file.metadata().await.is_ok_and(|m| m.is_file());
         if !regular {
             return Err(format!(
@@ -189,28 +187,37 @@ impl Executor {
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 
-    /// A path in the run's `.git` or `.switchboard/`: neither is written by a file tool (the
-    /// repository's config names what git runs; the policy directory is the project's).
-    fn refuse_unwritable(&self, path: &Path) -> Result<(), String> {
-        let Ok(relative) = path.strip_prefix(&self.workspace) else {
-            return Ok(());
-        };
+    /// The directory of the run's `.git` or `.switchboard/` that `path` is in, if it is in one:
+    /// neither is written by a file tool (the repository's config names what git runs; the
+    /// policy directory is the project's).
+    fn unwritable(&self, path: &Path) -> Option<&'static str> {
+        let relative = path.strip_prefix(&self.workspace).ok()?;
         match relative.components().next() {
-            Some(std::path::Component::Normal(first))
-                if UNWRITABLE.iter().any(|u| first == std::ffi::OsStr::new(u)) =>
-            {
-                Err(format!(
-                    "{} is in {}/, which no tool writes to; nothing was written",
-                    path.display(),
-                    first.to_string_lossy()
-                ))
-            }
-            _ => Ok(()),
+            Some(std::path::Component::Normal(first)) => UNWRITABLE
+                .into_iter()
+                .find(|u| first == std::ffi::OsStr::new(u)),
+            _ => None,
+        }
+    }
+
+    /// Refuses `shown` (the path the model sent) when it, or where it lands (`real`), is in
+    /// `.git` or `.switchboard/`.
+    fn refuse_unwritable(&self, shown: &Path, real: Option<&Path>) -> Result<(), String> {
+        let hit = self
+            .unwritable(shown)
+            .or_else(|| real.and_then(|r| self.unwritable(r)));
+        match hit {
+            Some(dir) => Err(format!(
+                "{} is in {dir}/, which no tool writes to; nothing was written",
+                shown.display()
+            )),
+            None => Ok(()),
         }
     }
 
     /// Written to a temporary file beside the target and renamed over it: a reader sees the
-    /// old content or the new, never half.
+    /// old content or the new, never half. Every step is taken from the directory opened
+    /// beneath the grant, never by a path the host resolves again.
     async fn write(
         &self,
         decision: &Decision,
@@ -218,55 +225,32 @@ impl Executor {
         content: &str,
     ) -> Result<String, String> {
         self.refuse_denied(path, None)?;
-        self.refuse_unwritable(path)?;
+        self.refuse_unwritable(path, None)?;
         let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
             return Err(format!("{}: not a file path", path.display()));
         };
-        let parent = tokio::fs::canonicalize(parent)
-            .await
-            .map_err(|e| format!("{}: {e}", parent.display()))?;
-        let real = parent.join(name);
-        if tokio::fs::symlink_metadata(&real)
-            .await
-            .is_ok_and(|m| m.file_type().is_symlink())
-        {
-            return Err(format!(
-                "{} is a symbolic link; write_file does not follow links",
-                path.display()
-            ));
-        }
+        let dir = self.beneath(
+            decision.paths(),
+            parent,
+            path,
+            OFlag::O_PATH | OFlag::O_DIRECTORY,
+        )?;
+        let real = dir.real.join(name);
         self.refuse_denied(path, Some(&real))?;
-        self.refuse_unwritable(&real)?;
-        self.inside_grant(decision, &parent).await?;
-        // A name of its own, made new (never an existing file, never through a link the run
-        // planted there), then renamed over the target (which replaces a link, never follows it).
-        let temp = parent.join(format!(
-            ".switchboard-write-{}",
-            random_suffix().map_err(|e| format!("{}: {e}", path.display()))?
-        ));
-        let written = async {
-            let mut file = tokio::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .custom_flags(libc::O_NOFOLLOW)
-                .open(&temp)
-                .await?;
-            tokio::io::AsyncWriteExt::write_all(&mut file, content.as_bytes()).await?;
-            tokio::io::AsyncWriteExt::flush(&mut file).await
-        };
-        if let Err(e) = written.await {
-            let _ = tokio::fs::remove_file(&temp).await;
-            return Err(format!("{}: {e}", path.display()));
+        self.refuse_unwritable(path, Some(&real))?;
+        let name = name.to_owned();
+        let content = content.as_bytes().to_vec();
+        let shown = path.display().to_string();
+        let written = tokio::task::spawn_blocking(move || write_in(&dir.fd, &name, &content))
+            .await
+            .map_err(|e| format!("{shown}: {e}"))?;
+        match written {
+            Ok(len) => Ok(format!("wrote {len} bytes to {shown}")),
+            Err(WriteRefusal::Link) => Err(format!(
+                "{shown} is a symbolic link; write_file does not follow links"
+            )),
+            Err(WriteRefusal::Io(e)) => Err(format!("{shown}: {e}")),
         }
-        if let Err(e) = tokio::fs::rename(&temp, &real).await {
-            let _ = tokio::fs::remove_file(&temp).await;
-            return Err(format!("{}: {e}", path.display()));
-        }
-        Ok(format!(
-            "wrote {} bytes to {}",
-            content.len(),
-            path.display()
-        ))
     }
 
     /// A program under the sandbox, network unshared, in `dir`, bounded in time and output:
@@ -279,12 +263,17 @@ impl Executor {
         program: &str,
         args: &[String],
     ) -> Result<String, String> {
-        let real_dir = tokio::fs::canonicalize(dir)
-            .await
-            .map_err(|e| format!("{}: {e}", dir.display()))?;
-        if !decision.paths().is_empty() {
-            self.inside_grant(decision, &real_dir).await?;
-        }
+        // Beneath the grant's paths; a grant without paths (a shell anywhere) still starts
+        // its program in the workspace or beneath it, never in a directory of the host's.
+        let workspace = [self.workspace.display().to_string()];
+        let roots = if decision.paths().is_empty() {
+            &workspace[..]
+        } else {
+            decision.paths()
+        };
+        let real_dir = self
+            .beneath(roots, dir, dir, OFlag::O_PATH | OFlag::O_DIRECTORY)?
+            .real;
         let sandbox = self
             .sandbox
             .get_or_init(|| {
@@ -473,6 +462,53 @@ impl Executor {
             capped(&body, self.limits.output_bytes)
         ))
     }
+}
+
+/// Why `write_in` wrote nothing.
+enum WriteRefusal {
+    /// The target is a symbolic link (never followed, never replaced).
+    Link,
+    Io(std::io::Error),
+}
+
+/// Writes `content` to `name` in `dir`: a new file of its own name (created, never opened
+/// through a link), then renamed over `name` (which replaces a file, never follows a link).
+fn write_in(
+    dir: &std::os::fd::OwnedFd,
+    name: &std::ffi::OsStr,
+    content: &[u8],
+) -> Result<usize, WriteRefusal> {
+    use nix::sys::stat::{FileStat, Mode, SFlag, fstatat};
+    use std::io::Write;
+    let io = |e: nix::errno::Errno| WriteRefusal::Io(std::io::Error::from(e));
+    let is_link =
+        |st: FileStat| SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFLNK;
+    match fstatat(dir, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW) {
+        Ok(st) if is_link(st) => return Err(WriteRefusal::Link),
+        Ok(_) | Err(nix::errno::Errno::ENOENT) => {}
+        Err(e) => return Err(io(e)),
+    }
+    let temp = format!(
+        ".switchboard-write-{}",
+        random_suffix().map_err(WriteRefusal::Io)?
+    );
+    let fd = nix::fcntl::openat(
+        dir,
+        temp.as_str(),
+        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::from_bits_truncate(0o644),
+    )
+    .map_err(io)?;
+    let mut file = std::fs::File::from(fd);
+    let written = file
+        .write_all(content)
+        .and_then(|()| file.flush())
+        .map_err(WriteRefusal::Io)
+        .and_then(|()| nix::fcntl::renameat(dir, temp.as_str(), dir, name).map_err(io));
+    if written.is_err() {
+        let _ = nix::unistd::unlinkat(dir, temp.as_str(), nix::unistd::UnlinkatFlags::NoRemoveDir);
+    }
+    written.map(|()| content.len())
 }
 
 /// 16 random hex digits for a temporary file's name.

@@ -4,6 +4,7 @@
 //! call: authz `repo:use`, the rule table (with the ratchet and approvals), then `decide` at the
 //! moment of execution, and only then the tool.
 
+mod beneath;
 mod broker_gate;
 mod capped;
 mod exec;
@@ -18,6 +19,7 @@ use serde_json::{Value, json};
 
 use crate::EventSink;
 
+pub use beneath::NOT_WITHIN;
 pub use broker_gate::{
     Answer, Approver, BrokerGate, Clock, GateSettings, MAX_SHOWN_ARGUMENTS, NobodyToAsk, Question,
     Who,

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use agents::tools::{
     Answer, Approver, BrokerGate, ExecLimits, GateSettings, McpServer, McpServers, McpTimeouts,
-    NobodyToAsk, Question, REFUSED_READ, Tools,
+    NOT_WITHIN, NobodyToAsk, Question, REFUSED_READ, Tools,
 };
 use agents::{
     AgentBackend, AgentJob, AgentOutcome, CancellationToken, EventSink, MemoryBlock, OpenAiBackend,

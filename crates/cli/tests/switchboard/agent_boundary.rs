@@ -76,7 +76,10 @@ fn git_tool(subcommand: &str, args: &[&str]) -> Turn {
 
 mod branch;
 mod inflation;
+mod keeping;
 mod later_runs;
+mod paths;
+mod policy_found;
 mod reads;
 mod sandbox;
 mod tools;

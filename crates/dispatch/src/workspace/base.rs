@@ -21,6 +21,8 @@ use store::repos::{self, RepoSource};
 
 use super::WorkspaceError;
 use super::git::Git;
+pub use super::tree::Entry;
+use super::tree::parse_tree;
 
 /// The most of a policy file read.
 const MAX_POLICY_BYTES: usize = 1024 * 1024;
@@ -29,22 +31,6 @@ const MAX_POLICY_BYTES: usize = 1024 * 1024;
 const MIRROR_BASE: &str = "refs/switchboard/base";
 /// The file whose time says when a mirror was last fetched.
 const FETCHED: &str = "switchboard-fetched";
-
-/// A tree entry of the base commit.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Entry {
-    pub mode: String,
-    /// `blob`, `tree` or `commit` (a submodule).
-    pub kind: String,
-    pub oid: String,
-    pub path: String,
-}
-
-impl Entry {
-    pub fn is_symlink(&self) -> bool {
-        self.mode == "120000"
-    }
-}
 
 /// The base a run's workspace is made from.
 #[derive(Debug, Clone)]
@@ -379,44 +365,27 @@ fn fetched_before(dir: &Path, interval: Duration) -> bool {
         .is_none_or(|age| age >= interval)
 }
 
-/// `ls-tree -r -t -z` output: `<mode> <type> <oid>\t<path>\0`…
-pub(crate) fn parse_tree(listing: &[u8]) -> Option<Vec<Entry>> {
-    listing
-        .split(|b| *b == 0)
-        .filter(|record| !record.is_empty())
-        .map(|record| {
-            let record = std::str::from_utf8(record).ok()?;
-            let (meta, path) = record.split_once('\t')?;
-            let mut parts = meta.split(' ');
-            let (mode, kind, oid) = (parts.next()?, parts.next()?, parts.next()?);
-            Some(Entry {
-                mode: mode.to_owned(),
-                kind: kind.to_owned(),
-                oid: oid.to_owned(),
-                path: path.to_owned(),
-            })
-        })
-        .collect()
-}
-
-/// The policy file of the base commit, parsed whole: none is the empty policy. A file that is
-/// not a plain file, too large or not UTF-8 is a fault, like one that does not parse.
+/// The policy file of the base commit, parsed whole: none is the empty policy. A policy a
+/// case-insensitive checkout would read that is not the exact file (another spelling, a
+/// `.switchboard` that is a link, a submodule or a file), a file too large or not UTF-8 is a
+/// fault, like one that does not parse: the run is refused, never started without a policy.
 async fn read_policy(
     git: &Git,
     slug: &RepoSlug,
     short: &str,
     tree: &[Entry],
 ) -> Result<ProjectPolicy, WorkspaceError> {
-    let Some(entry) = tree.iter().find(|e| e.path == PROJECT_POLICY_FILE) else {
+    let entry = super::policy_place::policy_entry(tree).map_err(|misplaced| {
+        WorkspaceError::Policy(format!(
+            "{slug}@{short}:{}: {}",
+            misplaced.path, misplaced.why
+        ))
+    })?;
+    let Some(entry) = entry else {
         return Ok(ProjectPolicy::default());
     };
     let file = format!("{slug}@{short}:{PROJECT_POLICY_FILE}");
     let fault = |message: &str| WorkspaceError::Policy(format!("{file}:0:0: {message}"));
-    if entry.kind != "blob" || entry.is_symlink() {
-        return Err(fault(
-            "must be a file committed as it is, not a link or a directory",
-        ));
-    }
     let bytes = git
         .run(["cat-file", "blob", &entry.oid])
         .await
@@ -500,19 +469,6 @@ fn denied_entries(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tree_listings_parse_and_bad_ones_do_not() {
-        let listing =
-            b"040000 tree aa\tsrc\x00100644 blob bb\tsrc/a b.rs\x00120000 blob cc\tlink\x00";
-        let tree = parse_tree(listing).unwrap();
-        assert_eq!(tree.len(), 3);
-        assert_eq!(tree[1].path, "src/a b.rs");
-        assert!(tree[2].is_symlink());
-        assert!(parse_tree(b"100644 blob\x00").is_none());
-        assert!(parse_tree(b"\xff\xfe\t\x00").is_none());
-        assert_eq!(parse_tree(b"").unwrap(), vec![]);
-    }
 
     #[test]
     fn a_denied_name_under_a_linked_directory_is_refused() {

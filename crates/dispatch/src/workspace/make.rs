@@ -12,8 +12,10 @@
 //! against it, and no object store in its reach can produce a denied file's bytes. It is
 //! marked a partial clone of nowhere, so git never fetches. Its config is Switchboard's, and
 //! the sandbox keeps it read-only. The run's branch `switchboard/<run id>` starts at the
-//! start; keeping rebuilds the run's commits on the base commit itself. The start's id is
-//! written in the run's directory, outside the sandbox ([`RunDir::start`]).
+//! start; keeping rebuilds the run's commits on the base commit itself. The start's id, and
+//! what the run was given (every object's name, kind and size, and the start's trees and
+//! commit), are written in the run's directory, outside the sandbox ([`RunDir::start`],
+//! [`RunDir::given_listing`], [`RunDir::given_git`]).
 
 use std::path::{Path, PathBuf};
 
@@ -56,9 +58,25 @@ impl RunDir {
         self.root.join("work")
     }
 
-    /// Where the run's changes are gathered when it ends.
+    /// Where the run's object files are gathered when it ends (linked, as the run left them).
+    pub fn gather(&self) -> PathBuf {
+        self.root.join("gather.git")
+    }
+
+    /// Where the objects the run wrote are hashed again when it ends, and its changes read.
     pub fn keep(&self) -> PathBuf {
         self.root.join("keep.git")
+    }
+
+    /// The listing of every object the run's repository held when it was made (Switchboard
+    /// writes it before the run starts; the run cannot reach it).
+    pub fn given_listing(&self) -> PathBuf {
+        self.root.join("given")
+    }
+
+    /// The trees, commits, links' blobs and stub the run's repository held when it was made.
+    pub fn given_git(&self) -> PathBuf {
+        self.root.join("given.git")
     }
 
     /// Host paths no bind of an agent's config may reach during this run: the data directory
@@ -255,6 +273,16 @@ pub(crate) async fn repo(
     tokio::fs::write(dir.start(), format!("{} {}\n", start.commit, start.tree))
         .await
         .map_err(|e| io(&dir.start(), e))?;
+    // What the run is given, recorded before it starts: keeping reads its start from this.
+    super::given::record(
+        &run_git,
+        &base.object_format,
+        &base.tree,
+        &dir.given_listing(),
+        &dir.given_git(),
+    )
+    .await
+    .map_err(fail)?;
     let branch_ref = format!("refs/heads/{}", branch(run));
     run_git
         .run(["update-ref", &branch_ref, &start.commit])

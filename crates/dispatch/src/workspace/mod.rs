@@ -12,9 +12,12 @@
 
 mod base;
 mod git;
+mod given;
 mod keep;
 mod make;
 mod nofollow;
+mod policy_place;
+mod tree;
 
 use std::path::Path;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! directory for a link while Switchboard reads it (a process outliving its run, say) changes
 //! nothing Switchboard reads, links or changes: a checked path is never looked up again.
 //!
-//! The roots passed in are Switchboard's own directories (a run's `work`, `keep.git`, the
+//! The roots passed in are Switchboard's own directories (a run's `work`, `gather.git`, the
 //! snapshot's scratch repository), which no run can rename or replace.
 
 use std::ffi::CStr;

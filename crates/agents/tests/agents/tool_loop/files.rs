@@ -2,10 +2,11 @@
 
 use super::*;
 
-/// The decision is lexical; the executor follows links to the real path before it touches
-/// the disk, so a link cannot carry a call out of its grant or onto a denied file.
+/// The decision is lexical; the executor opens the path beneath its grant, so a link cannot
+/// carry a call out of its grant (it reads as a missing file, naming only the path sent) or
+/// onto a denied file.
 #[tokio::test]
-async fn links_are_followed_to_their_real_path_before_the_disk_is_touched() {
+async fn links_are_resolved_beneath_the_grant_before_the_disk_is_touched() {
     let fx = Fixture::new();
     let outside = tempfile::tempdir().unwrap();
     std::fs::write(outside.path().join("secret.txt"), "outside bytes\n").unwrap();
@@ -14,7 +15,10 @@ async fn links_are_followed_to_their_real_path_before_the_disk_is_touched() {
         fx.ws.path().join("src/escape"),
     )
     .unwrap();
-    std::os::unix::fs::symlink(fx.ws.path().join(".env"), fx.ws.path().join("src/env-link"))
+    // A link that stays beneath the workspace is followed (relative, as a repository holds
+    // them); one by its absolute host path, even to a file inside, is not.
+    std::os::unix::fs::symlink("../.env", fx.ws.path().join("src/env-link")).unwrap();
+    std::os::unix::fs::symlink(fx.ws.path().join(".env"), fx.ws.path().join("src/absolute"))
         .unwrap();
     let (base, script) = scripted_model(vec![
         Reply::Call("read_file", args(json!({"path": fx.path("src/escape")}))),
@@ -23,24 +27,26 @@ async fn links_are_followed_to_their_real_path_before_the_disk_is_touched() {
             "write_file",
             args(json!({"path": fx.path("src/escape"), "content": "x"})),
         ),
+        Reply::Call("read_file", args(json!({"path": fx.path("src/absolute")}))),
         Reply::Text("ok"),
     ])
     .await;
     let gate = BrokerGate::new(fx.settings(Ratchet::default(), Arc::new(NobodyToAsk))).unwrap();
     run_model(&base, gate).await;
     let results = script.tool_results();
-    assert!(
-        results[0].starts_with("refused: ")
-            && results[0]
-                .ends_with("resolves outside the paths you were granted; nothing was done"),
-        "{}",
-        results[0]
+    assert_eq!(
+        results[0],
+        format!("refused: {} {NOT_WITHIN}", fx.path("src/escape"))
     );
     assert_eq!(results[1], format!("refused: .env {REFUSED_READ}"));
     assert!(
         results[2].ends_with("is a symbolic link; write_file does not follow links"),
         "{}",
         results[2]
+    );
+    assert_eq!(
+        results[3],
+        format!("refused: {} {NOT_WITHIN}", fx.path("src/absolute"))
     );
     assert_eq!(
         std::fs::read_to_string(outside.path().join("secret.txt")).unwrap(),
@@ -58,8 +64,7 @@ async fn links_are_followed_to_their_real_path_before_the_disk_is_touched() {
 #[tokio::test]
 async fn the_policy_file_cannot_be_written() {
     let fx = Fixture::new();
-    std::os::unix::fs::symlink(fx.ws.path().join(".switchboard"), fx.ws.path().join("cfg"))
-        .unwrap();
+    std::os::unix::fs::symlink(".switchboard", fx.ws.path().join("cfg")).unwrap();
     let (base, script) = scripted_model(vec![
         Reply::Call("write_file", args(json!({"path": fx.path(".switchboard/agent-policy.toml"), "content": "deny_read = []"}))),
         Reply::Call("write_file", args(json!({"path": fx.path("cfg/agent-policy.toml"), "content": "deny_read = []"}))),
@@ -72,11 +77,20 @@ async fn the_policy_file_cannot_be_written() {
     )
     .await;
     let results = script.tool_results();
-    let policy = fx.path(".switchboard/agent-policy.toml");
-    let want = format!(
-        "refused: {policy} is in .switchboard/, which no tool writes to; nothing was written"
+    // Each refusal names the path the model sent, never where a link led.
+    let want = |sent: &str| {
+        format!(
+            "refused: {} is in .switchboard/, which no tool writes to; nothing was written",
+            fx.path(sent)
+        )
+    };
+    assert_eq!(
+        results,
+        [
+            want(".switchboard/agent-policy.toml"),
+            want("cfg/agent-policy.toml")
+        ]
     );
-    assert_eq!(results, [want.clone(), want]);
     assert_eq!(
         std::fs::read_to_string(fx.ws.path().join(".switchboard/agent-policy.toml")).unwrap(),
         "deny_read = [\".env\"]\n"

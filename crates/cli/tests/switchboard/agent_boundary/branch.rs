@@ -1,10 +1,10 @@
-//! What is kept on a run's branch: never a denied blob, a link out, or a file git runs at checkout.
+//! What is kept on a run's branch: never a blob the run does not have, a link out, or a file git runs at checkout.
 
 use super::*;
 
 /// A run that knows a denied file's blob only by its hash commits it under another name, and
 /// points its object store at the user's: nothing of it reaches the run's branch (a kept
-/// change must refer to an object the run itself has; alternates are never read).
+/// change must refer to a blob the run itself has; alternates are never read).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_commit_naming_a_denied_blob_by_hash_is_never_kept() {
     let project = Project::new(true);
@@ -27,10 +27,11 @@ async fn a_commit_naming_a_denied_blob_by_hash_is_never_kept() {
         "the forged entry reached the branch"
     );
     assert!(
-        events.contains("names a denied file's contents; nothing of the run was kept"),
+        events
+            .contains("leak.txt refers to an object it does not have; nothing of the run was kept"),
         "{events}"
     );
-    // A blob the run has never had, by any hash: refused for that, too.
+    // A blob the run has never had, by any hash: refused the same way.
     let absent = "tree=$( (git ls-tree HEAD; printf '100644 blob %s\\tghost.txt\\n' 1234567890123456789012345678901234567890) | git mktree --missing); \
          c=$(git -c user.name=a -c user.email=a@b commit-tree $tree -p HEAD -m ghost); \
          git update-ref $(git symbolic-ref HEAD) $c";
@@ -62,8 +63,8 @@ async fn keeping_a_runs_changes_never_runs_what_its_files_name() {
 }
 
 /// A run swaps its `.git/objects` for a link to the user's objects and stages a denied blob
-/// under another name: nothing of it is kept (a link is never followed, and a denied blob is
-/// never kept under any name).
+/// under another name: nothing of it is kept (a link is never followed, and a blob the run
+/// does not have is never kept).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_linked_object_store_never_carries_a_denied_blob_to_the_branch() {
     let project = Project::new(true);

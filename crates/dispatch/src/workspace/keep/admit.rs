@@ -1,6 +1,10 @@
-//! Writing the kept objects into the base repository: a quarantine, `index-pack --strict`, the
-//! gate over each kept commit against the base's own objects, then the move.
+//! The base's side of keeping: the kept blobs written into a quarantine inside the base's
+//! objects (`index-pack --strict`), the kept trees and commits built there on the base's own
+//! tree, the gate over each kept commit against the base's own objects, then the move. Only
+//! objects Switchboard hashed or built reach the base; what the base holds is read here and
+//! never answers a question about a name the run wrote.
 
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::Path;
 
 use authz_core::RunId;
@@ -8,27 +12,29 @@ use authz_core::RunId;
 use crate::workspace::WorkspaceError;
 use crate::workspace::base::Base;
 use crate::workspace::git::Git;
-use crate::workspace::make::branch;
+use crate::workspace::make::{RunDir, branch};
 
 use super::bounds::GIT_ALLOC_LIMIT;
 use super::changes::{
     Change, escaping_link, link_target, links_after, parse_changes, protected, runs_programs,
 };
 use super::fail;
+use super::plan::Planned;
+use crate::workspace::given::{Given, Kind};
 
-/// Writes the kept commits into the base repository and moves the run's branch to `tip`.
-/// The pack is hashed and checked (`index-pack --strict`) into a quarantine of its own inside
-/// the base's object directory (reading the base's objects as alternates), the base decides
-/// there ([`gate`]), and only then is it moved in beside the base's packs: a refused run
-/// leaves no object in the base, and a crash leaves only the quarantine directory, which no
-/// git reads.
+/// Builds the kept commits in a quarantine inside the base's objects and, once the gate
+/// passes them, moves them in and the run's branch to the last. Returns how many were kept.
+/// The quarantine reads the base's objects as alternates; a refused run leaves no object in
+/// the base, and a crash leaves only the quarantine directory, which no git reads.
 pub(super) async fn admit(
     base: &Base,
     run: &RunId,
+    dir: &RunDir,
     mine: &Git,
-    tip: &str,
-    commits: &[String],
-) -> Result<(), WorkspaceError> {
+    given: &Given,
+    held: &HashMap<String, Kind>,
+    planned: &[Planned],
+) -> Result<usize, WorkspaceError> {
     let guard = Quarantine(
         base.objects
             .join(format!("{}{run}", crate::workspace::QUARANTINE_PREFIX)),
@@ -39,25 +45,45 @@ pub(super) async fn admit(
     tokio::fs::create_dir_all(quarantine.join("pack"))
         .await
         .map_err(io)?;
-    let held = base
+    let inside = base
         .git()
         .objects(quarantine)
         .alternates(&base.objects)
         .with_env("GIT_ALLOC_LIMIT", GIT_ALLOC_LIMIT.to_string());
-    async {
-        let input = format!("{tip}\n^{}\n", base.commit).into_bytes();
+    // The blobs the kept changes name that the run wrote (or was given and the base may not
+    // have: the stub), hashed into the quarantine; a blob of the base's own tree is there.
+    let sending: BTreeSet<&str> = planned
+        .iter()
+        .flat_map(|p| &p.changes)
+        .filter(|c| !c.deleted)
+        .map(|c| c.new_oid.as_str())
+        .filter(|oid| held.contains_key(*oid) || given.stores(oid))
+        .collect();
+    let mut pack = None;
+    let mut sent = HashSet::new();
+    if !sending.is_empty() {
+        let list: String = sending.iter().map(|oid| format!("{oid}\n")).collect();
         let packed = mine
             .pipe(
-                &["pack-objects", "--revs", "--stdout", "-q"],
-                input,
-                &held,
+                &["pack-objects", "--stdout", "-q"],
+                list.into_bytes(),
+                &inside,
                 &["index-pack", "--stdin", "--strict"],
             )
             .await
             .map_err(fail)?;
         let name = pack_name(&packed)?;
-        gate(base, &held, quarantine, &name, commits).await?;
-        // The index last: git takes a pack once its index is there.
+        sent = pack_objects(&inside, quarantine, &name).await?;
+        pack = Some(name);
+    }
+    let commits = build(base, run, &inside, &dir.root.join("keep.index"), planned).await?;
+    let Some(tip) = commits.last() else {
+        return Ok(0);
+    };
+    gate(base, &inside, &sent, &commits).await?;
+    // The pack first (its index last: git takes a pack once its index is there), then the
+    // trees and commits built here.
+    if let Some(name) = pack {
         for ext in ["pack", "rev", "idx"] {
             let from = quarantine.join(format!("pack/pack-{name}.{ext}"));
             let to = base.objects.join(format!("pack/pack-{name}.{ext}"));
@@ -67,18 +93,166 @@ pub(super) async fn admit(
                 Err(e) => return Err(io(e)),
             }
         }
-        base.git()
-            .run([
-                "update-ref",
-                &format!("refs/heads/{}", branch(run)),
-                tip,
-                &base.commit,
-            ])
-            .await
-            .map_err(fail)
-            .map(drop)
     }
-    .await
+    move_loose(quarantine, &base.objects).map_err(io)?;
+    base.git()
+        .run([
+            "update-ref",
+            &format!("refs/heads/{}", branch(run)),
+            tip,
+            &base.commit,
+        ])
+        .await
+        .map_err(fail)?;
+    Ok(commits.len())
+}
+
+/// The kept commits, oldest first: each planned commit's changes applied to the base's tree,
+/// committed on the one before (a commit whose tree is the one before's is not made).
+async fn build(
+    base: &Base,
+    run: &RunId,
+    inside: &Git,
+    index: &Path,
+    planned: &[Planned],
+) -> Result<Vec<String>, WorkspaceError> {
+    let mut commits = Vec::new();
+    let mut parent = base.commit.clone();
+    let mut last_tree = base.root_tree.clone();
+    for plan in planned {
+        let tree = kept_tree(inside, base, index, &plan.changes).await?;
+        if tree == last_tree {
+            continue;
+        }
+        parent = commit_tree(
+            inside,
+            run,
+            &tree,
+            &parent,
+            plan.author.clone(),
+            plan.message.clone(),
+        )
+        .await?;
+        commits.push(parent.clone());
+        last_tree = tree;
+    }
+    Ok(commits)
+}
+
+/// The base's tree with `changes` applied.
+async fn kept_tree(
+    inside: &Git,
+    base: &Base,
+    index: &Path,
+    changes: &[Change],
+) -> Result<String, WorkspaceError> {
+    if changes.is_empty() {
+        return Ok(base.root_tree.clone());
+    }
+    let edit = inside.clone().index(index);
+    edit.run(["read-tree", &base.root_tree])
+        .await
+        .map_err(fail)?;
+    let zero = "0".repeat(base.commit.len());
+    let mut info = Vec::new();
+    // Deletions first, so a file can replace a directory and a directory a file.
+    for change in changes.iter().filter(|c| c.deleted) {
+        info.extend_from_slice(format!("0 {zero}\t{}\0", change.path).as_bytes());
+    }
+    for change in changes.iter().filter(|c| !c.deleted) {
+        info.extend_from_slice(
+            format!("{} {}\t{}\0", change.new_mode, change.new_oid, change.path).as_bytes(),
+        );
+    }
+    edit.input(["update-index", "-z", "--index-info"], info)
+        .await
+        .map_err(fail)?;
+    edit.text(["write-tree", "--missing-ok"])
+        .await
+        .map_err(fail)
+}
+
+/// A commit of `tree` on `parent`, committed by the run; authored as the run's own commit was
+/// (when it made one).
+async fn commit_tree(
+    git: &Git,
+    run: &RunId,
+    tree: &str,
+    parent: &str,
+    author: Option<[String; 3]>,
+    message: Vec<u8>,
+) -> Result<String, WorkspaceError> {
+    let name = format!("Switchboard run {run}");
+    let email = format!("run-{run}@switchboard.invalid");
+    let [a_name, a_email, a_date] =
+        author.unwrap_or_else(|| [name.clone(), email.clone(), String::new()]);
+    let mut commit = git
+        .clone()
+        .with_env("GIT_COMMITTER_NAME", name)
+        .with_env("GIT_COMMITTER_EMAIL", email)
+        .with_env("GIT_AUTHOR_NAME", a_name)
+        .with_env("GIT_AUTHOR_EMAIL", a_email);
+    if !a_date.is_empty() {
+        commit = commit.with_env("GIT_AUTHOR_DATE", a_date);
+    }
+    let message = if message.iter().all(u8::is_ascii_whitespace) {
+        format!("Changes of run {run}\n").into_bytes()
+    } else {
+        message
+    };
+    commit
+        .input(["commit-tree", tree, "-p", parent], message)
+        .await
+        .map(|out| String::from_utf8_lossy(&out).trim().to_owned())
+        .map_err(fail)
+}
+
+/// The names of the objects in the quarantine's pack `name`.
+async fn pack_objects(
+    inside: &Git,
+    quarantine: &Path,
+    name: &str,
+) -> Result<HashSet<String>, WorkspaceError> {
+    let index = quarantine.join(format!("pack/pack-{name}.idx"));
+    let listing = inside
+        .input(
+            ["show-index"],
+            std::fs::read(&index)
+                .map_err(|e| WorkspaceError::KeepFault(format!("{}: {e}", index.display())))?,
+        )
+        .await
+        .map_err(fail)?;
+    Ok(String::from_utf8_lossy(&listing)
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(1).map(str::to_owned))
+        .collect())
+}
+
+/// Moves the loose objects git wrote into the quarantine (`xx/yyyy…`) beside the base's
+/// (one the base already has stays as it is).
+fn move_loose(quarantine: &Path, objects: &Path) -> std::io::Result<()> {
+    for dir in std::fs::read_dir(quarantine)? {
+        let dir = dir?;
+        let name = dir.file_name();
+        let fan_out = name.len() == 2
+            && name
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit());
+        if !fan_out || !dir.file_type()?.is_dir() {
+            continue;
+        }
+        let to = objects.join(&name);
+        std::fs::create_dir_all(&to)?;
+        for object in std::fs::read_dir(dir.path())? {
+            let object = object?;
+            let target = to.join(object.file_name());
+            if std::fs::symlink_metadata(&target).is_err() {
+                std::fs::rename(object.path(), target)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The quarantine directory, removed however admitting ends: done, refused, or dropped
@@ -103,52 +277,14 @@ pub(super) fn pack_name(out: &[u8]) -> Result<String, WorkspaceError> {
         .ok_or_else(|| WorkspaceError::KeepFault("index-pack named no pack".to_owned()))
 }
 
-/// The base commit and the trees of the base the run's repository did not hold (the root and
-/// those above a denied file), copied from the base into the keeping repository, so the kept
-/// trees are built on the base's own: only trees and the commit, never a blob. An object file
-/// of the run's named like one of them with other bytes (a forged tree) refuses the whole
-/// run: `index-pack` compares the bytes of every name it already holds. (A forged copy of
-/// any other tree changes nothing kept: a tree the run did not change keeps its id, which the
-/// base's gate reads in the base's own objects.)
-pub(super) async fn with_base_trees(base: &Base, mine: &Git) -> Result<(), WorkspaceError> {
-    let naming = crate::workspace::make::naming_denied(base);
-    let mut list = format!("{}\n{}\n", base.commit, base.root_tree);
-    for entry in base
-        .tree
-        .iter()
-        .filter(|e| e.kind == "tree" && naming.contains(e.path.as_str()))
-    {
-        list.push_str(&entry.oid);
-        list.push('\n');
-    }
-    base.git()
-        .pipe(
-            &["pack-objects", "--stdout", "-q"],
-            list.into_bytes(),
-            mine,
-            &["index-pack", "--stdin"],
-        )
-        .await
-        .map(drop)
-        .map_err(|e| {
-            tracing::warn!(error = %e, "index-pack refused the base's trees beside the run's");
-            WorkspaceError::Keep(
-                "the run's repository holds other bytes under a name of the base's; nothing of the run was kept"
-                    .to_owned(),
-            )
-        })
-}
-
-/// The last word, in the base repository, whose objects a run never wrote: each kept commit,
-/// against the base commit, changes no protected name and holds no submodule, and every blob
-/// it adds or changes is one the run wrote (an object of `packed`, the pack `index-pack`
-/// just hashed and wrote) or one the base itself shows outside the denied names. A denied
-/// file's blob, or any other object of the base's history, can pass neither.
+/// The last word, in the base repository: each kept commit, against the base commit,
+/// changes no protected name and holds no submodule, and every blob it adds or changes is one
+/// Switchboard hashed into the quarantine (`sent`) or one the base itself shows outside the
+/// denied names.
 pub(super) async fn gate(
     base: &Base,
     held: &Git,
-    quarantine: &Path,
-    name: &str,
+    sent: &HashSet<String>,
     commits: &[String],
 ) -> Result<(), WorkspaceError> {
     let refuse = |path: &str, why: &str| {
@@ -156,19 +292,7 @@ pub(super) async fn gate(
             "the run's change to {path} {why}; nothing of the run was kept"
         ))
     };
-    let index = quarantine.join(format!("pack/pack-{name}.idx"));
-    let listing = held
-        .input(
-            ["show-index"],
-            std::fs::read(&index)
-                .map_err(|e| WorkspaceError::KeepFault(format!("{}: {e}", index.display())))?,
-        )
-        .await
-        .map_err(fail)?;
-    let mut allowed: std::collections::HashSet<String> = String::from_utf8_lossy(&listing)
-        .lines()
-        .filter_map(|l| l.split_whitespace().nth(1).map(str::to_owned))
-        .collect();
+    let mut allowed: HashSet<&str> = sent.iter().map(String::as_str).collect();
     let denied: Vec<&str> = base
         .denied_entries
         .iter()
@@ -178,7 +302,7 @@ pub(super) async fn gate(
         base.tree
             .iter()
             .filter(|e| e.kind == "blob" && !denied.contains(&e.path.as_str()))
-            .map(|e| e.oid.clone()),
+            .map(|e| e.oid.as_str()),
     );
     for commit in commits {
         let raw = held
@@ -215,42 +339,12 @@ pub(super) async fn gate(
             {
                 return Err(refuse(&change.path, &format!("is a link that {why}")));
             }
-            if !change.deleted && !allowed.contains(&change.new_oid) {
+            if !change.deleted && !allowed.contains(change.new_oid.as_str()) {
                 return Err(refuse(
                     &change.path,
                     "names contents the run did not write and the base does not show",
                 ));
             }
-        }
-    }
-    Ok(())
-}
-
-/// Every kept change's blob is in the run's own objects: a change that names a blob only by
-/// its hash (a denied file's, say) is refused, never looked up in the base.
-pub(super) async fn present(git: &Git, changes: &[Change]) -> Result<(), WorkspaceError> {
-    let wanted: Vec<&Change> = changes.iter().filter(|c| !c.deleted).collect();
-    if wanted.is_empty() {
-        return Ok(());
-    }
-    let input: String = wanted.iter().map(|c| format!("{}\n", c.new_oid)).collect();
-    let out = git
-        .input(["cat-file", "--batch-check"], input.into_bytes())
-        .await
-        .map_err(fail)?;
-    let out = String::from_utf8_lossy(&out);
-    let answers: Vec<&str> = out.lines().collect();
-    if answers.len() != wanted.len() {
-        return Err(WorkspaceError::Keep(
-            "the run's objects could not be checked".to_owned(),
-        ));
-    }
-    for (change, answer) in wanted.iter().zip(answers) {
-        if !answer.ends_with(|c: char| c.is_ascii_digit()) || !answer.contains(" blob ") {
-            return Err(WorkspaceError::Keep(format!(
-                "the run's change to {} refers to an object it does not have; nothing of the run was kept",
-                change.path
-            )));
         }
     }
     Ok(())

@@ -1,10 +1,12 @@
 //! The size bounds on a run's objects, read from their headers before any is read whole.
 
+use std::collections::HashMap;
+
 use crate::workspace::WorkspaceError;
-use crate::workspace::base::Base;
 use crate::workspace::git::Git;
 
 use super::fail;
+use crate::workspace::given::{Given, Kind, SIZED, Sized, parse_listing};
 
 /// The largest tree, commit or tag of a run's that git on the host parses: a tree of a
 /// directory of 100,000 files is about 5 MiB, and a 1.9 MB loose object can inflate to a 2 GB
@@ -26,91 +28,55 @@ pub const MAX_RUN_OBJECT_BYTES: u64 = 512 << 20;
 
 /// Refuses to keep anything of a run one of whose objects is larger than
 /// [`MAX_STRUCTURE_BYTES`] or, for a file, [`MAX_FILE_BYTES`], or whose objects together are
-/// larger than [`MAX_RUN_OBJECT_BYTES`]. An object counts as the base repository's own (and
-/// towards neither bound) only if the base holds an object of that name and exactly that
-/// size. Sizes are read from the objects' headers (`cat-file --batch-check`), never by
+/// larger than [`MAX_RUN_OBJECT_BYTES`]. Every object in the run's repository counts but one
+/// the run was given, by its name, kind and exact size ([`Given`]): nothing the base holds
+/// and the run was not given is ever looked up, so what the run wrote counts whatever it
+/// matches. Sizes are read from the objects' headers (`cat-file --batch-check`), never by
 /// inflating them; a name alone proves nothing, since the run wrote its own object files.
-pub(super) async fn bounded(mine: &Git, base: &Base) -> Result<(), WorkspaceError> {
-    let check = "--batch-check=%(objectname) %(objecttype) %(objectsize)";
-    let listing = mine
-        .run(["cat-file", "--batch-all-objects", "--unordered", check])
+/// Returns the run's objects as listed.
+pub(super) async fn bounded(
+    gathered: &Git,
+    given: &Given,
+) -> Result<HashMap<String, Sized>, WorkspaceError> {
+    let listing = gathered
+        .run(["cat-file", "--batch-all-objects", "--unordered", SIZED])
         .await
         .map_err(fail)?;
-    let objects = sized_objects(&listing)?;
-    // Within both bounds counting the base's own objects too: nothing to ask the base.
-    let all = objects.iter().try_fold(0u64, |sum, o| {
-        (o.size <= limit_of(&o.kind))
-            .then(|| sum.saturating_add(o.size))
-            .filter(|sum| *sum <= MAX_RUN_OBJECT_BYTES)
-    });
-    if all.is_some() {
-        return Ok(());
-    }
-    let names: String = objects.iter().map(|o| format!("{}\n", o.oid)).collect();
-    // The base answers `<oid> missing` for a name it lacks; its own objects are trusted.
-    let in_base = base
-        .git()
-        .input(["cat-file", check], names.into_bytes())
-        .await
-        .map_err(fail)?;
-    let of_base: std::collections::HashSet<SizedObject> =
-        sized_objects(&in_base)?.into_iter().collect();
-    let mut total: u64 = 0;
-    for o in objects.iter().filter(|o| !of_base.contains(*o)) {
-        if o.size > limit_of(&o.kind) {
-            return Err(WorkspaceError::Keep(format!(
-                "the run wrote a {} of {} MiB ({}), more than the {} MiB kept of one; nothing of the run was kept",
-                o.kind,
-                o.size >> 20,
-                o.oid,
-                limit_of(&o.kind) >> 20
-            )));
-        }
-        total = total.saturating_add(o.size);
-        if total > MAX_RUN_OBJECT_BYTES {
-            return Err(WorkspaceError::Keep(format!(
-                "the run wrote more than the {} MiB of objects kept of one run; nothing of the run was kept",
-                MAX_RUN_OBJECT_BYTES >> 20
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// One line of `cat-file --batch-check`: an object's name, kind and size.
-#[derive(Debug, PartialEq, Eq, Hash)]
-pub(super) struct SizedObject {
-    oid: String,
-    kind: String,
-    size: u64,
-}
-
-/// The objects `cat-file --batch-check` listed; `<oid> missing` lines are left out.
-pub(super) fn sized_objects(listing: &[u8]) -> Result<Vec<SizedObject>, WorkspaceError> {
-    let unreadable = || {
+    let objects = parse_listing(&listing).ok_or_else(|| {
         WorkspaceError::Keep(
             "the run's objects could not be listed; nothing of the run was kept".to_owned(),
         )
-    };
-    let mut found = Vec::new();
-    for line in String::from_utf8_lossy(listing).lines() {
-        let parts: Vec<&str> = line.split(' ').collect();
-        match parts.as_slice() {
-            [_, "missing"] => {}
-            [oid, kind, size] => found.push(SizedObject {
-                oid: (*oid).to_owned(),
-                kind: (*kind).to_owned(),
-                size: size.parse().map_err(|_| unreadable())?,
-            }),
-            _ => return Err(unreadable()),
+    })?;
+    let mut written: Vec<(&String, &Sized)> = objects
+        .iter()
+        .filter(|(oid, sized)| !given.holds(oid, **sized))
+        .collect();
+    // In name order, so which bound is named never depends on how the listing came out.
+    written.sort_by(|a, b| a.0.cmp(b.0));
+    let mut total: u64 = 0;
+    for (oid, o) in written {
+        if o.size > limit_of(o.kind) {
+            return Err(WorkspaceError::Keep(format!(
+                "the run wrote a {} of {} MiB ({oid}), more than the {} MiB kept of one; nothing of the run was kept",
+                o.kind.as_str(),
+                o.size >> 20,
+                limit_of(o.kind) >> 20
+            )));
         }
+        total = total.saturating_add(o.size);
     }
-    Ok(found)
+    if total > MAX_RUN_OBJECT_BYTES {
+        return Err(WorkspaceError::Keep(format!(
+            "the run wrote more than the {} MiB of objects kept of one run; nothing of the run was kept",
+            MAX_RUN_OBJECT_BYTES >> 20
+        )));
+    }
+    Ok(objects)
 }
 
 /// The largest object of `kind` kept of a run.
-pub(super) fn limit_of(kind: &str) -> u64 {
-    if kind == "blob" {
+pub(super) fn limit_of(kind: Kind) -> u64 {
+    if kind == Kind::Blob {
         MAX_FILE_BYTES
     } else {
         MAX_STRUCTURE_BYTES

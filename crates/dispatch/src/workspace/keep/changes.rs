@@ -98,27 +98,6 @@ pub(super) fn links_after(base: &Base, changes: &[Change]) -> std::collections::
         .collect()
 }
 
-/// The ids of denied files' blobs that the base shows at no name it does not deny: the only
-/// ids a kept change may never name (an empty `.env` shares its id with every empty file).
-pub(super) fn denied_only_blobs(base: &Base) -> std::collections::HashSet<&str> {
-    let denied: std::collections::HashSet<&str> = base
-        .denied_entries
-        .iter()
-        .map(|e| e.path.as_str())
-        .collect();
-    let shown: std::collections::HashSet<&str> = base
-        .tree
-        .iter()
-        .filter(|e| e.kind == "blob" && !denied.contains(e.path.as_str()))
-        .map(|e| e.oid.as_str())
-        .collect();
-    base.denied_entries
-        .iter()
-        .map(|e| e.oid.as_str())
-        .filter(|oid| !shown.contains(oid))
-        .collect()
-}
-
 /// The longest symbolic link target kept (Linux's PATH_MAX).
 pub(super) const MAX_LINK_TARGET: usize = 4096;
 

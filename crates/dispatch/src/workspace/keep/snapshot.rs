@@ -24,13 +24,13 @@ pub(super) const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(120);
 /// a sandbox with the working tree read-only, the network unshared, and a scratch repository
 /// of its own (its config Switchboard's and read-only, the kept objects linked in) as the
 /// only thing it writes. The objects it wrote are then copied into the
-/// keeping repository; its answer is one object id, checked for shape.
+/// gathering repository; its answer is one object id, checked for shape.
 pub(super) async fn snapshot(
     base: &Base,
     dir: &RunDir,
     start: &str,
 ) -> Result<String, WorkspaceError> {
-    let keep_dir = dir.keep();
+    let gather = dir.gather();
     let scratch = dir.root.join("snapshot.git");
     let io = |e: std::io::Error| WorkspaceError::KeepFault(format!("{}: {e}", scratch.display()));
     Git::init(&scratch, &base.object_format, true)
@@ -53,8 +53,8 @@ pub(super) async fn snapshot(
     // object it finds instead of writing it (it touches the file), and a file it cannot touch
     // (a read-only alternate) makes it write the object again, once per racily clean file.
     // Called before Switchboard writes any object there, the links are the run's own files;
-    // nothing else of keep.git is in the sandbox.
-    copy_objects(&keep_dir, "objects", &scratch.join("objects")).await?;
+    // nothing else of gather.git is in the sandbox.
+    copy_objects(&gather, "objects", &scratch.join("objects")).await?;
     let sandboxed = |e: agents::sandbox::SandboxError| {
         WorkspaceError::KeepFault(format!(
             "the run's working tree could not be read in a sandbox: {e}"
@@ -150,7 +150,7 @@ pub(super) async fn snapshot(
             "reading the run's working tree gave no tree".to_owned(),
         ));
     }
-    copy_objects(&scratch, "objects", &keep_dir.join("objects")).await?;
+    copy_objects(&scratch, "objects", &gather.join("objects")).await?;
     Ok(tree)
 }
 
