@@ -72,7 +72,8 @@ impl Inner {
                         base.slug
                     );
                     if kept.dropped_count > 0 {
-                        let dropped: Vec<&str> = kept.dropped.iter().map(String::as_str).collect();
+                        let dropped: Vec<String> =
+                            kept.dropped.iter().map(|p| shown_path(p)).collect();
                         let more = kept.dropped_count.saturating_sub(dropped.len());
                         body.push_str(&format!(
                             "; {} change{} not kept (denied, .switchboard/ or a submodule): {}{}",
@@ -344,5 +345,15 @@ fn human(d: Duration) -> String {
         format!("{}s", d.as_secs())
     } else {
         format!("{:.1}s", d.as_secs_f64())
+    }
+}
+
+/// A path the run chose, as the `branch` event lists it: quoted when it holds what would
+/// read as the list's own punctuation (`, `, `; `) or a control character.
+fn shown_path(path: &str) -> String {
+    if path.contains(", ") || path.contains("; ") || path.chars().any(char::is_control) {
+        format!("{path:?}")
+    } else {
+        path.to_owned()
     }
 }

@@ -80,6 +80,8 @@ pub(super) struct Git {
     operator_env: bool,
     /// Set for one command (a commit's author and committer).
     env: Vec<(&'static str, String)>,
+    /// Config given after [`SAFE`], so it wins over it.
+    config: Vec<String>,
 }
 
 impl Git {
@@ -92,6 +94,7 @@ impl Git {
             alternates: None,
             operator_env: false,
             env: Vec::new(),
+            config: Vec::new(),
         }
     }
 
@@ -105,6 +108,7 @@ impl Git {
             alternates: None,
             operator_env: false,
             env: Vec::new(),
+            config: Vec::new(),
         }
     }
 
@@ -118,6 +122,12 @@ impl Git {
         args.push(format!("--object-format={object_format}").into());
         args.push(dir.as_os_str().to_owned());
         Git::outside().run(args).await.map(drop)
+    }
+
+    /// Config for this command, given after [`SAFE`] (`core.bigFileThreshold=…`).
+    pub(super) fn with_config(mut self, config: &str) -> Git {
+        self.config.push(config.to_owned());
+        self
     }
 
     /// An environment variable for this command (`GIT_AUTHOR_NAME`, …).
@@ -191,7 +201,11 @@ impl Git {
         for (name, value) in &self.env {
             command.env(name, value);
         }
-        for config in SAFE {
+        for config in SAFE
+            .iter()
+            .copied()
+            .chain(self.config.iter().map(String::as_str))
+        {
             command.arg("-c").arg(config);
         }
         command.args(args).kill_on_drop(true);
@@ -328,10 +342,16 @@ impl Git {
         };
         let mut stdout = child.stdout.take();
         let mut stderr = child.stderr.take();
+        // Past the bound the rest is drained (so git never blocks on a full pipe) and the
+        // command fails: a listing cut short would read as a shorter one.
         let read_out = async {
             let mut out = Vec::new();
             if let Some(s) = stdout.as_mut() {
-                let _ = s.take(MAX_OUTPUT as u64).read_to_end(&mut out).await;
+                let mut bounded = s.take(MAX_OUTPUT as u64 + 1);
+                let _ = bounded.read_to_end(&mut out).await;
+                if out.len() > MAX_OUTPUT {
+                    let _ = tokio::io::copy(bounded.get_mut(), &mut tokio::io::sink()).await;
+                }
             }
             out
         };
@@ -347,7 +367,12 @@ impl Git {
             .await
             .map_err(|_| timed_out(&name, limit))?;
         let status = status.map_err(|e| fail(format!("waiting for git: {e}")))?;
-        if status.success() {
+        if out.len() > MAX_OUTPUT {
+            Err(fail(format!(
+                "its output passed the {} MiB read of one command",
+                MAX_OUTPUT >> 20
+            )))
+        } else if status.success() {
             Ok(out)
         } else {
             Err(fail(first_line(&err)))

@@ -204,3 +204,51 @@ async fn a_run_keeps_a_file_whose_bytes_a_denied_file_shares_with_an_allowed_one
     );
     assert_eq!(changed, "notes.txt\nsrc/__init__.py", "{events}");
 }
+
+/// A base with a `.gitattributes` inside a directory, and a run that replaces the directory
+/// with a link (and, elsewhere, the file with a directory of that name): neither replacement
+/// is kept, since applying it would remove the file keeping never writes, and the run's other
+/// changes are kept rather than the run refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn replacing_a_directory_that_holds_a_file_never_kept_keeps_the_rest() {
+    let mut project = Project::new(true);
+    std::fs::create_dir_all(project.repo.join("docs")).unwrap();
+    std::fs::create_dir_all(project.repo.join("web/.gitattributes-dir")).unwrap();
+    std::fs::write(project.repo.join("docs/.gitattributes"), "*.md text\n").unwrap();
+    std::fs::write(project.repo.join("docs/a.md"), "a\n").unwrap();
+    std::fs::write(project.repo.join("web/.gitattributes"), "*.js text\n").unwrap();
+    std::fs::write(project.repo.join("web/app.js"), "app\n").unwrap();
+    git(&project.repo, &["add", "-A"]);
+    git(&project.repo, &["commit", "-q", "-m", "attributes"]);
+    project.head = git(&project.repo, &["rev-parse", "HEAD"]);
+    let turns = vec![shell(
+        "rm -rf docs && ln -s src docs; rm web/.gitattributes && mkdir web/.gitattributes && echo x > web/.gitattributes/inner; echo kept > notes.txt",
+    )];
+    let (run, events, _) = attack(&project, PERMISSIVE, turns).await;
+    let branch = format!("switchboard/{}", run["id"].as_str().unwrap());
+    let changed = git(
+        &project.repo,
+        &["diff", "--name-status", &project.head, &branch],
+    );
+    assert_eq!(changed, "D\tdocs/a.md\nA\tnotes.txt", "{events}");
+    assert!(events.contains("not kept"), "{events}");
+}
+
+/// A link whose target's bytes are those of a file the run was given (`lib.rs`, the text of
+/// a committed file): read from what the run was given, and kept as the link it is.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_link_whose_target_is_the_text_of_a_given_file_is_kept() {
+    let mut project = Project::new(true);
+    std::fs::write(project.repo.join("src/name.txt"), "lib.rs").unwrap();
+    git(&project.repo, &["add", "-A"]);
+    git(&project.repo, &["commit", "-q", "-m", "a name"]);
+    project.head = git(&project.repo, &["rev-parse", "HEAD"]);
+    let turns = vec![shell("ln -s lib.rs src/alias")];
+    let (run, events, _) = attack(&project, PERMISSIVE, turns).await;
+    let branch = format!("switchboard/{}", run["id"].as_str().unwrap());
+    let changed = git(
+        &project.repo,
+        &["diff", "--name-only", &project.head, &branch],
+    );
+    assert_eq!(changed, "src/alias", "{events}");
+}

@@ -164,3 +164,22 @@ git update-ref $(git symbolic-ref HEAD) $c && git log --oneline -1"#;
     );
     assert!(!events.contains("pack-objects"), "{events}");
 }
+
+/// A run whose repository holds one object in two places (packed and loose, as `git repack`
+/// without `-d` leaves it): which copy git reads would depend on the order it looks, so a
+/// size read from one could be the other's. Nothing of the run is kept, saying why.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_object_held_in_two_places_keeps_nothing() {
+    let project = Project::new(true);
+    let turns = vec![shell(
+        "echo notes > notes.txt && git add notes.txt && git -c user.name=a -c user.email=b commit -qm notes && git repack -q -a && git count-objects -v",
+    )];
+    let (run, events, seen) = attack(&project, PERMISSIVE, turns).await;
+    assert!(seen.contains("in-pack"), "{seen}");
+    let branch = format!("switchboard/{}", run["id"].as_str().unwrap());
+    assert_eq!(git(&project.repo, &["rev-parse", &branch]), project.head);
+    assert!(
+        events.contains("holds an object in more than one place"),
+        "{events}"
+    );
+}

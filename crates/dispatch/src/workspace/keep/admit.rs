@@ -63,11 +63,17 @@ pub(super) async fn admit(
     let mut sent = HashSet::new();
     if !sending.is_empty() {
         let list: String = sending.iter().map(|oid| format!("{oid}\n")).collect();
+        // Indexed without the base in view: git compares a name it already holds with the
+        // bytes it is sent, and no such look at the base's objects is taken for the run's.
+        let apart = base
+            .git()
+            .objects(quarantine)
+            .with_env("GIT_ALLOC_LIMIT", GIT_ALLOC_LIMIT.to_string());
         let packed = mine
             .pipe(
                 &["pack-objects", "--stdout", "-q"],
                 list.into_bytes(),
-                &inside,
+                &apart,
                 &["index-pack", "--stdin", "--strict"],
             )
             .await

@@ -28,25 +28,54 @@ pub const MAX_RUN_OBJECT_BYTES: u64 = 512 << 20;
 
 /// Refuses to keep anything of a run one of whose objects is larger than
 /// [`MAX_STRUCTURE_BYTES`] or, for a file, [`MAX_FILE_BYTES`], or whose objects together are
-/// larger than [`MAX_RUN_OBJECT_BYTES`]. Every object in the run's repository counts but one
-/// the run was given, by its name, kind and exact size ([`Given`]): nothing the base holds
-/// and the run was not given is ever looked up, so what the run wrote counts whatever it
-/// matches. Sizes are read from the objects' headers (`cat-file --batch-check`), never by
-/// inflating them; a name alone proves nothing, since the run wrote its own object files.
-/// Returns the run's objects as listed.
+/// larger than [`MAX_RUN_OBJECT_BYTES`], or whose repository holds one name in more than one
+/// place (two packs, a pack and a loose file: which copy git reads then depends on the order
+/// it looks, so a size read from one could be another's). Every object counts but one the
+/// run was given, by its name, kind and exact size ([`Given`]): nothing the base holds and
+/// the run was not given is ever looked up, so what the run wrote counts whatever it matches.
+/// Sizes are read from the objects' headers (`cat-file --batch-check`), never by inflating
+/// them. Returns the run's objects as listed.
 pub(super) async fn bounded(
     gathered: &Git,
     given: &Given,
 ) -> Result<HashMap<String, Sized>, WorkspaceError> {
-    let listing = gathered
+    let objects = listed(gathered).await?;
+    let counted = gathered.text(["count-objects", "-v"]).await.map_err(fail)?;
+    let entries: u64 = counted
+        .lines()
+        .filter_map(|line| {
+            let (key, value) = line.split_once(": ")?;
+            matches!(key, "count" | "in-pack").then(|| value.parse::<u64>().ok())?
+        })
+        .sum();
+    if entries != objects.len() as u64 {
+        return Err(WorkspaceError::Keep(
+            "the run's repository holds an object in more than one place (a pack and a loose file, or two packs); nothing of the run was kept"
+                .to_owned(),
+        ));
+    }
+    within_bounds(&objects, given)?;
+    Ok(objects)
+}
+
+/// Every object of the repository `git` reads, by name: its kind and size from its header.
+pub(super) async fn listed(git: &Git) -> Result<HashMap<String, Sized>, WorkspaceError> {
+    let listing = git
         .run(["cat-file", "--batch-all-objects", "--unordered", SIZED])
         .await
         .map_err(fail)?;
-    let objects = parse_listing(&listing).ok_or_else(|| {
+    parse_listing(&listing).ok_or_else(|| {
         WorkspaceError::Keep(
             "the run's objects could not be listed; nothing of the run was kept".to_owned(),
         )
-    })?;
+    })
+}
+
+/// The bounds over `objects`, counting each but one the run was given exactly.
+pub(super) fn within_bounds(
+    objects: &HashMap<String, Sized>,
+    given: &Given,
+) -> Result<(), WorkspaceError> {
     let mut written: Vec<(&String, &Sized)> = objects
         .iter()
         .filter(|(oid, sized)| !given.holds(oid, **sized))
@@ -71,7 +100,7 @@ pub(super) async fn bounded(
             MAX_RUN_OBJECT_BYTES >> 20
         )));
     }
-    Ok(objects)
+    Ok(())
 }
 
 /// The largest object of `kind` kept of a run.

@@ -43,9 +43,9 @@ use super::git::{Git, GitError};
 use super::make::{RunDir, Start, branch};
 use super::nofollow;
 
-use super::given::{self, Given, Kind, Sized};
+use super::given::{Given, Kind, Sized};
 use admit::admit;
-use bounds::{GIT_ALLOC_LIMIT, bounded};
+use bounds::{GIT_ALLOC_LIMIT, bounded, listed, within_bounds};
 use plan::{Against, Planned, authored, changes_kept};
 use snapshot::{copy_objects, snapshot};
 
@@ -84,9 +84,13 @@ pub async fn keep(base: &Base, run: &RunId, dir: &RunDir) -> Result<Kept, Worksp
         .await
         .map_err(fail)?;
     copy_objects(&work, ".git/objects", &gather.join("objects")).await?;
+    without_lookup_aids(&gather.join("objects/pack"))?;
     // The run's pack index may hide objects (a delta's base that no listing counts), so git
-    // on the host is never let allocate more for one object than a kept one can need.
-    let gathered = Git::at(&gather).with_env("GIT_ALLOC_LIMIT", GIT_ALLOC_LIMIT.to_string());
+    // on the host is never let allocate more for one object than a kept one can need, and
+    // never streams one past that bound either.
+    let gathered = Git::at(&gather)
+        .with_env("GIT_ALLOC_LIMIT", GIT_ALLOC_LIMIT.to_string())
+        .with_config(WHOLE_IN_MEMORY);
     // Before any git on the host parses what the run wrote: no object past what it can hold.
     bounded(&gathered, &given).await?;
     let branch = branch(run);
@@ -105,7 +109,10 @@ pub async fn keep(base: &Base, run: &RunId, dir: &RunDir) -> Result<Kept, Worksp
     let from = tip.as_deref().unwrap_or(&start.commit);
     let uncommitted = snapshot(base, dir, from).await?;
     let objects = bounded(&gathered, &given).await?;
-    let held = hashed(base, &gathered, &given, &objects, &dir.keep()).await?;
+    let hashed = hashed(base, &gathered, &given, &objects, &dir.keep()).await?;
+    // Sizes as the bytes are, now each object is named by them.
+    within_bounds(&hashed, &given)?;
+    let held: HashMap<String, Kind> = hashed.into_iter().map(|(oid, o)| (oid, o.kind)).collect();
     let mine = Git::at(dir.keep())
         .alternates(&given.store)
         .with_env("GIT_ALLOC_LIMIT", GIT_ALLOC_LIMIT.to_string());
@@ -151,27 +158,52 @@ pub async fn keep(base: &Base, run: &RunId, dir: &RunDir) -> Result<Kept, Worksp
     Ok(kept)
 }
 
+/// Config for git reading a run's objects: no object is streamed (so none passes
+/// `GIT_ALLOC_LIMIT` unread), whatever its size.
+const WHOLE_IN_MEMORY: &str = "core.bigFileThreshold=1024g";
+
+/// Removes what would steer git's lookups in the run's packs (a multi-pack index, bitmaps):
+/// an object is found in the one place its pack's own index names.
+fn without_lookup_aids(pack_dir: &Path) -> Result<(), WorkspaceError> {
+    let Ok(entries) = std::fs::read_dir(pack_dir) else {
+        return Ok(());
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("multi-pack-index") || name.ends_with(".bitmap") {
+            std::fs::remove_file(entry.path()).map_err(|e| {
+                WorkspaceError::KeepFault(format!("{}: {e}", entry.path().display()))
+            })?;
+        }
+    }
+    Ok(())
+}
+
 /// Every object the run wrote (each one in its repository whose name it was not given),
-/// hashed again into `keep_dir`: there each object is named by its bytes, whatever name the
-/// run gave its file. Returns their names and kinds.
+/// hashed again into `keep_dir`, each inflated and compressed again (never a pack's bytes
+/// copied as they are): there each object is named by its bytes, whatever name the run
+/// gave its file. Returns their names, kinds and sizes.
 async fn hashed(
     base: &Base,
     gathered: &Git,
     given: &Given,
     objects: &HashMap<String, Sized>,
     keep_dir: &Path,
-) -> Result<HashMap<String, Kind>, WorkspaceError> {
+) -> Result<HashMap<String, Sized>, WorkspaceError> {
     Git::init(keep_dir, &base.object_format, true)
         .await
         .map_err(fail)?;
-    let keeping = Git::at(keep_dir).with_env("GIT_ALLOC_LIMIT", GIT_ALLOC_LIMIT.to_string());
+    let keeping = Git::at(keep_dir)
+        .with_env("GIT_ALLOC_LIMIT", GIT_ALLOC_LIMIT.to_string())
+        .with_config(WHOLE_IN_MEMORY);
     let mut written: Vec<&String> = objects.keys().filter(|oid| !given.names(oid)).collect();
     written.sort();
     if !written.is_empty() {
         let list: String = written.iter().map(|oid| format!("{oid}\n")).collect();
         gathered
             .pipe(
-                &["pack-objects", "--stdout", "-q"],
+                &["pack-objects", "--stdout", "-q", "--no-reuse-object"],
                 list.into_bytes(),
                 &keeping,
                 &["index-pack", "--stdin"],
@@ -179,14 +211,7 @@ async fn hashed(
             .await
             .map_err(fail)?;
     }
-    let listing = keeping
-        .run(["cat-file", "--batch-all-objects", given::SIZED])
-        .await
-        .map_err(fail)?;
-    let held = given::parse_listing(&listing).ok_or_else(|| {
-        WorkspaceError::KeepFault("the run's hashed objects did not list".to_owned())
-    })?;
-    Ok(held.into_iter().map(|(oid, o)| (oid, o.kind)).collect())
+    listed(&keeping).await
 }
 
 /// The run's commits to keep, oldest first: its branch's first-parent chain from its start

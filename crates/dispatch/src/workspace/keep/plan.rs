@@ -70,14 +70,14 @@ pub(super) async fn changes_kept(
         .map_err(fail)?;
     let changes = parse_changes(&raw)
         .ok_or_else(|| WorkspaceError::Keep("the run's changes did not read".to_owned()))?;
-    let links = links_after(base, &changes);
-    let mut keep = Vec::new();
     let not_kept = |kept: &mut Kept, path: String| {
         kept.dropped_count += 1;
         if kept.dropped.len() < MAX_DROPPED_NAMES {
             kept.dropped.insert(path);
         }
     };
+    let mut candidates = Vec::new();
+    let mut dropped: Vec<String> = Vec::new();
     for change in changes {
         let own_stub = !change.deleted
             && change.new_oid == against.stub
@@ -89,16 +89,53 @@ pub(super) async fn changes_kept(
             || change.new_mode == "160000"
             || runs_programs(&change.path)
         {
+            dropped.push(change.path.clone());
             not_kept(kept, change.path);
-            continue;
+        } else {
+            candidates.push(change);
         }
+    }
+    // A file written where a dropped path is below it (a directory replaced by a file) or
+    // above it (a file replaced by a directory) would remove that path when applied: it is
+    // not kept either, so what is kept is exactly what the base's gate reads back.
+    let (candidates, collides): (Vec<Change>, Vec<Change>) =
+        candidates.into_iter().partition(|c| {
+            c.deleted
+                || !dropped.iter().any(|d| {
+                    d.strip_prefix(c.path.as_str())
+                        .is_some_and(|rest| rest.starts_with('/'))
+                        || c.path
+                            .strip_prefix(d.as_str())
+                            .is_some_and(|rest| rest.starts_with('/'))
+                })
+        });
+    for change in collides {
+        not_kept(kept, change.path);
+    }
+    for change in &candidates {
         if !change.deleted && !against.has_blob(&change.new_oid) {
             return Err(WorkspaceError::Keep(format!(
                 "the run's change to {} refers to an object it does not have; nothing of the run was kept",
                 change.path
             )));
         }
-        let escapes = match link_target(mine, &change).await? {
+    }
+    // The links of the tree as it will be kept: the base's that stay, and the kept ones.
+    let links = links_after(base, &candidates);
+    let mut keep = Vec::new();
+    for change in candidates {
+        // A blob the run was given but that the recorded structure does not hold (a file's
+        // bytes, now a link's target) is the base's own, read there: its name is not one
+        // the run wrote.
+        let reader = if against.given.has_blob(&change.new_oid)
+            && !against.given.stores(&change.new_oid)
+            && !against.held.contains_key(&change.new_oid)
+        {
+            base.git()
+        } else {
+            mine.clone()
+        };
+        let escapes = match link_target(&reader, &change).await? {
             Some(target) => {
                 escaping_link(&change.path, &target, &base.policy.deny_read, &links).is_some()
             }
