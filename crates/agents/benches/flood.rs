@@ -178,6 +178,7 @@ fn child(command: &str) {
             workspace: root.clone(),
             repository: false,
             deny_read: vec![],
+            protected: Vec::new(),
             ratchet: Ratchet::default(),
             state: SessionState::default(),
             limits: ExecLimits::default(),

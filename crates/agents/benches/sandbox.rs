@@ -41,6 +41,7 @@ async fn main() {
         workspace_read_only: false,
         repository: false,
         deny_read: vec![".env".into()],
+        protected: Vec::new(),
         read_only: vec![],
         configured: Vec::new(),
         private: Vec::new(),

@@ -95,6 +95,13 @@ impl WorkDir {
         }
     }
 
+    fn protected(&self) -> &[String] {
+        match self {
+            WorkDir::Run(w) => &w.protected,
+            WorkDir::Own(_) => &[],
+        }
+    }
+
     fn private(&self) -> &[PathBuf] {
         match self {
             WorkDir::Run(w) => &w.private,
@@ -246,6 +253,7 @@ impl CommandBackend {
             workspace_read_only: false,
             repository: work.repository(),
             deny_read: work.deny_read().to_vec(),
+            protected: work.protected().to_vec(),
             read_only,
             configured: self.settings.sandbox_binds.clone(),
             private: self

@@ -132,6 +132,10 @@ pub struct Workspace {
     /// The project's deny_read names (read from the base commit before the workspace was
     /// made): no bytes of these are in `dir`, and the sandbox covers each with its stub.
     pub deny_read: Vec<String>,
+    /// Project-relative paths the run may read but never change (what git on a person's
+    /// machine runs from the tree, the project's `protected` list): read-only in the sandbox,
+    /// refused by the file tools.
+    pub protected: Vec<String>,
     /// Host paths no bind of an agent's config may reach (the data directory holding every
     /// run's workspace, the repository the base is read from): see `SandboxSpec::private`.
     pub private: Vec<PathBuf>,

@@ -2,7 +2,7 @@
 //! own workspace bound read-write at its own path (its `.git`, when it is a repository, pinned
 //! in place with its config read-only), a read-only toolchain (`/usr` and the few files of
 //! `/etc` programs need), each denied path covered by a stub file, the whole `.switchboard/`
-//! directory read-only, a size-bounded `/tmp`, a bounded number of processes, the OOM killer's
+//! directory and each protected path read-only, a size-bounded `/tmp`, a bounded number of processes, the OOM killer's
 //! first choice (a score adjustment of 1000), fresh user, pid, ipc and uts namespaces, every
 //! capability dropped, a system-call filter ([`crate::seccomp`]), and the network unshared
 //! unless asked for. An agent's configured binds never reach a private path
@@ -100,6 +100,10 @@ pub struct SandboxSpec {
     pub repository: bool,
     /// Project-relative names kept out (broker's `ProjectPolicy::deny_read`, already checked).
     pub deny_read: Vec<String>,
+    /// Project-relative paths bound read-only over themselves, when they are a file or a
+    /// directory reached through real directories (what git on a person's machine runs from
+    /// the tree, the project's `protected` list).
+    pub protected: Vec<String>,
     /// Paths outside the workspace the program may read (its own program, the memory file),
     /// bound when they exist.
     pub read_only: Vec<PathBuf>,
@@ -163,6 +167,8 @@ pub struct Sandbox {
     /// Canonical.
     workspace: PathBuf,
     deny_read: Vec<String>,
+    /// The protected paths bound read-only, and whether each is a directory.
+    protected: Vec<(PathBuf, bool)>,
 }
 
 impl Sandbox {
@@ -242,6 +248,16 @@ impl Sandbox {
             ensure_file(&workspace, &path)?;
         }
         bind(&mut args, "--ro-bind", &policy_dir, &policy_dir);
+        let mut protected = Vec::new();
+        for name in &spec.protected {
+            let path = inside(&workspace, name)?;
+            // One that is missing, or a link (on the way or at its end: never followed), is
+            // not bound; none of it is ever kept.
+            if let Some(is_dir) = real_entry(&workspace, &path) {
+                bind(&mut args, "--ro-bind", &path, &path);
+                protected.push((path, is_dir));
+            }
+        }
         for name in &spec.deny_read {
             let path = inside(&workspace, name)?;
             bind(&mut args, "--ro-bind", &stub, &path);
@@ -253,6 +269,7 @@ impl Sandbox {
             processes: spec.limits.processes,
             workspace,
             deny_read: spec.deny_read.clone(),
+            protected,
         })
     }
 
@@ -266,6 +283,14 @@ impl Sandbox {
         for name in &self.deny_read {
             let path = inside(&self.workspace, name)?;
             ensure_file(&self.workspace, &path)?;
+        }
+        for (path, is_dir) in &self.protected {
+            if real_entry(&self.workspace, path) != Some(*is_dir) {
+                return Err(SandboxError::Io(format!(
+                    "{}: a protected path was moved or replaced since the sandbox was made",
+                    path.display()
+                )));
+            }
         }
         Ok(())
     }
@@ -410,6 +435,26 @@ fn inside(workspace: &Path, name: &str) -> Result<PathBuf, SandboxError> {
         return Err(SandboxError::DeniedName(name.to_owned()));
     }
     Ok(workspace.join(relative))
+}
+
+/// Whether `path` (inside `workspace`) is a directory (`Some(true)`) or a file (`Some(false)`)
+/// reached through real directories; `None` when it is missing, a link, or a link is on the
+/// way.
+fn real_entry(workspace: &Path, path: &Path) -> Option<bool> {
+    let relative = path.strip_prefix(workspace).ok()?;
+    let mut at = workspace.to_path_buf();
+    for component in relative.components() {
+        at.push(component);
+        let meta = std::fs::symlink_metadata(&at).ok()?;
+        if meta.file_type().is_symlink() {
+            return None;
+        }
+        if at != path && !meta.is_dir() {
+            return None;
+        }
+    }
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    (meta.is_dir() || meta.is_file()).then_some(meta.is_dir())
 }
 
 /// The directory exists (created when it did not) and is a directory, not a link.

@@ -5,6 +5,7 @@
 //!
 //! ```toml
 //! deny_read = [".env", "config/production-secrets.toml"]
+//! protected = ["tools/git-hooks", "scripts/release.sh"]
 //!
 //! [policy]
 //! agents = [{ kind = "main" }, { kind = "reviewer", parent = "main" }]
@@ -40,6 +41,10 @@ pub struct PolicyFileError {
 pub struct ProjectPolicy {
     /// Project-relative, normalised file names.
     pub deny_read: Vec<String>,
+    /// Project-relative, normalised paths (files or directories) a run may read but never
+    /// change: read-only in the sandbox, refused by the file tools, never kept on its branch.
+    /// What git on a person's machine runs from the tree (a team's own hook directory, say).
+    pub protected: Vec<String>,
     pub agents: Vec<AgentKind>,
     pub rules: Vec<ToolRule>,
 }
@@ -111,6 +116,8 @@ struct ProjectToml {
     #[serde(default)]
     deny_read: Vec<Spanned<String>>,
     #[serde(default)]
+    protected: Vec<Spanned<String>>,
+    #[serde(default)]
     policy: Option<PolicyToml>,
 }
 
@@ -174,6 +181,12 @@ pub fn parse_project(
             .map_err(|why| located(name.span().start, why))?;
         deny_read.push(clean);
     }
+    let mut protected = Vec::new();
+    for name in &parsed.protected {
+        let clean = project_path("protected", name.get_ref())
+            .map_err(|why| located(name.span().start, why))?;
+        protected.push(clean);
+    }
     let policy = parsed.policy.unwrap_or(PolicyToml {
         agents: Vec::new(),
         rules: Vec::new(),
@@ -181,6 +194,7 @@ pub fn parse_project(
     let agents = check_agents(&policy.agents).map_err(|(offset, why)| located(offset, why))?;
     Ok(ProjectPolicy {
         deny_read,
+        protected,
         agents,
         rules: policy.rules.into_iter().map(ToolRule::from).collect(),
     })
@@ -209,16 +223,17 @@ fn check_agents(agents: &[Spanned<AgentKind>]) -> Result<Vec<AgentKind>, (usize,
     Ok(agents.iter().map(|a| a.get_ref().clone()).collect())
 }
 
-/// A deny_read name, checked and normalised; each refusal says why.
-fn deny_read_name(name: &str, is_dir: &dyn Fn(&str) -> bool) -> Result<String, String> {
+/// A project-relative path of the `key` list, checked and normalised (`.` and empty segments
+/// dropped); each refusal says why.
+fn project_path(key: &str, name: &str) -> Result<String, String> {
     if name.starts_with('/') || name.starts_with('~') {
         return Err(format!(
-            "deny_read {name:?}: expected a path relative to the project root; an absolute path is outside the sandbox already"
+            "{key} {name:?}: expected a path relative to the project root; an absolute path is outside the sandbox already"
         ));
     }
     if name.contains(['*', '?', '[', ']', '{', '}']) {
         return Err(format!(
-            "deny_read {name:?}: expected a file name, not a glob (a pattern that matches nothing reads like one that protects something)"
+            "{key} {name:?}: expected a path, not a glob (a pattern that matches nothing reads like one that protects something)"
         ));
     }
     let segments: Vec<&str> = name
@@ -226,14 +241,19 @@ fn deny_read_name(name: &str, is_dir: &dyn Fn(&str) -> bool) -> Result<String, S
         .filter(|s| !s.is_empty() && *s != ".")
         .collect();
     if segments.is_empty() {
-        return Err(format!("deny_read {name:?}: expected a file name"));
+        return Err(format!("{key} {name:?}: expected a path"));
     }
     if segments.contains(&"..") {
         return Err(format!(
-            "deny_read {name:?}: expected a path that stays inside the project"
+            "{key} {name:?}: expected a path that stays inside the project"
         ));
     }
-    let clean = segments.join("/");
+    Ok(segments.join("/"))
+}
+
+/// A deny_read name, checked and normalised; each refusal says why.
+fn deny_read_name(name: &str, is_dir: &dyn Fn(&str) -> bool) -> Result<String, String> {
+    let clean = project_path("deny_read", name)?;
     if name.ends_with('/') || is_dir(&clean) {
         return Err(format!(
             "deny_read {name:?}: expected a file; this is a directory (name the files in it)"
@@ -306,12 +326,15 @@ rules = [
         assert_eq!(policy.rules.len(), 3);
         assert_eq!(policy.rules[2].decision, RuleDecision::Allow);
         assert_eq!(parse("").unwrap(), ProjectPolicy::default());
+        let protected =
+            parse("protected = [\"./tools//hooks/\", \"secrets\", \".husky\"]\n").unwrap();
+        assert_eq!(protected.protected, ["tools/hooks", "secrets", ".husky"]);
     }
 
     /// Each malformed policy file the docs describe, and a few more: the line, the column and what was expected.
     #[test]
     fn malformed_files_name_line_column_and_what_was_expected() {
-        let cases: [(&str, &str, (usize, usize), &str); 14] = [
+        let cases: [(&str, &str, (usize, usize), &str); 17] = [
             (
                 "a rule beside agents",
                 "[policy]\nagents = [{ kind = \"main\" }]\naction = \"git.push\"\ndecision = \"deny\"\n",
@@ -372,6 +395,24 @@ rules = [
                 "deny_read = [\"./.switchboard/agent-policy.toml\"]\n",
                 (1, 14),
                 "policy file itself",
+            ),
+            (
+                "a protected glob",
+                "protected = [\"hooks/*\"]\n",
+                (1, 14),
+                "not a glob",
+            ),
+            (
+                "a protected absolute path",
+                "protected = [\".githooks\", \"/usr/bin\"]\n",
+                (1, 27),
+                "relative to the project root",
+            ),
+            (
+                "a protected path climbing out",
+                "protected = [\"a/../../b\"]\n",
+                (1, 14),
+                "stays inside the project",
             ),
             (
                 "a rule without a decision",

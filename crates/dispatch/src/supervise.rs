@@ -76,7 +76,7 @@ impl Inner {
                             kept.dropped.iter().map(|p| shown_path(p)).collect();
                         let more = kept.dropped_count.saturating_sub(dropped.len());
                         body.push_str(&format!(
-                            "; {} change{} not kept (denied, .switchboard/ or a submodule): {}{}",
+                            "; {} change{} not kept (denied, protected, .switchboard/, a submodule or a link out): {}{}",
                             kept.dropped_count,
                             if kept.dropped_count == 1 { "" } else { "s" },
                             dropped.join(", "),

@@ -131,6 +131,7 @@ pub(crate) async fn gate_for(
         workspace: r.workspace.dir.clone(),
         repository: r.workspace.repository,
         deny_read: r.workspace.deny_read.clone(),
+        protected: r.workspace.protected.clone(),
         ratchet,
         state,
         limits: broker.limits,

@@ -116,6 +116,8 @@ pub struct GateSettings {
     pub repository: bool,
     /// From the project's policy file, read from the base commit.
     pub deny_read: Vec<String>,
+    /// The base's protected paths (`Workspace::protected`).
+    pub protected: Vec<String>,
     /// Folded from the events of the run's ancestors and its own.
     pub ratchet: Ratchet,
     /// Likewise.
@@ -230,6 +232,7 @@ impl BrokerGate {
                 workspace,
                 repository: settings.repository,
                 deny_read: settings.deny_read,
+                protected: settings.protected,
                 limits: settings.limits,
                 scratch: scratch.path().to_owned(),
                 sandbox: std::sync::OnceLock::new(),

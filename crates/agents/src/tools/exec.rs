@@ -51,6 +51,8 @@ pub(crate) struct Executor {
     /// Whether `workspace/.git` is the run's own repository.
     pub(crate) repository: bool,
     pub(crate) deny_read: Vec<String>,
+    /// Project-relative paths no file tool writes, and the sandbox binds read-only.
+    pub(crate) protected: Vec<String>,
     pub(crate) limits: ExecLimits,
     pub(crate) scratch: PathBuf,
     /// The run's sandbox for `shell` and `git`, prepared at the first such call (the stub
@@ -200,15 +202,38 @@ impl Executor {
         }
     }
 
+    /// The protected path `path` is, or lies in (compared as a case-insensitive file system
+    /// would), if any.
+    fn protected_by(&self, path: &Path) -> Option<&str> {
+        let relative = path.strip_prefix(&self.workspace).ok()?.to_str()?;
+        let relative = crate::names::fold_path(relative);
+        self.protected.iter().map(String::as_str).find(|p| {
+            let p = crate::names::fold_path(p);
+            relative == p
+                || relative
+                    .strip_prefix(p.as_str())
+                    .is_some_and(|rest| rest.starts_with('/'))
+        })
+    }
+
     /// Refuses `shown` (the path the model sent) when it, or where it lands (`real`), is in
-    /// `.git` or `.switchboard/`.
+    /// `.git`, `.switchboard/` or a protected path.
     fn refuse_unwritable(&self, shown: &Path, real: Option<&Path>) -> Result<(), String> {
         let hit = self
             .unwritable(shown)
             .or_else(|| real.and_then(|r| self.unwritable(r)));
-        match hit {
-            Some(dir) => Err(format!(
+        if let Some(dir) = hit {
+            return Err(format!(
                 "{} is in {dir}/, which no tool writes to; nothing was written",
+                shown.display()
+            ));
+        }
+        let guarded = self
+            .protected_by(shown)
+            .or_else(|| real.and_then(|r| self.protected_by(r)));
+        match guarded {
+            Some(path) => Err(format!(
+                "{} is in {path}, which this project protects (git on a person's machine runs or reads it, or .switchboard/agent-policy.toml lists it); nothing was written",
                 shown.display()
             )),
             None => Ok(()),
@@ -282,6 +307,7 @@ impl Executor {
                     workspace_read_only: false,
                     repository: self.repository,
                     deny_read: self.deny_read.clone(),
+                    protected: self.protected.clone(),
                     read_only: Vec::new(),
                     configured: Vec::new(),
                     private: Vec::new(),

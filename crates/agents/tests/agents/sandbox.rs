@@ -41,6 +41,7 @@ fn spec(place: &Place, network: Network) -> SandboxSpec {
         workspace_read_only: false,
         repository: false,
         deny_read: vec![".env".into(), "config/later.env".into()],
+        protected: Vec::new(),
         read_only: vec![],
         configured: Vec::new(),
         private: Vec::new(),
@@ -335,6 +336,7 @@ fn bad_specs_are_refused_before_anything_runs() {
             "an absolute denied name",
             SandboxSpec {
                 deny_read: vec!["/etc/passwd".into()],
+                protected: Vec::new(),
                 ..spec(&place, Network::Unshared)
             },
         ),
@@ -342,6 +344,7 @@ fn bad_specs_are_refused_before_anything_runs() {
             "a climbing denied name",
             SandboxSpec {
                 deny_read: vec!["../x".into()],
+                protected: Vec::new(),
                 ..spec(&place, Network::Unshared)
             },
         ),
@@ -349,6 +352,7 @@ fn bad_specs_are_refused_before_anything_runs() {
             "a denied directory",
             SandboxSpec {
                 deny_read: vec![".switchboard".into()],
+                protected: Vec::new(),
                 ..spec(&place, Network::Unshared)
             },
         ),
@@ -361,6 +365,7 @@ fn bad_specs_are_refused_before_anything_runs() {
         std::os::unix::fs::symlink("/etc/hostname", place.workspace.path().join("linked")).unwrap();
         let linked = SandboxSpec {
             deny_read: vec!["linked".into()],
+            protected: Vec::new(),
             ..spec(&place, Network::Unshared)
         };
         assert!(

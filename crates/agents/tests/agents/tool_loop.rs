@@ -130,6 +130,7 @@ impl Fixture {
             workspace: self.ws.path().to_owned(),
             repository: false,
             deny_read: vec![".env".into()],
+            protected: Vec::new(),
             ratchet,
             state: SessionState::default(),
             limits: ExecLimits::default(),

@@ -78,6 +78,7 @@ mod branch;
 mod inflation;
 mod keeping;
 mod later_runs;
+mod merge;
 mod paths;
 mod policy_found;
 mod reads;

@@ -51,11 +51,22 @@ pub struct Base {
     pub policy: ProjectPolicy,
     /// The denied names that are files of the base (their bytes never leave the base).
     pub denied_entries: Vec<Entry>,
+    /// The paths a run may read but never change: what git on a person's machine runs or
+    /// reads as config from the tree, and the project's `protected` list ([`super::guarded`]).
+    pub protected: Vec<String>,
 }
 
 impl Base {
     pub(super) fn git(&self) -> Git {
         Git::at(&self.git_dir)
+    }
+
+    /// Every name no kept change may touch, besides `.switchboard/`: the denied and the
+    /// protected ones.
+    pub(super) fn kept_out(&self) -> Vec<String> {
+        let mut names = self.policy.deny_read.clone();
+        names.extend(self.protected.iter().cloned());
+        names
     }
 
     /// Whether `oid` has the shape of an object id of this repository's format.
@@ -108,8 +119,14 @@ pub async fn resolve(
     fetching: Fetching,
     slug: &RepoSlug,
 ) -> Result<Base, WorkspaceError> {
+    // A checkout's working tree: what its own config names inside it is protected.
+    let mut worktree = None;
     let (git_dir, commit) = match source(store, slug).await? {
-        RepoSource::Path(path) => checkout(slug, Path::new(&path), data_dir).await?,
+        RepoSource::Path(path) => {
+            let found = checkout(slug, Path::new(&path), data_dir).await?;
+            worktree = Some(std::fs::canonicalize(&path).unwrap_or_else(|_| PathBuf::from(&path)));
+            found
+        }
         RepoSource::Url(url) => mirror(data_dir, locks, fetching, slug, &url).await?,
         RepoSource::Unset | RepoSource::Unreadable => {
             return Err(WorkspaceError::BadSource(slug.clone()));
@@ -156,6 +173,8 @@ pub async fn resolve(
     let short: String = commit.chars().take(12).collect();
     let policy = read_policy(&git, slug, &short, &tree).await?;
     let denied_entries = denied_entries(slug, &policy, &tree)?;
+    let protected =
+        super::guarded::guarded(&git, worktree.as_deref(), &policy.protected, &tree).await;
     Ok(Base {
         slug: slug.clone(),
         git_dir,
@@ -166,6 +185,7 @@ pub async fn resolve(
         tree,
         policy,
         denied_entries,
+        protected,
     })
 }
 

@@ -149,6 +149,7 @@ pub(crate) async fn scratch(dir: &RunDir) -> Result<Workspace, WorkspaceError> {
         dir: work,
         repository: false,
         deny_read: Vec::new(),
+        protected: Vec::new(),
         private: dir.private(None),
     })
 }
@@ -300,6 +301,7 @@ pub(crate) async fn repo(
         dir: work,
         repository: true,
         deny_read: base.policy.deny_read.clone(),
+        protected: base.protected.clone(),
         private: dir.private(Some(base)),
     })
 }

@@ -13,6 +13,7 @@
 mod base;
 mod git;
 mod given;
+mod guarded;
 mod keep;
 mod make;
 mod nofollow;

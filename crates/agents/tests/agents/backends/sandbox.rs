@@ -19,6 +19,7 @@ fn in_workspace(request: &str, ws: &Path, deny_read: &[&str]) -> AgentJob {
             dir: ws.to_owned(),
             repository: false,
             deny_read: deny_read.iter().map(|d| d.to_string()).collect(),
+            protected: Vec::new(),
             private: Vec::new(),
         }),
         ..job(request)

@@ -293,6 +293,7 @@ pub(super) async fn gate(
     sent: &HashSet<String>,
     commits: &[String],
 ) -> Result<(), WorkspaceError> {
+    let kept_out = base.kept_out();
     let refuse = |path: &str, why: &str| {
         WorkspaceError::Keep(format!(
             "the run's change to {path} {why}; nothing of the run was kept"
@@ -327,10 +328,10 @@ pub(super) async fn gate(
         })?;
         let links = links_after(base, &changes);
         for change in changes {
-            if protected(&change.path, &base.policy.deny_read) {
+            if protected(&change.path, &kept_out) {
                 return Err(refuse(
                     &change.path,
-                    "touches a denied name or .switchboard/",
+                    "touches a denied or protected name, or .switchboard/",
                 ));
             }
             if change.new_mode == "160000" {
@@ -340,8 +341,7 @@ pub(super) async fn gate(
                 return Err(refuse(&change.path, "names programs git runs at checkout"));
             }
             if let Some(target) = link_target(held, &change).await?
-                && let Some(why) =
-                    escaping_link(&change.path, &target, &base.policy.deny_read, &links)
+                && let Some(why) = escaping_link(&change.path, &target, &kept_out, &links)
             {
                 return Err(refuse(&change.path, &format!("is a link that {why}")));
             }

@@ -48,7 +48,7 @@ pub(super) fn parse_changes(raw: &[u8]) -> Option<Vec<Change>> {
 /// component shaped like an 8.3 short name (`PRODUC~1.TOM`) is taken as naming any protected
 /// component at its place, since a Windows volume may have given it that alias. A written
 /// path is also split at `\\` and each component cut at `:`, as Windows reads them.
-pub(super) fn protected(path: &str, deny_read: &[String]) -> bool {
+pub(super) fn protected(path: &str, names: &[String]) -> bool {
     // Windows also splits on `\`, and opens `name:stream` (`name::$DATA` is the file itself).
     let written: Vec<String> = path
         .split(['/', '\\'])
@@ -61,7 +61,7 @@ pub(super) fn protected(path: &str, deny_read: &[String]) -> bool {
             .zip(&name)
             .all(|(w, p)| w == p || short_name_shaped(w))
     };
-    related(POLICY_DIR) || deny_read.iter().any(|d| related(d))
+    related(POLICY_DIR) || names.iter().any(|d| related(d))
 }
 
 /// Whether `path` is a file that makes git on the user's machine run or reach what it names

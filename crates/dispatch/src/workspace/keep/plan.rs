@@ -70,6 +70,7 @@ pub(super) async fn changes_kept(
         .map_err(fail)?;
     let changes = parse_changes(&raw)
         .ok_or_else(|| WorkspaceError::Keep("the run's changes did not read".to_owned()))?;
+    let kept_out = base.kept_out();
     let not_kept = |kept: &mut Kept, path: String| {
         kept.dropped_count += 1;
         if kept.dropped.len() < MAX_DROPPED_NAMES {
@@ -85,7 +86,7 @@ pub(super) async fn changes_kept(
         if own_stub {
             continue;
         }
-        if protected(&change.path, &base.policy.deny_read)
+        if protected(&change.path, &kept_out)
             || change.new_mode == "160000"
             || runs_programs(&change.path)
         {
@@ -136,9 +137,7 @@ pub(super) async fn changes_kept(
             mine.clone()
         };
         let escapes = match link_target(&reader, &change).await? {
-            Some(target) => {
-                escaping_link(&change.path, &target, &base.policy.deny_read, &links).is_some()
-            }
+            Some(target) => escaping_link(&change.path, &target, &kept_out, &links).is_some(),
             None => false,
         };
         if escapes {

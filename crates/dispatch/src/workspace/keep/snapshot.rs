@@ -68,6 +68,7 @@ pub(super) async fn snapshot(
         workspace_read_only: true,
         repository: false,
         deny_read: Vec::new(),
+        protected: Vec::new(),
         read_only: vec![scratch.join("config")],
         configured: vec![ConfiguredBind {
             path: scratch.clone(),
