@@ -43,6 +43,7 @@ async fn main() {
         deny_read: vec![".env".into()],
         protected: Vec::new(),
         read_only: vec![],
+        memory: None,
         configured: Vec::new(),
         private: Vec::new(),
         network: Network::Unshared,

@@ -19,7 +19,10 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufRead
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
-use crate::sandbox::{ConfiguredBind, Network, Sandbox, SandboxLimits, SandboxSpec, find_in};
+use crate::sandbox::{
+    ConfiguredBind, Network, SANDBOX_MEMORY, Sandbox, SandboxLimits, SandboxSpec, copied_for_run,
+    find_in, host_user,
+};
 use crate::{AgentBackend, AgentJob, AgentOutcome, EventSink, SettingsError, Workspace};
 
 /// How the request reaches the program.
@@ -165,9 +168,15 @@ impl CommandBackend {
             Some(boxed) => boxed.sandbox.command(&boxed.program, args),
             None => {
                 let mut cmd = Command::new(program);
-                cmd.args(args);
+                cmd.args(args).current_dir(dir);
                 cmd
             }
+        };
+        // Inside a sandbox the memory file is at its neutral place, and bubblewrap sets the
+        // working directory (the host's path may not be open to the sandbox's user).
+        let memory_file = match boxed {
+            Some(_) => Path::new(SANDBOX_MEMORY),
+            None => memory_file,
         };
         if self.settings.request_via == RequestVia::Argument {
             cmd.arg(&job.request);
@@ -185,7 +194,6 @@ impl CommandBackend {
         if let Some(url) = &job.mcp_url {
             cmd.env("SWITCHBOARD_MCP_URL", url);
         }
-        cmd.current_dir(dir);
         cmd
     }
 
@@ -238,7 +246,7 @@ impl CommandBackend {
             .argv
             .first()
             .map_or_else(|| PathBuf::from("false"), |p| self.sandboxed_program(p));
-        let mut read_only = vec![memory_file.to_path_buf()];
+        let mut read_only = Vec::new();
         // The program must be visible inside: a script beside the config, or one PATH finds
         // outside /usr (`~/.local/bin/claude`), is bound read-only where it is.
         if program.is_absolute() && !program.starts_with("/usr") {
@@ -248,6 +256,22 @@ impl CommandBackend {
             .prefix("switchboard-sandbox-")
             .tempdir()
             .map_err(|e| format!("could not make the run's sandbox directory: {e}"))?;
+        // Under a root server the program is the sandbox's host user, who reads the memory
+        // file through its bind.
+        if let Some(user) = host_user() {
+            std::os::unix::fs::lchown(memory_file, Some(user.uid), Some(user.gid))
+                .map_err(|e| format!("{}: {e}", memory_file.display()))?;
+        }
+        let private: Vec<PathBuf> = self
+            .settings
+            .private
+            .iter()
+            .chain(work.private())
+            .cloned()
+            .collect();
+        // Each run writes only its own copy of a read-write bind.
+        let configured = copied_for_run(&self.settings.sandbox_binds, &private, scratch.path())
+            .map_err(|e| e.to_string())?;
         let spec = SandboxSpec {
             workspace: work.path().to_owned(),
             workspace_read_only: false,
@@ -255,14 +279,9 @@ impl CommandBackend {
             deny_read: work.deny_read().to_vec(),
             protected: work.protected().to_vec(),
             read_only,
-            configured: self.settings.sandbox_binds.clone(),
-            private: self
-                .settings
-                .private
-                .iter()
-                .chain(work.private())
-                .cloned()
-                .collect(),
+            memory: Some(memory_file.to_path_buf()),
+            configured,
+            private,
             // A command agent keeps the network its model and SWITCHBOARD_MCP_URL need.
             network: Network::Shared,
             scratch: scratch.path().to_path_buf(),

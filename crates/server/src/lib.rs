@@ -225,6 +225,9 @@ impl App {
         replica: ReplicaId,
         overrides: Overrides,
     ) -> anyhow::Result<App> {
+        // Before any sandbox is made: under a root server, who its programs are on the host.
+        agents::sandbox::set_host_user(config.sandbox_user)
+            .context("[sandbox] user_id / group_id")?;
         let store = store::open_spec(&config.store).await.with_context(|| {
             format!(
                 "opening the store {} ([store] url)",
@@ -535,7 +538,11 @@ fn binds(paths: &[String], writable: bool) -> anyhow::Result<Vec<ConfiguredBind>
                         format!("{p} starts with ~/ but HOME is not set; write the absolute path")
                     })?,
             };
-            Ok(ConfiguredBind { path, writable })
+            Ok(ConfiguredBind {
+                path,
+                writable,
+                at: None,
+            })
         })
         .collect()
 }

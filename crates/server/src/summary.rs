@@ -163,11 +163,18 @@ fn sandbox_line(app: &App) -> SurfaceLine {
     match agents::sandbox::available() {
         Ok(()) => {
             let limits = agents::sandbox::SandboxLimits::default();
+            let who = match agents::sandbox::host_user() {
+                Some(user) => format!(
+                    "as host uid {} gid {}, never root ([sandbox] user_id, group_id)",
+                    user.uid, user.gid
+                ),
+                None => "as this server's own user".to_owned(),
+            };
             SurfaceLine {
                 surface: "sandbox",
                 on: true,
                 note: format!(
-                    "bubblewrap runs {} (each sandbox: /tmp {} MiB, {} processes){opted_out}",
+                    "bubblewrap runs {} {who} (each sandbox: /tmp {} MiB, {} processes){opted_out}",
                     users.join(" and "),
                     limits.tmp_bytes / (1024 * 1024),
                     limits.processes

@@ -21,7 +21,10 @@ use super::beneath::{self, Beneath, NOT_WITHIN};
 use super::capped::capped;
 use super::mcp::McpServers;
 use super::net::is_internal;
-use crate::sandbox::{Network, POLICY_DIR, Sandbox, SandboxLimits, SandboxSpec};
+use crate::sandbox::{
+    Network, POLICY_DIR, SANDBOX_WORKSPACE, Sandbox, SandboxLimits, SandboxSpec, give_file,
+    host_user,
+};
 
 /// What `read_file` and `write_file` answer for a denied path, after the path.
 pub const REFUSED_READ: &str = "is denied by this project (deny_read in .switchboard/agent-policy.toml); its contents are not available to you, so do not ask for it again";
@@ -309,6 +312,7 @@ impl Executor {
                     deny_read: self.deny_read.clone(),
                     protected: self.protected.clone(),
                     read_only: Vec::new(),
+                    memory: None,
                     configured: Vec::new(),
                     private: Vec::new(),
                     network: Network::Unshared,
@@ -345,11 +349,11 @@ impl Executor {
         if program == "git" && self.repository {
             // The run's own repository, and no other: a `commondir` or `.git` file the run
             // wrote cannot point git elsewhere.
-            let git_dir = self.workspace.join(".git");
+            let git_dir = Path::new(SANDBOX_WORKSPACE).join(".git");
             command
                 .env("GIT_DIR", &git_dir)
                 .env("GIT_COMMON_DIR", &git_dir)
-                .env("GIT_WORK_TREE", &self.workspace);
+                .env("GIT_WORK_TREE", SANDBOX_WORKSPACE);
         }
         let mut child = command
             .spawn()
@@ -526,8 +530,14 @@ fn write_in(
     )
     .map_err(io)?;
     let mut file = std::fs::File::from(fd);
-    let written = file
-        .write_all(content)
+    // Under a root server the file is the sandbox's host user's, like the rest of the
+    // workspace, so the run's programs can change it.
+    let handed = match host_user() {
+        Some(user) => give_file(&file, user),
+        None => Ok(()),
+    };
+    let written = handed
+        .and_then(|()| file.write_all(content))
         .and_then(|()| file.flush())
         .map_err(WriteRefusal::Io)
         .and_then(|()| nix::fcntl::renameat(dir, temp.as_str(), dir, name).map_err(io));

@@ -82,5 +82,6 @@ mod merge;
 mod paths;
 mod policy_found;
 mod reads;
+mod root;
 mod sandbox;
 mod tools;

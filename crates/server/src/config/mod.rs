@@ -21,6 +21,7 @@ mod paths;
 mod position;
 mod repos_section;
 mod retention_section;
+mod sandbox_section;
 mod schedules_section;
 mod sections;
 mod server_section;
@@ -61,6 +62,7 @@ use memory_section::memory_config;
 use position::{dotted, key_segments, line_col, locate, path_at};
 use repos_section::repos;
 use retention_section::retention;
+use sandbox_section::sandbox_user;
 use schedules_section::schedules;
 use sections::{CORE_KEYS, FileSections};
 use server_section::server;
@@ -120,6 +122,8 @@ pub struct LoadedConfig {
     pub repos: dispatch::RepoSettings,
     /// `[retention]`.
     pub retention: RetentionConfig,
+    /// `[sandbox]`: who sandboxed programs are on the host when `serve` runs as root.
+    pub sandbox_user: ::agents::sandbox::HostUser,
     /// The plug-in surfaces' sections, each as its surface read it.
     pub surface_sections: SurfaceSections,
 }
@@ -382,6 +386,9 @@ pub fn parse_with(
         retention: whole("retention")
             .then(|| faults.take(retention(&t, &sections.retention)))
             .flatten(),
+        sandbox_user: whole("sandbox")
+            .then(|| faults.take(sandbox_user(&t, &sections.sandbox)))
+            .flatten(),
         store: whole("store")
             .then(|| faults.take(store_spec(&t, &sections.store)))
             .flatten(),
@@ -465,6 +472,7 @@ pub fn parse_with(
         tool_policy: checked.tool_policy,
         repos: repos(&sections.repos),
         retention: checked.retention,
+        sandbox_user: checked.sandbox_user,
         surface_sections,
     };
     Ok(paths::made_absolute(config, &dir))
@@ -474,6 +482,7 @@ pub fn parse_with(
 struct Checked {
     tool_policy: Option<ToolPolicyConfig>,
     retention: Option<RetentionConfig>,
+    sandbox_user: Option<::agents::sandbox::HostUser>,
     store: Option<StoreSpec>,
     server: Option<ServerConfig>,
     memory: Option<MemoryConfig>,
@@ -486,6 +495,7 @@ struct Checked {
 struct AllChecked {
     tool_policy: ToolPolicyConfig,
     retention: RetentionConfig,
+    sandbox_user: ::agents::sandbox::HostUser,
     store: StoreSpec,
     server: ServerConfig,
     memory: MemoryConfig,
@@ -499,6 +509,7 @@ impl Checked {
         Some(AllChecked {
             tool_policy: self.tool_policy?,
             retention: self.retention?,
+            sandbox_user: self.sandbox_user?,
             store: self.store?,
             server: self.server?,
             memory: self.memory?,

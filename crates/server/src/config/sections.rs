@@ -16,6 +16,7 @@ use super::mcp_section::McpSection;
 use super::memory_section::MemorySection;
 use super::repos_section::ReposSection;
 use super::retention_section::RetentionSection;
+use super::sandbox_section::SandboxSection;
 use super::schedules_section::ScheduleSection;
 use super::server_section::ServerSection;
 use super::slack_section::SlackSection;
@@ -23,7 +24,7 @@ use super::store_section::StoreSection;
 use super::telemetry_section::TelemetrySection;
 
 /// The top-level keys `FileSections` reads, in its order (for the unknown-key fault).
-pub const CORE_KEYS: [&str; 16] = [
+pub const CORE_KEYS: [&str; 17] = [
     "server",
     "store",
     "ingress",
@@ -40,6 +41,7 @@ pub const CORE_KEYS: [&str; 16] = [
     "agent_grants",
     "repos",
     "retention",
+    "sandbox",
 ];
 
 /// The whole file: the typed sections (the authorization keys are read by authz-core from the
@@ -60,6 +62,7 @@ pub struct FileSections {
     pub agent_grants: Vec<Spanned<broker::GrantSpec>>,
     pub repos: ReposSection,
     pub retention: RetentionSection,
+    pub sandbox: SandboxSection,
     /// The keys taken out of sections because their values were at fault: the checks of
     /// what they would have changed are skipped.
     pub damaged: Damaged,
@@ -95,6 +98,7 @@ impl FileSections {
             agent_grants: typed(t, doc, "agent_grants", faults, d).unwrap_or_default(),
             repos: typed(t, doc, "repos", faults, d).unwrap_or_default(),
             retention: typed(t, doc, "retention", faults, d).unwrap_or_default(),
+            sandbox: typed(t, doc, "sandbox", faults, d).unwrap_or_default(),
             damaged,
         }
     }

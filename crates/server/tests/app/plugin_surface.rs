@@ -397,7 +397,7 @@ fn its_section_faults_name_file_line_column_and_key() {
         .map(|_| ())
         .unwrap_err()
         .to_string();
-    assert!(listed.contains("`retention`, `echo_surface`"), "{listed}");
+    assert!(listed.contains("`sandbox`, `echo_surface`"), "{listed}");
     // Two surfaces reading one key is refused, whatever the file says.
     let (one, two) = (EchoSurface::default(), EchoSurface::default());
     let twice = server::config::parse_with(

@@ -58,10 +58,12 @@ fn sandboxed_with(
             .map(|path| ConfiguredBind {
                 path,
                 writable: true,
+                at: None,
             })
             .chain(read_only.into_iter().map(|path| ConfiguredBind {
                 path,
                 writable: false,
+                at: None,
             }))
             .collect(),
         private: vec![],
@@ -121,14 +123,19 @@ async fn a_sandboxed_command_agent_sees_its_memory_file_and_not_the_host() {
     );
 }
 
-/// What the agent's config binds in is there (a login directory it writes, tools it only
-/// reads), and nothing else of the host is; a configured path that does not exist stops the
-/// run with the fix, before the program starts.
+/// What the agent's config binds in is there (a login directory it writes, as a copy of its
+/// own for this run; tools it only reads), and nothing else of the host is; a configured path
+/// that does not exist stops the run with the fix, before the program starts.
 #[tokio::test]
 async fn configured_binds_are_the_only_host_paths_a_sandboxed_agent_sees() {
     let ws = denying_workspace("");
     let login = tempfile::tempdir().unwrap();
+    std::fs::write(login.path().join("token"), "t").unwrap();
     let tools = tempfile::tempdir().unwrap();
+    // Readable by whoever the sandbox's programs are (under a root test run, its host user).
+    let mut open = std::fs::metadata(tools.path()).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut open, 0o755);
+    std::fs::set_permissions(tools.path(), open).unwrap();
     let elsewhere = tempfile::tempdir().unwrap();
     std::fs::write(tools.path().join("tool.txt"), "a tool").unwrap();
     std::fs::write(elsewhere.path().join("x.txt"), "not bound").unwrap();
@@ -157,11 +164,29 @@ async fn configured_binds_are_the_only_host_paths_a_sandboxed_agent_sees() {
         "{:?}",
         outcome.error()
     );
+    // The run wrote its own copy: the host's directory is as it was, and the next run (of
+    // anyone) starts from it, not from what this run left.
+    assert!(!login.path().join("session").exists());
     assert_eq!(
-        std::fs::read_to_string(login.path().join("session")).unwrap(),
-        "token\n"
+        std::fs::read_to_string(login.path().join("token")).unwrap(),
+        "t"
     );
     assert!(!tools.path().join("new").exists());
+    let next = sandboxed_with(
+        sh(&format!(
+            "cat {login}/token; echo; test -e {login}/session && echo left-behind || echo fresh",
+            login = login.path().display()
+        )),
+        vec![login.path().to_owned()],
+        vec![],
+    );
+    let (outcome, _) = run(
+        &next,
+        in_workspace("x", ws.path(), &[]),
+        CancellationToken::new(),
+    )
+    .await;
+    assert_eq!(outcome.answer(), Some("t\nfresh"), "{:?}", outcome.error());
 
     let missing = login.path().join("not-yet");
     let marker = ws.path().join("started");

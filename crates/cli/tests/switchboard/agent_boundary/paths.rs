@@ -104,3 +104,42 @@ async fn a_path_out_of_the_grant_reads_as_missing_and_names_nothing_of_the_host(
         );
     }
 }
+
+/// The two path forms agree: `shell` runs in `/workspace`, and the file tools take a path
+/// there as the workspace's own; a denied file is refused in either form, and `..` out of
+/// `/workspace` stays out.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_sandbox_path_and_the_host_path_name_the_same_file() {
+    let project = Project::new(true);
+    let turns = vec![
+        (
+            "write_file",
+            json!({"path": "/workspace/form.txt", "content": "written-by-the-sandbox-form"}),
+        ),
+        shell("pwd; cat form.txt; echo; echo from-shell > /workspace/shell.txt"),
+        ("read_file", json!({"path": "/workspace/shell.txt"})),
+        ("read_file", json!({"path": format!("/workspace/{SECRET}")})),
+        ("read_file", json!({"path": "/workspace/../etc/hostname"})),
+        ("read_file", json!({"path": "/workspacex/form.txt"})),
+    ];
+    let (_, _, seen) = attack(&project, PERMISSIVE, turns).await;
+    assert!(seen.contains("wrote 27 bytes to"), "{seen}");
+    assert!(
+        seen.contains("/workspace\\nwritten-by-the-sandbox-form"),
+        "{seen}"
+    );
+    assert!(seen.contains("from-shell"), "{seen}");
+    assert!(seen.contains("is denied by this project"), "{seen}");
+    let hostname = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
+    assert!(
+        hostname.trim().is_empty() || !seen.contains(hostname.trim()),
+        "{seen}"
+    );
+    // Both outside every grant: the broker refuses them before anything is opened.
+    let last = seen.lines().last().unwrap_or_default();
+    assert_eq!(
+        last.matches("refused: fs.read: no-grant").count(),
+        2,
+        "{last}"
+    );
+}

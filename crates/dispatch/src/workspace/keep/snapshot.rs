@@ -5,7 +5,9 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use agents::sandbox::{ConfiguredBind, Network, Sandbox, SandboxLimits, SandboxSpec};
+use agents::sandbox::{
+    ConfiguredBind, Network, SANDBOX_WORKSPACE, Sandbox, SandboxLimits, SandboxSpec,
+};
 use tokio::io::AsyncReadExt;
 
 use crate::workspace::WorkspaceError;
@@ -19,6 +21,9 @@ use super::fail;
 
 /// How long reading the run's working tree (in its sandbox) may take.
 pub(super) const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(120);
+/// Where the snapshot's scratch repository is inside its sandbox (no host path is a mount
+/// point there).
+const SNAPSHOT_SCRATCH: &str = "/scratch";
 
 /// The tree of the run's working tree as `git add -A` sees it, on top of `start`: git runs in
 /// a sandbox with the working tree read-only, the network unshared, and a scratch repository
@@ -69,11 +74,20 @@ pub(super) async fn snapshot(
         repository: false,
         deny_read: Vec::new(),
         protected: Vec::new(),
-        read_only: vec![scratch.join("config")],
-        configured: vec![ConfiguredBind {
-            path: scratch.clone(),
-            writable: true,
-        }],
+        read_only: Vec::new(),
+        memory: None,
+        configured: vec![
+            ConfiguredBind {
+                path: scratch.clone(),
+                writable: true,
+                at: Some(SNAPSHOT_SCRATCH.into()),
+            },
+            ConfiguredBind {
+                path: scratch.join("config"),
+                writable: false,
+                at: Some(Path::new(SNAPSHOT_SCRATCH).join("config")),
+            },
+        ],
         private: Vec::new(),
         network: Network::Unshared,
         scratch: stub_dir,
@@ -100,10 +114,10 @@ pub(super) async fn snapshot(
         .env_clear()
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
         .env("HOME", "/tmp")
-        .env("GIT_DIR", &scratch)
-        .env("GIT_COMMON_DIR", &scratch)
-        .env("GIT_WORK_TREE", dir.work())
-        .env("GIT_INDEX_FILE", scratch.join("index"))
+        .env("GIT_DIR", SNAPSHOT_SCRATCH)
+        .env("GIT_COMMON_DIR", SNAPSHOT_SCRATCH)
+        .env("GIT_WORK_TREE", SANDBOX_WORKSPACE)
+        .env("GIT_INDEX_FILE", Path::new(SNAPSHOT_SCRATCH).join("index"))
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
         .env("GIT_NO_LAZY_FETCH", "1")

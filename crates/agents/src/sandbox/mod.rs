@@ -12,9 +12,16 @@
 //! [`Sandbox::prepare`] is an error that says so, and the caller does not start the program
 //! unsandboxed. Linux only.
 
+mod host_user;
+mod per_run;
+
 use std::ffi::OsStr;
 use std::path::{Component, Path, PathBuf};
 use std::sync::OnceLock;
+
+use host_user::Staging;
+pub use host_user::{HostUser, give_file, hand_over, host_user, readable_by, set_host_user};
+pub use per_run::{PER_RUN_COPY_BYTES, copied_for_run};
 
 /// What a denied path reads as inside the sandbox.
 pub const STUB_TEXT: &str = "switchboard: this file is denied by the project (deny_read in .switchboard/agent-policy.toml). Its bytes are not in this sandbox.\n";
@@ -43,6 +50,11 @@ pub const POLICY_DIR: &str = ".switchboard";
 /// Sets the process limit inside the sandbox, then runs the program (util-linux, on every
 /// Debian system).
 const PRLIMIT: &str = "/usr/bin/prlimit";
+/// Where the run's workspace is inside every sandbox: no host path (the server's data
+/// directory) is a mount point a program can read in `/proc/self/mountinfo`.
+pub const SANDBOX_WORKSPACE: &str = "/workspace";
+/// Where a command agent's memory file is inside its sandbox.
+pub const SANDBOX_MEMORY: &str = "/run/switchboard/memory.md";
 /// The file descriptor bubblewrap reads the system-call filter from ([`crate::seccomp`]).
 const SECCOMP_FD: &str = "9";
 /// Opens the filter at [`SECCOMP_FD`] and becomes bubblewrap: `sh -c SCRIPT name filter bwrap
@@ -64,8 +76,8 @@ pub struct SandboxLimits {
     /// The size of its `/dev/shm` (a tmpfs; the rest of its `/dev` is read-only).
     pub shm_bytes: u64,
     /// `RLIMIT_NPROC` inside the sandbox: processes (and threads) its user may have at once.
-    /// The kernel does not apply it to a process whose real user is root, so it binds a
-    /// server that runs as its own user (as the deployment files do).
+    /// The kernel does not apply it to a process whose real user is root, and no sandboxed
+    /// program is: under a root server it is the sandbox's host user ([`host_user`]).
     pub processes: u32,
 }
 
@@ -104,9 +116,11 @@ pub struct SandboxSpec {
     /// directory reached through real directories (what git on a person's machine runs from
     /// the tree, the project's `protected` list).
     pub protected: Vec<String>,
-    /// Paths outside the workspace the program may read (its own program, the memory file),
-    /// bound when they exist.
+    /// Paths outside the workspace the program may read (its own program), bound at their
+    /// own place when they exist.
     pub read_only: Vec<PathBuf>,
+    /// A command agent's memory file, bound read-only at [`SANDBOX_MEMORY`].
+    pub memory: Option<PathBuf>,
     /// Paths the agent's config binds in at their own place (its login, its tools): each must
     /// exist. Bound before the workspace, so nothing here can cover the workspace's stubs or
     /// its read-only policy file.
@@ -128,6 +142,8 @@ pub struct ConfiguredBind {
     /// Absolute.
     pub path: PathBuf,
     pub writable: bool,
+    /// Where it appears inside the sandbox, when not at `path` itself.
+    pub at: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -156,13 +172,22 @@ pub enum SandboxError {
     Io(String),
 }
 
+/// One bind: a host path, where it appears inside, and whether the program may write it.
+#[derive(Debug, Clone)]
+struct Mount {
+    source: PathBuf,
+    dest: PathBuf,
+    writable: bool,
+}
+
 /// A prepared sandbox: the stub written and every denied name present to mount over.
 #[derive(Debug, Clone)]
 pub struct Sandbox {
     bwrap: PathBuf,
-    /// The system-call filter's file, opened for bubblewrap at [`SECCOMP_FD`].
+    /// The system-call filter's file, opened for bubblewrap at each start.
     filter: PathBuf,
     args: Vec<std::ffi::OsString>,
+    mounts: Vec<Mount>,
     processes: u32,
     /// Canonical.
     workspace: PathBuf,
@@ -174,7 +199,8 @@ pub struct Sandbox {
 impl Sandbox {
     /// Checks bubblewrap works here (once per process), writes the stub, and makes sure each
     /// denied name exists so it can be covered: a name that does not exist yet becomes an empty
-    /// file (the one trace a sandbox leaves in the workspace).
+    /// file (the one trace a sandbox leaves in the workspace). Under a root server the
+    /// workspace and the writable binds are handed to the sandbox's host user.
     pub fn prepare(spec: &SandboxSpec) -> Result<Sandbox, SandboxError> {
         let bwrap = usable_bwrap()?;
         let workspace = spec
@@ -201,31 +227,41 @@ impl Sandbox {
             })?;
         std::fs::write(&filter, program)
             .map_err(|e| SandboxError::Io(format!("{}: {e}", filter.display())))?;
-        let mut args = base_args(spec.network, spec.limits);
-        args.push("--seccomp".into());
-        args.push(SECCOMP_FD.into());
+        let user = host_user();
+        let mut mounts = Vec::new();
+        let mut mount = |source: &Path, dest: &Path, writable: bool| {
+            mounts.push(Mount {
+                source: source.to_path_buf(),
+                dest: dest.to_path_buf(),
+                writable,
+            })
+        };
+        let inner = |host: &Path| inside_path(&workspace, host);
         for configured in &spec.configured {
             if !configured.path.is_absolute() || !configured.path.exists() {
                 return Err(SandboxError::ConfiguredMissing(configured.path.clone()));
             }
             reaches_private(&configured.path, &spec.private)?;
-            let how = if configured.writable {
-                "--bind"
-            } else {
-                "--ro-bind"
-            };
-            bind(&mut args, how, &configured.path, &configured.path);
+            match user {
+                Some(user) if configured.writable => hand_over(&configured.path, user)?,
+                Some(user) => readable_by(&configured.path, user)?,
+                None => {}
+            }
+            let at = configured.at.as_deref().unwrap_or(&configured.path);
+            mount(&configured.path, at, configured.writable);
         }
-        let how = if spec.workspace_read_only {
-            "--ro-bind"
-        } else {
-            "--bind"
-        };
-        bind(&mut args, how, &workspace, &workspace);
+        mount(
+            &workspace,
+            Path::new(SANDBOX_WORKSPACE),
+            !spec.workspace_read_only,
+        );
         for path in &spec.read_only {
             if path.exists() {
-                bind(&mut args, "--ro-bind", path, path);
+                mount(path, path, false);
             }
+        }
+        if let Some(memory) = &spec.memory {
+            mount(memory, Path::new(SANDBOX_MEMORY), false);
         }
         if spec.repository {
             // Pinned: a mount point cannot be renamed or replaced, so `.git` stays the run's
@@ -238,8 +274,8 @@ impl Sandbox {
                     git.display()
                 )));
             }
-            bind(&mut args, "--bind", &git, &git);
-            bind(&mut args, "--ro-bind", &config, &config);
+            mount(&git, &inner(&git), true);
+            mount(&config, &inner(&config), false);
         }
         let policy_dir = workspace.join(POLICY_DIR);
         ensure_dir(&policy_dir)?;
@@ -247,25 +283,29 @@ impl Sandbox {
             let path = inside(&workspace, name)?;
             ensure_file(&workspace, &path)?;
         }
-        bind(&mut args, "--ro-bind", &policy_dir, &policy_dir);
+        mount(&policy_dir, &inner(&policy_dir), false);
         let mut protected = Vec::new();
         for name in &spec.protected {
             let path = inside(&workspace, name)?;
             // One that is missing, or a link (on the way or at its end: never followed), is
             // not bound; none of it is ever kept.
             if let Some(is_dir) = real_entry(&workspace, &path) {
-                bind(&mut args, "--ro-bind", &path, &path);
+                mount(&path, &inner(&path), false);
                 protected.push((path, is_dir));
             }
         }
         for name in &spec.deny_read {
             let path = inside(&workspace, name)?;
-            bind(&mut args, "--ro-bind", &stub, &path);
+            mount(&stub, &inner(&path), false);
+        }
+        if let Some(user) = user {
+            hand_over(&workspace, user)?;
         }
         Ok(Sandbox {
             bwrap,
             filter,
-            args,
+            args: base_args(spec.network, spec.limits),
+            mounts,
             processes: spec.limits.processes,
             workspace,
             deny_read: spec.deny_read.clone(),
@@ -295,7 +335,15 @@ impl Sandbox {
         Ok(())
     }
 
-    /// [`Sandbox::command`] with `dir` (inside the workspace) as the working directory.
+    /// Where a host path inside the workspace is inside the sandbox (beneath
+    /// [`SANDBOX_WORKSPACE`]); any other path is where it is.
+    pub fn inside(&self, host: &Path) -> PathBuf {
+        inside_path(&self.workspace, host)
+    }
+
+    /// [`Sandbox::command`] with `dir` (a host path inside the workspace) as the working
+    /// directory. Under a root server the command stages its sources and becomes the
+    /// sandbox's host user before bubblewrap starts ([`host_user`]).
     pub fn command_in<I, S>(
         &self,
         dir: &Path,
@@ -306,14 +354,41 @@ impl Sandbox {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        let mut command = tokio::process::Command::new("/bin/sh");
+        let mut staging = host_user().map(Staging::new);
+        let mut stage = |source: &Path| match &mut staging {
+            Some(staging) => staging.add(source),
+            None => source.to_path_buf(),
+        };
+        let filter = stage(&self.filter);
+        let mut inner: Vec<std::ffi::OsString> = Vec::new();
+        for mount in &self.mounts {
+            let how = if mount.writable {
+                "--bind"
+            } else {
+                "--ro-bind"
+            };
+            inner.push(how.into());
+            inner.push(stage(&mount.source).into_os_string());
+            inner.push(mount.dest.clone().into_os_string());
+        }
+        let mut command = match &staging {
+            Some(staging) => {
+                let (program, args) = staging.prefix();
+                let mut command = tokio::process::Command::new(program);
+                command.args(args).arg("/bin/sh");
+                command
+            }
+            None => tokio::process::Command::new("/bin/sh"),
+        };
         command
             .args(["-c", WITH_FILTER, "switchboard-sandbox"])
-            .arg(&self.filter)
+            .arg(filter)
             .arg(&self.bwrap)
             .args(&self.args)
+            .args(["--seccomp", SECCOMP_FD])
+            .args(inner)
             .arg("--chdir")
-            .arg(dir);
+            .arg(self.inside(dir));
         self.limited(&mut command, program.as_ref(), args);
         command
     }
@@ -338,14 +413,23 @@ impl Sandbox {
             .args(args);
     }
 
-    /// `program args…` under this sandbox, as a command the caller finishes (environment,
-    /// stdio, process group) and spawns.
+    /// `program args…` under this sandbox, in the workspace, as a command the caller
+    /// finishes (environment, stdio, process group) and spawns.
     pub fn command<I, S>(&self, program: impl AsRef<OsStr>, args: I) -> tokio::process::Command
     where
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
         self.command_in(&self.workspace, program, args)
+    }
+}
+
+/// `host` beneath [`SANDBOX_WORKSPACE`] when it is in `workspace` (canonical); else itself.
+fn inside_path(workspace: &Path, host: &Path) -> PathBuf {
+    match host.strip_prefix(workspace) {
+        Ok(rest) if rest.as_os_str().is_empty() => PathBuf::from(SANDBOX_WORKSPACE),
+        Ok(rest) => Path::new(SANDBOX_WORKSPACE).join(rest),
+        Err(_) => host.to_path_buf(),
     }
 }
 
@@ -378,6 +462,13 @@ fn base_args(network: Network, limits: SandboxLimits) -> Vec<std::ffi::OsString>
     }
     args.push("--proc".into());
     args.push("/proc".into());
+    // The kernel's settings are read-only whoever the program is.
+    bind(
+        &mut args,
+        "--ro-bind",
+        Path::new("/proc/sys"),
+        Path::new("/proc/sys"),
+    );
     if network == Network::Shared {
         args.push("--share-net".into());
     }
@@ -517,17 +608,38 @@ fn probe() -> Result<PathBuf, SandboxError> {
             "{PRLIMIT} is missing (Debian's util-linux); the sandbox's process limit needs it"
         )));
     }
-    let output = std::process::Command::new(&bwrap)
+    // Under a root server, probed as the programs will run: staged, as the host user.
+    let user = host_user();
+    let mut command = std::process::Command::new(&bwrap);
+    if let Some(user) = user {
+        for tool in [host_user::SETPRIV, host_user::UNSHARE, host_user::MOUNT] {
+            if !Path::new(tool).is_file() {
+                return Err(SandboxError::Unavailable(format!(
+                    "{tool} is missing (Debian's util-linux and mount); a root server's sandbox needs it"
+                )));
+            }
+        }
+        let (program, args) = Staging::new(user).prefix();
+        command = std::process::Command::new(program);
+        command.args(args).arg(&bwrap);
+    }
+    command
         .args(base_args(Network::Unshared, SandboxLimits::default()))
-        .args(["--", PRLIMIT, "--nproc=16:16", "--", "/usr/bin/true"])
+        .args(["--", PRLIMIT, "--nproc=16:16", "--", "/usr/bin/true"]);
+    let output = command
         .output()
         .map_err(|e| SandboxError::Unavailable(e.to_string()))?;
     if output.status.success() {
-        Ok(bwrap)
-    } else {
-        let said = String::from_utf8_lossy(&output.stderr).trim().to_owned();
-        Err(SandboxError::Unavailable(said))
+        return Ok(bwrap);
     }
+    let said = String::from_utf8_lossy(&output.stderr).trim().to_owned();
+    Err(SandboxError::Unavailable(match user {
+        Some(user) => format!(
+            "{said} (serve runs as root, so sandboxed programs run as uid {} gid {}: [sandbox] user_id and group_id)",
+            user.uid, user.gid
+        ),
+        None => said,
+    }))
 }
 
 /// Whether a sandbox can be made here (bubblewrap present and able to make its namespaces),
