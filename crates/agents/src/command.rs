@@ -165,7 +165,9 @@ impl CommandBackend {
             None => ("false", &[][..]),
         };
         let mut cmd = match boxed {
-            Some(boxed) => boxed.sandbox.command(&boxed.program, args),
+            Some(boxed) => boxed
+                .sandbox
+                .command_with_env(&boxed.program, args, &self.settings.env),
             None => {
                 let mut cmd = Command::new(program);
                 cmd.args(args).current_dir(dir);
@@ -181,8 +183,17 @@ impl CommandBackend {
         if self.settings.request_via == RequestVia::Argument {
             cmd.arg(&job.request);
         }
+        // Under a root server the agent's own environment is the sandbox's to set, never
+        // the staging's (which runs as root).
+        let own_env = boxed.is_none_or(|b| !b.sandbox.stages());
         cmd.env_clear()
-            .envs(self.settings.env.iter().map(|(k, v)| (k, v)))
+            .envs(
+                self.settings
+                    .env
+                    .iter()
+                    .filter(|_| own_env)
+                    .map(|(k, v)| (k, v)),
+            )
             .env("SWITCHBOARD_RUN_ID", job.run_id.as_str())
             .env("SWITCHBOARD_AGENT_TOKEN", &job.agent_token)
             .env("SWITCHBOARD_MEMORY_FILE", memory_file)
@@ -257,11 +268,18 @@ impl CommandBackend {
             .tempdir()
             .map_err(|e| format!("could not make the run's sandbox directory: {e}"))?;
         // Under a root server the program is the sandbox's host user, who reads the memory
-        // file through its bind.
-        if let Some(user) = host_user() {
-            std::os::unix::fs::lchown(memory_file, Some(user.uid), Some(user.gid))
-                .map_err(|e| format!("{}: {e}", memory_file.display()))?;
-        }
+        // block through its bind: a copy in the run's own directory (root's, mode 0700, so no
+        // other process of that user can swap it for a link before it is bound).
+        let memory_file = match host_user() {
+            Some(user) => {
+                let copy = scratch.path().join("memory.md");
+                let io = |e: std::io::Error| format!("{}: {e}", copy.display());
+                std::fs::copy(memory_file, &copy).map_err(io)?;
+                std::os::unix::fs::lchown(&copy, Some(user.uid), Some(user.gid)).map_err(io)?;
+                copy
+            }
+            None => memory_file.to_path_buf(),
+        };
         let private: Vec<PathBuf> = self
             .settings
             .private
@@ -279,7 +297,7 @@ impl CommandBackend {
             deny_read: work.deny_read().to_vec(),
             protected: work.protected().to_vec(),
             read_only,
-            memory: Some(memory_file.to_path_buf()),
+            memory: Some(memory_file),
             configured,
             private,
             // A command agent keeps the network its model and SWITCHBOARD_MCP_URL need.

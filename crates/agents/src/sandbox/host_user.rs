@@ -88,20 +88,26 @@ pub fn hand_over(root: &Path, user: HostUser) -> Result<(), SandboxError> {
     )
     .map_err(io)?;
     give(&top, None, user).map_err(io)?;
-    let mut pending = vec![top];
-    while let Some(dir) = pending.pop() {
-        for name in entries(&dir).map_err(io)? {
-            let stat = fstatat(&dir, name.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW).map_err(io)?;
-            if stat.st_uid != user.uid || stat.st_gid != user.gid {
-                give(&dir, Some(&name), user).map_err(io)?;
-            }
-            if SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR {
-                let flags =
-                    OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-                pending.push(
-                    nix::fcntl::openat(&dir, name.as_c_str(), flags, Mode::empty()).map_err(io)?,
-                );
-            }
+    // Depth first, holding open only the directories on the way down (one per level), each
+    // with the names it has left: a directory of thousands of directories costs one
+    // descriptor, not thousands.
+    let names = entries(&top).map_err(io)?;
+    let mut path = vec![(top, names)];
+    while let Some((dir, names)) = path.last_mut() {
+        let Some(name) = names.pop() else {
+            path.pop();
+            continue;
+        };
+        let stat = fstatat(&*dir, name.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW).map_err(io)?;
+        if stat.st_uid != user.uid || stat.st_gid != user.gid {
+            give(dir, Some(&name), user).map_err(io)?;
+        }
+        if SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR {
+            let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+            let child =
+                nix::fcntl::openat(&*dir, name.as_c_str(), flags, Mode::empty()).map_err(io)?;
+            let names = entries(&child).map_err(io)?;
+            path.push((child, names));
         }
     }
     Ok(())
@@ -179,7 +185,7 @@ pub(super) struct Staging {
 const STAGE_SCRIPT: &str = "set -e; m=$1; shift; \
     \"$m\" -t tmpfs -o mode=0755,size=64k switchboard-stage /mnt; i=0; \
     while [ \"$1\" != -- ]; do \
-      if [ -d \"$1\" ]; then mkdir \"/mnt/$i\"; else : > \"/mnt/$i\"; fi; \
+      if [ -d \"$1\" ]; then /usr/bin/mkdir \"/mnt/$i\"; else : > \"/mnt/$i\"; fi; \
       \"$m\" --bind \"$1\" \"/mnt/$i\"; i=$((i+1)); shift; \
     done; shift; exec \"$@\"";
 
@@ -191,10 +197,16 @@ impl Staging {
         }
     }
 
-    /// Where the sandbox's bubblewrap finds `source`.
+    /// Where the sandbox's bubblewrap finds `source`. A relative one is given as `./…`, so
+    /// no source reads as an option or as the list's end (`--`).
     pub(super) fn add(&mut self, source: &Path) -> PathBuf {
         let at = Path::new(STAGE).join(self.sources.len().to_string());
-        self.sources.push(source.as_os_str().to_owned());
+        let source = if source.is_absolute() {
+            source.to_path_buf()
+        } else {
+            Path::new(".").join(source)
+        };
+        self.sources.push(source.into_os_string());
         at
     }
 

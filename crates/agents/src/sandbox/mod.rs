@@ -1,12 +1,15 @@
 //! Running a program under bubblewrap (Debian's `bubblewrap`, the `bwrap` binary): the run's
-//! own workspace bound read-write at its own path (its `.git`, when it is a repository, pinned
-//! in place with its config read-only), a read-only toolchain (`/usr` and the few files of
-//! `/etc` programs need), each denied path covered by a stub file, the whole `.switchboard/`
-//! directory and each protected path read-only, a size-bounded `/tmp`, a bounded number of processes, the OOM killer's
-//! first choice (a score adjustment of 1000), fresh user, pid, ipc and uts namespaces, every
-//! capability dropped, a system-call filter ([`crate::seccomp`]), and the network unshared
-//! unless asked for. An agent's configured binds never reach a private path
-//! ([`SandboxSpec::private`]).
+//! own workspace bound read-write at [`SANDBOX_WORKSPACE`] (its `.git`, when it is a
+//! repository, pinned in place with its config read-only), a read-only toolchain (`/usr` and
+//! the few files of `/etc` programs need), each denied path covered by a stub file, the whole
+//! `.switchboard/` directory and each protected path read-only, `/proc/sys` read-only, a
+//! size-bounded `/tmp`, a bounded number of processes, the OOM killer's first choice (a score
+//! adjustment of 1000), fresh user, pid, ipc and uts namespaces, every capability dropped, a
+//! system-call filter ([`crate::seccomp`]), and the network unshared unless asked for. An
+//! agent's configured binds never reach a private path ([`SandboxSpec::private`]).
+//!
+//! Never host root: under a root server every command is staged and becomes the sandbox's
+//! unprivileged host user before bubblewrap starts ([`host_user`]).
 //!
 //! Fail closed: without `bwrap`, or where it cannot make its namespaces (user namespaces off),
 //! [`Sandbox::prepare`] is an error that says so, and the caller does not start the program
@@ -14,14 +17,16 @@
 
 mod host_user;
 mod per_run;
+mod places;
 
 use std::ffi::OsStr;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use host_user::Staging;
 pub use host_user::{HostUser, give_file, hand_over, host_user, readable_by, set_host_user};
 pub use per_run::{PER_RUN_COPY_BYTES, copied_for_run};
+use places::{ensure_dir, ensure_file, inside, real_entry};
 
 /// What a denied path reads as inside the sandbox.
 pub const STUB_TEXT: &str = "switchboard: this file is denied by the project (deny_read in .switchboard/agent-policy.toml). Its bytes are not in this sandbox.\n";
@@ -103,7 +108,8 @@ pub enum Network {
 /// What one sandbox holds.
 #[derive(Debug, Clone)]
 pub struct SandboxSpec {
-    /// The run's workspace, bound at the same path: read-write, unless `workspace_read_only`.
+    /// The run's workspace, bound at [`SANDBOX_WORKSPACE`]: read-write, unless
+    /// `workspace_read_only`.
     pub workspace: PathBuf,
     /// Bind the workspace read-only (a look at what a run left, never a change to it).
     pub workspace_read_only: bool,
@@ -192,6 +198,8 @@ pub struct Sandbox {
     /// Canonical.
     workspace: PathBuf,
     deny_read: Vec<String>,
+    /// Whether `.git` and its config are bound.
+    repository: bool,
     /// The protected paths bound read-only, and whether each is a directory.
     protected: Vec<(PathBuf, bool)>,
 }
@@ -268,7 +276,9 @@ impl Sandbox {
             // own repository, and its config (which names what git runs) stays Switchboard's.
             let git = workspace.join(".git");
             let config = git.join("config");
-            if !git.is_dir() || !config.is_file() {
+            if real_entry(&workspace, &git) != Some(true)
+                || real_entry(&workspace, &config) != Some(false)
+            {
                 return Err(SandboxError::Io(format!(
                     "{}: the run's repository is not there",
                     git.display()
@@ -309,6 +319,7 @@ impl Sandbox {
             processes: spec.limits.processes,
             workspace,
             deny_read: spec.deny_read.clone(),
+            repository: spec.repository,
             protected,
         })
     }
@@ -320,6 +331,18 @@ impl Sandbox {
     /// missing is made again.
     pub fn verify(&self) -> Result<(), SandboxError> {
         ensure_dir(&self.workspace.join(POLICY_DIR))?;
+        if self.repository {
+            // Bound by path (as root under a root server): never a link in their place.
+            let git = self.workspace.join(".git");
+            if real_entry(&self.workspace, &git) != Some(true)
+                || real_entry(&self.workspace, &git.join("config")) != Some(false)
+            {
+                return Err(SandboxError::Io(format!(
+                    "{}: the run's repository was moved or replaced since the sandbox was made",
+                    git.display()
+                )));
+            }
+        }
         for name in &self.deny_read {
             let path = inside(&self.workspace, name)?;
             ensure_file(&self.workspace, &path)?;
@@ -349,6 +372,45 @@ impl Sandbox {
         dir: &Path,
         program: impl AsRef<OsStr>,
         args: I,
+    ) -> tokio::process::Command
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.build(dir, program.as_ref(), args, &[])
+    }
+
+    /// Whether this process stages its sandboxes as root ([`host_user`]): then nothing of a
+    /// command's own environment may reach the staging (a `PATH` or `LD_PRELOAD` of the
+    /// agent's would run as root), so [`Sandbox::command_with_env`] hands it to bubblewrap.
+    pub fn stages(&self) -> bool {
+        host_user().is_some()
+    }
+
+    /// [`Sandbox::command`] for a program whose environment (`env`) is configured by an
+    /// operator: under a root server it is set by the sandbox's bubblewrap (`--setenv`), after
+    /// the staging, and the caller sets none of it on the command; otherwise the caller sets
+    /// it as usual.
+    pub fn command_with_env<I, S>(
+        &self,
+        program: impl AsRef<OsStr>,
+        args: I,
+        env: &[(String, String)],
+    ) -> tokio::process::Command
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let env = if self.stages() { env } else { &[] };
+        self.build(&self.workspace, program.as_ref(), args, env)
+    }
+
+    fn build<I, S>(
+        &self,
+        dir: &Path,
+        program: &OsStr,
+        args: I,
+        env: &[(String, String)],
     ) -> tokio::process::Command
     where
         I: IntoIterator<Item = S>,
@@ -386,10 +448,12 @@ impl Sandbox {
             .arg(&self.bwrap)
             .args(&self.args)
             .args(["--seccomp", SECCOMP_FD])
-            .args(inner)
-            .arg("--chdir")
-            .arg(self.inside(dir));
-        self.limited(&mut command, program.as_ref(), args);
+            .args(inner);
+        for (key, value) in env {
+            command.arg("--setenv").arg(key).arg(value);
+        }
+        command.arg("--chdir").arg(self.inside(dir));
+        self.limited(&mut command, program, args);
         command
     }
 
@@ -516,85 +580,6 @@ fn bind(args: &mut Vec<std::ffi::OsString>, how: &str, source: &Path, target: &P
     args.push(target.as_os_str().to_owned());
 }
 
-/// `workspace/name` for a project-relative name that stays inside the workspace.
-fn inside(workspace: &Path, name: &str) -> Result<PathBuf, SandboxError> {
-    let relative = Path::new(name);
-    let normal = relative
-        .components()
-        .all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
-    if name.is_empty() || !normal {
-        return Err(SandboxError::DeniedName(name.to_owned()));
-    }
-    Ok(workspace.join(relative))
-}
-
-/// Whether `path` (inside `workspace`) is a directory (`Some(true)`) or a file (`Some(false)`)
-/// reached through real directories; `None` when it is missing, a link, or a link is on the
-/// way.
-fn real_entry(workspace: &Path, path: &Path) -> Option<bool> {
-    let relative = path.strip_prefix(workspace).ok()?;
-    let mut at = workspace.to_path_buf();
-    for component in relative.components() {
-        at.push(component);
-        let meta = std::fs::symlink_metadata(&at).ok()?;
-        if meta.file_type().is_symlink() {
-            return None;
-        }
-        if at != path && !meta.is_dir() {
-            return None;
-        }
-    }
-    let meta = std::fs::symlink_metadata(path).ok()?;
-    (meta.is_dir() || meta.is_file()).then_some(meta.is_dir())
-}
-
-/// The directory exists (created when it did not) and is a directory, not a link.
-fn ensure_dir(path: &Path) -> Result<(), SandboxError> {
-    let io = |e: std::io::Error| SandboxError::Io(format!("{}: {e}", path.display()));
-    match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.is_dir() => Ok(()),
-        Ok(_) => Err(SandboxError::Io(format!(
-            "{}: must be a directory, not a link or a file",
-            path.display()
-        ))),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::create_dir(path).map_err(io),
-        Err(e) => Err(io(e)),
-    }
-}
-
-/// The file `path` (inside `workspace`) exists and is a file, reached through real
-/// directories: each directory on the way is made when missing and refused when it is a link
-/// (never followed), and the file is made empty when missing.
-fn ensure_file(workspace: &Path, path: &Path) -> Result<(), SandboxError> {
-    let io = |e: std::io::Error| SandboxError::Io(format!("{}: {e}", path.display()));
-    let relative = path
-        .strip_prefix(workspace)
-        .map_err(|_| SandboxError::Io(format!("{}: not in the workspace", path.display())))?;
-    let mut dir = workspace.to_path_buf();
-    let parents: Vec<_> = relative
-        .parent()
-        .map(|p| p.components().collect())
-        .unwrap_or_default();
-    for component in parents {
-        dir.push(component);
-        ensure_dir(&dir)?;
-    }
-    match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.is_file() => Ok(()),
-        Ok(_) => Err(SandboxError::Io(format!(
-            "{}: a denied name must be a file, not a directory or a link",
-            path.display()
-        ))),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(path)
-            .map(drop)
-            .map_err(io),
-        Err(e) => Err(io(e)),
-    }
-}
-
 /// `bwrap` on PATH, once it has made a sandbox here: probed once per process.
 fn usable_bwrap() -> Result<PathBuf, SandboxError> {
     static PROBE: OnceLock<Result<PathBuf, SandboxError>> = OnceLock::new();
@@ -657,36 +642,4 @@ pub fn find_in(name: &str, path: &OsStr) -> Option<PathBuf> {
     std::env::split_paths(path)
         .map(|dir| dir.join(name))
         .find(|p| p.is_file())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn denied_names_must_stay_inside_the_workspace() {
-        let ws = Path::new("/w");
-        assert_eq!(inside(ws, ".env").unwrap(), Path::new("/w/.env"));
-        assert_eq!(inside(ws, "a/b.txt").unwrap(), Path::new("/w/a/b.txt"));
-        for bad in ["", "/etc/passwd", "../x", "a/../../x"] {
-            assert!(inside(ws, bad).is_err(), "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn a_missing_name_becomes_an_empty_file_and_a_directory_or_link_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let later = dir.path().join("config/later.env");
-        ensure_file(dir.path(), &later).unwrap();
-        assert_eq!(std::fs::read(&later).unwrap(), b"");
-        std::fs::write(&later, "kept").unwrap();
-        ensure_file(dir.path(), &later).unwrap();
-        assert_eq!(std::fs::read_to_string(&later).unwrap(), "kept");
-        assert!(ensure_file(dir.path(), &dir.path().join("config")).is_err());
-        // A directory on the way that is a link is never followed, nor made through.
-        let elsewhere = tempfile::tempdir().unwrap();
-        std::os::unix::fs::symlink(elsewhere.path(), dir.path().join("linked")).unwrap();
-        assert!(ensure_file(dir.path(), &dir.path().join("linked/secret.toml")).is_err());
-        assert!(!elsewhere.path().join("secret.toml").exists());
-    }
 }

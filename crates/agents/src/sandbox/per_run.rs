@@ -49,10 +49,15 @@ pub fn copied_for_run(
 /// bytes of file contents.
 fn copy_tree(from: &Path, to: &Path, left: &mut u64) -> Result<(), SandboxError> {
     let io = |p: &Path, e: std::io::Error| SandboxError::Io(format!("{}: {e}", p.display()));
-    let meta = std::fs::symlink_metadata(from)
+    // The bind itself is taken by its real path (a configured `~/.claude` that is a link is
+    // the directory it names); nothing beneath it is followed.
+    let from = from
+        .canonicalize()
         .map_err(|_| SandboxError::ConfiguredMissing(from.to_path_buf()))?;
+    let meta = std::fs::symlink_metadata(&from)
+        .map_err(|_| SandboxError::ConfiguredMissing(from.clone()))?;
     let mut pending: Vec<(PathBuf, PathBuf, std::fs::Metadata)> =
-        vec![(from.to_path_buf(), to.to_path_buf(), meta)];
+        vec![(from.clone(), to.to_path_buf(), meta)];
     while let Some((source, target, meta)) = pending.pop() {
         let kind = meta.file_type();
         if kind.is_dir() {
@@ -74,10 +79,31 @@ fn copy_tree(from: &Path, to: &Path, left: &mut u64) -> Result<(), SandboxError>
                     PER_RUN_COPY_BYTES / (1024 * 1024)
                 ))
             })?;
-            std::fs::copy(&source, &target).map_err(|e| io(&source, e))?;
+            copy_file(&source, &target, &meta).map_err(|e| io(&source, e))?;
         }
         // A socket, a FIFO or a device is not copied: no run talks to the host through one.
     }
+    Ok(())
+}
+
+/// One regular file, opened without following a link (a file swapped for one since it was
+/// listed is refused, never its target copied), written new with its mode.
+fn copy_file(source: &Path, target: &Path, meta: &std::fs::Metadata) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let mut from = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(source)?;
+    if !from.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut to = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(meta.permissions().mode() & 0o777)
+        .open(target)?;
+    // No more than was counted against the cap, however the file grew since.
+    std::io::copy(&mut std::io::Read::take(&mut from, meta.len()), &mut to)?;
     Ok(())
 }
 

@@ -269,9 +269,13 @@ impl Executor {
         let name = name.to_owned();
         let content = content.as_bytes().to_vec();
         let shown = path.display().to_string();
-        let written = tokio::task::spawn_blocking(move || write_in(&dir.fd, &name, &content))
-            .await
-            .map_err(|e| format!("{shown}: {e}"))?;
+        // Under a root server a file in the workspace is the sandbox's host user's, like the
+        // rest of it; one under another grant keeps root's.
+        let owner = host_user().filter(|_| dir.real.starts_with(&self.workspace));
+        let written =
+            tokio::task::spawn_blocking(move || write_in(&dir.fd, &name, &content, owner))
+                .await
+                .map_err(|e| format!("{shown}: {e}"))?;
         match written {
             Ok(len) => Ok(format!("wrote {len} bytes to {shown}")),
             Err(WriteRefusal::Link) => Err(format!(
@@ -507,6 +511,7 @@ fn write_in(
     dir: &std::os::fd::OwnedFd,
     name: &std::ffi::OsStr,
     content: &[u8],
+    owner: Option<crate::sandbox::HostUser>,
 ) -> Result<usize, WriteRefusal> {
     use nix::sys::stat::{FileStat, Mode, SFlag, fstatat};
     use std::io::Write;
@@ -530,9 +535,7 @@ fn write_in(
     )
     .map_err(io)?;
     let mut file = std::fs::File::from(fd);
-    // Under a root server the file is the sandbox's host user's, like the rest of the
-    // workspace, so the run's programs can change it.
-    let handed = match host_user() {
+    let handed = match owner {
         Some(user) => give_file(&file, user),
         None => Ok(()),
     };
