@@ -12,7 +12,7 @@
 //! Invariants: nothing here runs unless the effective uid is 0; [`HostUser`] is never uid 0 or
 //! gid 0; the hand-over never follows a link (each step is taken from an open directory).
 
-use std::ffi::{CString, OsString};
+use std::ffi::{CString, OsStr, OsString};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -177,37 +177,60 @@ fn entries(dir: &OwnedFd) -> nix::Result<Vec<CString>> {
 /// `setpriv` becomes the host user, whose own bubblewrap (the sandbox) binds from there.
 /// The host's `/mnt` is never touched.
 pub(super) struct Staging {
-    sources: Vec<OsString>,
+    items: Vec<OsString>,
+    count: usize,
     user: HostUser,
 }
 
-/// The staging shell: `sh -c SCRIPT name mount source… -- command…`.
+/// The staging shell: `sh -c SCRIPT name mount item… -- command…`, each item `b SOURCE` (bound
+/// at `/mnt/<n>`), `c SOURCE` (a small file copied to `/mnt/<n>`, readable) or `w PARENT UPPER
+/// WORK` (the workspace `PARENT/UPPER` as an overlay at `/mnt/ws`, its work directory
+/// `PARENT/WORK`; a plain bind where overlays cannot be made).
 const STAGE_SCRIPT: &str = "set -e; m=$1; shift; \
-    \"$m\" -t tmpfs -o mode=0755,size=64k switchboard-stage /mnt; i=0; \
+    \"$m\" -t tmpfs -o mode=0755,size=16m switchboard-stage /mnt; i=0; \
     while [ \"$1\" != -- ]; do \
-      if [ -d \"$1\" ]; then /usr/bin/mkdir \"/mnt/$i\"; else : > \"/mnt/$i\"; fi; \
-      \"$m\" --bind \"$1\" \"/mnt/$i\"; i=$((i+1)); shift; \
+      case $1 in \
+      w) /usr/bin/mkdir /mnt/p /mnt/lower /mnt/ws; \"$m\" --bind \"$2\" /mnt/p; \
+         \"$m\" -t overlay -o \"lowerdir=/mnt/lower,upperdir=/mnt/p/$3,workdir=/mnt/p/$4\" \
+           switchboard-workspace /mnt/ws 2>/dev/null || \"$m\" --bind \"/mnt/p/$3\" /mnt/ws; \
+         shift 4;; \
+      c) /usr/bin/cp -- \"$2\" \"/mnt/$i\"; /usr/bin/chmod 0444 \"/mnt/$i\"; i=$((i+1)); shift 2;; \
+      *) if [ -d \"$2\" ]; then /usr/bin/mkdir \"/mnt/$i\"; else : > \"/mnt/$i\"; fi; \
+         \"$m\" --bind \"$2\" \"/mnt/$i\"; i=$((i+1)); shift 2;; \
+      esac; \
     done; shift; exec \"$@\"";
+
+/// Where the workspace is in the staging namespace, for the sandbox's bubblewrap to bind.
+pub(super) const STAGED_WORKSPACE: &str = "/mnt/ws";
 
 impl Staging {
     pub(super) fn new(user: HostUser) -> Staging {
         Staging {
-            sources: Vec::new(),
+            items: Vec::new(),
+            count: 0,
             user,
         }
     }
 
-    /// Where the sandbox's bubblewrap finds `source`. A relative one is given as `./…`, so
-    /// no source reads as an option or as the list's end (`--`).
-    pub(super) fn add(&mut self, source: &Path) -> PathBuf {
-        let at = Path::new(STAGE).join(self.sources.len().to_string());
-        let source = if source.is_absolute() {
-            source.to_path_buf()
-        } else {
-            Path::new(".").join(source)
-        };
-        self.sources.push(source.into_os_string());
+    /// Where the sandbox's bubblewrap finds `source`, bound (`copy` false) or, for a small
+    /// file, copied into the staging tmpfs, so no host path is the source of its mount.
+    pub(super) fn add(&mut self, source: &Path, copy: bool) -> PathBuf {
+        let at = Path::new(STAGE).join(self.count.to_string());
+        self.count += 1;
+        self.items.push(if copy { "c" } else { "b" }.into());
+        self.items.push(absolute(source).into_os_string());
         at
+    }
+
+    /// The workspace `parent/upper` as an overlay with `parent/work` as its work directory:
+    /// mounted so, its files are the workspace's own, and `/proc/self/mountinfo` names only
+    /// staging paths for it.
+    pub(super) fn workspace(&mut self, parent: &Path, upper: &OsStr, work: &OsStr) -> PathBuf {
+        self.items.push("w".into());
+        self.items.push(absolute(parent).into_os_string());
+        self.items.push(upper.to_owned());
+        self.items.push(work.to_owned());
+        PathBuf::from(STAGED_WORKSPACE)
     }
 
     /// The program and arguments that stage the sources and become the host user; the
@@ -227,7 +250,7 @@ impl Staging {
         .into_iter()
         .map(OsString::from)
         .collect();
-        args.extend(self.sources.iter().cloned());
+        args.extend(self.items.iter().cloned());
         args.extend(
             [
                 "--".to_owned(),
@@ -246,6 +269,49 @@ impl Staging {
 /// util-linux's, on every Debian system.
 pub(super) const UNSHARE: &str = "/usr/bin/unshare";
 pub(super) const MOUNT: &str = "/usr/bin/mount";
+/// The overlay work directory beside a workspace (`.<name>.overlay-<pid>-<n>`, root's), made
+/// for a root server's sandbox and removed with the last clone of it.
+#[derive(Debug)]
+pub(super) struct OverlayWork {
+    pub(super) parent: PathBuf,
+    pub(super) upper: OsString,
+    pub(super) work: OsString,
+}
+
+impl OverlayWork {
+    pub(super) fn make(workspace: &Path) -> Option<OverlayWork> {
+        let (parent, upper) = (workspace.parent()?, workspace.file_name()?);
+        // One per sandbox (two sandboxes of one workspace, a run's and its keeping's, never
+        // share or remove each other's).
+        static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut work = std::ffi::OsString::from(".");
+        work.push(upper);
+        work.push(format!(".overlay-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(parent.join(&work)).ok()?;
+        Some(OverlayWork {
+            parent: parent.to_path_buf(),
+            upper: upper.to_owned(),
+            work,
+        })
+    }
+}
+
+impl Drop for OverlayWork {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(self.parent.join(&self.work));
+    }
+}
+
+/// A relative path given as `./…`, so none reads as an option or as the list's end (`--`).
+fn absolute(path: &Path) -> PathBuf {
+    if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        Path::new(".").join(path)
+    }
+}
+
 /// Becomes another user and runs a program (util-linux, on every Debian system).
 pub(super) const SETPRIV: &str = "/usr/bin/setpriv";
 

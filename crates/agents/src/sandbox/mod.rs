@@ -23,8 +23,8 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use host_user::Staging;
 pub use host_user::{HostUser, give_file, hand_over, host_user, readable_by, set_host_user};
+use host_user::{OverlayWork, Staging};
 pub use per_run::{PER_RUN_COPY_BYTES, copied_for_run};
 use places::{ensure_dir, ensure_file, inside, real_entry};
 
@@ -184,6 +184,9 @@ struct Mount {
     source: PathBuf,
     dest: PathBuf,
     writable: bool,
+    /// A small file (the stub, the memory block) a root server's staging copies rather than
+    /// binds, so its host path is no mount's source.
+    copied: bool,
 }
 
 /// A prepared sandbox: the stub written and every denied name present to mount over.
@@ -198,6 +201,8 @@ pub struct Sandbox {
     /// Canonical.
     workspace: PathBuf,
     deny_read: Vec<String>,
+    /// Under a root server: where the workspace's overlay keeps its work directory.
+    overlay: Option<std::sync::Arc<OverlayWork>>,
     /// Whether `.git` and its config are bound.
     repository: bool,
     /// The protected paths bound read-only, and whether each is a directory.
@@ -238,10 +243,12 @@ impl Sandbox {
         let user = host_user();
         let mut mounts = Vec::new();
         let mut mount = |source: &Path, dest: &Path, writable: bool| {
+            let copied = source == stub || spec.memory.as_deref() == Some(source);
             mounts.push(Mount {
                 source: source.to_path_buf(),
                 dest: dest.to_path_buf(),
                 writable,
+                copied,
             })
         };
         let inner = |host: &Path| inside_path(&workspace, host);
@@ -311,6 +318,9 @@ impl Sandbox {
         if let Some(user) = user {
             hand_over(&workspace, user)?;
         }
+        let overlay = user
+            .and_then(|_| OverlayWork::make(&workspace))
+            .map(std::sync::Arc::new);
         Ok(Sandbox {
             bwrap,
             filter,
@@ -319,6 +329,7 @@ impl Sandbox {
             processes: spec.limits.processes,
             workspace,
             deny_read: spec.deny_read.clone(),
+            overlay,
             repository: spec.repository,
             protected,
         })
@@ -417,11 +428,23 @@ impl Sandbox {
         S: AsRef<OsStr>,
     {
         let mut staging = host_user().map(Staging::new);
-        let mut stage = |source: &Path| match &mut staging {
-            Some(staging) => staging.add(source),
-            None => source.to_path_buf(),
+        // The workspace (and every path in it) comes from its overlay in the staging
+        // namespace, when there is one: no mount in the sandbox has a host path as its source.
+        let staged_workspace = match (&mut staging, &self.overlay) {
+            (Some(staging), Some(o)) => Some(staging.workspace(&o.parent, &o.upper, &o.work)),
+            _ => None,
         };
-        let filter = stage(&self.filter);
+        let mut stage = |source: &Path, copied: bool| {
+            if let (Some(at), Ok(rest)) = (&staged_workspace, source.strip_prefix(&self.workspace))
+            {
+                return at.join(rest);
+            }
+            match &mut staging {
+                Some(staging) => staging.add(source, copied),
+                None => source.to_path_buf(),
+            }
+        };
+        let filter = stage(&self.filter, false);
         let mut inner: Vec<std::ffi::OsString> = Vec::new();
         for mount in &self.mounts {
             let how = if mount.writable {
@@ -430,7 +453,7 @@ impl Sandbox {
                 "--ro-bind"
             };
             inner.push(how.into());
-            inner.push(stage(&mount.source).into_os_string());
+            inner.push(stage(&mount.source, mount.copied).into_os_string());
             inner.push(mount.dest.clone().into_os_string());
         }
         let mut command = match &staging {

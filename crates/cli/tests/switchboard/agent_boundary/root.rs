@@ -1,7 +1,7 @@
 //! No sandboxed program is host root: under a root `serve` (CI runs as root; this test fails,
 //! never skips, when it cannot), a `shell` call's program is an unprivileged host user as the
-//! host sees it, the kernel's settings are read-only to it, and the server's data directory is
-//! no mount point in its sandbox.
+//! host sees it, the kernel's settings are read-only to it, and nothing in its
+//! `/proc/self/mountinfo` names the server's data directory.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -53,7 +53,7 @@ async fn no_sandboxed_program_is_host_root() {
         shell(&format!(
             "echo {value} > {sysctl} 2>/dev/null && echo sysctl-written || echo sysctl-refused; \
              if (: >> /proc/sys/kernel/core_pattern) 2>/dev/null; then echo core-open; else echo core-refused; fi; \
-             echo uid=$(id -u); cut -d' ' -f5 /proc/self/mountinfo"
+             echo uid=$(id -u); cat /proc/self/mountinfo"
         )),
     ];
     let model = Model::serve(turns).await;
@@ -111,9 +111,11 @@ async fn no_sandboxed_program_is_host_root() {
         value,
         "the host's setting changed"
     );
-    // The mount points (mountinfo's fifth field) are neutral: the workspace is /workspace,
-    // and no path of the server's data directory is one.
+    // Nothing in mountinfo names the server's data directory: the workspace is /workspace,
+    // an overlay whose layers are staging paths, and every other source is the toolchain's
+    // or a staging copy.
     assert!(said.contains("/workspace"), "{said}");
+    assert!(said.contains("switchboard-workspace"), "{said}");
     for dir in [data.as_path(), Path::new("/tmp/switchboard-sandbox")] {
         assert!(
             !said.contains(&*dir.to_string_lossy()),
