@@ -116,6 +116,19 @@ pub(crate) fn named_by_config(listing: &[u8], worktree: &Path) -> BTreeSet<Strin
         if NAMING_NOTHING.iter().any(|prefix| key.starts_with(prefix)) {
             continue;
         }
+        // An include is read from the directory of the file that names it, whether its
+        // condition holds now or not (`onbranch:switchboard/**` holds once the person checks
+        // the run's branch out).
+        let include =
+            key == "include.path" || (key.starts_with("includeif.") && key.ends_with(".path"));
+        if include && !value.starts_with('~') {
+            let named_in = worktree.join(file);
+            let from = named_in.parent().unwrap_or(worktree);
+            if let Some(inside) = relative_inside(Path::new(value), from, worktree) {
+                found.insert(inside);
+            }
+            continue;
+        }
         for word in value.split(|c: char| c.is_whitespace() || c == '"' || c == '\'') {
             let word = word.trim_start_matches('!');
             if !(word.contains('/') || word.starts_with('.')) || word.starts_with('~') {
@@ -230,6 +243,15 @@ mod tests {
                 ),
                 ("file:/home/u/web/.git/config", "core.editor\n../outside.sh"),
                 ("command line:", "core.hookspath\n/dev/null"),
+                // Not active now (no origin lists it), active on the run's branch.
+                (
+                    "file:/home/u/web/.git/config",
+                    "includeif.onbranch:switchboard/**.path\n../team.gitconfig",
+                ),
+                (
+                    "file:.git/config",
+                    "include.path\n../conf/relative.gitconfig",
+                ),
             ]),
             worktree,
         );
@@ -240,8 +262,10 @@ mod tests {
                 ".gitconfig.shared",
                 ".githooks",
                 "bin/clean",
+                "conf/relative.gitconfig",
                 "hooks",
                 "scripts/lint.sh",
+                "team.gitconfig",
                 "tools/fsm.sh"
             ]
         );

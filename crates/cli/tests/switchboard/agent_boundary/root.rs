@@ -124,3 +124,65 @@ async fn no_sandboxed_program_is_host_root() {
         );
     }
 }
+
+/// A sandboxed `command` agent under a root `serve`: its program is the unprivileged host user
+/// as the host sees it, and the kernel's settings are read-only to it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_command_agent_under_a_root_server_is_not_root() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this test runs serve as root, as CI does: run it as root"
+    );
+    let sb = Switchboard::with_agents(&[], PERMISSIVE, "");
+    let config = sb.dir.path().join("switchboard.toml");
+    let base = std::fs::read_to_string(&config).unwrap();
+    let marker = format!("root-agent-{}", std::process::id());
+    let script = format!(
+        "sleep 6 # {marker}\nid -u; (: >> /proc/sys/kernel/core_pattern) 2>/dev/null && echo core-open || echo core-refused"
+    );
+    std::fs::write(
+        &config,
+        format!(
+            "{base}[agents.coding]\nbackend = \"command\"\nsandbox = true\ncommand = [\"/bin/sh\", \"-c\", {script:?}]\n"
+        ),
+    )
+    .unwrap();
+    let run = tokio::task::spawn_blocking(move || {
+        let out = sb.run(&["ask", "--agent", "coding", "hello"]);
+        drop(sb);
+        out
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let seen = loop {
+        let found = holders(&marker);
+        if found
+            .iter()
+            .any(|(argv, _)| argv.len() >= 3 && argv[1] == "-c" && argv[2] == script)
+        {
+            break found;
+        }
+        assert!(Instant::now() < deadline, "the agent's program never ran");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    for (argv, ids) in &seen {
+        let root = ids
+            .split_whitespace()
+            .filter(|w| w.chars().all(|c| c.is_ascii_digit()))
+            .any(|id| id == "0");
+        assert!(
+            !root,
+            "a process of the sandbox is host root: {argv:?} {ids}"
+        );
+    }
+    let out = run.await.unwrap();
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{said} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(said.contains("core-refused"), "{said}");
+    // Inside, it is the host user bubblewrap mapped (the default 65534), never 0.
+    assert!(said.lines().any(|l| l.trim() == "65534"), "{said}");
+    assert!(!said.lines().any(|l| l.trim() == "0"), "{said}");
+}
