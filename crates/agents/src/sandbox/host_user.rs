@@ -172,10 +172,11 @@ fn entries(dir: &OwnedFd) -> nix::Result<Vec<CString>> {
 
 /// Under a root server, the start of every sandboxed command, one process throughout (each
 /// step execs the next, so nothing of root outlives the staging): `unshare` gives it a mount
-/// namespace of its own, a shell there mounts a tmpfs at `STAGE` and binds each source
-/// (reached as root, so a private data directory stays private) at `STAGE/<n>`, then
-/// `setpriv` becomes the host user, whose own bubblewrap (the sandbox) binds from there.
-/// The host's `/mnt` is never touched.
+/// namespace of its own, a shell there mounts a tmpfs at `STAGE`, makes the workspace an
+/// overlay there, binds each other source (reached as root, so a private data directory stays
+/// private) at `STAGE/<n>` or copies it when it is a small file, then `setpriv` becomes the
+/// host user, whose own bubblewrap (the sandbox) binds from there. The host's `/mnt` is never
+/// touched.
 pub(super) struct Staging {
     items: Vec<OsString>,
     count: usize,
@@ -269,6 +270,7 @@ impl Staging {
 /// util-linux's, on every Debian system.
 pub(super) const UNSHARE: &str = "/usr/bin/unshare";
 pub(super) const MOUNT: &str = "/usr/bin/mount";
+
 /// The overlay work directory beside a workspace (`.<name>.overlay-<pid>-<n>`, root's), made
 /// for a root server's sandbox and removed with the last clone of it.
 #[derive(Debug)]
