@@ -259,6 +259,7 @@ impl Sandbox {
             reaches_private(&configured.path, &spec.private)?;
             match user {
                 Some(user) if configured.writable => hand_over(&configured.path, user)?,
+                // A command agent's unreadable ones are copies by now ([`copied_for_run`]).
                 Some(user) => readable_by(&configured.path, user)?,
                 None => {}
             }

@@ -14,8 +14,10 @@ pub const PER_RUN_COPY_BYTES: u64 = 256 * 1024 * 1024;
 
 /// Copies each read-write bind of `binds` beneath `into` (the run's own scratch directory)
 /// and returns the binds with each such one bound from its copy, at its own path. Read-only
-/// binds are bound as they are. Every bind is checked against `private` first, as it is on
-/// the host: a copy of a checkout would carry its denied files.
+/// binds are bound as they are, but for one the sandbox's host user (under a root server)
+/// could not read, which is copied too, read-only, and given to that user. Every bind is
+/// checked against `private` first, as it is on the host: a copy of a checkout would carry
+/// its denied files.
 pub fn copied_for_run(
     binds: &[super::ConfiguredBind],
     private: &[PathBuf],
@@ -30,15 +32,20 @@ pub fn copied_for_run(
     let mut left = PER_RUN_COPY_BYTES;
     let mut out = Vec::with_capacity(binds.len());
     for (n, bind) in binds.iter().enumerate() {
-        if !bind.writable {
+        let unreadable =
+            super::host_user().is_some_and(|user| super::readable_by(&bind.path, user).is_err());
+        if !bind.writable && !unreadable {
             out.push(bind.clone());
             continue;
         }
         let copy = into.join(format!("bind-{n}"));
         copy_tree(&bind.path, &copy, &mut left)?;
+        if let Some(user) = super::host_user().filter(|_| !bind.writable) {
+            super::hand_over(&copy, user)?;
+        }
         out.push(super::ConfiguredBind {
             path: copy,
-            writable: true,
+            writable: bind.writable,
             at: Some(bind.at.clone().unwrap_or_else(|| bind.path.clone())),
         });
     }
@@ -163,6 +170,38 @@ mod tests {
             refused.to_string().contains("sandbox_read_only"),
             "{refused}"
         );
+    }
+
+    /// Under a root server, a read-only bind its host user could not read (a directory of
+    /// root's, mode 0700) is a read-only copy of theirs; one they can read is bound as it is.
+    #[test]
+    fn a_read_only_bind_the_sandbox_cannot_read_is_a_copy_under_root() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let host = tempfile::tempdir().unwrap();
+        let (closed, open) = (host.path().join("closed"), host.path().join("open"));
+        for (dir, mode) in [(&closed, 0o700), (&open, 0o755)] {
+            std::fs::create_dir(dir).unwrap();
+            std::fs::write(dir.join("tool"), "t").unwrap();
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+        let run = tempfile::tempdir().unwrap();
+        let bind = |path: &Path| super::super::ConfiguredBind {
+            path: path.to_owned(),
+            writable: false,
+            at: None,
+        };
+        let binds = copied_for_run(&[bind(&closed), bind(&open)], &[], run.path()).unwrap();
+        assert_eq!(binds[1], bind(&open));
+        match super::super::host_user() {
+            Some(user) => {
+                assert!(binds[0].path.starts_with(run.path()));
+                assert!(!binds[0].writable);
+                assert_eq!(binds[0].at.as_deref(), Some(closed.as_path()));
+                let meta = std::fs::metadata(binds[0].path.join("tool")).unwrap();
+                assert_eq!(meta.uid(), user.uid);
+            }
+            None => assert_eq!(binds[0], bind(&closed)),
+        }
     }
 
     #[test]

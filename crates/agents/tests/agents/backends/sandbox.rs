@@ -131,11 +131,9 @@ async fn configured_binds_are_the_only_host_paths_a_sandboxed_agent_sees() {
     let ws = denying_workspace("");
     let login = tempfile::tempdir().unwrap();
     std::fs::write(login.path().join("token"), "t").unwrap();
+    // Mode 0700: under a root test run its host user could not read it, so it is a read-only
+    // copy of theirs.
     let tools = tempfile::tempdir().unwrap();
-    // Readable by whoever the sandbox's programs are (under a root test run, its host user).
-    let mut open = std::fs::metadata(tools.path()).unwrap().permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut open, 0o755);
-    std::fs::set_permissions(tools.path(), open).unwrap();
     let elsewhere = tempfile::tempdir().unwrap();
     std::fs::write(tools.path().join("tool.txt"), "a tool").unwrap();
     std::fs::write(elsewhere.path().join("x.txt"), "not bound").unwrap();
