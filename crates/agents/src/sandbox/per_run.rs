@@ -29,18 +29,18 @@ pub fn copied_for_run(
         }
         super::reaches_private(&bind.path, private)?;
     }
+    let user = super::host_user();
     let mut left = PER_RUN_COPY_BYTES;
     let mut out = Vec::with_capacity(binds.len());
     for (n, bind) in binds.iter().enumerate() {
-        let unreadable =
-            super::host_user().is_some_and(|user| super::readable_by(&bind.path, user).is_err());
+        let unreadable = user.is_some_and(|user| super::readable_by(&bind.path, user).is_err());
         if !bind.writable && !unreadable {
             out.push(bind.clone());
             continue;
         }
         let copy = into.join(format!("bind-{n}"));
         copy_tree(&bind.path, &copy, &mut left)?;
-        if let Some(user) = super::host_user().filter(|_| !bind.writable) {
+        if let Some(user) = user.filter(|_| !bind.writable) {
             super::hand_over(&copy, user)?;
         }
         out.push(super::ConfiguredBind {

@@ -37,6 +37,34 @@ fn holders(marker: &str) -> Vec<(Vec<String>, String)> {
     found
 }
 
+/// Waits (60 s at most) until the sandboxed `/bin/sh -c program` runs, then asserts that no
+/// process holding `marker` in its command line (the program, its sandbox's launchers) has
+/// uid or gid 0 as the host sees it.
+async fn no_holder_is_root(marker: &str, program: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let seen = loop {
+        let found = holders(marker);
+        let program_runs = found
+            .iter()
+            .any(|(argv, _)| argv.len() >= 3 && argv[1] == "-c" && argv[2] == program);
+        if program_runs {
+            break found;
+        }
+        assert!(Instant::now() < deadline, "the sandboxed program never ran");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    for (argv, ids) in &seen {
+        let root = ids
+            .split_whitespace()
+            .filter(|w| w.chars().all(|c| c.is_ascii_digit()))
+            .any(|id| id == "0");
+        assert!(
+            !root,
+            "a process of the sandbox is host root: {argv:?} {ids}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn no_sandboxed_program_is_host_root() {
     assert!(
@@ -69,28 +97,7 @@ async fn no_sandboxed_program_is_host_root() {
     });
     // While the first call's program runs: the sandboxed shell, and every process holding
     // its command line, as the host sees them.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let seen = loop {
-        let found = holders(&marker);
-        let program_runs = found
-            .iter()
-            .any(|(argv, _)| argv.len() >= 3 && argv[1] == "-c" && argv[2] == program);
-        if program_runs {
-            break found;
-        }
-        assert!(Instant::now() < deadline, "the sandboxed program never ran");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
-    for (argv, ids) in &seen {
-        let root = ids
-            .split_whitespace()
-            .filter(|w| w.chars().all(|c| c.is_ascii_digit()))
-            .any(|id| id == "0");
-        assert!(
-            !root,
-            "a process of the sandbox is host root: {argv:?} {ids}"
-        );
-    }
+    no_holder_is_root(&marker, &program).await;
     let (run, events) = run.await.unwrap();
     project.assert_clean("a run event", &events);
     project.assert_clean("the answer", &run.to_string());
@@ -152,28 +159,7 @@ async fn a_command_agent_under_a_root_server_is_not_root() {
         drop(sb);
         out
     });
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let seen = loop {
-        let found = holders(&marker);
-        if found
-            .iter()
-            .any(|(argv, _)| argv.len() >= 3 && argv[1] == "-c" && argv[2] == script)
-        {
-            break found;
-        }
-        assert!(Instant::now() < deadline, "the agent's program never ran");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
-    for (argv, ids) in &seen {
-        let root = ids
-            .split_whitespace()
-            .filter(|w| w.chars().all(|c| c.is_ascii_digit()))
-            .any(|id| id == "0");
-        assert!(
-            !root,
-            "a process of the sandbox is host root: {argv:?} {ids}"
-        );
-    }
+    no_holder_is_root(&marker, &script).await;
     let out = run.await.unwrap();
     let said = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(

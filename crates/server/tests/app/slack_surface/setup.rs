@@ -81,23 +81,7 @@ async fn slack_unreachable_at_start_is_retried_and_the_server_stays_ready() {
     assert!(said.starts_with("slack: retrying:"), "{said}");
     // Slack comes back: the next try (within the doubling waits) turns the surface on.
     fake.serve_at(addr).await.unwrap();
-    let mut body = String::new();
-    for _ in 0..600 {
-        body = h
-            .client
-            .get(format!("{}/readyz", h.base))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        if body.contains("slack: on") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(body.contains("slack: on"), "{body}");
+    slack_turns_on(&h).await;
     assert_eq!(
         h.event("EvLate", mention("U1", "C1", "40.2", "hi")).await,
         200
@@ -118,6 +102,11 @@ async fn a_rate_limited_start_is_retried_never_blamed_on_the_token() {
         "{}",
         h.summary
     );
+    slack_turns_on(&h).await;
+}
+
+/// Waits (30 s at most) until `/readyz` says the Slack surface is on.
+async fn slack_turns_on(h: &Harness) {
     let mut body = String::new();
     for _ in 0..600 {
         body = h
@@ -130,9 +119,9 @@ async fn a_rate_limited_start_is_retried_never_blamed_on_the_token() {
             .await
             .unwrap();
         if body.contains("slack: on") {
-            break;
+            return;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(body.contains("slack: on"), "{body}");
+    panic!("the Slack surface never turned on: {body}");
 }
