@@ -174,7 +174,7 @@ fn child(command: &str) {
                 vec![parse_run_rule("shell.exec=allow").unwrap()],
             ),
             agent_kind: None,
-            model: "bench".into(),
+            model: Some("bench".into()),
             workspace: root.clone(),
             repository: false,
             deny_read: vec![],

@@ -47,6 +47,7 @@ async fn main() {
         configured: Vec::new(),
         private: Vec::new(),
         network: Network::Unshared,
+        proxy_socket: None,
         scratch: scratch.path().to_owned(),
         limits: SandboxLimits::default(),
     })

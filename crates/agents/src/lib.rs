@@ -77,6 +77,7 @@
 mod command;
 mod echo;
 pub mod names;
+pub mod netproxy;
 mod openai;
 pub mod sandbox;
 pub mod sanitize;
@@ -94,7 +95,7 @@ use authz_core::{AgentName, RepoSlug, RunId};
 use tokio::sync::{mpsc, oneshot};
 pub use tokio_util::sync::CancellationToken;
 
-pub use command::{CommandBackend, CommandSettings, DEFAULT_PATH, RequestVia};
+pub use command::{CommandBackend, CommandNetwork, CommandSettings, DEFAULT_PATH, RequestVia};
 pub use echo::{EchoBackend, EchoBehaviour, EchoSettings};
 pub use openai::{OpenAiBackend, OpenAiSettings};
 pub use sanitize::Sanitizer;

@@ -84,8 +84,9 @@ const AFTER_HELP: &str = "Registry commands (run as cli:local; `switchboard help
   repo list|add|remove|test|build, memory list|forget, mcp list|add|remove, schedule list|fire";
 
 /// The binary's own verbs. Anything else is a registry command.
-pub const LOCAL_VERBS: [&str; 7] = [
+pub const LOCAL_VERBS: [&str; 8] = [
     "serve",
+    "sandbox-forward",
     "ask",
     "authz",
     "db",
@@ -144,6 +145,20 @@ enum Command {
     },
     /// Print the version.
     Version,
+    /// Inside a command agent's sandbox (started by the server, never by hand): listen on
+    /// the sandbox's loopback, run the program, relay each connection to the run's proxy.
+    #[command(hide = true)]
+    SandboxForward {
+        /// The run's proxy socket, as the sandbox binds it.
+        #[arg(long, value_name = "PATH")]
+        socket: PathBuf,
+        /// The loopback port HTTP_PROXY names.
+        #[arg(long)]
+        port: u16,
+        /// The program and its arguments.
+        #[arg(last = true, required = true)]
+        program: Vec<std::ffi::OsString>,
+    },
     #[command(external_subcommand)]
     Registry(Vec<String>),
 }
@@ -217,6 +232,10 @@ const DENIED: u8 = 1;
 const USAGE_OR_CONFIG: u8 = 2;
 
 fn main() -> ExitCode {
+    // This binary is the forwarder inside a command agent's sandbox (`sandbox-forward`).
+    if let Ok(me) = std::env::current_exe() {
+        agents::netproxy::forwarder::set_binary(me);
+    }
     // `--json` anywhere asks for JSON, errors included, before clap has read anything.
     let json = std::env::args_os()
         .skip(1)
@@ -283,6 +302,17 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             Ok(0)
         }
         Command::Serve { listen } => serve(config, json, listen),
+        Command::SandboxForward {
+            socket,
+            port,
+            program,
+        } => {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let code = runtime.block_on(agents::netproxy::forwarder::run(&socket, port, &program));
+            Ok(u8::try_from(code).unwrap_or(125))
+        }
         Command::Ask {
             request,
             agent,

@@ -60,11 +60,13 @@ impl Default for ToolBroker {
     }
 }
 
-/// An agent whose back end calls tools: its kind (for the rules) and its model.
+/// An agent whose runs have a broker gate: one whose back end calls tools (`openai`), or a
+/// command agent whose network goes through the broker. Its kind and model are what the
+/// rules name (a command agent's model is not known: `None`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolProfile {
     pub kind: Option<String>,
-    pub model: String,
+    pub model: Option<String>,
 }
 
 /// What one run's gate is built for.

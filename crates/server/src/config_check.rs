@@ -156,6 +156,23 @@ fn agents(t: &Text<'_>, config: &LoadedConfig, secrets: &Secrets, found: &mut Fo
                 .faults
                 .push(t.key(&["agents", name.as_str()], format!("{e:#}")));
         }
+        if let BackendSpec::Command {
+            network:
+                crate::config::AgentNetwork::Broker {
+                    model:
+                        Some(crate::config::ModelEndpointSpec {
+                            key_env: Some(var), ..
+                        }),
+                },
+            ..
+        } = &spec.backend
+            && !secrets.api_keys.contains_key(var)
+        {
+            found.warnings.push(t.key(
+                &["agents", name.as_str(), "model_endpoint"],
+                format!("key_env names {var}, which is not set in the environment, so every request of this agent to its model is refused; export {var}=<key> and restart"),
+            ));
+        }
         let BackendSpec::Command { argv, .. } = &spec.backend else {
             runnable += 1;
             continue;

@@ -573,6 +573,41 @@ fn build_agents(
         .collect()
 }
 
+/// A command agent's network: through the broker's per-run proxy, with its model endpoint's
+/// real key read from the server's environment (the agent gets a placeholder), or the host's.
+fn command_network(
+    secrets: &Secrets,
+    name: &AgentName,
+    network: &config::AgentNetwork,
+) -> anyhow::Result<agents::CommandNetwork> {
+    let config::AgentNetwork::Broker { model } = network else {
+        return Ok(agents::CommandNetwork::Host);
+    };
+    let model = match model {
+        None => None,
+        Some(m) => {
+            // A key the environment lacks refuses each model request, saying so (`config
+            // check` warns): like a program missing from PATH, it does not stop `serve`.
+            let key = match &m.key_env {
+                Some(var) => match secrets.api_keys.get(var) {
+                    Some(key) => agents::netproxy::ModelKey::Key(key.clone()),
+                    None => agents::netproxy::ModelKey::Missing(var.clone()),
+                },
+                None => agents::netproxy::ModelKey::Unneeded,
+            };
+            Some(
+                agents::netproxy::ModelEndpoint::new(m.api, m.url.clone(), key)
+                    .map_err(anyhow::Error::msg)
+                    .with_context(|| format!("agents.{name}.model_endpoint"))?,
+            )
+        }
+    };
+    Ok(agents::CommandNetwork::Broker {
+        forwarder: agents::netproxy::forwarder::binary(),
+        model,
+    })
+}
+
 /// One declared agent's back end, as `serve` builds it (`config check` builds each too, to
 /// report every one that would stop `serve`).
 pub fn build_agent(
@@ -594,11 +629,13 @@ pub fn build_agent(
             sandbox,
             sandbox_bind,
             sandbox_read_only,
+            network,
         } => Arc::new(
             CommandBackend::new(CommandSettings {
                 argv: argv.clone(),
                 request_via: *request_via,
                 env: secrets.agent_env.clone(),
+                network: command_network(secrets, name, network)?,
                 sandbox: *sandbox,
                 private: private_paths(config),
                 sandbox_binds: binds(sandbox_bind, true)
@@ -644,7 +681,15 @@ pub fn build_agent(
             .tool_model()
             .map(|model| dispatch::ToolProfile {
                 kind: spec.kind.clone(),
-                model: model.to_owned(),
+                model: Some(model.to_owned()),
+            })
+            .or_else(|| {
+                spec.backend
+                    .network_through_broker()
+                    .then(|| dispatch::ToolProfile {
+                        kind: spec.kind.clone(),
+                        model: None,
+                    })
             }),
         workspace: spec.backend.works_in_a_directory(),
     })

@@ -87,12 +87,22 @@ impl Secrets {
         }
         let mut api_keys = BTreeMap::new();
         for spec in config.agent_specs.values() {
-            let BackendSpec::OpenAi {
-                api_key_env: Some(var),
-                ..
-            } = &spec.backend
-            else {
-                continue;
+            let var = match &spec.backend {
+                BackendSpec::OpenAi {
+                    api_key_env: Some(var),
+                    ..
+                } => var,
+                BackendSpec::Command {
+                    network:
+                        crate::config::AgentNetwork::Broker {
+                            model:
+                                Some(crate::config::ModelEndpointSpec {
+                                    key_env: Some(var), ..
+                                }),
+                        },
+                    ..
+                } => var,
+                _ => continue,
             };
             if let Some(v) = env(var).filter(|v| !v.is_empty()) {
                 redact.push(v.clone());

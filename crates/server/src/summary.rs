@@ -67,6 +67,7 @@ pub fn summary(app: &App, addr: SocketAddr) -> Summary {
     surfaces.extend([
         broker_line(app),
         sandbox_line(app),
+        network_line(app),
         workspaces_line(app),
         retention_line(app),
         // Last: tests read the summary up to this line.
@@ -189,6 +190,74 @@ fn sandbox_line(app: &App) -> SurfaceLine {
                 users.join(" and ")
             ),
         },
+    }
+}
+
+/// Command agents' networks: which go through the broker's per-run proxy (each host
+/// decided), and which have the host's, undecided (`network = "host"`, or unsandboxed).
+fn network_line(app: &App) -> SurfaceLine {
+    use crate::config::{AgentNetwork, BackendSpec};
+    let (mut decided, mut undecided) = (Vec::new(), Vec::new());
+    for (name, spec) in &app.config.agent_specs {
+        match &spec.backend {
+            BackendSpec::Command {
+                network: AgentNetwork::Broker { model },
+                ..
+            } => decided.push(match model {
+                Some(m) => {
+                    let key = match &m.key_env {
+                        Some(var) if !app.secrets.api_keys.contains_key(var) => {
+                            format!(", its key {var} NOT set: model requests refused")
+                        }
+                        Some(var) => format!(", key from {var}"),
+                        None => String::new(),
+                    };
+                    format!(
+                        "{name} (model endpoint {}, {} API{key})",
+                        m.url,
+                        m.api.as_str()
+                    )
+                }
+                None => name.to_string(),
+            }),
+            BackendSpec::Command { sandbox, .. } => undecided.push(format!(
+                "{name} ({})",
+                if *sandbox {
+                    "network = \"host\""
+                } else {
+                    "sandbox = false"
+                }
+            )),
+            _ => {}
+        }
+    }
+    let undecided = if undecided.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; NOT decided, the host's network: {}",
+            undecided.join(", ")
+        )
+    };
+    if decided.is_empty() {
+        return SurfaceLine {
+            surface: "network",
+            on: false,
+            note: format!("no command agent's traffic goes through the broker{undecided}"),
+        };
+    }
+    let forwarder = if agents::netproxy::forwarder::binary().is_some() {
+        ""
+    } else {
+        " BROKEN: this process is not the switchboard binary, so no forwarder can run in a sandbox and their runs fail;"
+    };
+    SurfaceLine {
+        surface: "network",
+        on: true,
+        note: format!(
+            "{forwarder} command agents {}: no network but the run's proxy, each host decided by the broker (net.fetch){undecided}",
+            decided.join(", ")
+        ),
     }
 }
 

@@ -99,9 +99,11 @@ impl Default for SandboxLimits {
 /// Whether the program may reach the network.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Network {
-    /// A fresh network namespace with only a loopback of its own: every `shell` call.
+    /// A fresh network namespace with only a loopback of its own: every `shell` call, and a
+    /// command agent whose network goes through the broker (its proxy socket bound in).
     Unshared,
-    /// The host's network: a `command` agent that needs its model and `SWITCHBOARD_MCP_URL`.
+    /// The host's network: a command agent with `network = "host"`, whose traffic nothing
+    /// decides.
     Shared,
 }
 
@@ -137,6 +139,9 @@ pub struct SandboxSpec {
     /// denied files' real bytes.
     pub private: Vec<PathBuf>,
     pub network: Network,
+    /// The run's proxy socket (a command agent whose network goes through the broker),
+    /// bound at [`crate::netproxy::SANDBOX_PROXY_SOCKET`]. Meant for an unshared network.
+    pub proxy_socket: Option<PathBuf>,
     /// A directory outside the workspace for the stub file.
     pub scratch: PathBuf,
     pub limits: SandboxLimits,
@@ -278,6 +283,14 @@ impl Sandbox {
         }
         if let Some(memory) = &spec.memory {
             mount(memory, Path::new(SANDBOX_MEMORY), false);
+        }
+        if let Some(socket) = &spec.proxy_socket {
+            // Connecting needs write permission on the socket, never a writable mount.
+            mount(
+                socket,
+                Path::new(crate::netproxy::SANDBOX_PROXY_SOCKET),
+                false,
+            );
         }
         if spec.repository {
             // Pinned: a mount point cannot be renamed or replaced, so `.git` stays the run's

@@ -10,7 +10,7 @@
 //! not a person) is refused at an ask at once. A taint rise is stored before the result that
 //! raised it reaches the model; when it cannot be, the result is withheld and the gate closes.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -26,8 +26,9 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::exec::{ExecLimits, Executor};
+use super::host_form::in_host_form;
 use super::mcp::McpServers;
-use super::{ToolCall, ToolGate, broker_tool_definitions};
+use super::{NetworkAllowed, ToolCall, ToolGate, broker_tool_definitions};
 use crate::EventSink;
 use crate::sandbox::SANDBOX_WORKSPACE;
 
@@ -111,7 +112,9 @@ pub struct GateSettings {
     pub grants: ToolGrants,
     pub table: RuleTable,
     pub agent_kind: Option<String>,
-    pub model: String,
+    /// The agent's model, when known (a command agent's is not): a rule naming a model
+    /// matches no call of an unknown one.
+    pub model: Option<String>,
     pub workspace: PathBuf,
     /// Whether `workspace/.git` is the run's own repository.
     pub repository: bool,
@@ -139,6 +142,8 @@ struct Mutable {
     state: SessionState,
     ratchet: Ratchet,
     calls: u64,
+    /// How many times a person said yes in this run.
+    person_yes: u64,
     /// Why every later call is refused, once something the run's safety needs could not be
     /// recorded.
     closed: Option<&'static str>,
@@ -151,7 +156,7 @@ pub struct BrokerGate {
     grants: ToolGrants,
     table: RuleTable,
     agent_kind: Option<String>,
-    model: String,
+    model: Option<String>,
     person: Option<Arc<dyn Approver>>,
     reviewer: Arc<dyn Approver>,
     approval_timeout: Duration,
@@ -243,6 +248,7 @@ impl BrokerGate {
                 state: settings.state,
                 ratchet: settings.ratchet,
                 calls: 0,
+                person_yes: 0,
                 closed: None,
             }),
             _scratch: scratch,
@@ -319,6 +325,9 @@ impl BrokerGate {
         sink.event("approval", &format!("{action}: {}", answer.as_str()))
             .await;
         if answer == Answer::Yes {
+            if who == Who::Person {
+                self.with(|m| m.person_yes += 1);
+            }
             Ok(())
         } else {
             Err(refused(format!(
@@ -347,12 +356,18 @@ impl BrokerGate {
     }
 
     /// Step 2: the rule table, bounded by the ratchet. `Ok(true)` when a person already said
-    /// yes to this very call.
-    async fn rules(&self, call: &ToolCall, action: &str, sink: &EventSink) -> Result<bool, String> {
+    /// yes to this very call (`approved`: earlier in the run, for a connection's host).
+    async fn rules(
+        &self,
+        call: &ToolCall,
+        action: &str,
+        approved: bool,
+        sink: &EventSink,
+    ) -> Result<bool, String> {
         let key = RuleKey {
             action,
             tool: &call.name,
-            model: Some(&self.model),
+            model: self.model.as_deref(),
             agent_kind: self.agent_kind.as_deref(),
         };
         let answer = self.table.lookup(&key);
@@ -366,6 +381,9 @@ impl BrokerGate {
                 format!("the {} policy denies {action}", answer.source.as_str())
             };
             return Err(refused(why));
+        }
+        if approved {
+            return Ok(true);
         }
         // The person half first: with nobody to ask, the reviewer is not asked in vain.
         if decision.needs_a_person() && self.person.is_none() {
@@ -427,7 +445,7 @@ impl BrokerGate {
             }
         };
         let holder = broker::ratchet::Holder {
-            model: Some(&self.model),
+            model: self.model.as_deref(),
             agent_kind: self.agent_kind.as_deref(),
         };
         let event = match self.with(|m| m.ratchet.propose(&promise, &self.table, holder)) {
@@ -462,7 +480,7 @@ impl BrokerGate {
         let event = self
             .with(|m| m.ratchet.widen_request(&args.promise, &args.now))
             .map_err(refused)?;
-        self.rules(call, "policy.widen", sink).await?;
+        self.rules(call, "policy.widen", false, sink).await?;
         let body = serde_json::to_string(&event)
             .map_err(|e| refused(format!("the widening could not be recorded: {e}")))?;
         if !sink.event_kept("restriction", &body).await {
@@ -472,6 +490,66 @@ impl BrokerGate {
         }
         self.with(|m| m.ratchet.apply(&event)).map_err(refused)?;
         Ok(format!("widened: {} is now {}", args.promise, args.now))
+    }
+
+    /// The session's taint raised by a result's `label`, stored before the result reaches
+    /// anyone (a child run reads it); when it cannot be, the gate closes and this says why.
+    async fn raise(&self, label: broker::Label, sink: &EventSink) -> Result<(), &'static str> {
+        let raised = self.with(|m| {
+            let before = m.state;
+            m.state = before.after(label);
+            (m.state != before).then_some(m.state)
+        });
+        if let Some(state) = raised {
+            let body =
+                serde_json::json!({"taint": state.taint.as_str(), "untrusted": state.untrusted});
+            if !sink.event_kept("taint", &body.to_string()).await {
+                let why =
+                    "the session's taint could not be recorded, so this run's tools are closed";
+                self.with(|m| m.closed = Some(why));
+                return Err(why);
+            }
+        }
+        Ok(())
+    }
+
+    /// A command agent's connection, decided as an `http_fetch` of `url` would be: repo:use,
+    /// the rule table (with its asks), the grants; the result's label raises the taint.
+    async fn connection(
+        &self,
+        url: &str,
+        approved: bool,
+        sink: &EventSink,
+    ) -> Result<NetworkAllowed, String> {
+        if let Some(why) = self.with(|m| m.closed) {
+            return Err(refused(why));
+        }
+        let call = ToolCall {
+            id: "network".to_owned(),
+            name: "http_fetch".to_owned(),
+            arguments: serde_json::json!({ "url": url }).to_string(),
+        };
+        let action = "net.fetch";
+        if let Some(repo) = &self.repo
+            && !authorize(&self.agent, &Action::RepoUse, repo).is_allow()
+        {
+            return Err(refused(
+                "the person this run acts for may not use this repository",
+            ));
+        }
+        let yes_before = self.with(|m| m.person_yes);
+        let said_yes = self.rules(&call, action, approved, sink).await?;
+        let decision = self.grant(&call, action, said_yes, sink).await?;
+        self.raise(decision.label(), sink).await.map_err(refused)?;
+        sink.event(
+            "network",
+            &format!("{url}: allowed by grant {}", decision.grant()),
+        )
+        .await;
+        Ok(NetworkAllowed {
+            literal_hosts: decision.hosts().to_vec(),
+            person_said_yes: self.with(|m| m.person_yes) > yes_before,
+        })
     }
 
     async fn answer(&self, call: &ToolCall, sink: &EventSink) -> Result<String, String> {
@@ -500,7 +578,7 @@ impl BrokerGate {
                         "the person this run acts for may not use this repository",
                     ));
                 }
-                self.rules(call, action, sink).await?
+                self.rules(call, action, false, sink).await?
             }
             None => false,
         };
@@ -515,22 +593,9 @@ impl BrokerGate {
             })?;
         let result = self.executor.run(&decision).await.map_err(refused)?;
         let label = decision.label();
-        let raised = self.with(|m| {
-            let before = m.state;
-            m.state = before.after(label);
-            (m.state != before).then_some(m.state)
-        });
-        if let Some(state) = raised {
-            let body =
-                serde_json::json!({"taint": state.taint.as_str(), "untrusted": state.untrusted});
-            // Stored before the result reaches the model: a child it starts reads it.
-            if !sink.event_kept("taint", &body.to_string()).await {
-                let why =
-                    "the session's taint could not be recorded, so this run's tools are closed";
-                self.with(|m| m.closed = Some(why));
-                return Err(refused(format!("{why}; the result is withheld")));
-            }
-        }
+        self.raise(label, sink)
+            .await
+            .map_err(|why| refused(format!("{why}; the result is withheld")))?;
         sink.event(
             "tool",
             &format!(
@@ -578,6 +643,19 @@ impl ToolGate for BrokerGate {
         )
     }
 
+    async fn network(
+        &self,
+        url: &str,
+        approved: bool,
+        sink: &EventSink,
+    ) -> Result<NetworkAllowed, String> {
+        let allowed = self.connection(url, approved, sink).await;
+        if let Err(refusal) = &allowed {
+            sink.event("network", &format!("{url}: {refusal}")).await;
+        }
+        allowed
+    }
+
     async fn call(&self, call: &ToolCall, sink: &EventSink) -> String {
         let call = &in_host_form(call, &self.executor.workspace);
         match self.answer(call, sink).await {
@@ -587,111 +665,6 @@ impl ToolGate for BrokerGate {
                     .await;
                 refusal
             }
-        }
-    }
-}
-
-/// The call with a `path` or `cwd` the model wrote in the sandbox's form (beneath
-/// [`SANDBOX_WORKSPACE`], as `shell` shows it) rewritten to the workspace's host path, so the
-/// broker decides, and the executor opens, one path whichever form was sent. Anything else is
-/// left exactly as it was sent.
-fn in_host_form(call: &ToolCall, workspace: &Path) -> ToolCall {
-    let mut call = call.clone();
-    if !matches!(
-        call.name.as_str(),
-        "read_file" | "write_file" | "shell" | "git"
-    ) {
-        return call;
-    }
-    let Ok(Value::Object(mut arguments)) = serde_json::from_str::<Value>(&call.arguments) else {
-        return call;
-    };
-    let mut changed = false;
-    for key in ["path", "cwd"] {
-        if let Some(Value::String(path)) = arguments.get_mut(key)
-            && let Some(host) = host_path(path, workspace)
-        {
-            *path = host;
-            changed = true;
-        }
-    }
-    if changed {
-        call.arguments = Value::Object(arguments).to_string();
-    }
-    call
-}
-
-/// `path` beneath the host's `workspace` when it is [`SANDBOX_WORKSPACE`] or beneath it (and
-/// not already the host's own path).
-fn host_path(path: &str, workspace: &Path) -> Option<String> {
-    if Path::new(path).starts_with(workspace) {
-        return None;
-    }
-    let rest = path.strip_prefix(SANDBOX_WORKSPACE)?;
-    if !(rest.is_empty() || rest.starts_with('/')) {
-        return None;
-    }
-    Some(format!("{}{rest}", workspace.display()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_the_sandbox_form_is_rewritten() {
-        let ws = Path::new("/data/runs/r1/work");
-        let cases = [
-            ("/workspace", Some("/data/runs/r1/work")),
-            ("/workspace/", Some("/data/runs/r1/work/")),
-            ("/workspace/src/a.rs", Some("/data/runs/r1/work/src/a.rs")),
-            ("/workspace/../x", Some("/data/runs/r1/work/../x")),
-            ("/workspacex/a", None),
-            ("/data/runs/r1/work/a", None),
-            ("workspace/a", None),
-            ("", None),
-            ("/etc/passwd", None),
-        ];
-        for (sent, host) in cases {
-            assert_eq!(host_path(sent, ws).as_deref(), host, "{sent:?}");
-        }
-        // Already the host's path, under a host directory itself named /workspace.
-        assert_eq!(
-            host_path("/workspace/run/a", Path::new("/workspace/run")),
-            None
-        );
-    }
-
-    #[test]
-    fn a_call_is_rewritten_only_in_its_path_and_cwd() {
-        let ws = Path::new("/w");
-        let call = |name: &str, arguments: &str| ToolCall {
-            id: "1".into(),
-            name: name.into(),
-            arguments: arguments.into(),
-        };
-        let shell = in_host_form(
-            &call(
-                "shell",
-                r#"{"command":"cat /workspace/a","cwd":"/workspace/src"}"#,
-            ),
-            ws,
-        );
-        let args: Value = serde_json::from_str(&shell.arguments).unwrap();
-        assert_eq!(args["cwd"], "/w/src");
-        assert_eq!(args["command"], "cat /workspace/a");
-        for (name, raw) in [
-            ("http_fetch", r#"{"url":"/workspace"}"#),
-            ("mcp__x__y", r#"{"path":"/workspace/a"}"#),
-            ("read_file", "not json"),
-            ("read_file", r#"["/workspace/a"]"#),
-            ("read_file", r#"{"path":7}"#),
-        ] {
-            assert_eq!(
-                in_host_form(&call(name, raw), ws).arguments,
-                raw,
-                "{name} {raw}"
-            );
         }
     }
 }

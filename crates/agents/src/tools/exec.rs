@@ -6,7 +6,6 @@
 //! network unshared. A program's output is read with its cap while it streams, and the program is
 //! stopped at the cap. `http_fetch` connects only to the address it checked.
 
-use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::OnceLock;
@@ -20,7 +19,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use super::beneath::{self, Beneath, NOT_WITHIN};
 use super::capped::capped;
 use super::mcp::McpServers;
-use super::net::is_internal;
+use super::net::checked;
 use crate::sandbox::{
     Network, POLICY_DIR, SANDBOX_WORKSPACE, Sandbox, SandboxLimits, SandboxSpec, give_file,
     host_user,
@@ -320,6 +319,7 @@ impl Executor {
                     configured: Vec::new(),
                     private: Vec::new(),
                     network: Network::Unshared,
+                    proxy_socket: None,
                     scratch: self.scratch.clone(),
                     limits: SandboxLimits::default(),
                 })
@@ -428,31 +428,13 @@ impl Executor {
         let port = parsed
             .port_or_known_default()
             .ok_or_else(|| "the URL has no port".to_owned())?;
-        let literal = |ip: IpAddr| decision.hosts().iter().any(|h| h.parse() == Ok(ip));
-        let (name, addresses) = match parsed.host() {
-            Some(url::Host::Ipv4(ip)) => (None, vec![SocketAddr::new(IpAddr::V4(ip), port)]),
-            Some(url::Host::Ipv6(ip)) => (None, vec![SocketAddr::new(IpAddr::V6(ip), port)]),
-            Some(url::Host::Domain(name)) => {
-                let found: Vec<SocketAddr> = tokio::net::lookup_host((name, port))
-                    .await
-                    .map_err(|_| format!("{name} does not resolve"))?
-                    .collect();
-                (Some(name.to_owned()), found)
-            }
+        let host = match parsed.host() {
+            Some(url::Host::Ipv4(ip)) => ip.to_string(),
+            Some(url::Host::Ipv6(ip)) => ip.to_string(),
+            Some(url::Host::Domain(name)) => name.to_owned(),
             None => return Err("the URL has no host".to_owned()),
         };
-        let (allowed, internal): (Vec<SocketAddr>, Vec<SocketAddr>) = addresses
-            .into_iter()
-            .partition(|a| !is_internal(a.ip()) || literal(a.ip()));
-        if allowed.is_empty() {
-            let first = internal
-                .first()
-                .map_or_else(|| "nothing".to_owned(), |a| a.ip().to_string());
-            return Err(format!(
-                "{} resolves to {first}, an internal address; a grant must name that address itself to reach it",
-                parsed.host_str().unwrap_or_default()
-            ));
-        }
+        let (name, allowed) = checked(&host, port, decision.hosts()).await?;
         let mut client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .no_proxy()

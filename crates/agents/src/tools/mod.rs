@@ -8,6 +8,7 @@ mod beneath;
 mod broker_gate;
 mod capped;
 mod exec;
+mod host_form;
 mod mcp;
 pub mod net;
 
@@ -47,6 +48,29 @@ pub trait ToolGate: Send + Sync {
     /// The text the model reads back for one call: a result or a refusal. Each step worth
     /// keeping is a run event on `sink`.
     async fn call(&self, call: &ToolCall, sink: &EventSink) -> String;
+    /// A command agent's connection to `url`'s host and port (its proxy asks: the URL is
+    /// `https://host:port/` for a tunnel), decided as `net.fetch` on that host exactly as an
+    /// `http_fetch` call is. `approved`: the run's principal already said yes to this host and
+    /// port in this run, so they are not asked again (every other step is decided again). A
+    /// refusal is the text the proxy answers with.
+    async fn network(
+        &self,
+        url: &str,
+        approved: bool,
+        sink: &EventSink,
+    ) -> Result<NetworkAllowed, String> {
+        let _ = (url, approved, sink);
+        Err("refused: this run's tools decide no network".to_owned())
+    }
+}
+
+/// A connection the broker allowed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetworkAllowed {
+    /// The winning grant's hosts: an internal address is reached only when one names it.
+    pub literal_hosts: Vec<String>,
+    /// Whether the run's principal said yes to it just now.
+    pub person_said_yes: bool,
 }
 
 /// A job's tools, when its agent has any.

@@ -6,7 +6,41 @@
 //! (a network-specific prefix rather than `64:ff9b::/96`) cannot be told from a public IPv6
 //! address here; a host behind one keeps internal IPv4 addresses out with its firewall.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+/// Where a connection to `host` (a name, or an address literal without brackets) at `port`
+/// may go: the name resolved once (`None` for a literal: nothing to pin), and the addresses
+/// that pass: public ones, and an internal one only when `literal` (the hosts of the grant
+/// that allowed it) names that very address. None passing is the refusal, naming the host.
+pub async fn checked(
+    host: &str,
+    port: u16,
+    literal: &[String],
+) -> Result<(Option<String>, Vec<SocketAddr>), String> {
+    let named = |ip: IpAddr| literal.iter().any(|h| h.parse() == Ok(ip));
+    let (name, addresses) = match host.parse::<IpAddr>() {
+        Ok(ip) => (None, vec![SocketAddr::new(ip, port)]),
+        Err(_) => {
+            let found: Vec<SocketAddr> = tokio::net::lookup_host((host, port))
+                .await
+                .map_err(|_| format!("{host} does not resolve"))?
+                .collect();
+            (Some(host.to_owned()), found)
+        }
+    };
+    let (allowed, internal): (Vec<SocketAddr>, Vec<SocketAddr>) = addresses
+        .into_iter()
+        .partition(|a| !is_internal(a.ip()) || named(a.ip()));
+    if allowed.is_empty() {
+        let first = internal
+            .first()
+            .map_or_else(|| "nothing".to_owned(), |a| a.ip().to_string());
+        return Err(format!(
+            "{host} resolves to {first}, an internal address; a grant must name that address itself to reach it"
+        ));
+    }
+    Ok((name, allowed))
+}
 
 /// Whether `ip` is internal: not somewhere a grant's host name may lead without naming it.
 pub fn is_internal(ip: IpAddr) -> bool {

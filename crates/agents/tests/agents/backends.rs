@@ -45,12 +45,23 @@ async fn run(
     (outcome, drain.await.unwrap())
 }
 
+/// Every event but a command agent's `network` one (what its traffic goes through).
 fn events(items: &[SinkItem]) -> Vec<String> {
     items
         .iter()
         .filter_map(|i| match i {
-            SinkItem::Event { body, .. } => Some(body.clone()),
-            SinkItem::Friction { .. } => None,
+            SinkItem::Event { kind, body, .. } if kind != "network" => Some(body.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn events_of(items: &[SinkItem], want: &str) -> Vec<String> {
+    items
+        .iter()
+        .filter_map(|i| match i {
+            SinkItem::Event { kind, body, .. } if kind == want => Some(body.clone()),
+            _ => None,
         })
         .collect()
 }

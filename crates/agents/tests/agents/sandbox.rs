@@ -47,6 +47,7 @@ fn spec(place: &Place, network: Network) -> SandboxSpec {
         configured: Vec::new(),
         private: Vec::new(),
         network,
+        proxy_socket: None,
         scratch: place.scratch.path().to_owned(),
         limits: SandboxLimits::default(),
     }

@@ -126,7 +126,7 @@ impl Fixture {
                     .to_vec(),
             ),
             agent_kind: Some("main".into()),
-            model: "scripted".into(),
+            model: Some("scripted".into()),
             workspace: self.ws.path().to_owned(),
             repository: false,
             deny_read: vec![".env".into()],

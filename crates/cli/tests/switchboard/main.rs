@@ -13,6 +13,7 @@ mod common;
 
 mod access_replicas;
 mod agent_boundary;
+mod agent_network;
 mod ask_tools;
 mod cli;
 mod config_check;

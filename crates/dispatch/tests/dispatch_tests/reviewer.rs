@@ -13,6 +13,7 @@ use dispatch::{BackendModel, ReviewerAgent};
 
 fn reviewer(script: &str, timeout: Duration) -> ReviewerAgent {
     let backend = CommandBackend::new(CommandSettings {
+        network: agents::CommandNetwork::Host,
         argv: vec!["/bin/sh".into(), "-c".into(), script.into()],
         request_via: RequestVia::Stdin,
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],

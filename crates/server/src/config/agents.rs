@@ -19,6 +19,7 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use toml::Spanned;
 
+use super::agent_network::{AgentNetwork, ModelEndpointTable, NetworkKey, agent_network};
 use super::numbers::{Positive, Whole};
 use super::{LoadError, Text};
 
@@ -129,6 +130,8 @@ impl BackendKind {
                 "sandbox",
                 "sandbox_bind",
                 "sandbox_read_only",
+                "network",
+                "model_endpoint",
             ],
             BackendKind::Openai => &["base_url", "model", "api_key_env", "system_prompt"],
         }
@@ -190,6 +193,10 @@ pub struct AgentTable {
     /// Host paths bound into the sandbox read-write (`~/.claude`) and read-only.
     pub sandbox_bind: Option<Spanned<Vec<Spanned<String>>>>,
     pub sandbox_read_only: Option<Spanned<Vec<Spanned<String>>>>,
+    /// `"broker"` (the default, sandboxed) or `"host"`.
+    pub network: Option<Spanned<NetworkKey>>,
+    /// The model endpoint the broker's proxy lets the agent reach, with the real key.
+    pub model_endpoint: Option<Spanned<ModelEndpointTable>>,
     /// The agent's kind for the broker's rules (`main`, `reviewer`, …).
     pub kind: Option<Spanned<String>>,
     /// The agent that starts this one (its kind's parent), when it is a sub-agent.
@@ -220,6 +227,11 @@ impl AgentTable {
             at(
                 self.sandbox_read_only.as_ref().map(|s| s.span().start),
                 "sandbox_read_only",
+            ),
+            at(self.network.as_ref().map(|s| s.span().start), "network"),
+            at(
+                self.model_endpoint.as_ref().map(|s| s.span().start),
+                "model_endpoint",
             ),
             at(self.base_url.as_ref().map(|s| s.span().start), "base_url"),
             at(self.model.as_ref().map(|s| s.span().start), "model"),
@@ -277,6 +289,8 @@ pub enum BackendSpec {
         /// server's `$HOME`, filled in when the agent is built).
         sandbox_bind: Vec<String>,
         sandbox_read_only: Vec<String>,
+        /// Through the broker's per-run proxy (the default when sandboxed), or the host's.
+        network: AgentNetwork,
     },
     OpenAi {
         base_url: String,
@@ -300,6 +314,12 @@ impl BackendSpec {
             BackendSpec::OpenAi { model, .. } => Some(model),
             BackendSpec::Echo { .. } | BackendSpec::Command { .. } => None,
         }
+    }
+
+    /// Whether the agent's network goes through the broker (a sandboxed command agent's,
+    /// unless it says `network = "host"`): its runs get a broker gate for it.
+    pub fn network_through_broker(&self) -> bool {
+        matches!(self, BackendSpec::Command { network, .. } if network.through_broker())
     }
 
     pub fn kind(&self) -> &'static str {
@@ -473,15 +493,17 @@ pub(super) fn agent_spec(
                     "name the program and its arguments, like command = [\"claude\", \"-p\"]",
                 ));
             }
+            let sandbox = a.sandbox.as_ref().is_none_or(|v| *v.get_ref());
             BackendSpec::Command {
                 argv: argv.get_ref().clone(),
                 request_via: a
                     .request_via
                     .as_ref()
                     .map_or(RequestVia::Stdin, |v| (*v.get_ref()).into()),
-                sandbox: a.sandbox.as_ref().is_none_or(|v| *v.get_ref()),
+                sandbox,
                 sandbox_bind: bind_paths(t, a.sandbox_bind.as_ref())?,
                 sandbox_read_only: bind_paths(t, a.sandbox_read_only.as_ref())?,
+                network: agent_network(t, a.network.as_ref(), a.model_endpoint.as_ref(), sandbox)?,
             }
         }
         BackendKind::Openai => BackendSpec::OpenAi {
@@ -603,6 +625,7 @@ max_event_bytes = 100
                 sandbox: true,
                 sandbox_bind: vec!["~/.claude".into(), "/var/lib/claude".into()],
                 sandbox_read_only: vec!["/opt/node".into()],
+                network: AgentNetwork::Broker { model: None },
             }
         );
         assert_eq!(spec("claude").kind.as_deref(), Some("main"));

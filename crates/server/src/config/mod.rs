@@ -11,6 +11,7 @@
 //! files this config names (`secrets.rs`).
 
 mod access_section;
+mod agent_network;
 mod agents;
 mod faults;
 mod ingress_section;
@@ -33,6 +34,7 @@ mod tool_policy_section;
 mod urls;
 
 pub use access_section::AccessConfig;
+pub use agent_network::{AgentNetwork, ModelEndpointSpec};
 pub use agents::{AgentLimits, AgentSpec, BackendSpec};
 pub use faults::{ConfigFaults, LoadError};
 pub use ingress_section::IngressConfig;

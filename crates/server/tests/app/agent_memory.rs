@@ -29,6 +29,8 @@ default = "echo"
 [agents.recall]
 backend = "command"
 command = ["/bin/sh", "-c", "cat \"$SWITCHBOARD_MEMORY_FILE\""]
+# No forwarder in a library's test binary: the host's network (the binary's tests cover the broker's).
+network = "host"
 [grants."http:ops"]
 actions = ["runs:read", "agent:run:*"]
 channels = ["http:ops"]

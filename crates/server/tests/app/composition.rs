@@ -421,7 +421,7 @@ async fn every_route_of_an_off_surface_answers_503_with_one_line_saying_why() {
 #[tokio::test]
 async fn mcp_on_shows_in_the_summary_and_command_agents_get_its_url() {
     let dir = tempfile::tempdir().unwrap();
-    let extra = "[mcp]\nenabled = true\n[agents.where]\nbackend = \"command\"\ncommand = [\"/bin/sh\", \"-c\", \"printf %s \\\"$SWITCHBOARD_MCP_URL\\\"\"]";
+    let extra = "[mcp]\nenabled = true\n[agents.where]\nbackend = \"command\"\ncommand = [\"/bin/sh\", \"-c\", \"printf %s \\\"$SWITCHBOARD_MCP_URL\\\"\"]\nnetwork = \"host\"";
     let c = config(dir.path(), extra);
     let secrets = Secrets::from_lookup(&c, env(&[("SWITCHBOARD_INGRESS_TOKENS", TOKENS)])).unwrap();
     let (addr, stop, handle, summary) = start(c, secrets).await;
@@ -551,6 +551,7 @@ async fn schedule_fire_over_the_ingress_runs_as_the_schedule_never_as_the_caller
 async fn the_summary_names_sandboxed_and_unsandboxed_command_agents() {
     let dir = tempfile::tempdir().unwrap();
     let extra = "[agents.boxed]\nbackend = \"command\"\ncommand = [\"/bin/true\"]\n\
+                 [agents.hosted]\nbackend = \"command\"\ncommand = [\"/bin/true\"]\nnetwork = \"host\"\n\
                  [agents.open]\nbackend = \"command\"\ncommand = [\"/bin/true\"]\nsandbox = false\n";
     let c = config(dir.path(), extra);
     let secrets = Secrets::from_lookup(&c, env(&[])).unwrap();
@@ -570,6 +571,20 @@ async fn the_summary_names_sandboxed_and_unsandboxed_command_agents() {
     assert!(
         line.contains("(each sandbox: /tmp 128 MiB, 256 processes)"),
         "{line}"
+    );
+    // Whose traffic the broker decides, and whose it does not; a test binary is no forwarder.
+    let network = summary
+        .lines()
+        .find(|l| l.contains(" network "))
+        .unwrap_or_else(|| panic!("no network line: {summary}"));
+    assert!(
+        network.starts_with("  on  network")
+            && network.contains("command agents boxed: no network but the run's proxy")
+            && network.contains(
+                "NOT decided, the host's network: hosted (network = \"host\"), open (sandbox = false)"
+            )
+            && network.contains("BROKEN: this process is not the switchboard binary"),
+        "{network}"
     );
     let workspaces = summary
         .lines()

@@ -4,6 +4,7 @@ use super::*;
 
 fn command(argv: Vec<String>, via: RequestVia) -> CommandBackend {
     CommandBackend::new(CommandSettings {
+        network: agents::CommandNetwork::Host,
         argv,
         request_via: via,
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
@@ -34,6 +35,11 @@ async fn command_reads_stdin_streams_lines_and_answers_with_the_last_block() {
         "last block, sanitised"
     );
     assert_eq!(events(&items)[0], "working on: fix the build");
+    // An unsandboxed program's traffic is the host's: its run says so.
+    assert_eq!(
+        events_of(&items, "network"),
+        ["the agent runs unsandboxed, with the host's network: its traffic is not decided"]
+    );
 }
 
 #[tokio::test]

@@ -28,6 +28,7 @@ fn in_workspace(request: &str, ws: &Path, deny_read: &[&str]) -> AgentJob {
 
 fn sandboxed(argv: Vec<String>, sandbox: bool) -> CommandBackend {
     CommandBackend::new(CommandSettings {
+        network: agents::CommandNetwork::Host,
         argv,
         request_via: RequestVia::Stdin,
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
@@ -49,6 +50,7 @@ fn sandboxed_with(
     read_only: Vec<PathBuf>,
 ) -> CommandBackend {
     CommandBackend::new(CommandSettings {
+        network: agents::CommandNetwork::Host,
         argv,
         request_via: RequestVia::Stdin,
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],

@@ -90,6 +90,7 @@ pub(super) async fn snapshot(
         ],
         private: Vec::new(),
         network: Network::Unshared,
+        proxy_socket: None,
         scratch: stub_dir,
         limits: SandboxLimits::default(),
     })

@@ -37,6 +37,8 @@ delay_ms = 4500
 [agents.holder]
 backend = "command"
 command = ["/bin/sh", "-c", "printf '%s\n%s' \"$SWITCHBOARD_AGENT_TOKEN\" \"$SWITCHBOARD_MCP_URL\" > \"token-$SWITCHBOARD_RUN_ID\"; exec /bin/sleep 60"]
+# It calls back with the real URL on the host's network (no forwarder in a library's test binary).
+network = "host"
 
 # deliberate change (d): runs:read and no channels.
 [grants."mcp:reader"]

@@ -19,10 +19,18 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufRead
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
+mod network;
+
+pub use network::CommandNetwork;
+
+use crate::netproxy::{RunProxy, SANDBOX_PROXY_PORT, SANDBOX_PROXY_SOCKET};
 use crate::sandbox::{
     ConfiguredBind, Network, SANDBOX_MEMORY, Sandbox, SandboxLimits, SandboxSpec, copied_for_run,
     find_in, host_user,
 };
+
+/// The run's proxy socket, in its sandbox's scratch directory.
+pub(super) const PROXY_SOCKET_NAME: &str = "proxy.sock";
 use crate::{AgentBackend, AgentJob, AgentOutcome, EventSink, SettingsError, Workspace};
 
 /// How the request reaches the program.
@@ -52,13 +60,19 @@ pub struct CommandSettings {
     /// directory): refused when the back end is made, and again before each run with the
     /// run's own ([`Workspace::private`]).
     pub private: Vec<PathBuf>,
+    /// How a sandboxed program reaches the network (an unsandboxed one has the host's).
+    pub network: CommandNetwork,
 }
 
 /// A run's sandbox, the program it starts (found once), and the directory of its stub file.
 struct Boxed {
     sandbox: Sandbox,
     program: PathBuf,
-    _scratch: tempfile::TempDir,
+    /// The forwarder that starts the program, when its network goes through the broker.
+    forwarder: Option<PathBuf>,
+    /// The run's proxy; it serves until the run returns.
+    proxy: Option<RunProxy>,
+    scratch: tempfile::TempDir,
 }
 
 /// Where one call of the program works: the run's workspace, or (for a call that is not a
@@ -119,11 +133,11 @@ pub const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// Whether stderr is the sandbox's own complaint (its first line starts `bwrap:` or `choom:`,
 /// the launcher that starts the program inside), not the program's.
 fn launcher_failed(stderr: &str) -> bool {
-    stderr
-        .trim_start()
-        .lines()
-        .next()
-        .is_some_and(|first| first.starts_with("bwrap: ") || first.starts_with("choom: "))
+    stderr.trim_start().lines().next().is_some_and(|first| {
+        first.starts_with("bwrap: ")
+            || first.starts_with("choom: ")
+            || first.starts_with(crate::netproxy::forwarder::SAID_BY)
+    })
 }
 
 /// What a run's readers are told when its program never started.
@@ -164,10 +178,36 @@ impl CommandBackend {
             Some((p, a)) => (p.as_str(), a),
             None => ("false", &[][..]),
         };
+        let network_env = boxed.map_or_else(Vec::new, |b| self.network_env(job, b));
+        // What the proxy's variables name is never the operator's environment's.
+        let env: Vec<(String, String)> = self
+            .settings
+            .env
+            .iter()
+            .filter(|(k, _)| !network_env.iter().any(|(n, _)| n == k))
+            .cloned()
+            .chain(network_env.iter().cloned())
+            .collect();
         let mut cmd = match boxed {
-            Some(boxed) => boxed
-                .sandbox
-                .command_with_env(&boxed.program, args, &self.settings.env),
+            Some(Boxed {
+                sandbox,
+                program,
+                forwarder: Some(forwarder),
+                ..
+            }) => {
+                let mut forwarded: Vec<std::ffi::OsString> = vec![
+                    "sandbox-forward".into(),
+                    "--socket".into(),
+                    SANDBOX_PROXY_SOCKET.into(),
+                    "--port".into(),
+                    SANDBOX_PROXY_PORT.to_string().into(),
+                    "--".into(),
+                    program.clone().into_os_string(),
+                ];
+                forwarded.extend(args.iter().map(Into::into));
+                sandbox.command_with_env(forwarder, forwarded, &env)
+            }
+            Some(boxed) => boxed.sandbox.command_with_env(&boxed.program, args, &env),
             None => {
                 let mut cmd = Command::new(program);
                 cmd.args(args).current_dir(dir);
@@ -187,13 +227,7 @@ impl CommandBackend {
         // the staging's (which runs as root).
         let own_env = boxed.is_none_or(|b| !b.sandbox.stages());
         cmd.env_clear()
-            .envs(
-                self.settings
-                    .env
-                    .iter()
-                    .filter(|_| own_env)
-                    .map(|(k, v)| (k, v)),
-            )
+            .envs(env.iter().filter(|_| own_env).map(|(k, v)| (k, v)))
             .env("SWITCHBOARD_RUN_ID", job.run_id.as_str())
             .env("SWITCHBOARD_AGENT_TOKEN", &job.agent_token)
             .env("SWITCHBOARD_MEMORY_FILE", memory_file)
@@ -202,7 +236,9 @@ impl CommandBackend {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
-        if let Some(url) = &job.mcp_url {
+        if let Some(url) = &job.mcp_url
+            && network_env.is_empty()
+        {
             cmd.env("SWITCHBOARD_MCP_URL", url);
         }
         cmd
@@ -263,6 +299,22 @@ impl CommandBackend {
         if program.is_absolute() && !program.starts_with("/usr") {
             read_only.push(program.clone());
         }
+        let forwarder = match &self.settings.network {
+            CommandNetwork::Host => None,
+            CommandNetwork::Broker {
+                forwarder: Some(f), ..
+            } => Some(f.clone()),
+            CommandNetwork::Broker {
+                forwarder: None, ..
+            } => {
+                return Err(
+                    "the agent's network goes through the broker, and this process knows no forwarder (the switchboard binary) to run in its sandbox".to_owned(),
+                );
+            }
+        };
+        if let Some(forwarder) = &forwarder {
+            read_only.push(forwarder.clone());
+        }
         let scratch = tempfile::Builder::new()
             .prefix("switchboard-sandbox-")
             .tempdir()
@@ -300,8 +352,15 @@ impl CommandBackend {
             memory: Some(memory_file),
             configured,
             private,
-            // A command agent keeps the network its model and SWITCHBOARD_MCP_URL need.
-            network: Network::Shared,
+            // Through the broker: no network but the proxy's socket.
+            network: if forwarder.is_some() {
+                Network::Unshared
+            } else {
+                Network::Shared
+            },
+            proxy_socket: forwarder
+                .as_ref()
+                .map(|_| scratch.path().join(PROXY_SOCKET_NAME)),
             scratch: scratch.path().to_path_buf(),
             limits: SandboxLimits::default(),
         };
@@ -309,7 +368,9 @@ impl CommandBackend {
         Ok(Some(Boxed {
             sandbox,
             program,
-            _scratch: scratch,
+            forwarder,
+            proxy: None,
+            scratch,
         }))
     }
 }
@@ -446,7 +507,7 @@ impl AgentBackend for CommandBackend {
             Err(why) => return sink.failed_because(NOT_STARTED, &why),
         };
         // Held until the run returns, like the memory file: its stub file lives beside it.
-        let boxed = match self.sandbox(&work, memory_file.path()) {
+        let mut boxed = match self.sandbox(&work, memory_file.path()) {
             Ok(boxed) => boxed,
             Err(why) => {
                 return sink.failed_because(
@@ -455,6 +516,21 @@ impl AgentBackend for CommandBackend {
                 );
             }
         };
+        if let Some(boxed) = boxed.as_mut() {
+            if let Err(why) = self.start_proxy(&job, boxed, &sink) {
+                return sink.failed_because(
+                    "the agent's network could not be set up; the operator's log has the details",
+                    &why,
+                );
+            }
+            sink.event("network", &self.network_said(boxed)).await;
+        } else {
+            sink.event(
+                "network",
+                "the agent runs unsandboxed, with the host's network: its traffic is not decided",
+            )
+            .await;
+        }
         let mut child = match self
             .command(&job, work.path(), memory_file.path(), boxed.as_ref())
             .spawn()
@@ -567,6 +643,7 @@ mod tests {
         std::fs::write(&tool, "#!/bin/sh\n").unwrap();
         let backend = |path: &str| {
             CommandBackend::new(CommandSettings {
+                network: CommandNetwork::Host,
                 argv: vec!["my-agent".into()],
                 request_via: RequestVia::Stdin,
                 env: vec![("PATH".into(), path.to_owned())],
@@ -634,6 +711,7 @@ mod tests {
     #[test]
     fn an_empty_argv_is_refused() {
         let e = CommandBackend::new(CommandSettings {
+            network: CommandNetwork::Host,
             argv: vec![],
             request_via: RequestVia::Stdin,
             env: vec![],

@@ -1,0 +1,284 @@
+//! A command agent's network: the per-run proxy the server runs, and the forwarder that
+//! reaches it from inside the sandbox.
+//!
+//! A sandboxed command agent with `network = "broker"` has no network of its own (its sandbox
+//! unshares it). Its one way out is a Unix socket bound into its sandbox for that run alone,
+//! at [`SANDBOX_PROXY_SOCKET`]; the `switchboard` binary, in its forwarding mode
+//! ([`forwarder`]), listens on `127.0.0.1:`[`SANDBOX_PROXY_PORT`] inside and relays each
+//! connection there, and the agent's `HTTP_PROXY`/`HTTPS_PROXY` name that port. On the
+//! server's side, [`RunProxy`] reads each connection's request head ([`head`]) and:
+//! - `CONNECT host:port` (HTTPS) and `GET http://host/…` are decided as `net.fetch` on that
+//!   host through the run's broker gate ([`crate::tools::ToolGate::network`]: grants, the
+//!   rule table, asks to the run's principal), then the name is resolved once, each address
+//!   checked ([`crate::tools::net::checked`]: internal ranges only when the grant names the
+//!   address) and the connection made to exactly that address; no proxy of the host's is
+//!   used ([`upstream`]);
+//! - a request to the proxy itself (`/path`) is the gateway: the agent's declared model
+//!   endpoint for its API paths only, with the real credential put on by Switchboard (the
+//!   agent holds a placeholder), and Switchboard's own MCP endpoint ([`model`]);
+//! - the model endpoint's host is never tunnelled to, and refused on any other path.
+//!
+//! Must never: connect before the broker allowed the host, connect to an address other than
+//! the one it checked, pass the agent's own credential to the model endpoint, or answer a
+//! malformed head with anything but a refusal.
+
+pub mod forwarder;
+pub mod head;
+mod model;
+mod upstream;
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::{UnixListener, UnixStream};
+
+use crate::EventSink;
+use crate::tools::ToolGate;
+use head::{Head, Target};
+pub use model::{ModelApi, ModelEndpoint, ModelKey};
+
+/// Where the proxy's socket is inside a sandbox.
+pub const SANDBOX_PROXY_SOCKET: &str = "/run/switchboard/proxy.sock";
+/// The loopback port the forwarder listens on inside a sandbox.
+pub const SANDBOX_PROXY_PORT: u16 = 3128;
+/// The key a command agent's environment holds for its model endpoint: worth nothing
+/// outside; the gateway puts the real one on.
+pub const PLACEHOLDER_KEY: &str = "switchboard-placeholder-key";
+
+/// The proxy's URL inside a sandbox.
+pub fn sandbox_proxy_url() -> String {
+    format!("http://127.0.0.1:{SANDBOX_PROXY_PORT}")
+}
+
+/// Where the gateway sends what is not decided per host.
+#[derive(Debug, Clone, Default)]
+pub struct Routes {
+    /// The agent's declared model endpoint.
+    pub model: Option<ModelEndpoint>,
+    /// Switchboard's own MCP endpoint (`SWITCHBOARD_MCP_URL`), reached as the path it has.
+    pub mcp: Option<url::Url>,
+}
+
+/// One run's proxy: it serves until dropped.
+pub struct RunProxy {
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for RunProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// What every connection of one run shares.
+struct Shared {
+    gate: Arc<dyn ToolGate>,
+    routes: Routes,
+    sink: EventSink,
+    /// `host:port`s the run's principal said yes to in this run: not asked again.
+    approved: Mutex<HashSet<String>>,
+}
+
+impl RunProxy {
+    /// Binds `socket` (a path in a directory of the run's own) and serves it for the run.
+    pub fn start(
+        socket: &Path,
+        gate: Arc<dyn ToolGate>,
+        routes: Routes,
+        sink: EventSink,
+    ) -> std::io::Result<RunProxy> {
+        let listener = UnixListener::bind(socket)?;
+        let shared = Arc::new(Shared {
+            gate,
+            routes,
+            sink,
+            approved: Mutex::new(HashSet::new()),
+        });
+        let task = tokio::spawn(async move {
+            let mut connections = tokio::task::JoinSet::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                connections.spawn(serve(stream, shared.clone()));
+                // Finished connections are reaped as new ones come.
+                while connections.try_join_next().is_some() {}
+            }
+        });
+        Ok(RunProxy { task })
+    }
+}
+
+/// A refusal as the program reads it: a 403 (or 400 for a malformed request) whose body says
+/// why, and the connection closed.
+async fn refuse(stream: &mut UnixStream, status: &str, why: &str) {
+    let body = format!("switchboard: {why}\n");
+    let reply = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = stream.write_all(reply.as_bytes()).await;
+    let _ = stream.shutdown().await;
+}
+
+async fn serve(mut stream: UnixStream, shared: Arc<Shared>) {
+    let (head, rest) = match head::read_head(&mut stream).await {
+        Ok(read) => read,
+        Err(head::HeadError::Closed) => return,
+        Err(e) => {
+            shared
+                .sink
+                .event("network", &format!("refused a request: {e}"))
+                .await;
+            return refuse(&mut stream, "400 Bad Request", &e.to_string()).await;
+        }
+    };
+    if let Err((status, why)) = route(&mut stream, &head, rest, &shared).await {
+        refuse(&mut stream, status, &why).await;
+    }
+}
+
+/// `host:port` as a URL's authority (an IPv6 address in brackets).
+fn authority(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+/// Whether `host:port` is the proxy itself, as the sandbox names it.
+fn is_self(host: &str, port: u16) -> bool {
+    port == SANDBOX_PROXY_PORT && matches!(host, "127.0.0.1" | "localhost")
+}
+
+type Refusal = (&'static str, String);
+const FORBIDDEN: &str = "403 Forbidden";
+
+async fn route(
+    stream: &mut UnixStream,
+    head: &Head,
+    rest: Vec<u8>,
+    shared: &Shared,
+) -> Result<(), Refusal> {
+    let model = shared.routes.model.as_ref();
+    let model_host = |host: &str, port: u16| model.is_some_and(|m| m.is_host(host, port));
+    match &head.target {
+        Target::Authority { host, port } if model_host(host, *port) || is_self(host, *port) => {
+            Err((
+                FORBIDDEN,
+                format!(
+                    "{} is not tunnelled to: the model endpoint is reached through the gateway ({}), on its API paths only",
+                    authority(host, *port),
+                    sandbox_proxy_url()
+                ),
+            ))
+        }
+        Target::Authority { host, port } => {
+            let url = format!("https://{}/", authority(host, *port));
+            let upstream = open(shared, &url, host, *port).await?;
+            upstream::tunnel(stream, upstream, rest).await;
+            Ok(())
+        }
+        Target::Absolute { host, port, path }
+            if model_host(host, *port) || is_self(host, *port) =>
+        {
+            gateway(stream, head, path, rest, shared).await
+        }
+        Target::Absolute { host, port, path } => {
+            let url = format!("http://{}{path}", authority(host, *port));
+            let upstream = open(shared, &url, host, *port).await?;
+            upstream::plain(stream, upstream, head, &authority(host, *port), path, rest).await;
+            Ok(())
+        }
+        Target::Origin { path } => gateway(stream, head, path, rest, shared).await,
+    }
+}
+
+/// Decides `url`'s host through the run's gate (asking its principal once per host and port
+/// in a run), then connects to a checked address.
+async fn open(
+    shared: &Shared,
+    url: &str,
+    host: &str,
+    port: u16,
+) -> Result<tokio::net::TcpStream, Refusal> {
+    let key = authority(host, port);
+    let approved = shared
+        .approved
+        .lock()
+        .map(|set| set.contains(&key))
+        .unwrap_or(false);
+    let allowed = shared
+        .gate
+        .network(url, approved, &shared.sink)
+        .await
+        .map_err(|refusal| (FORBIDDEN, refusal))?;
+    if allowed.person_said_yes
+        && let Ok(mut set) = shared.approved.lock()
+    {
+        set.insert(key.clone());
+    }
+    match upstream::connect(host, port, &allowed.literal_hosts).await {
+        Ok(tcp) => Ok(tcp),
+        Err(why) => {
+            shared
+                .sink
+                .event("network", &format!("{key}: refused: {why}"))
+                .await;
+            Err((FORBIDDEN, why))
+        }
+    }
+}
+
+/// A request to the proxy itself: Switchboard's MCP endpoint, or the model's API.
+async fn gateway(
+    stream: &mut UnixStream,
+    head: &Head,
+    path: &str,
+    rest: Vec<u8>,
+    shared: &Shared,
+) -> Result<(), Refusal> {
+    if let Some(mcp) = &shared.routes.mcp
+        && model::same_route(path, mcp.path())
+    {
+        let host = mcp.host_str().unwrap_or_default().trim_matches(['[', ']']);
+        let port = mcp.port_or_known_default().unwrap_or(80);
+        let upstream = tokio::net::TcpStream::connect((host, port))
+            .await
+            .map_err(|e| {
+                (
+                    "502 Bad Gateway",
+                    format!("Switchboard's MCP endpoint: {e}"),
+                )
+            })?;
+        upstream::plain(stream, upstream, head, &authority(host, port), path, rest).await;
+        return Ok(());
+    }
+    let Some(endpoint) = &shared.routes.model else {
+        return Err((
+            FORBIDDEN,
+            "this agent declares no model endpoint; a request to the proxy itself goes nowhere"
+                .to_owned(),
+        ));
+    };
+    if !endpoint.api.allows(path) {
+        shared
+            .sink
+            .event(
+                "network",
+                &format!(
+                    "the model endpoint: refused {} {path}: not its API",
+                    head.method
+                ),
+            )
+            .await;
+        return Err((
+            FORBIDDEN,
+            format!(
+                "{path} is not an API path of the agent's model endpoint ({}); only those are let through",
+                endpoint.api.paths().join(", ")
+            ),
+        ));
+    }
+    model::forward(stream, head, path, rest, endpoint).await
+}

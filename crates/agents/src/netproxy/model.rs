@@ -1,0 +1,410 @@
+//! The gateway to a command agent's model endpoint: its API paths only, with the real
+//! credential put on by Switchboard. The agent's environment holds a placeholder key and a
+//! base URL naming the proxy; whatever key or authorization the agent sends is dropped, so
+//! a stolen key is worth nothing and the endpoint cannot carry data to an account the agent
+//! chose.
+
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::UnixStream;
+
+use super::Refusal;
+use super::head::Head;
+
+/// The most of a request body the gateway reads (a long conversation is a few MiB).
+const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
+
+/// Which API the endpoint speaks: where its paths are, and how its key is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelApi {
+    /// Anthropic's Messages API (Claude Code): `x-api-key`.
+    Anthropic,
+    /// OpenAI's (Codex, any OpenAI-compatible server): `Authorization: Bearer`.
+    OpenAi,
+}
+
+impl ModelApi {
+    pub fn parse(name: &str) -> Option<ModelApi> {
+        match name {
+            "anthropic" => Some(ModelApi::Anthropic),
+            "openai" => Some(ModelApi::OpenAi),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModelApi::Anthropic => "anthropic",
+            ModelApi::OpenAi => "openai",
+        }
+    }
+
+    /// The API's paths: a request's path is one of these, or beneath one (`/x/…`, `/x?…`).
+    pub fn paths(self) -> &'static [&'static str] {
+        match self {
+            ModelApi::Anthropic => &["/v1/messages", "/v1/models", "/v1/complete"],
+            ModelApi::OpenAi => &[
+                "/v1/chat/completions",
+                "/v1/responses",
+                "/v1/completions",
+                "/v1/embeddings",
+                "/v1/models",
+            ],
+        }
+    }
+
+    /// Whether `path` (with its query) is an API path. Only plain segments: no `..`, no
+    /// percent-escape, nothing a server might read as another path.
+    pub fn allows(self, path: &str) -> bool {
+        let bare = path.split('?').next().unwrap_or_default();
+        let plain = bare
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'/' | b'-' | b'_' | b'.'))
+            && !bare.split('/').any(|s| s == "." || s == "..")
+            && !bare.contains("//");
+        plain && self.paths().iter().any(|p| same_route(path, p))
+    }
+
+    /// The environment variable the agent reads its base URL from, and the base URL it gets.
+    pub fn base_url_env(self) -> (&'static str, String) {
+        match self {
+            ModelApi::Anthropic => ("ANTHROPIC_BASE_URL", super::sandbox_proxy_url()),
+            ModelApi::OpenAi => (
+                "OPENAI_BASE_URL",
+                format!("{}/v1", super::sandbox_proxy_url()),
+            ),
+        }
+    }
+
+    /// The environment variable the agent reads its key from (it gets [`super::PLACEHOLDER_KEY`]).
+    pub fn key_env(self) -> &'static str {
+        match self {
+            ModelApi::Anthropic => "ANTHROPIC_API_KEY",
+            ModelApi::OpenAi => "OPENAI_API_KEY",
+        }
+    }
+}
+
+/// Whether `path` is `route` or beneath it.
+pub fn same_route(path: &str, route: &str) -> bool {
+    path.strip_prefix(route)
+        .is_some_and(|tail| tail.is_empty() || tail.starts_with('/') || tail.starts_with('?'))
+}
+
+/// The key the gateway puts on a model request.
+#[derive(Clone, PartialEq, Eq)]
+pub enum ModelKey {
+    /// None is configured (a local server that needs none): none is sent.
+    Unneeded,
+    /// The real key, from the server's environment.
+    Key(String),
+    /// The environment variable the config names is not set: every request is refused,
+    /// saying so, and nothing is sent.
+    Missing(String),
+}
+
+impl std::fmt::Debug for ModelKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ModelKey::Unneeded => f.write_str("Unneeded"),
+            ModelKey::Key(_) => f.write_str("Key(…)"),
+            ModelKey::Missing(var) => write!(f, "Missing({var})"),
+        }
+    }
+}
+
+/// An agent's declared model endpoint.
+#[derive(Debug, Clone)]
+pub struct ModelEndpoint {
+    pub api: ModelApi,
+    /// The endpoint's origin, and any path prefix the API's paths go beneath.
+    pub url: url::Url,
+    key: ModelKey,
+    client: reqwest::Client,
+}
+
+impl ModelEndpoint {
+    pub fn new(api: ModelApi, url: url::Url, key: ModelKey) -> Result<ModelEndpoint, String> {
+        if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+            return Err(format!("{url} is not an http(s) URL with a host"));
+        }
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| format!("the model endpoint's client: {e}"))?;
+        Ok(ModelEndpoint {
+            api,
+            url,
+            key,
+            client,
+        })
+    }
+
+    /// Whether `host:port` is this endpoint's.
+    pub fn is_host(&self, host: &str, port: u16) -> bool {
+        self.url
+            .host_str()
+            .is_some_and(|h| h.trim_matches(['[', ']']).eq_ignore_ascii_case(host))
+            && self.url.port_or_known_default() == Some(port)
+    }
+
+    fn upstream(&self, path: &str) -> String {
+        format!("{}{path}", self.url.as_str().trim_end_matches('/'))
+    }
+}
+
+/// Sends one API request on to the endpoint with the real key, and streams its answer back.
+pub async fn forward(
+    stream: &mut UnixStream,
+    head: &Head,
+    path: &str,
+    rest: Vec<u8>,
+    endpoint: &ModelEndpoint,
+) -> Result<(), Refusal> {
+    if let ModelKey::Missing(var) = &endpoint.key {
+        return Err((
+            "502 Bad Gateway",
+            format!(
+                "the model endpoint's key is not set: the server's environment has no {var} (the operator exports it and restarts)"
+            ),
+        ));
+    }
+    let body = read_body(stream, head, rest)
+        .await
+        .map_err(|why| ("400 Bad Request", why))?;
+    let method = reqwest::Method::from_bytes(head.method.as_bytes())
+        .map_err(|_| ("400 Bad Request", "the method is not one".to_owned()))?;
+    let mut request = endpoint.client.request(method, endpoint.upstream(path));
+    for (name, value) in head.end_to_end_fields() {
+        // The agent's own credential never goes on; the length is the body's.
+        if matches!(
+            name.as_str(),
+            "x-api-key" | "authorization" | "content-length" | "transfer-encoding" | "cookie"
+        ) {
+            continue;
+        }
+        request = request.header(name, value);
+    }
+    if let ModelKey::Key(key) = &endpoint.key {
+        request = match endpoint.api {
+            ModelApi::Anthropic => request.header("x-api-key", key),
+            ModelApi::OpenAi => request.bearer_auth(key),
+        };
+    }
+    let mut response = request.body(body).send().await.map_err(|e| {
+        (
+            "502 Bad Gateway",
+            format!(
+                "the model endpoint {}: {}",
+                endpoint.url,
+                if e.is_timeout() {
+                    "timed out"
+                } else {
+                    "could not connect"
+                }
+            ),
+        )
+    })?;
+    let status = response.status();
+    let mut out = format!(
+        "HTTP/1.1 {} {}\r\n",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or("")
+    );
+    for (name, value) in response.headers() {
+        if matches!(
+            name.as_str(),
+            "connection" | "keep-alive" | "transfer-encoding" | "set-cookie"
+        ) {
+            continue;
+        }
+        if let Ok(value) = value.to_str() {
+            out.push_str(&format!("{name}: {value}\r\n"));
+        }
+    }
+    out.push_str("Connection: close\r\n\r\n");
+    if stream.write_all(out.as_bytes()).await.is_err() {
+        return Ok(());
+    }
+    while let Ok(Some(chunk)) = response.chunk().await {
+        if stream.write_all(&chunk).await.is_err() {
+            break;
+        }
+    }
+    let _ = stream.shutdown().await;
+    Ok(())
+}
+
+/// The request's body: `Content-Length` bytes, or a chunked body decoded, at most
+/// [`MAX_BODY_BYTES`].
+async fn read_body(stream: &mut UnixStream, head: &Head, rest: Vec<u8>) -> Result<Vec<u8>, String> {
+    if let Some(length) = head.field("content-length") {
+        let length: usize = length
+            .parse()
+            .map_err(|_| "Content-Length is not a number".to_owned())?;
+        if length > MAX_BODY_BYTES {
+            return Err(format!("the body is longer than {MAX_BODY_BYTES} bytes"));
+        }
+        let mut body = rest;
+        if body.len() > length {
+            return Err("more bytes than Content-Length came before the answer".to_owned());
+        }
+        let mut more = vec![0u8; length - body.len()];
+        stream
+            .read_exact(&mut more)
+            .await
+            .map_err(|_| "the body ended early".to_owned())?;
+        body.extend_from_slice(&more);
+        return Ok(body);
+    }
+    match head.field("transfer-encoding") {
+        None => Ok(rest),
+        Some(te) if te.eq_ignore_ascii_case("chunked") => dechunk(stream, rest).await,
+        Some(_) => Err("only the chunked transfer coding is read".to_owned()),
+    }
+}
+
+/// A chunked body, decoded (chunk extensions and trailers dropped).
+async fn dechunk(stream: &mut UnixStream, rest: Vec<u8>) -> Result<Vec<u8>, String> {
+    let mut input = rest;
+    let mut body = Vec::new();
+    let mut at = 0;
+    loop {
+        let line = line_at(stream, &mut input, at).await?;
+        let size_text = line.split(';').next().unwrap_or_default().trim();
+        let size = usize::from_str_radix(size_text, 16)
+            .map_err(|_| "a chunk size is not hexadecimal".to_owned())?;
+        at += line.len() + 2;
+        if size == 0 {
+            // Trailers, up to the blank line.
+            loop {
+                let trailer = line_at(stream, &mut input, at).await?;
+                at += trailer.len() + 2;
+                if trailer.is_empty() {
+                    return Ok(body);
+                }
+            }
+        }
+        if body.len() + size > MAX_BODY_BYTES {
+            return Err(format!("the body is longer than {MAX_BODY_BYTES} bytes"));
+        }
+        fill(stream, &mut input, at + size + 2).await?;
+        body.extend_from_slice(input.get(at..at + size).unwrap_or_default());
+        if input.get(at + size..at + size + 2) != Some(b"\r\n") {
+            return Err("a chunk does not end with CRLF".to_owned());
+        }
+        at += size + 2;
+    }
+}
+
+/// The line starting at `at` (without its CRLF), reading more as needed.
+async fn line_at(
+    stream: &mut UnixStream,
+    input: &mut Vec<u8>,
+    at: usize,
+) -> Result<String, String> {
+    loop {
+        if let Some(end) = input
+            .get(at..)
+            .and_then(|tail| tail.windows(2).position(|w| w == b"\r\n"))
+        {
+            let line = input.get(at..at + end).unwrap_or_default();
+            return String::from_utf8(line.to_vec())
+                .map_err(|_| "a chunk line is not text".to_owned());
+        }
+        if input.len() - at > 4096 {
+            return Err("a chunk line is too long".to_owned());
+        }
+        let want = input.len() + 1;
+        fill(stream, input, want).await?;
+    }
+}
+
+/// Reads until `input` holds at least `len` bytes.
+async fn fill(stream: &mut UnixStream, input: &mut Vec<u8>, len: usize) -> Result<(), String> {
+    let mut chunk = [0u8; 16 * 1024];
+    while input.len() < len {
+        let n = stream
+            .read(&mut chunk)
+            .await
+            .map_err(|e| format!("reading the body: {e}"))?;
+        if n == 0 {
+            return Err("the body ended early".to_owned());
+        }
+        input.extend_from_slice(chunk.get(..n).unwrap_or_default());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_apis_own_paths_pass() {
+        let a = ModelApi::Anthropic;
+        for ok in [
+            "/v1/messages",
+            "/v1/messages?beta=true",
+            "/v1/messages/count_tokens?beta=true",
+            "/v1/models",
+        ] {
+            assert!(a.allows(ok), "{ok}");
+        }
+        for refused in [
+            "/",
+            "/v1",
+            "/v1/messagesX",
+            "/v1/files",
+            "/v1/messages/../files",
+            "/v1/messages/%2e%2e/files",
+            "/v1/messages//x",
+            "/v2/messages",
+            "/upload",
+            "/v1/chat/completions",
+        ] {
+            assert!(!a.allows(refused), "{refused}");
+        }
+        assert!(ModelApi::OpenAi.allows("/v1/chat/completions"));
+        assert!(!ModelApi::OpenAi.allows("/v1/files"));
+        assert!(!ModelApi::OpenAi.allows("/v1/messages"));
+    }
+
+    #[test]
+    fn the_endpoint_knows_its_host() {
+        let e = ModelEndpoint::new(
+            ModelApi::Anthropic,
+            url::Url::parse("https://API.anthropic.com").unwrap(),
+            ModelKey::Unneeded,
+        )
+        .unwrap();
+        assert!(e.is_host("api.anthropic.com", 443));
+        assert!(!e.is_host("api.anthropic.com", 80));
+        assert!(!e.is_host("anthropic.com", 443));
+        assert_eq!(
+            e.upstream("/v1/messages?beta=true"),
+            "https://api.anthropic.com/v1/messages?beta=true"
+        );
+        let prefixed = ModelEndpoint::new(
+            ModelApi::OpenAi,
+            url::Url::parse("http://127.0.0.1:9/openai/").unwrap(),
+            ModelKey::Unneeded,
+        )
+        .unwrap();
+        assert_eq!(
+            prefixed.upstream("/v1/models"),
+            "http://127.0.0.1:9/openai/v1/models"
+        );
+        assert!(
+            ModelEndpoint::new(
+                ModelApi::OpenAi,
+                url::Url::parse("ftp://x/").unwrap(),
+                ModelKey::Unneeded
+            )
+            .is_err()
+        );
+    }
+}

@@ -1,0 +1,526 @@
+//! A command agent's network goes through the broker, through the binary: the agent is
+//! `/bin/sh` running the request as its script (so it does what a prompt-injected agent's own
+//! shell would: `curl`, `git clone`), against origins on loopback that keep every request
+//! they read. Its sandbox has no network of its own; each host is decided by the run's broker
+//! gate (grants, the rule table, an ask to the run's principal), a name is resolved once and
+//! its address checked, and the model endpoint is reached through the gateway only, with the
+//! real key put on by Switchboard.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::common;
+use crate::common::project::git;
+
+/// A loopback HTTP origin: a file under `root` when there is one (a dumb-HTTP git repository
+/// among them), else `origin <name>`. Every request head (and body) it reads is kept.
+struct Origin {
+    port: u16,
+    seen: Arc<Mutex<Vec<String>>>,
+}
+
+impl Origin {
+    async fn serve(ip: &str, name: &'static str, root: Option<PathBuf>) -> Origin {
+        let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let kept = seen.clone();
+        tokio::spawn(async move {
+            while let Ok((mut tcp, _)) = listener.accept().await {
+                let kept = kept.clone();
+                let root = root.clone();
+                tokio::spawn(async move {
+                    let Some(request) = read_request(&mut tcp).await else {
+                        return;
+                    };
+                    kept.lock().unwrap().push(request.clone());
+                    let path = request.split_whitespace().nth(1).unwrap_or("/").to_owned();
+                    let bare = path.split('?').next().unwrap_or_default();
+                    let file = root
+                        .as_ref()
+                        .map(|r| r.join(bare.trim_start_matches('/')))
+                        .filter(|p| p.is_file());
+                    let body = match file {
+                        Some(file) => std::fs::read(file).unwrap(),
+                        None if path.starts_with("/v1/messages") => {
+                            br#"{"type":"message","content":[{"type":"text","text":"model says hi"}]}"#
+                                .to_vec()
+                        }
+                        None => format!("origin {name}").into_bytes(),
+                    };
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                        body.len()
+                    );
+                    let _ = tcp.write_all(head.as_bytes()).await;
+                    let _ = tcp.write_all(&body).await;
+                    let _ = tcp.shutdown().await;
+                });
+            }
+        });
+        Origin { port, seen }
+    }
+
+    /// The request lines it read (`GET /path HTTP/1.1`), in order.
+    fn lines(&self) -> Vec<String> {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|r| r.lines().next().unwrap_or_default().to_owned())
+            .collect()
+    }
+
+    fn requests(&self) -> Vec<String> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+/// One request's head and its `Content-Length` body, as text.
+async fn read_request(tcp: &mut tokio::net::TcpStream) -> Option<String> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        let n = tcp.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+    let length: usize = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().parse().unwrap_or(0))
+        })
+        .unwrap_or(0);
+    while buf.len() < end + length {
+        let n = tcp.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    Some(String::from_utf8_lossy(&buf).into_owned())
+}
+
+/// A bare repository with one commit whose README holds `marker`, ready for dumb HTTP.
+fn served_repository(root: &Path, marker: &str) {
+    let work = root.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    git(&work, &["init", "-q", "-b", "main"]);
+    std::fs::write(work.join("README"), marker).unwrap();
+    git(&work, &["add", "README"]);
+    git(&work, &["commit", "-q", "-m", "one"]);
+    let bare = root.join("repo.git");
+    git(
+        root,
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            work.to_str().unwrap(),
+            bare.to_str().unwrap(),
+        ],
+    );
+    git(&bare, &["update-server-info"]);
+}
+
+/// A config whose agent `c` is `/bin/sh` reading its script from the request, with `grants`
+/// (the `[[agent_grants]]` tables) and `extra`.
+fn config(dir: &Path, grants: &str, extra: &str) -> PathBuf {
+    let path = dir.join("switchboard.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[server]\ndata_dir = \"{data}\"\n[store]\nurl = \"sqlite://{db}\"\n[agents]\ndefault = \"c\"\n\
+             [agents.c]\nbackend = \"command\"\ncommand = [\"/bin/sh\"]\n{extra}\n{grants}",
+            data = dir.join("data").display(),
+            db = dir.join("sb.db").display(),
+        ),
+    )
+    .unwrap();
+    path
+}
+
+fn grant(mode: &str, hosts: &[&str]) -> String {
+    format!(
+        "[[agent_grants]]\nid = \"loopback\"\nagent = \"c\"\ntool = \"http_fetch\"\nhosts = {hosts:?}\nmode = \"{mode}\"\n"
+    )
+}
+
+fn switchboard(config: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_switchboard"));
+    c.arg("--config")
+        .arg(config)
+        .env_remove("SWITCHBOARD_CONFIG")
+        .env("NO_COLOR", "1");
+    c
+}
+
+/// `switchboard ask` with `script` as the request; stdout and stderr once it exits.
+async fn ask(config: PathBuf, args: &'static [&'static str], script: String) -> (String, String) {
+    tokio::task::spawn_blocking(move || {
+        let out = switchboard(&config)
+            .arg("ask")
+            .args(args)
+            .arg(script)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    })
+    .await
+    .unwrap()
+}
+
+/// `curl` as the script runs it: the body (or curl's complaint) on one line after `label:`.
+fn curl(label: &str, args: &str) -> String {
+    format!("echo \"{label}: $(curl -sS -m 20 {args} 2>&1 | tr '\\n' ' ')\"\n")
+}
+
+/// The line of `out` that starts `label: `.
+fn said<'a>(out: &'a str, label: &str) -> &'a str {
+    let start = format!("{label}: ");
+    out.lines()
+        .find_map(|l| l.strip_prefix(&start))
+        .unwrap_or_else(|| panic!("no {label} line in {out}"))
+}
+
+/// Granted hosts are reached (plain HTTP, a CONNECT tunnel, a git clone); an ungranted one,
+/// a name that resolves to a refused range, and a connection around the proxy never are.
+#[tokio::test(flavor = "multi_thread")]
+async fn only_hosts_the_broker_allows_are_reached() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = dir.path().join("served");
+    std::fs::create_dir_all(&served).unwrap();
+    let marker = common::project::random_marker();
+    served_repository(&served, &marker);
+    // The granted host is 127.0.0.2, named literally; 127.0.0.1 is not granted, and the name
+    // `localhost` is, though what it resolves to is an internal address no grant names.
+    let granted = Origin::serve("127.0.0.2", "granted", Some(served)).await;
+    let other = Origin::serve("127.0.0.1", "other", None).await;
+    let (a, b) = (granted.port, other.port);
+    let cfg = config(dir.path(), &grant("auto", &["127.0.0.2", "localhost"]), "");
+    let script = [
+        "export HOME=/tmp".to_owned(),
+        curl("granted", &format!("http://127.0.0.2:{a}/granted")),
+        curl("ungranted", &format!("http://127.0.0.1:{b}/ungranted")),
+        curl("direct", &format!("--noproxy '*' http://127.0.0.2:{a}/direct")),
+        curl("tunnel", &format!("--proxytunnel http://127.0.0.2:{a}/tunnel")),
+        curl("named", &format!("http://localhost:{b}/named")),
+        format!("git clone -q http://127.0.0.2:{a}/repo.git /tmp/clone >/dev/null 2>&1; echo \"cloned: $(cat /tmp/clone/README)\""),
+    ]
+    .join("\n");
+    let (out, err) = ask(cfg, &["--policy-rule", "net.fetch=allow"], script).await;
+    assert_eq!(said(&out, "granted"), "origin granted", "{out}\n{err}");
+    assert_eq!(said(&out, "tunnel"), "origin granted", "{out}");
+    assert_eq!(said(&out, "cloned"), marker, "{out}\n{err}");
+    assert!(
+        said(&out, "ungranted").contains("switchboard: refused: net.fetch: no-grant"),
+        "{out}"
+    );
+    assert!(
+        said(&out, "named").contains("localhost resolves to ")
+            && said(&out, "named").contains("an internal address"),
+        "{out}"
+    );
+    assert!(
+        said(&out, "direct").contains("Couldn't connect")
+            || said(&out, "direct").contains("Failed to connect"),
+        "{out}"
+    );
+    let lines = granted.lines();
+    assert!(
+        lines.contains(&"GET /granted HTTP/1.1".to_owned()),
+        "{lines:?}"
+    );
+    assert!(
+        lines.contains(&"GET /tunnel HTTP/1.1".to_owned()),
+        "{lines:?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.starts_with("GET /repo.git/")),
+        "{lines:?}"
+    );
+    assert!(!lines.iter().any(|l| l.contains("/direct")), "{lines:?}");
+    // The Host a request carries is the one decided, never the program's own.
+    assert!(
+        granted
+            .requests()
+            .iter()
+            .all(|r| r.contains(&format!("Host: 127.0.0.2:{a}\r\n"))),
+        "{:?}",
+        granted.requests()
+    );
+    assert!(other.lines().is_empty(), "{:?}", other.lines());
+}
+
+/// The binary under `ask`, answering its prompts from a script of lines.
+struct Prompted {
+    child: std::process::Child,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Prompted {
+    fn start(config: &Path, script: &str) -> Prompted {
+        let mut child = switchboard(config)
+            .args(["ask", "--policy-rule", "net.fetch=allow", script])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let mut pipe = child.stderr.take().unwrap();
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 1024];
+            while let Ok(n) = pipe.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Prompted { child, stderr }
+    }
+
+    fn prompts(&self) -> usize {
+        self.stderr.lock().unwrap().matches("Allow? [y/N]").count()
+    }
+
+    /// Waits for prompt number `n`, then answers it.
+    fn answer(&mut self, n: usize, line: &str) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while self.prompts() < n {
+            assert!(
+                Instant::now() < deadline,
+                "no prompt {n}: {}",
+                self.stderr.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let stdin = self.child.stdin.as_mut().unwrap();
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn finish(mut self) -> (String, String) {
+        drop(self.child.stdin.take());
+        let mut out = String::new();
+        self.child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+        let status = self.child.wait().unwrap();
+        let err = self.stderr.lock().unwrap().clone();
+        assert!(status.success(), "{status}: {out}\n{err}");
+        (out, err)
+    }
+}
+
+/// An `ask` grant puts each new host to the run's principal: a no is never reached, a yes
+/// is, and a host already approved in the run is not asked about again.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_ask_is_put_to_the_runs_principal_and_only_a_yes_reaches_the_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let origin = Origin::serve("127.0.0.1", "asked", None).await;
+    let a = origin.port;
+    let cfg = config(dir.path(), &grant("ask", &["127.0.0.1"]), "");
+    let script = [
+        curl("first", &format!("http://127.0.0.1:{a}/first")),
+        curl("second", &format!("http://127.0.0.1:{a}/second")),
+        curl(
+            "third",
+            &format!("--proxytunnel http://127.0.0.1:{a}/third"),
+        ),
+    ]
+    .join("");
+    let (out, err) = tokio::task::spawn_blocking(move || {
+        let mut p = Prompted::start(&cfg, &script);
+        p.answer(1, "n\n");
+        p.answer(2, "y\n");
+        let (out, err) = p.finish();
+        (out, err)
+    })
+    .await
+    .unwrap();
+    assert!(
+        said(&out, "first").contains("needs a person's approval: refused"),
+        "{out}"
+    );
+    assert_eq!(said(&out, "second"), "origin asked", "{out}\n{err}");
+    assert_eq!(said(&out, "third"), "origin asked", "{out}\n{err}");
+    assert_eq!(err.matches("Allow? [y/N]").count(), 2, "{err}");
+    assert!(
+        err.contains("the agent asks to net.fetch (http_fetch {\"url\":\"http://127.0.0.1:"),
+        "{err}"
+    );
+    assert_eq!(
+        origin.lines(),
+        ["GET /second HTTP/1.1", "GET /third HTTP/1.1"],
+        "the refused request never reached the host"
+    );
+}
+
+/// The model endpoint: the agent holds a placeholder key and a base URL naming the gateway;
+/// its API path reaches the endpoint with the real key whatever key the agent sent, and any
+/// other path, a request naming the endpoint's host, or a tunnel to it, is refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_model_endpoint_gets_the_real_key_on_its_api_paths_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = Origin::serve("127.0.0.1", "model", None).await;
+    let m = model.port;
+    let key = format!("sk-real-{}", common::project::random_marker());
+    let cfg = config(
+        dir.path(),
+        "",
+        &format!(
+            "model_endpoint = {{ api = \"anthropic\", url = \"http://127.0.0.1:{m}\", key_env = \"SB_TEST_MODEL_KEY\" }}\n"
+        ),
+    );
+    let script = [
+        "echo \"key: $ANTHROPIC_API_KEY\"\necho \"base: $ANTHROPIC_BASE_URL\"\n".to_owned(),
+        curl(
+            "api",
+            "-X POST -H 'x-api-key: sk-attacker' -H 'authorization: Bearer sk-attacker' -d '{\"m\":1}' \"$ANTHROPIC_BASE_URL/v1/messages?beta=true\"",
+        ),
+        curl("files", "-X POST -d 'data' \"$ANTHROPIC_BASE_URL/v1/files\""),
+        curl("climb", "--path-as-is \"$ANTHROPIC_BASE_URL/v1/messages/../upload\""),
+        curl("direct", &format!("http://127.0.0.1:{m}/upload")),
+        curl("tunnel", &format!("--proxytunnel http://127.0.0.1:{m}/v1/messages")),
+    ]
+    .join("");
+    let real = key.clone();
+    let (out, err) = tokio::task::spawn_blocking(move || {
+        let out = switchboard(&cfg)
+            .env("SB_TEST_MODEL_KEY", &real)
+            .arg("ask")
+            .arg(script)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        said(&out, "key"),
+        "switchboard-placeholder-key",
+        "{out}\n{err}"
+    );
+    assert_eq!(said(&out, "base"), "http://127.0.0.1:3128", "{out}");
+    assert!(said(&out, "api").contains("model says hi"), "{out}\n{err}");
+    for refused in ["files", "climb", "direct"] {
+        assert!(
+            said(&out, refused).contains("not an API path of the agent's model endpoint"),
+            "{refused}: {out}"
+        );
+    }
+    assert!(
+        said(&out, "tunnel").contains("CONNECT tunnel failed, response 403"),
+        "{out}"
+    );
+    let requests = model.requests();
+    assert_eq!(
+        requests.len(),
+        1,
+        "only the API request arrived: {requests:?}"
+    );
+    let request = requests[0].to_ascii_lowercase();
+    assert!(
+        request.starts_with("post /v1/messages?beta=true http/1.1"),
+        "{request}"
+    );
+    assert!(
+        request.contains(&format!("x-api-key: {}", key.to_ascii_lowercase())),
+        "{request}"
+    );
+    assert!(!request.contains("sk-attacker"), "{request}");
+    assert!(request.ends_with("{\"m\":1}"), "{request}");
+}
+
+/// Under `serve`, a run a machine started (an ingress token: nobody at a keyboard) has an
+/// ask refused at once and the host never reached, and Switchboard's own MCP endpoint
+/// answers through the same forwarder.
+#[tokio::test(flavor = "multi_thread")]
+async fn with_nobody_to_ask_a_host_is_refused_at_once_and_mcp_stays_reachable() {
+    let dir = tempfile::tempdir().unwrap();
+    let origin = Origin::serve("127.0.0.1", "unasked", None).await;
+    let a = origin.port;
+    let cfg = config(
+        dir.path(),
+        &grant("ask", &["127.0.0.1"]),
+        "[mcp]\nenabled = true\n[grants.\"http:ops\"]\nactions = [\"runs:read\", \"agent:run:*\"]\nchannels = [\"http:ops\"]\n",
+    );
+    let mut cmd = switchboard(&cfg);
+    cmd.args(["serve", "--listen", "127.0.0.1:0"])
+        .env(
+            "SWITCHBOARD_INGRESS_TOKENS",
+            r#"{"ops-token-0123456789": {"subject": "ops", "channel": "http:ops"}}"#,
+        )
+        .stderr(Stdio::null());
+    let (child, addr, summary) = common::spawn_serve(cmd);
+    struct Killed(std::process::Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _serve = Killed(child);
+    assert!(
+        summary.contains("each host decided by the broker"),
+        "{summary}"
+    );
+    let script = [
+        curl("asked", &format!("http://127.0.0.1:{a}/asked")),
+        curl(
+            "mcp",
+            "-X POST -H \"authorization: Bearer $SWITCHBOARD_AGENT_TOKEN\" -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' -d '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-03-26\",\"capabilities\":{},\"clientInfo\":{\"name\":\"sh\",\"version\":\"1\"}}}' \"$SWITCHBOARD_MCP_URL\"",
+        ),
+        "echo \"url: $SWITCHBOARD_MCP_URL\"\n".to_owned(),
+    ]
+    .join("");
+    let started = Instant::now();
+    let reply = reqwest::Client::new()
+        .post(format!("http://{addr}/ingress?wait=120"))
+        .bearer_auth("ops-token-0123456789")
+        .body(script)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        said(&reply, "asked").contains("needs a person's approval: nobody to ask"),
+        "{reply}"
+    );
+    // Refused at once: the approval timeout (300 s by default) was never waited out.
+    assert!(started.elapsed() < Duration::from_secs(100), "{reply}");
+    assert!(said(&reply, "mcp").contains("serverInfo"), "{reply}");
+    assert_eq!(said(&reply, "url"), "http://127.0.0.1:3128/mcp", "{reply}");
+    assert!(origin.lines().is_empty(), "{:?}", origin.lines());
+}
