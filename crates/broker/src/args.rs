@@ -76,6 +76,10 @@ pub enum ToolArgs {
         url: String,
         method: HttpMethod,
         host: String,
+        /// The URL's port (its scheme's when it names none).
+        port: u16,
+        /// Whether `port` is the scheme's own (80 for http, 443 for https).
+        default_port: bool,
     },
     Git {
         subcommand: String,
@@ -249,11 +253,13 @@ pub fn parse(tool: ToolName, raw: &str) -> Result<ToolArgs, ArgsError> {
         }
         ToolName::HttpFetch => {
             let json: HttpFetchJson = shape(tool, raw)?;
-            let host = fetch_host(&json.url)?;
+            let (host, port, default_port) = fetch_host(&json.url)?;
             Ok(ToolArgs::HttpFetch {
                 url: json.url,
                 method: json.method,
                 host,
+                port,
+                default_port,
             })
         }
         ToolName::Git => {
@@ -302,16 +308,22 @@ pub(crate) fn is_name(value: &str) -> bool {
         && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
 }
 
-fn fetch_host(raw: &str) -> Result<String, ArgsError> {
+/// The URL's host (lower case, an IPv6 address without brackets), its port, and whether
+/// the port is its scheme's own.
+fn fetch_host(raw: &str) -> Result<(String, u16, bool), ArgsError> {
     let url = url::Url::parse(raw).map_err(|_| ArgsError::Url)?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(ArgsError::Url);
     }
     let host = url.host_str().ok_or(ArgsError::Url)?;
-    Ok(host
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_ascii_lowercase())
+    let port = url.port_or_known_default().ok_or(ArgsError::Url)?;
+    Ok((
+        host.trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_ascii_lowercase(),
+        port,
+        url.port().is_none(),
+    ))
 }
 
 /// `path` made absolute-and-lexical: `.` and empty segments dropped, `..` resolved. `None` when
@@ -360,9 +372,31 @@ pub(crate) fn inside_normalised(prefix: &str, path: &str) -> bool {
             .is_some_and(|rest| rest.starts_with('/'))
 }
 
+/// A grant's host entry split into its host pattern and its port, when it names one
+/// (`example.com:8443`, `127.0.0.1:5432`): digits after the last colon, 1 to 65535.
+pub fn split_port(entry: &str) -> (&str, Option<u16>) {
+    match entry.rsplit_once(':') {
+        Some((name, port)) if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => {
+            match port.parse::<u16>() {
+                Ok(p) if p > 0 => (name, Some(p)),
+                _ => (entry, None),
+            }
+        }
+        _ => (entry, None),
+    }
+}
+
+/// A grant's host entry against a request's host and port: the host as [`host_matches`]
+/// says, and the port the entry names, or, when it names none, only the scheme's own (80 for
+/// http, 443 for https): a grant for `github.com` is not one for `github.com:22`.
+pub fn host_port_matches(entry: &str, host: &str, port: u16, default_port: bool) -> bool {
+    let (pattern, want) = split_port(entry);
+    host_matches(pattern, host) && want.map_or(default_port, |p| p == port)
+}
+
 /// A grant's host pattern against a request's host, ASCII case-insensitive. `*.example.com`
 /// matches every subdomain at any depth and not `example.com`; any other pattern only itself.
-/// Ports belong to neither.
+/// Ports are [`host_port_matches`]'s.
 pub fn host_matches(pattern: &str, host: &str) -> bool {
     match pattern.strip_prefix("*.") {
         Some(suffix) => {

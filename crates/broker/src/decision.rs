@@ -417,10 +417,15 @@ fn covers(grant: &Grant, args: &ToolArgs) -> Option<Option<usize>> {
         ToolArgs::Shell { cwd: Some(cwd), .. } | ToolArgs::Git { cwd, .. } => {
             longest_inside(cwd, false)
         }
-        ToolArgs::HttpFetch { host, .. } => grant
+        ToolArgs::HttpFetch {
+            host,
+            port,
+            default_port,
+            ..
+        } => grant
             .hosts
             .iter()
-            .any(|pattern| args::host_matches(pattern, host))
+            .any(|entry| args::host_port_matches(entry, host, *port, *default_port))
             .then_some(None),
         ToolArgs::Mcp { .. } => Some(None),
     }

@@ -144,7 +144,9 @@ pub enum GrantError {
         "grant {id:?}: path {path:?} must be absolute (or start with {{workspace}}) and stay under /"
     )]
     Path { id: String, path: String },
-    #[error("grant {id:?}: host {host:?} must be a host name or *.<domain>, without a port")]
+    #[error(
+        "grant {id:?}: host {host:?} must be a host name or *.<domain>, with a port after a colon when it is not the scheme's own (example.com:8443)"
+    )]
     Host { id: String, host: String },
     #[error(
         "grant {id:?}: expires {given:?} must be an RFC 3339 time like \"2026-12-31T18:00:00Z\""
@@ -220,6 +222,7 @@ fn mcp_pattern_ok(tool: &str) -> bool {
 }
 
 fn host_pattern_ok(host: &str) -> bool {
+    let (host, _) = args::split_port(host);
     let name = host.strip_prefix("*.").unwrap_or(host);
     !name.is_empty()
         && name.split('.').all(|label| {

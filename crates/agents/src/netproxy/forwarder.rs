@@ -63,7 +63,7 @@ pub async fn run(socket: &Path, port: u16, program: &[OsString]) -> i32 {
                     let socket = socket.to_owned();
                     tokio::spawn(async move {
                         if let Ok(mut unix) = UnixStream::connect(&socket).await {
-                            let _ = tokio::io::copy_bidirectional(&mut tcp, &mut unix).await;
+                            let _ = tokio::io::copy_bidirectional_with_sizes(&mut tcp, &mut unix, super::RELAY_BUFFER, super::RELAY_BUFFER).await;
                         }
                     });
                 }

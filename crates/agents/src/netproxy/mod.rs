@@ -25,6 +25,7 @@
 pub mod forwarder;
 pub mod head;
 mod model;
+mod model_body;
 mod upstream;
 
 use std::collections::HashSet;
@@ -46,6 +47,10 @@ pub const SANDBOX_PROXY_PORT: u16 = 3128;
 /// The key a command agent's environment holds for its model endpoint: worth nothing
 /// outside; the gateway puts the real one on.
 pub const PLACEHOLDER_KEY: &str = "switchboard-placeholder-key";
+
+/// Each direction's buffer when bytes are relayed (tokio's default of 8 KiB costs a system
+/// call per 8 KiB; the proxy bench measures the difference).
+const RELAY_BUFFER: usize = 64 * 1024;
 
 /// The proxy's URL inside a sandbox.
 pub fn sandbox_proxy_url() -> String {
@@ -79,7 +84,19 @@ struct Shared {
     sink: EventSink,
     /// `host:port`s the run's principal said yes to in this run: not asked again.
     approved: Mutex<HashSet<String>>,
+    /// `host:port`s refused in this run, and why: refused again without asking anyone.
+    refused: Mutex<std::collections::HashMap<String, String>>,
+    /// Held while a host is decided, so a run puts one question at a time to its person.
+    deciding: tokio::sync::Mutex<()>,
 }
+
+/// The most connections one run's proxy serves at once; past it a connection is closed at
+/// once (each holds a descriptor of the server's).
+const MAX_CONNECTIONS: usize = 64;
+/// How long a program has to send its request head.
+const HEAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+/// How long connecting to Switchboard's own MCP endpoint may take.
+const MCP_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl RunProxy {
     /// Binds `socket` (a path in a directory of the run's own) and serves it for the run.
@@ -95,13 +112,28 @@ impl RunProxy {
             routes,
             sink,
             approved: Mutex::new(HashSet::new()),
+            refused: Mutex::new(std::collections::HashMap::new()),
+            deciding: tokio::sync::Mutex::new(()),
         });
         let task = tokio::spawn(async move {
             let mut connections = tokio::task::JoinSet::new();
-            while let Ok((stream, _)) = listener.accept().await {
-                connections.spawn(serve(stream, shared.clone()));
+            loop {
+                let stream = match listener.accept().await {
+                    Ok((stream, _)) => stream,
+                    // Out of descriptors, say: the proxy waits and goes on serving, never
+                    // stops for good.
+                    Err(_) => {
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
                 // Finished connections are reaped as new ones come.
                 while connections.try_join_next().is_some() {}
+                if connections.len() >= MAX_CONNECTIONS {
+                    drop(stream);
+                    continue;
+                }
+                connections.spawn(serve(stream, shared.clone()));
             }
         });
         Ok(RunProxy { task })
@@ -121,10 +153,11 @@ async fn refuse(stream: &mut UnixStream, status: &str, why: &str) {
 }
 
 async fn serve(mut stream: UnixStream, shared: Arc<Shared>) {
-    let (head, rest) = match head::read_head(&mut stream).await {
-        Ok(read) => read,
-        Err(head::HeadError::Closed) => return,
-        Err(e) => {
+    let read = tokio::time::timeout(HEAD_TIMEOUT, head::read_head(&mut stream)).await;
+    let (head, rest) = match read {
+        Ok(Ok(read)) => read,
+        Ok(Err(head::HeadError::Closed)) | Err(_) => return,
+        Ok(Err(e)) => {
             shared
                 .sink
                 .event("network", &format!("refused a request: {e}"))
@@ -152,7 +185,7 @@ fn is_self(host: &str, port: u16) -> bool {
 }
 
 type Refusal = (&'static str, String);
-const FORBIDDEN: &str = "403 Forbidden";
+pub(crate) const FORBIDDEN: &str = "403 Forbidden";
 
 async fn route(
     stream: &mut UnixStream,
@@ -185,7 +218,8 @@ async fn route(
             gateway(stream, head, path, rest, shared).await
         }
         Target::Absolute { host, port, path } => {
-            let url = format!("http://{}{path}", authority(host, *port));
+            // Decided (and shown to an approver) as the host and port: what a yes allows.
+            let url = format!("http://{}/", authority(host, *port));
             let upstream = open(shared, &url, host, *port).await?;
             upstream::plain(stream, upstream, head, &authority(host, *port), path, rest).await;
             Ok(())
@@ -203,22 +237,48 @@ async fn open(
     port: u16,
 ) -> Result<tokio::net::TcpStream, Refusal> {
     let key = authority(host, port);
+    let earlier = shared
+        .refused
+        .lock()
+        .ok()
+        .and_then(|refused| refused.get(&key).cloned());
+    if let Some(why) = earlier {
+        return Err((
+            FORBIDDEN,
+            format!("{why} (earlier in this run; not asked again)"),
+        ));
+    }
     let approved = shared
         .approved
         .lock()
         .map(|set| set.contains(&key))
         .unwrap_or(false);
-    let allowed = shared
-        .gate
-        .network(url, approved, &shared.sink)
-        .await
-        .map_err(|refusal| (FORBIDDEN, refusal))?;
+    let decided = {
+        // One question at a time; a host approved already is decided without waiting.
+        let _turn = match approved {
+            true => None,
+            false => Some(shared.deciding.lock().await),
+        };
+        shared.gate.network(url, approved, &shared.sink).await
+    };
+    let allowed = match decided {
+        Ok(allowed) => allowed,
+        Err(refusal) => {
+            if let Ok(mut refused) = shared.refused.lock() {
+                refused.insert(key, refusal.clone());
+            }
+            return Err((FORBIDDEN, refusal));
+        }
+    };
     if allowed.person_said_yes
         && let Ok(mut set) = shared.approved.lock()
     {
         set.insert(key.clone());
     }
-    match upstream::connect(host, port, &allowed.literal_hosts).await {
+    // The scheme's own port, as the URL decided says: 443 for a tunnel, 80 for plain HTTP.
+    let default_port =
+        (url.starts_with("https://") && port == 443) || (url.starts_with("http://") && port == 80);
+    match upstream::connect(host, port, default_port, &allowed.literal_hosts).await {
         Ok(tcp) => Ok(tcp),
         Err(why) => {
             shared
@@ -241,16 +301,36 @@ async fn gateway(
     if let Some(mcp) = &shared.routes.mcp
         && model::same_route(path, mcp.path())
     {
+        if !model::plain_path(path) {
+            return Err((
+                FORBIDDEN,
+                format!("{path} is not a plain path of Switchboard's MCP endpoint"),
+            ));
+        }
+        if mcp.scheme() != "http" {
+            return Err((
+                "502 Bad Gateway",
+                "Switchboard's MCP endpoint is an https URL ([mcp] agent_url), which the proxy does not reach; use the server's own http address".to_owned(),
+            ));
+        }
         let host = mcp.host_str().unwrap_or_default().trim_matches(['[', ']']);
         let port = mcp.port_or_known_default().unwrap_or(80);
-        let upstream = tokio::net::TcpStream::connect((host, port))
-            .await
-            .map_err(|e| {
-                (
+        let connect = tokio::net::TcpStream::connect((host, port));
+        let upstream = match tokio::time::timeout(MCP_CONNECT_TIMEOUT, connect).await {
+            Ok(Ok(tcp)) => tcp,
+            Ok(Err(e)) => {
+                return Err((
                     "502 Bad Gateway",
                     format!("Switchboard's MCP endpoint: {e}"),
-                )
-            })?;
+                ));
+            }
+            Err(_) => {
+                return Err((
+                    "504 Gateway Timeout",
+                    "Switchboard's MCP endpoint: timed out".to_owned(),
+                ));
+            }
+        };
         upstream::plain(stream, upstream, head, &authority(host, port), path, rest).await;
         return Ok(());
     }

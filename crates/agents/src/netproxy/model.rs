@@ -11,9 +11,16 @@ use tokio::net::UnixStream;
 
 use super::Refusal;
 use super::head::Head;
+use super::model_body::{header_passes, reaches_out};
 
 /// The most of a request body the gateway reads (a long conversation is a few MiB).
-const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
+const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
+/// The most raw bytes a chunked body may take to say it (sizes, extensions, trailers).
+const MAX_RAW_BYTES: usize = MAX_BODY_BYTES + 1024 * 1024;
+/// The longest chunk-size line or trailer a chunked body may hold.
+const MAX_CHUNK_LINE: usize = 4096;
+/// The most trailer fields a chunked body may end with.
+const MAX_TRAILERS: usize = 32;
 
 /// Which API the endpoint speaks: where its paths are, and how its key is sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,13 +64,7 @@ impl ModelApi {
     /// Whether `path` (with its query) is an API path. Only plain segments: no `..`, no
     /// percent-escape, nothing a server might read as another path.
     pub fn allows(self, path: &str) -> bool {
-        let bare = path.split('?').next().unwrap_or_default();
-        let plain = bare
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'/' | b'-' | b'_' | b'.'))
-            && !bare.split('/').any(|s| s == "." || s == "..")
-            && !bare.contains("//");
-        plain && self.paths().iter().any(|p| same_route(path, p))
+        plain_path(path) && self.paths().iter().any(|p| same_route(path, p))
     }
 
     /// The environment variable the agent reads its base URL from, and the base URL it gets.
@@ -84,6 +85,17 @@ impl ModelApi {
             ModelApi::OpenAi => "OPENAI_API_KEY",
         }
     }
+}
+
+/// Whether `path` (before its query) is plain segments: letters, digits, `-`, `_`, `.`, no
+/// `.` or `..` segment, no empty one, no percent-escape; nothing a server might read as
+/// another path.
+pub fn plain_path(path: &str) -> bool {
+    let bare = path.split('?').next().unwrap_or_default();
+    bare.bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'/' | b'-' | b'_' | b'.'))
+        && !bare.split('/').any(|s| s == "." || s == "..")
+        && !bare.contains("//")
 }
 
 /// Whether `path` is `route` or beneath it.
@@ -172,21 +184,35 @@ pub async fn forward(
             ),
         ));
     }
+    // A client that waits to be told to send its body is told so; the expectation is ours.
+    if head
+        .field("expect")
+        .is_some_and(|e| e.eq_ignore_ascii_case("100-continue"))
+        && stream
+            .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+            .await
+            .is_err()
+    {
+        return Ok(());
+    }
     let body = read_body(stream, head, rest)
         .await
         .map_err(|why| ("400 Bad Request", why))?;
+    if let Some(why) = reaches_out(&body) {
+        return Err((
+            super::FORBIDDEN,
+            format!("the model request is refused: {why}"),
+        ));
+    }
     let method = reqwest::Method::from_bytes(head.method.as_bytes())
         .map_err(|_| ("400 Bad Request", "the method is not one".to_owned()))?;
     let mut request = endpoint.client.request(method, endpoint.upstream(path));
+    // Only what the API reads to shape its answer: never the program's own credential, an
+    // organisation or project of its choosing, or a length (the body's is sent).
     for (name, value) in head.end_to_end_fields() {
-        // The agent's own credential never goes on; the length is the body's.
-        if matches!(
-            name.as_str(),
-            "x-api-key" | "authorization" | "content-length" | "transfer-encoding" | "cookie"
-        ) {
-            continue;
+        if header_passes(&name) {
+            request = request.header(name, value);
         }
-        request = request.header(name, value);
     }
     if let ModelKey::Key(key) = &endpoint.key {
         request = match endpoint.api {
@@ -280,23 +306,28 @@ async fn dechunk(stream: &mut UnixStream, rest: Vec<u8>) -> Result<Vec<u8>, Stri
         at += line.len() + 2;
         if size == 0 {
             // Trailers, up to the blank line.
-            loop {
+            for _ in 0..=MAX_TRAILERS {
                 let trailer = line_at(stream, &mut input, at).await?;
                 at += trailer.len() + 2;
                 if trailer.is_empty() {
                     return Ok(body);
                 }
             }
+            return Err("too many trailer fields".to_owned());
         }
-        if body.len() + size > MAX_BODY_BYTES {
-            return Err(format!("the body is longer than {MAX_BODY_BYTES} bytes"));
-        }
-        fill(stream, &mut input, at + size + 2).await?;
-        body.extend_from_slice(input.get(at..at + size).unwrap_or_default());
-        if input.get(at + size..at + size + 2) != Some(b"\r\n") {
+        let too_long = || format!("the body is longer than {MAX_BODY_BYTES} bytes");
+        let end = body
+            .len()
+            .checked_add(size)
+            .filter(|n| *n <= MAX_BODY_BYTES)
+            .and_then(|_| at.checked_add(size))
+            .ok_or_else(too_long)?;
+        fill(stream, &mut input, end + 2).await?;
+        body.extend_from_slice(input.get(at..end).unwrap_or_default());
+        if input.get(end..end + 2) != Some(b"\r\n") {
             return Err("a chunk does not end with CRLF".to_owned());
         }
-        at += size + 2;
+        at = end + 2;
     }
 }
 
@@ -311,11 +342,14 @@ async fn line_at(
             .get(at..)
             .and_then(|tail| tail.windows(2).position(|w| w == b"\r\n"))
         {
+            if end > MAX_CHUNK_LINE {
+                return Err("a chunk line is too long".to_owned());
+            }
             let line = input.get(at..at + end).unwrap_or_default();
             return String::from_utf8(line.to_vec())
                 .map_err(|_| "a chunk line is not text".to_owned());
         }
-        if input.len() - at > 4096 {
+        if input.len().saturating_sub(at) > MAX_CHUNK_LINE {
             return Err("a chunk line is too long".to_owned());
         }
         let want = input.len() + 1;
@@ -323,9 +357,14 @@ async fn line_at(
     }
 }
 
-/// Reads until `input` holds at least `len` bytes.
+/// Reads until `input` holds at least `len` bytes, never more than [`MAX_RAW_BYTES`] in all.
 async fn fill(stream: &mut UnixStream, input: &mut Vec<u8>, len: usize) -> Result<(), String> {
     let mut chunk = [0u8; 16 * 1024];
+    if len > MAX_RAW_BYTES {
+        return Err(format!(
+            "the chunked body takes more than {MAX_RAW_BYTES} bytes to send"
+        ));
+    }
     while input.len() < len {
         let n = stream
             .read(&mut chunk)

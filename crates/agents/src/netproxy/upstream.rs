@@ -14,8 +14,13 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A connection to `host:port` at an address that passed the check (the name resolved once:
 /// no second lookup can lead elsewhere).
-pub async fn connect(host: &str, port: u16, literal: &[String]) -> Result<TcpStream, String> {
-    let (_, addresses) = checked(host, port, literal).await?;
+pub async fn connect(
+    host: &str,
+    port: u16,
+    default_port: bool,
+    literal: &[String],
+) -> Result<TcpStream, String> {
+    let (_, addresses) = checked(host, port, default_port, literal).await?;
     let mut last = String::from("no address");
     for address in addresses {
         match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(address)).await {
@@ -40,7 +45,13 @@ pub async fn tunnel(stream: &mut UnixStream, mut upstream: TcpStream, rest: Vec<
     if !rest.is_empty() && upstream.write_all(&rest).await.is_err() {
         return;
     }
-    let _ = tokio::io::copy_bidirectional(stream, &mut upstream).await;
+    let _ = tokio::io::copy_bidirectional_with_sizes(
+        stream,
+        &mut upstream,
+        super::RELAY_BUFFER,
+        super::RELAY_BUFFER,
+    )
+    .await;
 }
 
 /// A plain HTTP request to `authority`: its head rewritten to the origin form, with the
@@ -65,5 +76,11 @@ pub async fn plain(
     {
         return;
     }
-    let _ = tokio::io::copy_bidirectional(stream, &mut upstream).await;
+    let _ = tokio::io::copy_bidirectional_with_sizes(
+        stream,
+        &mut upstream,
+        super::RELAY_BUFFER,
+        super::RELAY_BUFFER,
+    )
+    .await;
 }

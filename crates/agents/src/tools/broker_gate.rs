@@ -142,8 +142,6 @@ struct Mutable {
     state: SessionState,
     ratchet: Ratchet,
     calls: u64,
-    /// How many times a person said yes in this run.
-    person_yes: u64,
     /// Why every later call is refused, once something the run's safety needs could not be
     /// recorded.
     closed: Option<&'static str>,
@@ -248,7 +246,6 @@ impl BrokerGate {
                 state: settings.state,
                 ratchet: settings.ratchet,
                 calls: 0,
-                person_yes: 0,
                 closed: None,
             }),
             _scratch: scratch,
@@ -325,9 +322,6 @@ impl BrokerGate {
         sink.event("approval", &format!("{action}: {}", answer.as_str()))
             .await;
         if answer == Answer::Yes {
-            if who == Who::Person {
-                self.with(|m| m.person_yes += 1);
-            }
             Ok(())
         } else {
             Err(refused(format!(
@@ -399,14 +393,15 @@ impl BrokerGate {
         Ok(false)
     }
 
-    /// Step 3: the grant set at the moment of execution.
+    /// Step 3: the grant set at the moment of execution; with whether a person was asked
+    /// about this very call here (an `ask` grant) and said yes.
     async fn grant(
         &self,
         call: &ToolCall,
         action: &str,
         person_said_yes: bool,
         sink: &EventSink,
-    ) -> Result<Decision, String> {
+    ) -> Result<(Decision, bool), String> {
         let number = self.with(|m| {
             m.calls += 1;
             m.calls
@@ -419,7 +414,7 @@ impl BrokerGate {
         };
         let state = self.with(|m| m.state);
         match decide(request, &self.grants, state, (self.clock)()) {
-            Outcome::Allowed(decision) => Ok(decision),
+            Outcome::Allowed(decision) => Ok((decision, false)),
             Outcome::Denied(denial) => {
                 Err(refused(format!("{action}: {}", denial.reason.as_str())))
             }
@@ -430,6 +425,7 @@ impl BrokerGate {
                 // The grants, state and time as they are now, after the wait.
                 let state = self.with(|m| m.state);
                 redecide(ask, &self.grants, state, (self.clock)())
+                    .map(|decision| (decision, !person_said_yes))
                     .map_err(|denial| refused(format!("{action}: {}", denial.reason.as_str())))
             }
         }
@@ -537,9 +533,8 @@ impl BrokerGate {
                 "the person this run acts for may not use this repository",
             ));
         }
-        let yes_before = self.with(|m| m.person_yes);
         let said_yes = self.rules(&call, action, approved, sink).await?;
-        let decision = self.grant(&call, action, said_yes, sink).await?;
+        let (decision, asked_here) = self.grant(&call, action, said_yes, sink).await?;
         self.raise(decision.label(), sink).await.map_err(refused)?;
         sink.event(
             "network",
@@ -548,7 +543,8 @@ impl BrokerGate {
         .await;
         Ok(NetworkAllowed {
             literal_hosts: decision.hosts().to_vec(),
-            person_said_yes: self.with(|m| m.person_yes) > yes_before,
+            // A yes to this very connection, never one another call got meanwhile.
+            person_said_yes: (said_yes && !approved) || asked_here,
         })
     }
 
@@ -583,7 +579,7 @@ impl BrokerGate {
             None => false,
         };
         let action = action.unwrap_or_else(|| call.name.clone());
-        let decision = self
+        let (decision, _) = self
             .grant(call, &action, person_said_yes, sink)
             .await
             .map_err(|refusal| match &parsed {

@@ -10,5 +10,6 @@
 )]
 
 mod backends;
+mod netproxy;
 mod sandbox;
 mod tool_loop;

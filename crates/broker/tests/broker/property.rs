@@ -11,11 +11,13 @@ use broker::{
 use proptest::prelude::*;
 
 const PATHS: [&str; 6] = ["/", "/w", "/w/a", "/w/a/b", "/x", "/w/ab"];
-const HOSTS: [&str; 4] = [
+const HOSTS: [&str; 6] = [
     "example.com",
     "*.example.com",
     "api.example.com",
     "*.a.example.com",
+    "api.example.com:8443",
+    "example.com:443",
 ];
 const TOOLS: [&str; 7] = [
     "read_file",

