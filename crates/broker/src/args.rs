@@ -433,6 +433,31 @@ mod tests {
     }
 
     #[test]
+    fn a_host_entry_is_for_its_port_or_the_schemes_own() {
+        let cases = [
+            // entry, host, port, the scheme's own port?, matches
+            ("github.com", "github.com", 443, true, true),
+            ("github.com", "github.com", 22, false, false),
+            ("github.com", "github.com", 8443, false, false),
+            ("github.com:22", "github.com", 22, false, true),
+            ("github.com:22", "github.com", 443, true, false),
+            ("example.com:443", "example.com", 443, true, true),
+            ("*.example.com:8443", "a.example.com", 8443, false, true),
+            ("*.example.com:8443", "example.com", 8443, false, false),
+            ("127.0.0.1", "127.0.0.1", 3000, false, false),
+            ("127.0.0.1:3000", "127.0.0.1", 3000, false, true),
+            ("a.com:99999", "a.com", 443, true, false),
+        ];
+        for (entry, host, port, own, want) in cases {
+            assert_eq!(
+                host_port_matches(entry, host, port, own),
+                want,
+                "{entry} vs {host}:{port}"
+            );
+        }
+    }
+
+    #[test]
     fn inside_is_a_path_prefix_not_a_string_prefix() {
         assert!(inside("/w", "/w"));
         assert!(inside("/w", "/w/a/b"));

@@ -384,7 +384,12 @@ mod tests {
             grant("a", "read_file", &["/w/"], &[]),
             grant("a", "http_fetch", &[], &[]),
             grant("a", "http_fetch", &["/w"], &["a.com"]),
-            grant("a", "http_fetch", &[], &["a.com:443"]),
+            grant("a", "http_fetch", &[], &["a.com:0"]),
+            grant("a", "http_fetch", &[], &["a.com:99999"]),
+            grant("a", "http_fetch", &[], &["a.com:"]),
+            grant("a", "http_fetch", &[], &["a.com:https"]),
+            grant("a", "http_fetch", &[], &[":443"]),
+            grant("a", "http_fetch", &[], &["a.com:80:80"]),
             grant("a", "http_fetch", &[], &["*"]),
             grant("a", "shell", &[], &["a.com"]),
             grant("a", "restrict_self", &[], &[]),
@@ -395,6 +400,10 @@ mod tests {
         ];
         for case in cases {
             assert!(case.validate().is_err(), "{case:?} was accepted");
+        }
+        for host in ["a.com:8443", "*.a.com:443", "127.0.0.1:5432", "a.com"] {
+            let ok = grant("a", "http_fetch", &[], &[host]);
+            assert!(ok.validate().is_ok(), "{host} was refused");
         }
         assert!(GrantId::new("").is_err());
         assert!(GrantId::new("a b").is_err());
