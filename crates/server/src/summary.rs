@@ -249,13 +249,13 @@ fn network_line(app: &App) -> SurfaceLine {
     let forwarder = if agents::netproxy::forwarder::binary().is_some() {
         ""
     } else {
-        " BROKEN: this process is not the switchboard binary, so no forwarder can run in a sandbox and their runs fail;"
+        "BROKEN: this process is not the switchboard binary, so no forwarder can run in a sandbox and their runs fail; "
     };
     SurfaceLine {
         surface: "network",
         on: true,
         note: format!(
-            "{forwarder} command agents {}: no network but the run's proxy, each host decided by the broker (net.fetch){undecided}",
+            "{forwarder}command agents {}: no network but the run's proxy, each host decided by the broker (net.fetch){undecided}",
             decided.join(", ")
         ),
     }

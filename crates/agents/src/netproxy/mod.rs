@@ -98,6 +98,24 @@ const HEAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 /// How long connecting to Switchboard's own MCP endpoint may take.
 const MCP_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
+impl Shared {
+    /// What this run already learnt of `key` (`host:port`): the refusal it got, and whether
+    /// its person said yes.
+    fn remembered(&self, key: &str) -> (Option<String>, bool) {
+        let refused = self
+            .refused
+            .lock()
+            .ok()
+            .and_then(|refused| refused.get(key).cloned());
+        let approved = self
+            .approved
+            .lock()
+            .map(|set| set.contains(key))
+            .unwrap_or(false);
+        (refused, approved)
+    }
+}
+
 impl RunProxy {
     /// Binds `socket` (a path in a directory of the run's own) and serves it for the run.
     pub fn start(
@@ -237,30 +255,24 @@ async fn open(
     port: u16,
 ) -> Result<tokio::net::TcpStream, Refusal> {
     let key = authority(host, port);
-    let earlier = shared
-        .refused
-        .lock()
-        .ok()
-        .and_then(|refused| refused.get(&key).cloned());
+    let (mut earlier, mut approved) = shared.remembered(&key);
+    // One question at a time; a host approved already is decided without waiting. What
+    // another connection learnt while this one waited counts.
+    let _turn = match (&earlier, approved) {
+        (None, false) => {
+            let turn = shared.deciding.lock().await;
+            (earlier, approved) = shared.remembered(&key);
+            Some(turn)
+        }
+        _ => None,
+    };
     if let Some(why) = earlier {
         return Err((
             FORBIDDEN,
             format!("{why} (earlier in this run; not asked again)"),
         ));
     }
-    let approved = shared
-        .approved
-        .lock()
-        .map(|set| set.contains(&key))
-        .unwrap_or(false);
-    let decided = {
-        // One question at a time; a host approved already is decided without waiting.
-        let _turn = match approved {
-            true => None,
-            false => Some(shared.deciding.lock().await),
-        };
-        shared.gate.network(url, approved, &shared.sink).await
-    };
+    let decided = shared.gate.network(url, approved, &shared.sink).await;
     let allowed = match decided {
         Ok(allowed) => allowed,
         Err(refusal) => {
