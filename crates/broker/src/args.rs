@@ -78,8 +78,6 @@ pub enum ToolArgs {
         host: String,
         /// The URL's port (its scheme's when it names none).
         port: u16,
-        /// Whether `port` is the scheme's own (80 for http, 443 for https).
-        default_port: bool,
     },
     Git {
         subcommand: String,
@@ -253,13 +251,12 @@ pub fn parse(tool: ToolName, raw: &str) -> Result<ToolArgs, ArgsError> {
         }
         ToolName::HttpFetch => {
             let json: HttpFetchJson = shape(tool, raw)?;
-            let (host, port, default_port) = fetch_host(&json.url)?;
+            let (host, port) = fetch_host(&json.url)?;
             Ok(ToolArgs::HttpFetch {
                 url: json.url,
                 method: json.method,
                 host,
                 port,
-                default_port,
             })
         }
         ToolName::Git => {
@@ -308,9 +305,8 @@ pub(crate) fn is_name(value: &str) -> bool {
         && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
 }
 
-/// The URL's host (lower case, an IPv6 address without brackets), its port, and whether
-/// the port is its scheme's own.
-fn fetch_host(raw: &str) -> Result<(String, u16, bool), ArgsError> {
+/// The URL's host (lower case, an IPv6 address without brackets) and its port.
+fn fetch_host(raw: &str) -> Result<(String, u16), ArgsError> {
     let url = url::Url::parse(raw).map_err(|_| ArgsError::Url)?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(ArgsError::Url);
@@ -322,7 +318,6 @@ fn fetch_host(raw: &str) -> Result<(String, u16, bool), ArgsError> {
             .trim_end_matches(']')
             .to_ascii_lowercase(),
         port,
-        url.port().is_none(),
     ))
 }
 
@@ -387,11 +382,11 @@ pub fn split_port(entry: &str) -> (&str, Option<u16>) {
 }
 
 /// A grant's host entry against a request's host and port: the host as [`host_matches`]
-/// says, and the port the entry names, or, when it names none, only the scheme's own (80 for
-/// http, 443 for https): a grant for `github.com` is not one for `github.com:22`.
-pub fn host_port_matches(entry: &str, host: &str, port: u16, default_port: bool) -> bool {
+/// says, and the port the entry names, when it names one (`github.com:443` is not a grant for
+/// `github.com:22`; `github.com` is for every port of it).
+pub fn host_port_matches(entry: &str, host: &str, port: u16) -> bool {
     let (pattern, want) = split_port(entry);
-    host_matches(pattern, host) && want.map_or(default_port, |p| p == port)
+    host_matches(pattern, host) && want.is_none_or(|p| p == port)
 }
 
 /// A grant's host pattern against a request's host, ASCII case-insensitive. `*.example.com`
@@ -433,24 +428,24 @@ mod tests {
     }
 
     #[test]
-    fn a_host_entry_is_for_its_port_or_the_schemes_own() {
+    fn a_host_entry_is_for_the_port_it_names_or_every_port() {
         let cases = [
-            // entry, host, port, the scheme's own port?, matches
-            ("github.com", "github.com", 443, true, true),
-            ("github.com", "github.com", 22, false, false),
-            ("github.com", "github.com", 8443, false, false),
-            ("github.com:22", "github.com", 22, false, true),
-            ("github.com:22", "github.com", 443, true, false),
-            ("example.com:443", "example.com", 443, true, true),
-            ("*.example.com:8443", "a.example.com", 8443, false, true),
-            ("*.example.com:8443", "example.com", 8443, false, false),
-            ("127.0.0.1", "127.0.0.1", 3000, false, false),
-            ("127.0.0.1:3000", "127.0.0.1", 3000, false, true),
-            ("a.com:99999", "a.com", 443, true, false),
+            // entry, host, port, matches
+            ("github.com", "github.com", 443, true),
+            ("github.com", "github.com", 22, true),
+            ("github.com:443", "github.com", 443, true),
+            ("github.com:443", "github.com", 22, false),
+            ("github.com:22", "github.com", 22, true),
+            ("*.example.com:8443", "a.example.com", 8443, true),
+            ("*.example.com:8443", "a.example.com", 443, false),
+            ("*.example.com:8443", "example.com", 8443, false),
+            ("127.0.0.1:3000", "127.0.0.1", 3000, true),
+            ("127.0.0.1:3000", "127.0.0.1", 3001, false),
+            ("a.com:99999", "a.com", 443, false),
         ];
-        for (entry, host, port, own, want) in cases {
+        for (entry, host, port, want) in cases {
             assert_eq!(
-                host_port_matches(entry, host, port, own),
+                host_port_matches(entry, host, port),
                 want,
                 "{entry} vs {host}:{port}"
             );

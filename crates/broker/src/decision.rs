@@ -417,15 +417,10 @@ fn covers(grant: &Grant, args: &ToolArgs) -> Option<Option<usize>> {
         ToolArgs::Shell { cwd: Some(cwd), .. } | ToolArgs::Git { cwd, .. } => {
             longest_inside(cwd, false)
         }
-        ToolArgs::HttpFetch {
-            host,
-            port,
-            default_port,
-            ..
-        } => grant
+        ToolArgs::HttpFetch { host, port, .. } => grant
             .hosts
             .iter()
-            .any(|entry| args::host_port_matches(entry, host, *port, *default_port))
+            .any(|entry| args::host_port_matches(entry, host, *port))
             .then_some(None),
         ToolArgs::Mcp { .. } => Some(None),
     }

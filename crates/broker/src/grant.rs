@@ -145,7 +145,7 @@ pub enum GrantError {
     )]
     Path { id: String, path: String },
     #[error(
-        "grant {id:?}: host {host:?} must be a host name or *.<domain>, with a port after a colon when it is not the scheme's own (example.com:8443)"
+        "grant {id:?}: host {host:?} must be a host name or *.<domain>, with a port after a colon to name one alone (example.com:443)"
     )]
     Host { id: String, host: String },
     #[error(

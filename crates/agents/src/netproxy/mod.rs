@@ -287,10 +287,7 @@ async fn open(
     {
         set.insert(key.clone());
     }
-    // The scheme's own port, as the URL decided says: 443 for a tunnel, 80 for plain HTTP.
-    let default_port =
-        (url.starts_with("https://") && port == 443) || (url.starts_with("http://") && port == 80);
-    match upstream::connect(host, port, default_port, &allowed.literal_hosts).await {
+    match upstream::connect(host, port, &allowed.literal_hosts).await {
         Ok(tcp) => Ok(tcp),
         Err(why) => {
             shared

@@ -14,13 +14,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A connection to `host:port` at an address that passed the check (the name resolved once:
 /// no second lookup can lead elsewhere).
-pub async fn connect(
-    host: &str,
-    port: u16,
-    default_port: bool,
-    literal: &[String],
-) -> Result<TcpStream, String> {
-    let (_, addresses) = checked(host, port, default_port, literal).await?;
+pub async fn connect(host: &str, port: u16, literal: &[String]) -> Result<TcpStream, String> {
+    let (_, addresses) = checked(host, port, literal).await?;
     let mut last = String::from("no address");
     for address in addresses {
         match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(address)).await {

@@ -434,8 +434,7 @@ impl Executor {
             Some(url::Host::Domain(name)) => name.to_owned(),
             None => return Err("the URL has no host".to_owned()),
         };
-        let default_port = parsed.port().is_none();
-        let (name, allowed) = checked(&host, port, default_port, decision.hosts()).await?;
+        let (name, allowed) = checked(&host, port, decision.hosts()).await?;
         let mut client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .no_proxy()

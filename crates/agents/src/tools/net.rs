@@ -11,19 +11,17 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 /// Where a connection to `host` (a name, or an address literal without brackets) at `port`
 /// may go: the name resolved once (`None` for a literal: nothing to pin), and the addresses
 /// that pass: public ones, and an internal one only when `literal` (the hosts of the grant
-/// that allowed it) names that very address at this port (`default_port`: the port is the
-/// scheme's own, which an entry without a port stands for). None passing is the refusal,
-/// naming the host.
+/// that allowed it) names that very address, at this port when the entry names one. None
+/// passing is the refusal, naming the host.
 pub async fn checked(
     host: &str,
     port: u16,
-    default_port: bool,
     literal: &[String],
 ) -> Result<(Option<String>, Vec<SocketAddr>), String> {
     let named = |ip: IpAddr| {
         literal.iter().any(|entry| {
             let (address, want) = broker::args::split_port(entry);
-            address.parse() == Ok(ip) && want.map_or(default_port, |p| p == port)
+            address.parse() == Ok(ip) && want.is_none_or(|p| p == port)
         })
     };
     let (name, addresses) = match host.parse::<IpAddr>() {
@@ -44,7 +42,7 @@ pub async fn checked(
             .first()
             .map_or_else(|| "nothing".to_owned(), |a| a.ip().to_string());
         return Err(format!(
-            "{host} resolves to {first}, an internal address; a grant must name that address itself (and its port, when not the scheme's own) to reach it"
+            "{host} resolves to {first}, an internal address; a grant must name that address itself to reach it"
         ));
     }
     Ok((name, allowed))

@@ -64,22 +64,6 @@ fn grant(id: &str, tool: &str) -> Grant {
     }
 }
 
-/// `grants` with the loopback fetch grant naming `port` (a grant without one is for the
-/// scheme's own port only).
-fn with_fetch_port(grants: Vec<Grant>, port: u16) -> Vec<Grant> {
-    grants
-        .into_iter()
-        .map(|mut g| {
-            for host in &mut g.hosts {
-                if host == "127.0.0.1" {
-                    *host = format!("127.0.0.1:{port}");
-                }
-            }
-            g
-        })
-        .collect()
-}
-
 fn grants(ws: &Path) -> Vec<Grant> {
     let ws = ws.canonicalize().unwrap().to_string_lossy().into_owned();
     vec![

@@ -431,7 +431,7 @@ fn every_fault_names_file_line_column_key_and_fix() {
         ),
         (
             "[[agent_grants]]\nid = \"x\"\ntool = \"http_fetch\"\nmode = \"auto\"\nhosts = [\"*\"]",
-            "t.toml:1:1: agent_grants[0]: grant \"x\": host \"*\" must be a host name or *.<domain>, with a port after a colon when it is not the scheme's own (example.com:8443)",
+            "t.toml:1:1: agent_grants[0]: grant \"x\": host \"*\" must be a host name or *.<domain>, with a port after a colon to name one alone (example.com:443)",
         ),
         (
             "[[agent_grants]]\nid = \"x\"\ntool = \"rm\"\nmode = \"auto\"",

@@ -46,9 +46,7 @@ async fn every_call_passes_the_broker_and_each_refusal_is_what_the_model_reads()
     ])
     .await;
     let person: Arc<dyn Approver> = Arc::new(NobodyToAsk);
-    let mut settings = fx.settings(Ratchet::default(), person);
-    settings.grants = ToolGrants::new(with_fetch_port(grants(fx.ws.path()), port)).unwrap();
-    let gate = BrokerGate::new(settings).unwrap();
+    let gate = BrokerGate::new(fx.settings(Ratchet::default(), person)).unwrap();
     let (outcome, items) = run_model(&base, gate).await;
     assert_eq!(outcome.answer(), Some("All done."), "{:?}", outcome.error());
     let results = script.tool_results();

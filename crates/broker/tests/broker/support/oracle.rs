@@ -66,8 +66,8 @@ pub fn host_matches(pattern: &str, host: &str) -> bool {
     }
 }
 
-/// A host entry with an optional `:port`: no port, only the scheme's own.
-pub fn host_port_matches(entry: &str, host: &str, port: u16, default_port: bool) -> bool {
+/// A host entry with an optional `:port`: without one, every port.
+pub fn host_port_matches(entry: &str, host: &str, port: u16) -> bool {
     let (pattern, want) = match entry.rfind(':') {
         Some(i) if entry[i + 1..].chars().all(|c| c.is_ascii_digit()) && i + 1 < entry.len() => {
             match entry[i + 1..].parse::<u16>() {
@@ -79,7 +79,7 @@ pub fn host_port_matches(entry: &str, host: &str, port: u16, default_port: bool)
     };
     let port_ok = match want {
         Some(p) => p == port,
-        None => default_port,
+        None => true,
     };
     host_matches(pattern, host) && port_ok
 }
@@ -117,16 +117,11 @@ fn coverage(grant: &Grant, args: &ToolArgs) -> Option<Option<String>> {
         }
         ToolArgs::Shell { cwd: Some(cwd), .. } => longest(cwd, true),
         ToolArgs::Git { cwd, .. } => longest(cwd, true),
-        ToolArgs::HttpFetch {
-            host,
-            port,
-            default_port,
-            ..
-        } => {
+        ToolArgs::HttpFetch { host, port, .. } => {
             if grant
                 .hosts
                 .iter()
-                .any(|p| host_port_matches(p, host, *port, *default_port))
+                .any(|p| host_port_matches(p, host, *port))
             {
                 Some(None)
             } else {

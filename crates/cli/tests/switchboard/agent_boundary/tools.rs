@@ -64,12 +64,10 @@ async fn http_fetch_reaches_only_the_address_its_grant_names() {
     )
     .await;
     // One grant names the host name, the other the address.
-    let fetch = format!(
-        "[[agent_grants]]\nid = \"by-name\"\ntool = \"http_fetch\"\nhosts = [\"localhost:{port}\"]\nmode = \"auto\"\n\
-         [[agent_grants]]\nid = \"by-address\"\ntool = \"http_fetch\"\nhosts = [\"127.0.0.1:{port}\"]\nmode = \"auto\"\n"
-    );
+    let fetch = "[[agent_grants]]\nid = \"by-name\"\ntool = \"http_fetch\"\nhosts = [\"localhost\"]\nmode = \"auto\"\n\
+                 [[agent_grants]]\nid = \"by-address\"\ntool = \"http_fetch\"\nhosts = [\"127.0.0.1\"]\nmode = \"auto\"\n";
     let org = "rules = [{ action = \"net.fetch\", decision = \"allow\" }]";
-    let sb = Switchboard::with_agents(&[("coding", &model)], org, &fetch);
+    let sb = Switchboard::with_agents(&[("coding", &model)], org, fetch);
     let proxy = format!("http://127.0.0.1:{proxy_port}");
     let out = tokio::task::spawn_blocking(move || {
         Command::new(env!("CARGO_BIN_EXE_switchboard"))
