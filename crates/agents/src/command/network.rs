@@ -27,6 +27,16 @@ pub enum CommandNetwork {
     },
 }
 
+/// The model APIs' key variables: a broker-network program gets none of their values, whatever
+/// the operator's `env_allow` passes (a placeholder stands in); its real key is the gateway's.
+const KEY_VARS: [&str; 5] = [
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "OPENAI_API_KEY",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+];
+
 /// The proxy variables a broker-network program gets (every spelling programs read).
 const PROXY_VARS: [&str; 6] = [
     "HTTP_PROXY",
@@ -52,6 +62,11 @@ impl CommandBackend {
             .collect();
         env.push(("NO_PROXY".to_owned(), String::new()));
         env.push(("no_proxy".to_owned(), String::new()));
+        for key in KEY_VARS {
+            if self.settings.env.iter().any(|(k, _)| k == key) {
+                env.push((key.to_owned(), PLACEHOLDER_KEY.to_owned()));
+            }
+        }
         if let CommandNetwork::Broker {
             model: Some(model), ..
         } = &self.settings.network

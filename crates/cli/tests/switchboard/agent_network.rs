@@ -573,3 +573,58 @@ async fn with_nobody_to_ask_a_host_is_refused_at_once_and_mcp_stays_reachable() 
     assert_eq!(said(&reply, "url"), "http://127.0.0.1:3128/mcp", "{reply}");
     assert!(origin.lines().is_empty(), "{:?}", origin.lines());
 }
+
+/// A model key the operator's `env_allow` passes never reaches a broker-network agent: a
+/// placeholder stands in (its real key is the gateway's to put on); with `network = "host"`
+/// the agent gets what `env_allow` says, as before.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_real_key_env_allow_passes_never_reaches_a_broker_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = format!("sk-real-{}", common::project::random_marker());
+    let path = dir.path().join("switchboard.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[server]\ndata_dir = \"{data}\"\n[store]\nurl = \"sqlite://{db}\"\n[agents]\ndefault = \"c\"\n\
+             env_allow = [\"PATH\", \"ANTHROPIC_API_KEY\", \"OPENAI_API_KEY\"]\n\
+             [agents.c]\nbackend = \"command\"\ncommand = [\"/bin/sh\"]\n\
+             [agents.h]\nbackend = \"command\"\ncommand = [\"/bin/sh\"]\nnetwork = \"host\"\n",
+            data = dir.path().join("data").display(),
+            db = dir.path().join("sb.db").display(),
+        ),
+    )
+    .unwrap();
+    let script = "echo \"anthropic: $ANTHROPIC_API_KEY\"\necho \"openai: $OPENAI_API_KEY\"\n";
+    let run = |agent: &'static str| {
+        let (path, key) = (path.clone(), key.clone());
+        tokio::task::spawn_blocking(move || {
+            let out = switchboard(&path)
+                .env("ANTHROPIC_API_KEY", &key)
+                .env("OPENAI_API_KEY", &key)
+                .args(["ask", "--agent", agent, script])
+                .stdin(Stdio::null())
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        })
+    };
+    let boxed = run("c").await.unwrap();
+    assert_eq!(
+        said(&boxed, "anthropic"),
+        "switchboard-placeholder-key",
+        "{boxed}"
+    );
+    assert_eq!(
+        said(&boxed, "openai"),
+        "switchboard-placeholder-key",
+        "{boxed}"
+    );
+    // On the host's network the operator's choice stands (the sanitiser redacts the value in
+    // what is shown, so it is not the placeholder that is read back).
+    let hosted = run("h").await.unwrap();
+    assert_ne!(
+        said(&hosted, "anthropic"),
+        "switchboard-placeholder-key",
+        "{hosted}"
+    );
+}
