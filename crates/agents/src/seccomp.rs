@@ -7,7 +7,9 @@
 //! (`keyctl`, `add_key`, `request_key`: not namespaced, so shared with the host's user),
 //! `io_uring` (its operations pass no filter), `userfaultfd`, `bpf` and `perf_event_open`.
 //! `clone3` answers `ENOSYS`, so the C library falls back to `clone`, whose flags the filter
-//! can read. With the host's network shared (command agents), `socket(AF_UNIX, …)` is refused
+//! can read. `socket` is allowed for the families a program needs alone (UNIX, IPv4, IPv6,
+//! netlink): never vsock, whose sockets reach a hypervisor no network namespace separates.
+//! With the host's network shared (`network = "host"`), `socket(AF_UNIX, …)` is refused
 //! too: abstract UNIX sockets belong to the network namespace, and a shared one reaches every
 //! such socket on the host (a display server, a container runtime's shim), and so is
 //! `socketpair` of datagram or sequenced-packet sockets (whose sockets could still send to
@@ -48,6 +50,9 @@ const ARG1: u32 = 24;
 /// Every `CLONE_NEW*` flag: cgroup, uts, ipc, user, pid, net, and the mount namespace's.
 const CLONE_NEW_ANY: u32 = 0x7e02_0000;
 const AF_UNIX: u32 = 1;
+const AF_INET: u32 = 2;
+const AF_INET6: u32 = 10;
+const AF_NETLINK: u32 = 16;
 const SOCK_TYPE_MASK: u32 = 0xf;
 const SOCK_DGRAM: u32 = 2;
 const SOCK_SEQPACKET: u32 = 5;
@@ -105,6 +110,21 @@ fn by_first_argument(program: &mut Vec<Instruction>, call: u32, test: u16, k: u3
     ]);
 }
 
+/// Allows `socket` only for `families`; refuses it otherwise. Its other calls jump past the
+/// argument's load, so the call's number is still in the accumulator after.
+fn socket_families(program: &mut Vec<Instruction>, socket: u32, families: &[u32]) {
+    let n = u8::try_from(families.len()).unwrap_or(u8::MAX);
+    program.push(op(JEQ, 0, n + 3, socket));
+    program.push(op(LD_ABS, 0, 0, ARG0));
+    for (i, family) in families.iter().enumerate() {
+        // Past the rest of the list and the refusal, to the allow.
+        let to_allow = n - u8::try_from(i).unwrap_or(0);
+        program.push(op(JEQ, to_allow, 0, *family));
+    }
+    program.push(op(RET, 0, 0, errno(EPERM)));
+    program.push(op(RET, 0, 0, ALLOW));
+}
+
 /// The filter, as the bytes bubblewrap reads from its `--seccomp` file descriptor; `None`
 /// on an architecture it is not written for (the sandbox is then refused, never made
 /// without it).
@@ -122,9 +142,15 @@ pub fn program(unix_sockets: bool) -> Option<Vec<u8>> {
         program.extend([op(JEQ, 0, 1, *call), op(RET, 0, 0, errno(EPERM))]);
     }
     program.extend([op(JEQ, 0, 1, calls.clone3), op(RET, 0, 0, errno(ENOSYS))]);
+    // Only the families a program needs: no vsock (a hypervisor's sockets, which no network
+    // namespace separates), no packet, bluetooth or other family past the proxy.
+    let families: &[u32] = if unix_sockets {
+        &[AF_UNIX, AF_INET, AF_INET6, AF_NETLINK]
+    } else {
+        &[AF_INET, AF_INET6, AF_NETLINK]
+    };
+    socket_families(&mut program, calls.socket, families);
     if !unix_sockets {
-        // Its other calls jump past the argument's load: the number is still loaded.
-        by_first_argument(&mut program, calls.socket, JEQ, AF_UNIX);
         // A datagram pair's socket can still connect or send to any abstract address; a
         // stream pair's cannot (it is connected already), so only those are left.
         program.extend([
@@ -225,8 +251,16 @@ mod tests {
             // another ABI: killed
             assert_eq!(verdict(bytes, 0x4000_0003, 1, 0), KILL_PROCESS);
             assert_eq!(verdict(bytes, x86, X32_BIT | 1, 0), KILL_PROCESS);
-            // an inet socket
-            assert_eq!(verdict(bytes, x86, 41, 2), ALLOW);
+            // inet, inet6 and netlink sockets; no vsock (40), packet (17), bluetooth (31),
+            // alg (38), or anything else
+            for family in [AF_INET, AF_INET6, AF_NETLINK] {
+                assert_eq!(verdict(bytes, x86, 41, family), ALLOW, "{family}");
+            }
+            for family in [40, 17, 31, 38, 3, 4, 0, 45, 255] {
+                assert_eq!(verdict(bytes, x86, 41, family), errno(EPERM), "{family}");
+            }
+            // after the family check, the clone check still reads the call's number
+            assert_eq!(verdict(bytes, x86, 56, 0x1000_0000), errno(EPERM));
         }
         assert_eq!(verdict(&shared, x86, 41, AF_UNIX), errno(EPERM));
         // socketpair: a stream pair (with SOCK_CLOEXEC) stays; datagram and seqpacket do not

@@ -204,6 +204,11 @@ impl Inner {
             return Err(LaunchError::ShuttingDown);
         }
         let entry = self.agents.get(&name).ok_or(LaunchError::NoAgent)?;
+        if req.actor.on_behalf_of.is_some() && entry.undecided_network {
+            return Err(LaunchError::Policy(format!(
+                "agent {name} has the host's network (network = \"host\", or sandbox = false), which the broker does not decide; an agent may start only agents whose network it decides"
+            )));
+        }
         let base = match &repo {
             Some(slug) => Some(self.base_of(&req.actor, slug).await?),
             None => None,

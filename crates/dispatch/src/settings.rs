@@ -22,6 +22,10 @@ pub struct AgentEntry {
     /// Whether the back end works in a directory (`command`, or `tools` set): each of its
     /// runs gets one of its own. A run in a repo gets its workspace whatever this says.
     pub workspace: bool,
+    /// Whether nothing decides the agent's traffic (a command agent with the host's network:
+    /// `network = "host"`, or unsandboxed). A run an agent starts is never of such an agent,
+    /// so an agent whose network the broker decides cannot step out of it through a child.
+    pub undecided_network: bool,
 }
 
 /// The dispatcher's settings (from `[agents]` and `[server]`).

@@ -26,13 +26,14 @@
 //! | --- | --- |
 //! | `config/` | which file (`--config`, `$SWITCHBOARD_CONFIG`, `./switchboard.toml`, else the embedded default), parsed into `LoadedConfig`: the typed sections (serde-derived, each `deny_unknown_fields`, values checked as they are read so serde's errors carry the parser's spans; the unbuilt sections refused when not empty), the grants table (authz-core's parser), the agents' typed back ends (`BackendSpec`; `[agents]` read by one hand-written visitor that refuses keys of another back end with their position); every fault `file:line:col: key: message`; a plug-in surface's own section through `SurfaceSection` (`surface_section.rs`: its key, its secret variables, its typed section kept in `LoadedConfig::surface_sections`), and a top-level key no section reads fails the load. Every fault of a file is reported, not the first (`faults.rs`: each section read on its own, a bad key taken out and the section read again); with none, every path the file names is made absolute under the working directory (`paths.rs`), so nothing after the load joins a relative path |
 //! | `config_check` | what `config check` finds beyond the load: everything `serve` would refuse at start in this environment (the token map, the agent-token secret, each agent's back end, the audit file's directory, MCP on Postgres without a shared secret), a schedule that could not fire (at its entry), no agent at all; warnings for a `command` agent's program not on its `PATH` and no default agent |
+//! | `command_agent` | a command agent's environment (never a `SWITCHBOARD_*` variable of `env_allow`; on the broker's network no variable any `key_env` or `api_key_env` names) and its network (`agents::CommandNetwork`: the broker's proxy with the model endpoint and its key from the environment, a key that is not set refusing each model request, the forwarder this binary is; or the host's) |
 //! | `secrets` | the token map (`SWITCHBOARD_INGRESS_TOKENS` or `[ingress] tokens_file`, parsed by `commands::tokens`), the agent-token secret (refused under 32 bytes or when it is a shipped placeholder), `api_key_env` values, `SLACK_BOT_TOKEN` / `SLACK_SIGNING_SECRET` / `SLACK_APP_TOKEN`, the allow-listed environment for command agents, the plug-in surfaces' secrets (`surface_secret`), and the values the sanitiser redacts |
 //! | `access_surface` | `AccessState`: absent, missing (what `[access]` still needs), on (the `Verifier`, built without I/O) |
 //! | `slack_surface` | `SlackState`: absent, missing secrets, built (client + directory, no I/O), on (after `auth.test`), failed; `connect` and `start_socket` for `serve`; held by the Slack plug-in (`surface/slack.rs`), which builds it in `prepare` |
 //! | `surface` | `SurfacePlugin` (each built-in's impl in `surface/ingress.rs`, `mcp.rs`, `slack.rs`, `access.rs`): a surface's config section and secrets, what it builds from them (`prepare`, with its namespace's channel directory), summary line, routes, span route names and what it starts under `serve`; `builtin()` (ingress, MCP, Slack, Access); `App::surfaces` is those and any `Overrides::surfaces`; `load_config` reads the built-in surfaces' sections |
 //! | `lib.rs` | `App::build` / `build_with(Overrides)` (clock, audit stream, channel directory, the span log: for tests and `serve`): the store, the agents (`build_agents`), the dispatcher, the scheduler (built-in and configured schedules, planned against the grants table), `Services` with its ports; `schedule_decls` and `schedule_plans` (what `config check` validates); `recover`, `spawn_background` (heartbeat, which also tombstones dead replicas' runs, the stop-request watch, and the live-run fan-out on Postgres), `spawn_schedule_timer` (only `serve` runs it) |
 //! | `serve` | `preflight` (Postgres with `/mcp` on needs the shared agent-token secret), bind, recover, start each surface (MCP tells the dispatcher the URL agents get; Slack connects), summary, `router` (the health checks, the trace log and each surface that is on, under the request-span middleware); on Ctrl-C or SIGTERM stop accepting, give live runs `shutdown_grace`, interrupt the rest, tombstone what is still live |
-//! | `summary` | the start-up summary: each surface on, or off and what it needs; the `retention` line; the `traces` line (log format, audit destination, span log, export) |
+//! | `summary` | the start-up summary: each surface on, or off and what it needs; the `network` line (whose traffic the broker decides, whose not); the `retention` line; the `traces` line (log format, audit destination, span log, export) |
 //! | `telemetry/mod.rs` | `init` (the process's subscriber from `[telemetry]`: `RUST_LOG` filter with the denied marker always on, JSON or human log lines without the marker, audit lines to their own file when set, the span log, the OTLP layer), `subscriber` (the same layers for tests, with any writer and exporter), `otlp_provider` / `provider_with` (batch export behind `DeniedTraceFilter`) |
 //! | `telemetry/span_log.rs` | `SpanLog` (the bounded ring) and `SpanLogLayer`: span lines held on their trace's root until it closes, dropped whole when any span or event of the trace carries `denied = true` |
 //! | `telemetry/otel.rs` | `DeniedTraceFilter`: an OpenTelemetry `SpanProcessor` holding each trace's ended spans until its root ends, then exporting or dropping it whole; bounded (open traces, spans per trace), never exporting unchecked |
@@ -54,6 +55,7 @@
 //! own.
 
 pub mod access_surface;
+mod command_agent;
 pub mod config;
 pub mod config_check;
 #[doc(hidden)]
@@ -573,41 +575,6 @@ fn build_agents(
         .collect()
 }
 
-/// A command agent's network: through the broker's per-run proxy, with its model endpoint's
-/// real key read from the server's environment (the agent gets a placeholder), or the host's.
-fn command_network(
-    secrets: &Secrets,
-    name: &AgentName,
-    network: &config::AgentNetwork,
-) -> anyhow::Result<agents::CommandNetwork> {
-    let config::AgentNetwork::Broker { model } = network else {
-        return Ok(agents::CommandNetwork::Host);
-    };
-    let model = match model {
-        None => None,
-        Some(m) => {
-            // A key the environment lacks refuses each model request, saying so (`config
-            // check` warns): like a program missing from PATH, it does not stop `serve`.
-            let key = match &m.key_env {
-                Some(var) => match secrets.api_keys.get(var) {
-                    Some(key) => agents::netproxy::ModelKey::Key(key.clone()),
-                    None => agents::netproxy::ModelKey::Missing(var.clone()),
-                },
-                None => agents::netproxy::ModelKey::Unneeded,
-            };
-            Some(
-                agents::netproxy::ModelEndpoint::new(m.api, m.url.clone(), key)
-                    .map_err(anyhow::Error::msg)
-                    .with_context(|| format!("agents.{name}.model_endpoint"))?,
-            )
-        }
-    };
-    Ok(agents::CommandNetwork::Broker {
-        forwarder: agents::netproxy::forwarder::binary(),
-        model,
-    })
-}
-
 /// One declared agent's back end, as `serve` builds it (`config check` builds each too, to
 /// report every one that would stop `serve`).
 pub fn build_agent(
@@ -634,8 +601,8 @@ pub fn build_agent(
             CommandBackend::new(CommandSettings {
                 argv: argv.clone(),
                 request_via: *request_via,
-                env: secrets.agent_env.clone(),
-                network: command_network(secrets, name, network)?,
+                env: command_agent::env(secrets, network),
+                network: command_agent::network(secrets, name, network)?,
                 sandbox: *sandbox,
                 private: private_paths(config),
                 sandbox_binds: binds(sandbox_bind, true)
@@ -692,5 +659,12 @@ pub fn build_agent(
                     })
             }),
         workspace: spec.backend.works_in_a_directory(),
+        undecided_network: matches!(
+            spec.backend,
+            config::BackendSpec::Command {
+                network: config::AgentNetwork::Host,
+                ..
+            }
+        ),
     })
 }

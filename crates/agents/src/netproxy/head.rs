@@ -177,13 +177,16 @@ fn is_token_byte(b: u8) -> bool {
 }
 
 /// `host:port`, `[v6]:port`: a host of letters, digits, `-`, `.` (or an IPv6 literal) and a
-/// port of 1-65535. The host is lower-cased, without brackets.
+/// port of 1-65535. The host is in its one spelling: lower case, an address as the URL
+/// parser reads it (`2130706433`, `127.1` and `0x7f.0.0.1` are all `127.0.0.1`), an IPv6
+/// address compressed and without brackets; so the host decided, the host remembered and the
+/// host connected to are one.
 fn authority(raw: &str) -> Result<(String, u16), HeadError> {
     let bad = HeadError::Malformed("the authority is not host:port");
     let (host, port) = if let Some(rest) = raw.strip_prefix('[') {
         let (v6, port) = rest.split_once("]:").ok_or(bad.clone())?;
-        v6.parse::<std::net::Ipv6Addr>().map_err(|_| bad.clone())?;
-        (v6.to_owned(), port)
+        let v6 = v6.parse::<std::net::Ipv6Addr>().map_err(|_| bad.clone())?;
+        (v6.to_string(), port)
     } else {
         let (host, port) = raw.rsplit_once(':').ok_or(bad.clone())?;
         let name_ok = !host.is_empty()
@@ -196,7 +199,12 @@ fn authority(raw: &str) -> Result<(String, u16), HeadError> {
         if !name_ok {
             return Err(bad);
         }
-        (host.to_owned(), port)
+        let host = match url::Host::parse(host) {
+            Ok(url::Host::Ipv4(ip)) => ip.to_string(),
+            Ok(url::Host::Domain(name)) => name,
+            _ => return Err(bad),
+        };
+        (host, port)
     };
     if port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) {
         return Err(bad);
@@ -270,6 +278,31 @@ mod tests {
                 host: "example.com".into(),
                 port: 80,
                 path: "/a?b=1".into()
+            }
+        );
+        for spelling in [
+            "2130706433",
+            "127.1",
+            "0x7f.0.0.1",
+            "0177.0.0.1",
+            "127.0.0.1",
+        ] {
+            let h = head(&format!("CONNECT {spelling}:5432 HTTP/1.1\r\n\r\n")).unwrap();
+            assert_eq!(
+                h.target,
+                Target::Authority {
+                    host: "127.0.0.1".into(),
+                    port: 5432
+                },
+                "{spelling}"
+            );
+        }
+        let h = head("CONNECT [0:0:0:0:0:0:0:1]:443 HTTP/1.1\r\n\r\n").unwrap();
+        assert_eq!(
+            h.target,
+            Target::Authority {
+                host: "::1".into(),
+                port: 443
             }
         );
         let h = head("GET http://[::1]:8080 HTTP/1.1\r\n\r\n").unwrap();

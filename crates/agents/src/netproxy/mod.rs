@@ -88,7 +88,15 @@ struct Shared {
     refused: Mutex<std::collections::HashMap<String, String>>,
     /// Held while a host is decided, so a run puts one question at a time to its person.
     deciding: tokio::sync::Mutex<()>,
+    /// Moves on when a decision raises the run's taint: every connection decided before then
+    /// is closed, and a new one is decided at the new taint.
+    epoch: tokio::sync::watch::Sender<u64>,
+    /// Model requests of this run in flight at once (each may hold a body of 32 MiB).
+    model_turns: tokio::sync::Semaphore,
 }
+
+/// The most model requests one run sends through the gateway at once.
+const MODEL_TURNS: usize = 4;
 
 /// The most connections one run's proxy serves at once; past it a connection is closed at
 /// once (each holds a descriptor of the server's).
@@ -132,6 +140,8 @@ impl RunProxy {
             approved: Mutex::new(HashSet::new()),
             refused: Mutex::new(std::collections::HashMap::new()),
             deciding: tokio::sync::Mutex::new(()),
+            epoch: tokio::sync::watch::channel(0).0,
+            model_turns: tokio::sync::Semaphore::new(MODEL_TURNS),
         });
         let task = tokio::spawn(async move {
             let mut connections = tokio::task::JoinSet::new();
@@ -226,8 +236,8 @@ async fn route(
         }
         Target::Authority { host, port } => {
             let url = format!("https://{}/", authority(host, *port));
-            let upstream = open(shared, &url, host, *port).await?;
-            upstream::tunnel(stream, upstream, rest).await;
+            let (upstream, closed) = open(shared, &url, host, *port).await?;
+            upstream::tunnel(stream, upstream, rest, closed).await;
             Ok(())
         }
         Target::Absolute { host, port, path }
@@ -238,8 +248,9 @@ async fn route(
         Target::Absolute { host, port, path } => {
             // Decided (and shown to an approver) as the host and port: what a yes allows.
             let url = format!("http://{}/", authority(host, *port));
-            let upstream = open(shared, &url, host, *port).await?;
-            upstream::plain(stream, upstream, head, &authority(host, *port), path, rest).await;
+            let (upstream, closed) = open(shared, &url, host, *port).await?;
+            let to = authority(host, *port);
+            upstream::plain(stream, upstream, head, &to, path, rest, closed).await;
             Ok(())
         }
         Target::Origin { path } => gateway(stream, head, path, rest, shared).await,
@@ -247,18 +258,19 @@ async fn route(
 }
 
 /// Decides `url`'s host through the run's gate (asking its principal once per host and port
-/// in a run), then connects to a checked address.
+/// in a run), then connects to a checked address; with what closes the connection (the run's
+/// taint rising after it was decided).
 async fn open(
     shared: &Shared,
     url: &str,
     host: &str,
     port: u16,
-) -> Result<tokio::net::TcpStream, Refusal> {
+) -> Result<(tokio::net::TcpStream, upstream::Closer), Refusal> {
     let key = authority(host, port);
     let (mut earlier, mut approved) = shared.remembered(&key);
     // One question at a time; a host approved already is decided without waiting. What
     // another connection learnt while this one waited counts.
-    let _turn = match (&earlier, approved) {
+    let turn = match (&earlier, approved) {
         (None, false) => {
             let turn = shared.deciding.lock().await;
             (earlier, approved) = shared.remembered(&key);
@@ -273,6 +285,8 @@ async fn open(
         ));
     }
     let decided = shared.gate.network(url, approved, &shared.sink).await;
+    // The next host is decided while this one resolves and connects.
+    drop(turn);
     let allowed = match decided {
         Ok(allowed) => allowed,
         Err(refusal) => {
@@ -287,8 +301,12 @@ async fn open(
     {
         set.insert(key.clone());
     }
+    if allowed.taint_rose {
+        shared.epoch.send_modify(|epoch| *epoch += 1);
+    }
+    let closed = shared.epoch.subscribe();
     match upstream::connect(host, port, &allowed.literal_hosts).await {
-        Ok(tcp) => Ok(tcp),
+        Ok(tcp) => Ok((tcp, closed)),
         Err(why) => {
             shared
                 .sink
@@ -340,7 +358,18 @@ async fn gateway(
                 ));
             }
         };
-        upstream::plain(stream, upstream, head, &authority(host, port), path, rest).await;
+        // Switchboard's own endpoint: no taint closes it (its sender lives as long as it).
+        let (_open, closed) = tokio::sync::watch::channel(0);
+        upstream::plain(
+            stream,
+            upstream,
+            head,
+            &authority(host, port),
+            path,
+            rest,
+            closed,
+        )
+        .await;
         return Ok(());
     }
     let Some(endpoint) = &shared.routes.model else {
@@ -350,7 +379,7 @@ async fn gateway(
                 .to_owned(),
         ));
     };
-    if !endpoint.api.allows(path) {
+    if !endpoint.api.allows(&head.method, path) {
         shared
             .sink
             .event(
@@ -364,10 +393,17 @@ async fn gateway(
         return Err((
             FORBIDDEN,
             format!(
-                "{path} is not an API path of the agent's model endpoint ({}); only those are let through",
+                "{} {path} is not an API call of the agent's model endpoint ({}); only those are let through",
+                head.method,
                 endpoint.api.paths().join(", ")
             ),
         ));
     }
+    let Ok(_turn) = shared.model_turns.acquire().await else {
+        return Err((
+            "503 Service Unavailable",
+            "the gateway is closing".to_owned(),
+        ));
+    };
     model::forward(stream, head, path, rest, endpoint).await
 }

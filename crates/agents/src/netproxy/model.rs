@@ -47,24 +47,48 @@ impl ModelApi {
         }
     }
 
-    /// The API's paths: a request's path is one of these, or beneath one (`/x/…`, `/x?…`).
-    pub fn paths(self) -> &'static [&'static str] {
+    /// The API's inference calls, each a method and an exact path (a query may follow): a
+    /// model is asked, never the account's stored batches, completions or responses read or
+    /// changed. `GET /v1/models/<id>` is the one path with a segment of the caller's.
+    pub fn routes(self) -> &'static [(&'static str, &'static str)] {
         match self {
-            ModelApi::Anthropic => &["/v1/messages", "/v1/models", "/v1/complete"],
+            ModelApi::Anthropic => &[
+                ("POST", "/v1/messages"),
+                ("POST", "/v1/messages/count_tokens"),
+                ("GET", "/v1/models"),
+            ],
             ModelApi::OpenAi => &[
-                "/v1/chat/completions",
-                "/v1/responses",
-                "/v1/completions",
-                "/v1/embeddings",
-                "/v1/models",
+                ("POST", "/v1/chat/completions"),
+                ("POST", "/v1/responses"),
+                ("POST", "/v1/completions"),
+                ("POST", "/v1/embeddings"),
+                ("GET", "/v1/models"),
             ],
         }
     }
 
-    /// Whether `path` (with its query) is an API path. Only plain segments: no `..`, no
-    /// percent-escape, nothing a server might read as another path.
-    pub fn allows(self, path: &str) -> bool {
-        plain_path(path) && self.paths().iter().any(|p| same_route(path, p))
+    /// The routes as the refusal names them.
+    pub fn paths(self) -> Vec<String> {
+        self.routes()
+            .iter()
+            .map(|(method, path)| format!("{method} {path}"))
+            .collect()
+    }
+
+    /// Whether `method path` (the path with its query) is one of the API's routes, or
+    /// `GET /v1/models/<one plain segment>`. Only plain segments: no `..`, no percent-escape,
+    /// nothing a server might read as another path.
+    pub fn allows(self, method: &str, path: &str) -> bool {
+        let bare = path.split('?').next().unwrap_or_default();
+        let model = bare
+            .strip_prefix("/v1/models/")
+            .is_some_and(|id| !id.is_empty() && !id.contains('/'));
+        plain_path(path)
+            && ((method == "GET" && model)
+                || self
+                    .routes()
+                    .iter()
+                    .any(|(m, p)| *m == method && *p == bare))
     }
 
     /// The environment variable the agent reads its base URL from, and the base URL it gets.
@@ -298,6 +322,8 @@ async fn dechunk(stream: &mut UnixStream, rest: Vec<u8>) -> Result<Vec<u8>, Stri
     let mut input = rest;
     let mut body = Vec::new();
     let mut at = 0;
+    // What was read and decoded is dropped as it goes; its size counts toward the bound.
+    let mut raw = 0usize;
     loop {
         let line = line_at(stream, &mut input, at).await?;
         let size_text = line.split(';').next().unwrap_or_default().trim();
@@ -327,7 +353,14 @@ async fn dechunk(stream: &mut UnixStream, rest: Vec<u8>) -> Result<Vec<u8>, Stri
         if input.get(end..end + 2) != Some(b"\r\n") {
             return Err("a chunk does not end with CRLF".to_owned());
         }
-        at = end + 2;
+        raw = raw.saturating_add(end + 2);
+        input.drain(..end + 2);
+        at = 0;
+        if raw > MAX_RAW_BYTES {
+            return Err(format!(
+                "the chunked body takes more than {MAX_RAW_BYTES} bytes to send"
+            ));
+        }
     }
 }
 
@@ -385,31 +418,49 @@ mod tests {
     #[test]
     fn only_the_apis_own_paths_pass() {
         let a = ModelApi::Anthropic;
-        for ok in [
-            "/v1/messages",
-            "/v1/messages?beta=true",
-            "/v1/messages/count_tokens?beta=true",
-            "/v1/models",
+        for (method, ok) in [
+            ("POST", "/v1/messages"),
+            ("POST", "/v1/messages?beta=true"),
+            ("POST", "/v1/messages/count_tokens?beta=true"),
+            ("GET", "/v1/models"),
+            ("GET", "/v1/models/claude-sonnet-4-5"),
         ] {
-            assert!(a.allows(ok), "{ok}");
+            assert!(a.allows(method, ok), "{method} {ok}");
         }
-        for refused in [
-            "/",
-            "/v1",
-            "/v1/messagesX",
-            "/v1/files",
-            "/v1/messages/../files",
-            "/v1/messages/%2e%2e/files",
-            "/v1/messages//x",
-            "/v2/messages",
-            "/upload",
-            "/v1/chat/completions",
+        for (method, refused) in [
+            ("GET", "/"),
+            ("POST", "/v1"),
+            ("POST", "/v1/messagesX"),
+            ("POST", "/v1/files"),
+            ("POST", "/v1/messages/../files"),
+            ("POST", "/v1/messages/%2e%2e/files"),
+            ("POST", "/v1/messages//x"),
+            ("POST", "/v2/messages"),
+            ("POST", "/upload"),
+            ("POST", "/v1/chat/completions"),
+            ("GET", "/v1/messages"),
+            ("DELETE", "/v1/messages"),
+            ("GET", "/v1/messages/batches"),
+            ("GET", "/v1/messages/batches/msgbatch_1/results"),
+            ("POST", "/v1/messages/batches/msgbatch_1/cancel"),
+            ("GET", "/v1/models/a/b"),
+            ("POST", "/v1/models/x"),
         ] {
-            assert!(!a.allows(refused), "{refused}");
+            assert!(!a.allows(method, refused), "{method} {refused}");
         }
-        assert!(ModelApi::OpenAi.allows("/v1/chat/completions"));
-        assert!(!ModelApi::OpenAi.allows("/v1/files"));
-        assert!(!ModelApi::OpenAi.allows("/v1/messages"));
+        let o = ModelApi::OpenAi;
+        assert!(o.allows("POST", "/v1/chat/completions"));
+        assert!(o.allows("POST", "/v1/responses"));
+        for (method, refused) in [
+            ("POST", "/v1/files"),
+            ("POST", "/v1/messages"),
+            ("GET", "/v1/chat/completions"),
+            ("GET", "/v1/chat/completions/chatcmpl-1/messages"),
+            ("GET", "/v1/responses/resp_1"),
+            ("DELETE", "/v1/responses/resp_1"),
+        ] {
+            assert!(!o.allows(method, refused), "{method} {refused}");
+        }
     }
 
     #[test]

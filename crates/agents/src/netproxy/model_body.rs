@@ -6,7 +6,15 @@
 //! API reads to shape the answer (an organisation, a project or another key would reach an
 //! account the program chose).
 
-use serde_json::Value;
+use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+
+/// Keys whose mere presence (not null) asks the provider to reach out: MCP servers it would
+/// call, and OpenAI's search options for its search-preview models.
+macro_rules! REACHING_KEY {
+    () => {
+        "mcp_servers" | "server_url" | "connector_id" | "web_search_options"
+    };
+}
 
 /// The request headers the gateway sends on (besides the key it puts on itself).
 pub fn header_passes(name: &str) -> bool {
@@ -45,29 +53,138 @@ const FETCHED: [&str; 5] = [
 ];
 
 /// Why the provider would reach a host for this body; `None` when it would not. An empty
-/// body is a read (`GET /v1/models`); anything else must be JSON.
+/// body is a read (`GET /v1/models`); anything else must be JSON. The body is walked as it
+/// is parsed, never built into a tree (a 32 MiB array of zeros would be half a GiB as one).
 pub fn reaches_out(body: &[u8]) -> Option<String> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return None;
     }
-    match serde_json::from_slice::<Value>(body) {
-        Ok(value) => walk(&value),
+    let mut found = None;
+    let mut reader = serde_json::Deserializer::from_slice(body);
+    let walked = Scan(&mut found)
+        .deserialize(&mut reader)
+        .and_then(|()| reader.end());
+    match walked {
+        Ok(()) => found,
         Err(e) => Some(format!("the request body is not JSON ({e})")),
     }
 }
 
-fn walk(value: &Value) -> Option<String> {
-    match value {
-        Value::Array(items) => items.iter().find_map(walk),
-        Value::Object(map) => {
-            for (key, v) in map {
-                if let Some(why) = field(key, v) {
-                    return Some(why);
-                }
-            }
-            map.values().find_map(walk)
+/// Walks any JSON value, noting in `.0` the first thing that would reach out.
+struct Scan<'a>(&'a mut Option<String>);
+
+impl<'de> DeserializeSeed<'de> for Scan<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(Walk {
+            found: self.0,
+            leaf: None,
+        })
+    }
+}
+
+/// A value's shape, as the rules about one key read it.
+#[derive(Debug, Default)]
+enum Leaf {
+    #[default]
+    Null,
+    Str(String),
+    /// An object, with its `url` member when that is a string.
+    Object(Option<String>),
+    Other,
+}
+
+/// Walks a value; with `leaf`, also says what it was.
+struct Walk<'a, 'b> {
+    found: &'a mut Option<String>,
+    leaf: Option<&'b mut Leaf>,
+}
+
+impl Walk<'_, '_> {
+    fn is(&mut self, what: Leaf) {
+        if let Some(leaf) = self.leaf.as_deref_mut() {
+            *leaf = what;
         }
-        _ => None,
+    }
+}
+
+impl<'de> Visitor<'de> for Walk<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(mut self, _: bool) -> Result<(), E> {
+        self.is(Leaf::Other);
+        Ok(())
+    }
+    fn visit_i64<E>(mut self, _: i64) -> Result<(), E> {
+        self.is(Leaf::Other);
+        Ok(())
+    }
+    fn visit_u64<E>(mut self, _: u64) -> Result<(), E> {
+        self.is(Leaf::Other);
+        Ok(())
+    }
+    fn visit_f64<E>(mut self, _: f64) -> Result<(), E> {
+        self.is(Leaf::Other);
+        Ok(())
+    }
+    fn visit_str<E>(mut self, v: &str) -> Result<(), E> {
+        self.is(Leaf::Str(v.to_owned()));
+        Ok(())
+    }
+    fn visit_unit<E>(mut self) -> Result<(), E> {
+        self.is(Leaf::Null);
+        Ok(())
+    }
+    fn visit_none<E>(mut self) -> Result<(), E> {
+        self.is(Leaf::Null);
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
+        self.is(Leaf::Other);
+        while seq.next_element_seed(Scan(self.found))?.is_some() {}
+        Ok(())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
+        let mut url = None;
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            let mut leaf = Leaf::default();
+            map.next_value_seed(Keyed {
+                found: self.found,
+                leaf: &mut leaf,
+            })?;
+            if key == "url"
+                && let Leaf::Str(u) = &leaf
+            {
+                url = Some(u.clone());
+            }
+            if self.found.is_none() {
+                *self.found = field(&key, &leaf);
+            }
+        }
+        self.is(Leaf::Object(url));
+        Ok(())
+    }
+}
+
+/// One member's value: walked, and its shape kept for the rules about its key.
+struct Keyed<'a, 'b> {
+    found: &'a mut Option<String>,
+    leaf: &'b mut Leaf,
+}
+
+impl<'de> DeserializeSeed<'de> for Keyed<'_, '_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(Walk {
+            found: self.found,
+            leaf: Some(self.leaf),
+        })
     }
 }
 
@@ -76,28 +193,25 @@ fn is_remote(url: &str) -> bool {
     !lower.starts_with("data:")
 }
 
-fn field(key: &str, v: &Value) -> Option<String> {
+/// What a member with this key and value asks of the provider, when it reaches out.
+fn field(key: &str, v: &Leaf) -> Option<String> {
     match (key, v) {
-        ("mcp_servers" | "server_url" | "connector_id", Value::Null) => None,
-        ("mcp_servers" | "server_url" | "connector_id", _) => Some(format!(
-            "it names `{key}`: the provider would call a server the broker never decided"
+        (REACHING_KEY!(), Leaf::Null) => None,
+        (REACHING_KEY!(), _) => Some(format!(
+            "it names `{key}`: the provider would reach out where the broker never decided"
         )),
-        ("type", Value::String(t)) if t == "url" => Some(
+        ("type", Leaf::Str(t)) if t == "url" => Some(
             "it holds a source of type `url`, which the provider fetches from its own network"
                 .to_owned(),
         ),
-        ("type", Value::String(t)) if SERVER_SIDE.iter().any(|s| t.starts_with(s)) => Some(
-            format!("it asks for `{t}`, a tool the provider runs on its own network"),
-        ),
-        (k, Value::String(url)) if FETCHED.contains(&k) && is_remote(url) => Some(format!(
-            "its `{k}` names a URL the provider would fetch; send the bytes inline instead"
+        ("type", Leaf::Str(t)) if SERVER_SIDE.iter().any(|s| t.starts_with(s)) => Some(format!(
+            "it asks for `{t}`, a tool the provider runs on its own network"
         )),
-        (k, Value::Object(inner)) if FETCHED.contains(&k) => match inner.get("url") {
-            Some(Value::String(url)) if is_remote(url) => Some(format!(
+        (k, Leaf::Str(url) | Leaf::Object(Some(url))) if FETCHED.contains(&k) && is_remote(url) => {
+            Some(format!(
                 "its `{k}` names a URL the provider would fetch; send the bytes inline instead"
-            )),
-            _ => None,
-        },
+            ))
+        }
         _ => None,
     }
 }
@@ -133,6 +247,8 @@ mod tests {
             r#"{"input":[{"role":"user","content":[{"type":"input_image","image_url":"https://attacker.example/i.png"}]}]}"#,
             r#"{"input":[{"role":"user","content":[{"type":"input_file","file_url":"https://attacker.example/f.pdf"}]}]}"#,
             r#"{"tools":[{"type":"web_search_preview"}]}"#,
+            r#"{"model":"gpt-4o-search-preview","web_search_options":{}}"#,
+            r#"{"a":1} trailing"#,
         ] {
             assert!(reaches_out(refused.as_bytes()).is_some(), "{refused}");
         }

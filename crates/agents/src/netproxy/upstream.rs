@@ -9,6 +9,23 @@ use tokio::net::{TcpStream, UnixStream};
 use super::head::Head;
 use crate::tools::net::checked;
 
+/// What closes a relay: it moves on when the run's taint rises after the connection was
+/// decided (or its sender is gone).
+pub type Closer = tokio::sync::watch::Receiver<u64>;
+
+/// Relays both ways until either side ends or `closed` moves on.
+async fn relay(stream: &mut UnixStream, upstream: &mut TcpStream, mut closed: Closer) {
+    tokio::select! {
+        _ = tokio::io::copy_bidirectional_with_sizes(
+            stream,
+            upstream,
+            super::RELAY_BUFFER,
+            super::RELAY_BUFFER,
+        ) => {}
+        _ = closed.changed() => {}
+    }
+}
+
 /// How long connecting to one address may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -29,7 +46,12 @@ pub async fn connect(host: &str, port: u16, literal: &[String]) -> Result<TcpStr
 
 /// A CONNECT tunnel: the program is told it is open, then bytes go both ways as they are
 /// (what the program sent after its head first).
-pub async fn tunnel(stream: &mut UnixStream, mut upstream: TcpStream, rest: Vec<u8>) {
+pub async fn tunnel(
+    stream: &mut UnixStream,
+    mut upstream: TcpStream,
+    rest: Vec<u8>,
+    closed: Closer,
+) {
     if stream
         .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
         .await
@@ -40,13 +62,7 @@ pub async fn tunnel(stream: &mut UnixStream, mut upstream: TcpStream, rest: Vec<
     if !rest.is_empty() && upstream.write_all(&rest).await.is_err() {
         return;
     }
-    let _ = tokio::io::copy_bidirectional_with_sizes(
-        stream,
-        &mut upstream,
-        super::RELAY_BUFFER,
-        super::RELAY_BUFFER,
-    )
-    .await;
+    relay(stream, &mut upstream, closed).await;
 }
 
 /// A plain HTTP request to `authority`: its head rewritten to the origin form, with the
@@ -60,6 +76,7 @@ pub async fn plain(
     authority: &str,
     path: &str,
     rest: Vec<u8>,
+    closed: Closer,
 ) {
     let mut out = format!("{} {path} HTTP/1.1\r\nHost: {authority}\r\n", head.method);
     for (name, value) in head.end_to_end_fields() {
@@ -71,11 +88,5 @@ pub async fn plain(
     {
         return;
     }
-    let _ = tokio::io::copy_bidirectional_with_sizes(
-        stream,
-        &mut upstream,
-        super::RELAY_BUFFER,
-        super::RELAY_BUFFER,
-    )
-    .await;
+    relay(stream, &mut upstream, closed).await;
 }

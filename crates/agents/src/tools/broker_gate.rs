@@ -490,7 +490,8 @@ impl BrokerGate {
 
     /// The session's taint raised by a result's `label`, stored before the result reaches
     /// anyone (a child run reads it); when it cannot be, the gate closes and this says why.
-    async fn raise(&self, label: broker::Label, sink: &EventSink) -> Result<(), &'static str> {
+    /// `Ok(true)` when it rose.
+    async fn raise(&self, label: broker::Label, sink: &EventSink) -> Result<bool, &'static str> {
         let raised = self.with(|m| {
             let before = m.state;
             m.state = before.after(label);
@@ -506,7 +507,7 @@ impl BrokerGate {
                 return Err(why);
             }
         }
-        Ok(())
+        Ok(raised.is_some())
     }
 
     /// A command agent's connection, decided as an `http_fetch` of `url` would be: repo:use,
@@ -535,7 +536,7 @@ impl BrokerGate {
         }
         let said_yes = self.rules(&call, action, approved, sink).await?;
         let (decision, asked_here) = self.grant(&call, action, said_yes, sink).await?;
-        self.raise(decision.label(), sink).await.map_err(refused)?;
+        let taint_rose = self.raise(decision.label(), sink).await.map_err(refused)?;
         sink.event(
             "network",
             &format!("{url}: allowed by grant {}", decision.grant()),
@@ -545,6 +546,7 @@ impl BrokerGate {
             literal_hosts: decision.hosts().to_vec(),
             // A yes to this very connection, never one another call got meanwhile.
             person_said_yes: (said_yes && !approved) || asked_here,
+            taint_rose,
         })
     }
 

@@ -71,6 +71,9 @@ pub struct NetworkAllowed {
     pub literal_hosts: Vec<String>,
     /// Whether the run's principal said yes to it just now.
     pub person_said_yes: bool,
+    /// Whether deciding it raised the session's taint: every connection decided before then
+    /// is closed (its grant may not hold at the new taint).
+    pub taint_rose: bool,
 }
 
 /// A job's tools, when its agent has any.

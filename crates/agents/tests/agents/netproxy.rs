@@ -38,6 +38,7 @@ impl ToolGate for Counting {
         Ok(NetworkAllowed {
             literal_hosts: vec![format!("127.0.0.1:{port}")],
             person_said_yes: false,
+            taint_rose: false,
         })
     }
 }

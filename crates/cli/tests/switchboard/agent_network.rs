@@ -40,6 +40,10 @@ impl Origin {
                     };
                     kept.lock().unwrap().push(request.clone());
                     let path = request.split_whitespace().nth(1).unwrap_or("/").to_owned();
+                    // A slow answer keeps its connection open for a while.
+                    if path.starts_with("/slow") {
+                        tokio::time::sleep(Duration::from_secs(20)).await;
+                    }
                     let bare = path.split('?').next().unwrap_or_default();
                     let file = root
                         .as_ref()
@@ -473,7 +477,7 @@ async fn the_model_endpoint_gets_the_real_key_on_its_api_paths_only() {
     assert!(said(&out, "api").contains("model says hi"), "{out}\n{err}");
     for refused in ["files", "climb", "direct"] {
         assert!(
-            said(&out, refused).contains("not an API path of the agent's model endpoint"),
+            said(&out, refused).contains("not an API call of the agent's model endpoint"),
             "{refused}: {out}"
         );
     }
@@ -586,21 +590,25 @@ async fn a_real_key_env_allow_passes_never_reaches_a_broker_agent() {
         &path,
         format!(
             "[server]\ndata_dir = \"{data}\"\n[store]\nurl = \"sqlite://{db}\"\n[agents]\ndefault = \"c\"\n\
-             env_allow = [\"PATH\", \"ANTHROPIC_API_KEY\", \"OPENAI_API_KEY\"]\n\
+             env_allow = [\"PATH\", \"ANTHROPIC_API_KEY\", \"OPENAI_API_KEY\", \"PROD_CLAUDE_KEY\", \"SWITCHBOARD_RUN_ID\"]\n\
              [agents.c]\nbackend = \"command\"\ncommand = [\"/bin/sh\"]\n\
+             model_endpoint = {{ api = \"anthropic\", url = \"http://127.0.0.1:9\", key_env = \"PROD_CLAUDE_KEY\" }}\n\
              [agents.h]\nbackend = \"command\"\ncommand = [\"/bin/sh\"]\nnetwork = \"host\"\n",
             data = dir.path().join("data").display(),
             db = dir.path().join("sb.db").display(),
         ),
     )
     .unwrap();
-    let script = "echo \"anthropic: $ANTHROPIC_API_KEY\"\necho \"openai: $OPENAI_API_KEY\"\n";
+    let script = "echo \"anthropic: $ANTHROPIC_API_KEY\"\necho \"openai: $OPENAI_API_KEY\"\n\
+                  echo \"prod: ${PROD_CLAUDE_KEY:-absent}\"\necho \"run: $SWITCHBOARD_RUN_ID\"\n";
     let run = |agent: &'static str| {
         let (path, key) = (path.clone(), key.clone());
         tokio::task::spawn_blocking(move || {
             let out = switchboard(&path)
                 .env("ANTHROPIC_API_KEY", &key)
                 .env("OPENAI_API_KEY", &key)
+                .env("PROD_CLAUDE_KEY", &key)
+                .env("SWITCHBOARD_RUN_ID", "forged-run-id")
                 .args(["ask", "--agent", agent, script])
                 .stdin(Stdio::null())
                 .output()
@@ -619,6 +627,10 @@ async fn a_real_key_env_allow_passes_never_reaches_a_broker_agent() {
         "switchboard-placeholder-key",
         "{boxed}"
     );
+    // A key a model endpoint's key_env names, under any name, is the gateway's alone.
+    assert_eq!(said(&boxed, "prod"), "absent", "{boxed}");
+    // Switchboard's own variables are never the operator's environment's.
+    assert_ne!(said(&boxed, "run"), "forged-run-id", "{boxed}");
     // On the host's network the operator's choice stands (the sanitiser redacts the value in
     // what is shown, so it is not the placeholder that is read back).
     let hosted = run("h").await.unwrap();
@@ -627,4 +639,42 @@ async fn a_real_key_env_allow_passes_never_reaches_a_broker_agent() {
         "switchboard-placeholder-key",
         "{hosted}"
     );
+}
+
+/// A connection decided before the run's taint rose is closed when it rises: a tunnel opened
+/// to a host granted at `private` cannot carry what a `secret`-labelled host returned later;
+/// and a new connection there is refused at the new taint.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_connection_decided_before_the_taint_rose_is_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let open = Origin::serve("127.0.0.1", "open", None).await;
+    let secret = Origin::serve("127.0.0.1", "secret", None).await;
+    let (a, b) = (open.port, secret.port);
+    let grants = format!(
+        "[[agent_grants]]\nid = \"open\"\nagent = \"c\"\ntool = \"http_fetch\"\nhosts = [\"127.0.0.1:{a}\"]\nmode = \"auto\"\n\
+         [[agent_grants]]\nid = \"vault\"\nagent = \"c\"\ntool = \"http_fetch\"\nhosts = [\"127.0.0.1:{b}\"]\nmode = \"auto\"\nmax_taint = \"secret\"\nresult_class = \"secret\"\n"
+    );
+    let cfg = config(dir.path(), &grants, "");
+    let script = format!(
+        "curl -sS -v -m 60 --proxytunnel http://127.0.0.1:{a}/slow >/tmp/body 2>/tmp/log &\n\
+         for i in $(seq 600); do grep -q 'Connection established' /tmp/log && break; sleep 0.1; done\n\
+         {vault}\
+         wait $!; echo \"slow: exit $? body [$(cat /tmp/body)]\"\n\
+         {again}",
+        vault = curl("vault", &format!("http://127.0.0.1:{b}/vault")),
+        again = curl("again", &format!("http://127.0.0.1:{a}/again")),
+    );
+    let (out, err) = ask(cfg, &["--policy-rule", "net.fetch=allow"], script).await;
+    assert_eq!(said(&out, "vault"), "origin secret", "{out}\n{err}");
+    let slow = said(&out, "slow");
+    assert!(
+        !slow.contains("exit 0") && slow.ends_with("body []"),
+        "the tunnel carried on after the taint rose: {slow}"
+    );
+    assert!(
+        said(&out, "again").contains("switchboard: refused"),
+        "{out}"
+    );
+    // The slow request reached its host before the taint rose; nothing after it did.
+    assert_eq!(open.lines(), ["GET /slow HTTP/1.1"]);
 }

@@ -86,6 +86,7 @@ fn entry(backend: Arc<dyn AgentBackend>, timeout: Duration) -> AgentEntry {
         caps: OutputCaps::default(),
         tools: None,
         workspace: false,
+        undecided_network: false,
     }
 }
 
@@ -170,6 +171,7 @@ fn dispatcher(w: &World, o: &Options) -> Dispatcher {
             caps: o.chatty_caps,
             tools: None,
             workspace: false,
+            undecided_network: false,
         },
     );
     Dispatcher::new(DispatcherParts {

@@ -117,7 +117,8 @@ for name, nr, args in [("keyctl", 250, (0, -3, 0)), ("add_key", 248, (b"user", b
                        ("io_uring_setup", 425, (1, ctypes.create_string_buffer(120))),
                        ("userfaultfd", 323, (0,)), ("bpf", 321, (0, 0, 0)),
                        ("perf_event_open", 298, (ctypes.create_string_buffer(128), 0, -1, -1, 0)),
-                       ("unshare", 272, (0x10000000,)), ("clone3", 435, (0, 0))]:
+                       ("unshare", 272, (0x10000000,)), ("clone3", 435, (0, 0)),
+                       ("vsock", 41, (40, 1, 0))]:
     r = libc.syscall(nr, *args)
     print(name, "ok" if r >= 0 else os.strerror(ctypes.get_errno()))
 print("pid", os.getpid() > 0)
@@ -133,6 +134,7 @@ python3 -c 'import ctypes; ctypes.CDLL(None).syscall(0x40000027)'; echo x32=$?"#
         "bpf",
         "perf_event_open",
         "unshare",
+        "vsock",
     ] {
         assert!(
             seen.contains(&format!("{name} Operation not permitted")),

@@ -147,6 +147,20 @@ async fn an_agent_token_reads_only_what_its_principal_may_and_dies_with_its_run(
         "{}",
         text(&unlinked)
     );
+    // An agent never starts one whose traffic nothing decides (the holder has the host's
+    // network), though Alice herself may: an agent cannot step out of the broker's network.
+    let stepped_out = call(
+        &agent,
+        "ask",
+        json!({"request": "curl anything", "agent": "holder"}),
+    )
+    .await;
+    assert_eq!(stepped_out.is_error, Some(true), "{}", text(&stepped_out));
+    assert!(
+        text(&stepped_out).contains("which the broker does not decide"),
+        "{}",
+        text(&stepped_out)
+    );
     // Alice's agent reads its child run, which names its parent.
     let got = call(&agent, "runs_get", json!({"id": child.id.to_string()})).await;
     assert_eq!(got.is_error, Some(false), "{}", text(&got));
