@@ -85,7 +85,7 @@ impl CommandBackend {
     }
 }
 
-/// The gate of a call that is not a run: it allows no host.
+/// The gate of a call that is not a run: it allows no host (`ToolGate::network`'s default).
 struct NoHosts;
 
 #[async_trait]
@@ -102,16 +102,7 @@ impl crate::tools::ToolGate for NoHosts {
         "refused: this call has no tools".to_owned()
     }
 
-    async fn network(
-        &self,
-        url: &str,
-        _approved: bool,
-        _sink: &EventSink,
-    ) -> Result<crate::tools::NetworkAllowed, String> {
-        Err(format!(
-            "refused: {url}: this call is not a run, so no grant allows it a host"
-        ))
-    }
+    // `network` is the trait's own: every host refused.
 }
 
 impl CommandBackend {

@@ -6,7 +6,6 @@
 //! its address checked, and the model endpoint is reached through the gateway only, with the
 //! real key put on by Switchboard.
 
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -16,6 +15,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::common;
 use crate::common::project::git;
+use crate::common::prompted::{PROMPT, Prompted};
 
 /// A loopback HTTP origin: a file under `root` when there is one (a dumb-HTTP git repository
 /// among them), else `origin <name>`. Every request head (and body) it reads is kept.
@@ -172,16 +172,12 @@ fn switchboard(config: &Path) -> Command {
     c
 }
 
-/// `switchboard ask` with `script` as the request; stdout and stderr once it exits.
-async fn ask(config: PathBuf, args: &'static [&'static str], script: String) -> (String, String) {
+/// `ask` on `cmd` (the binary with its config and any environment) with `args` and `script`
+/// as the request; stdout and stderr once it exits.
+async fn ask(mut cmd: Command, args: &[&str], script: &str) -> (String, String) {
+    cmd.arg("ask").args(args).arg(script).stdin(Stdio::null());
     tokio::task::spawn_blocking(move || {
-        let out = switchboard(&config)
-            .arg("ask")
-            .args(args)
-            .arg(script)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
+        let out = cmd.output().unwrap();
         (
             String::from_utf8_lossy(&out.stdout).into_owned(),
             String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -239,7 +235,12 @@ async fn only_hosts_the_broker_allows_are_reached() {
         format!("git clone -q http://127.0.0.2:{a}/repo.git /tmp/clone >/dev/null 2>&1; echo \"cloned: $(cat /tmp/clone/README)\""),
     ]
     .join("\n");
-    let (out, err) = ask(cfg, &["--policy-rule", "net.fetch=allow"], script).await;
+    let (out, err) = ask(
+        switchboard(&cfg),
+        &["--policy-rule", "net.fetch=allow"],
+        &script,
+    )
+    .await;
     assert_eq!(said(&out, "granted"), "origin granted", "{out}\n{err}");
     assert_eq!(said(&out, "tunnel"), "origin granted", "{out}");
     assert_eq!(said(&out, "cloned"), marker, "{out}\n{err}");
@@ -288,74 +289,6 @@ async fn only_hosts_the_broker_allows_are_reached() {
     assert!(other_port.lines().is_empty(), "{:?}", other_port.lines());
 }
 
-/// The binary under `ask`, answering its prompts from a script of lines.
-struct Prompted {
-    child: std::process::Child,
-    stderr: Arc<Mutex<String>>,
-}
-
-impl Prompted {
-    fn start(config: &Path, script: &str) -> Prompted {
-        let mut child = switchboard(config)
-            .args(["ask", "--policy-rule", "net.fetch=allow", script])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let mut pipe = child.stderr.take().unwrap();
-        let sink = stderr.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 1024];
-            while let Ok(n) = pipe.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        Prompted { child, stderr }
-    }
-
-    fn prompts(&self) -> usize {
-        self.stderr.lock().unwrap().matches("Allow? [y/N]").count()
-    }
-
-    /// Waits for prompt number `n`, then answers it.
-    fn answer(&mut self, n: usize, line: &str) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while self.prompts() < n {
-            assert!(
-                Instant::now() < deadline,
-                "no prompt {n}: {}",
-                self.stderr.lock().unwrap()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let stdin = self.child.stdin.as_mut().unwrap();
-        stdin.write_all(line.as_bytes()).unwrap();
-        stdin.flush().unwrap();
-    }
-
-    fn finish(mut self) -> (String, String) {
-        drop(self.child.stdin.take());
-        let mut out = String::new();
-        self.child
-            .stdout
-            .take()
-            .unwrap()
-            .read_to_string(&mut out)
-            .unwrap();
-        let status = self.child.wait().unwrap();
-        let err = self.stderr.lock().unwrap().clone();
-        assert!(status.success(), "{status}: {out}\n{err}");
-        (out, err)
-    }
-}
-
 /// An `ask` grant puts each new host and port to the run's principal, one question at a
 /// time: a no is never reached and holds for the run (not asked again), a yes is reached and
 /// holds for that host and port alone.
@@ -384,7 +317,9 @@ async fn an_ask_is_put_to_the_runs_principal_and_only_a_yes_reaches_the_host() {
     ]
     .join("");
     let (out, err) = tokio::task::spawn_blocking(move || {
-        let mut p = Prompted::start(&cfg, &script);
+        let mut cmd = switchboard(&cfg);
+        cmd.args(["ask", "--policy-rule", "net.fetch=allow", &script]);
+        let mut p = Prompted::spawn(cmd);
         p.answer(1, "n\n");
         p.answer(2, "y\n");
         p.finish()
@@ -401,7 +336,7 @@ async fn an_ask_is_put_to_the_runs_principal_and_only_a_yes_reaches_the_host() {
     );
     assert_eq!(said(&out, "second"), "origin approved", "{out}\n{err}");
     assert_eq!(said(&out, "third"), "origin approved", "{out}\n{err}");
-    assert_eq!(err.matches("Allow? [y/N]").count(), 2, "{err}");
+    assert_eq!(err.matches(PROMPT).count(), 2, "{err}");
     // The approver is shown the host and port a yes allows, not a path.
     assert!(
         err.contains(&format!(
@@ -436,7 +371,7 @@ async fn the_model_endpoint_gets_the_real_key_on_its_api_paths_only() {
         "echo \"key: $ANTHROPIC_API_KEY\"\necho \"base: $ANTHROPIC_BASE_URL\"\n".to_owned(),
         curl(
             "api",
-            "-X POST -H 'x-api-key: sk-attacker' -H 'authorization: Bearer sk-attacker' -H 'x-litellm-api-key: sk-attacker' -H 'anthropic-version: 2023-06-01' -d '{\"m\":1}' \"$ANTHROPIC_BASE_URL/v1/messages?beta=true\"",
+            "-X POST -H 'x-api-key: sk-attacker' -H 'authorization: Bearer sk-attacker' -H 'x-litellm-api-key: sk-attacker' -H 'anthropic-version: 2023-06-01' -H 'Expect: 100-continue' -d '{\"m\":1}' \"$ANTHROPIC_BASE_URL/v1/messages?beta=true\"",
         ),
         curl("files", "-X POST -d 'data' \"$ANTHROPIC_BASE_URL/v1/files\""),
         curl(
@@ -452,22 +387,9 @@ async fn the_model_endpoint_gets_the_real_key_on_its_api_paths_only() {
         curl("tunnel", &format!("--proxytunnel http://127.0.0.1:{m}/v1/messages")),
     ]
     .join("");
-    let real = key.clone();
-    let (out, err) = tokio::task::spawn_blocking(move || {
-        let out = switchboard(&cfg)
-            .env("SB_TEST_MODEL_KEY", &real)
-            .arg("ask")
-            .arg(script)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        (
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    })
-    .await
-    .unwrap();
+    let mut cmd = switchboard(&cfg);
+    cmd.env("SB_TEST_MODEL_KEY", &key);
+    let (out, err) = ask(cmd, &[], &script).await;
     assert_eq!(
         said(&out, "key"),
         "switchboard-placeholder-key",
@@ -553,6 +475,10 @@ async fn with_nobody_to_ask_a_host_is_refused_at_once_and_mcp_stays_reachable() 
             "mcp",
             "-X POST -H \"authorization: Bearer $SWITCHBOARD_AGENT_TOKEN\" -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' -d '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-03-26\",\"capabilities\":{},\"clientInfo\":{\"name\":\"sh\",\"version\":\"1\"}}}' \"$SWITCHBOARD_MCP_URL\"",
         ),
+        curl(
+            "climb",
+            "--path-as-is -H \"authorization: Bearer $SWITCHBOARD_AGENT_TOKEN\" \"$SWITCHBOARD_MCP_URL/../api/runs\"",
+        ),
         "echo \"url: $SWITCHBOARD_MCP_URL\"\n".to_owned(),
     ]
     .join("");
@@ -575,6 +501,11 @@ async fn with_nobody_to_ask_a_host_is_refused_at_once_and_mcp_stays_reachable() 
     assert!(started.elapsed() < Duration::from_secs(100), "{reply}");
     assert!(said(&reply, "mcp").contains("serverInfo"), "{reply}");
     assert_eq!(said(&reply, "url"), "http://127.0.0.1:3128/mcp", "{reply}");
+    // Only the MCP endpoint's own plain paths: never another route of the server.
+    assert!(
+        said(&reply, "climb").contains("is not a plain path of Switchboard's MCP endpoint"),
+        "{reply}"
+    );
     assert!(origin.lines().is_empty(), "{:?}", origin.lines());
 }
 
@@ -602,21 +533,14 @@ async fn a_real_key_env_allow_passes_never_reaches_a_broker_agent() {
     let script = "echo \"anthropic: $ANTHROPIC_API_KEY\"\necho \"openai: $OPENAI_API_KEY\"\n\
                   echo \"prod: ${PROD_CLAUDE_KEY:-absent}\"\necho \"run: $SWITCHBOARD_RUN_ID\"\n";
     let run = |agent: &'static str| {
-        let (path, key) = (path.clone(), key.clone());
-        tokio::task::spawn_blocking(move || {
-            let out = switchboard(&path)
-                .env("ANTHROPIC_API_KEY", &key)
-                .env("OPENAI_API_KEY", &key)
-                .env("PROD_CLAUDE_KEY", &key)
-                .env("SWITCHBOARD_RUN_ID", "forged-run-id")
-                .args(["ask", "--agent", agent, script])
-                .stdin(Stdio::null())
-                .output()
-                .unwrap();
-            String::from_utf8_lossy(&out.stdout).into_owned()
-        })
+        let mut cmd = switchboard(&path);
+        cmd.env("ANTHROPIC_API_KEY", &key)
+            .env("OPENAI_API_KEY", &key)
+            .env("PROD_CLAUDE_KEY", &key)
+            .env("SWITCHBOARD_RUN_ID", "forged-run-id");
+        async move { ask(cmd, &["--agent", agent], script).await.0 }
     };
-    let boxed = run("c").await.unwrap();
+    let boxed = run("c").await;
     assert_eq!(
         said(&boxed, "anthropic"),
         "switchboard-placeholder-key",
@@ -633,7 +557,7 @@ async fn a_real_key_env_allow_passes_never_reaches_a_broker_agent() {
     assert_ne!(said(&boxed, "run"), "forged-run-id", "{boxed}");
     // On the host's network the operator's choice stands (the sanitiser redacts the value in
     // what is shown, so it is not the placeholder that is read back).
-    let hosted = run("h").await.unwrap();
+    let hosted = run("h").await;
     assert_ne!(
         said(&hosted, "anthropic"),
         "switchboard-placeholder-key",
@@ -642,7 +566,8 @@ async fn a_real_key_env_allow_passes_never_reaches_a_broker_agent() {
 }
 
 /// A connection decided before the run's taint rose is closed when it rises: a tunnel opened
-/// to a host granted at `private` cannot carry what a `secret`-labelled host returned later;
+/// to a host granted at `private` (the script waits until curl has sent its request through
+/// it) cannot carry what a `secret`-labelled host returned later;
 /// and a new connection there is refused at the new taint.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_connection_decided_before_the_taint_rose_is_closed() {
@@ -657,14 +582,19 @@ async fn a_connection_decided_before_the_taint_rose_is_closed() {
     let cfg = config(dir.path(), &grants, "");
     let script = format!(
         "curl -sS -v -m 60 --proxytunnel http://127.0.0.1:{a}/slow >/tmp/body 2>/tmp/log &\n\
-         for i in $(seq 600); do grep -q 'Connection established' /tmp/log && break; sleep 0.1; done\n\
+         for i in $(seq 600); do grep -q '> GET /slow' /tmp/log && break; sleep 0.1; done\n\
          {vault}\
          wait $!; echo \"slow: exit $? body [$(cat /tmp/body)]\"\n\
          {again}",
         vault = curl("vault", &format!("http://127.0.0.1:{b}/vault")),
         again = curl("again", &format!("http://127.0.0.1:{a}/again")),
     );
-    let (out, err) = ask(cfg, &["--policy-rule", "net.fetch=allow"], script).await;
+    let (out, err) = ask(
+        switchboard(&cfg),
+        &["--policy-rule", "net.fetch=allow"],
+        &script,
+    )
+    .await;
     assert_eq!(said(&out, "vault"), "origin secret", "{out}\n{err}");
     let slow = said(&out, "slow");
     assert!(
@@ -675,6 +605,8 @@ async fn a_connection_decided_before_the_taint_rose_is_closed() {
         said(&out, "again").contains("switchboard: refused"),
         "{out}"
     );
-    // The slow request reached its host before the taint rose; nothing after it did.
-    assert_eq!(open.lines(), ["GET /slow HTTP/1.1"]);
+    // Nothing after the taint rose reached the host (the slow request may or may not have
+    // arrived before its tunnel closed: the script waits until curl sent it, not for the host).
+    let lines = open.lines();
+    assert!(lines.iter().all(|l| l == "GET /slow HTTP/1.1"), "{lines:?}");
 }

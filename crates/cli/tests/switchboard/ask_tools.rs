@@ -3,12 +3,12 @@
 //! config, against a scripted model on loopback and the real binary. The model writes a file,
 //! then answers with what its last tool call returned, which is what these tests read.
 
-use std::io::{Read, Write};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::process::Command;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
+
+use crate::common::prompted::Prompted;
 
 /// The scripted model (each request gets the next turn; `{workspace}` is the workspace the
 /// broker named; once spent, it echoes the last tool result), at its base URL.
@@ -45,79 +45,15 @@ fn config(dir: &std::path::Path, base: &str, extra: &str) -> std::path::PathBuf 
     path
 }
 
-/// The binary, its stderr collected as it comes (a prompt has no newline).
-struct Asking {
-    child: Child,
-    stderr: Arc<Mutex<String>>,
-}
-
-fn ask(config: &std::path::Path, args: &[&str]) -> Asking {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
-        .arg("--config")
+/// `switchboard ask` on `config` with `args`, answering the broker's prompts.
+fn ask(config: &std::path::Path, args: &[&str]) -> Prompted {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_switchboard"));
+    cmd.arg("--config")
         .arg(config)
         .arg("ask")
         .args(args)
-        .arg("write the notes")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = Arc::new(Mutex::new(String::new()));
-    let mut pipe = child.stderr.take().unwrap();
-    let sink = stderr.clone();
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 1024];
-        while let Ok(n) = pipe.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            sink.lock()
-                .unwrap()
-                .push_str(&String::from_utf8_lossy(&buf[..n]));
-        }
-    });
-    Asking { child, stderr }
-}
-
-impl Asking {
-    fn wait_for_prompt(&self) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !self.stderr.lock().unwrap().contains("Allow? [y/N]") {
-            assert!(
-                Instant::now() < deadline,
-                "no prompt; stderr: {}",
-                self.stderr.lock().unwrap()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn answer(&mut self, line: &str) {
-        let stdin = self.child.stdin.as_mut().unwrap();
-        stdin.write_all(line.as_bytes()).unwrap();
-        stdin.flush().unwrap();
-    }
-
-    /// stdout and stderr once it exits.
-    fn finish(mut self) -> (String, String) {
-        drop(self.child.stdin.take());
-        let mut out = String::new();
-        self.child
-            .stdout
-            .take()
-            .unwrap()
-            .read_to_string(&mut out)
-            .unwrap();
-        let status = self.child.wait().unwrap();
-        std::thread::sleep(Duration::from_millis(100));
-        let err = self.stderr.lock().unwrap().clone();
-        assert!(
-            status.success(),
-            "exit {status}; stdout {out}; stderr {err}"
-        );
-        (out, err)
-    }
+        .arg("write the notes");
+    Prompted::spawn(cmd)
 }
 
 const WRITE_GRANT: &str = "[[agent_grants]]\nid = \"notes\"\nagent = \"local\"\ntool = \"write_file\"\npaths = [\"{workspace}\"]\nmode = \"auto\"\n";
@@ -133,8 +69,7 @@ async fn write_answered_with(line: &'static str) -> (String, String) {
     let cfg = config(dir.path(), &base, WRITE_GRANT);
     tokio::task::spawn_blocking(move || {
         let mut a = ask(&cfg, &[]);
-        a.wait_for_prompt();
-        a.answer(line);
+        a.answer(1, line);
         a.finish()
     })
     .await
@@ -220,11 +155,11 @@ async fn an_approval_given_after_the_grant_expired_is_a_denial() {
     let expires = std::time::Instant::now() + GRANT_LIFE;
     let (out, _) = tokio::task::spawn_blocking(move || {
         let mut a = ask(&cfg, &["--policy-rule", "shell.exec=allow"]);
-        a.wait_for_prompt();
+        a.wait_for_prompt(1);
         // Past the grant's expiry before the answer arrives.
         std::thread::sleep(expires.saturating_duration_since(std::time::Instant::now()));
         std::thread::sleep(Duration::from_secs(1));
-        a.answer("y\n");
+        a.answer(1, "y\n");
         a.finish()
     })
     .await
@@ -278,8 +213,7 @@ async fn a_server_added_with_mcp_add_is_called_through_the_broker() {
     );
     let (out, err) = tokio::task::spawn_blocking(move || {
         let mut a = ask(&cfg, &[]);
-        a.wait_for_prompt();
-        a.answer("y\n");
+        a.answer(1, "y\n");
         a.finish()
     })
     .await

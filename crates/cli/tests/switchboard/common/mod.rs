@@ -1,6 +1,7 @@
 //! Helpers shared by the binary's test modules.
 
 pub mod project;
+pub mod prompted;
 
 /// A `[store]` section on the Postgres of `SWITCHBOARD_TEST_POSTGRES_URL`, in a schema of its
 /// own so concurrent tests never see each other's runs.
