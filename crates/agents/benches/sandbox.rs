@@ -48,6 +48,7 @@ async fn main() {
         private: Vec::new(),
         network: Network::Unshared,
         proxy_socket: None,
+        files: Vec::new(),
         scratch: scratch.path().to_owned(),
         limits: SandboxLimits::default(),
     })

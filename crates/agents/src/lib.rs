@@ -85,6 +85,7 @@
 //! call passes the broker); the binary's boundary in
 //! `crates/cli/tests/switchboard/agent_boundary.rs`.
 
+pub mod claude_code;
 mod command;
 mod echo;
 pub mod names;

@@ -75,13 +75,26 @@ macro_rules! pattern_field {
 pattern_field!(LowerPattern, Charset::Lower);
 pattern_field!(WidePattern, Charset::Wide);
 
+/// A rule's `tool`: Switchboard's name or an outside agent's own (`Bash` is `shell`), read
+/// through [`crate::agent_tools::canonical_tool`] so a rule written either way binds.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+struct ToolPattern(NamePattern);
+
+impl TryFrom<String> for ToolPattern {
+    type Error = PatternError;
+    fn try_from(text: String) -> Result<Self, PatternError> {
+        NamePattern::parse(crate::agent_tools::canonical_tool(&text), Charset::Lower).map(ToolPattern)
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RuleToml {
     #[serde(default)]
     action: Option<LowerPattern>,
     #[serde(default)]
-    tool: Option<LowerPattern>,
+    tool: Option<ToolPattern>,
     #[serde(default)]
     model: Option<WidePattern>,
     #[serde(default)]

@@ -32,6 +32,7 @@
 //! | --- | --- |
 //! | `request` | `ToolRequest`: one call as the model asked for it (session, call number, tool name, raw JSON arguments); nothing trusted until `decide` parses it |
 //! | `args` | `ToolName` (read_file, write_file, shell, http_fetch, git, mcp; `restrict_self` is not one), `parse` (strict JSON per tool: unknown fields, wrong types, relative or escaping paths refused; a git call outside `git`'s surface refused), `ToolArgs::action()` (`fs.read`, `git.<sub>`, `mcp.<server>.<tool>`, …), `tool_for_action`, `normalise`, `inside`, `host_matches` |
+//! | `agent_tools` | `AGENT_TOOLS`: an outside agent's tool names and the Switchboard tool each stands for (`Bash` is `shell`), read by a rule's `tool` field and by a call's lookup; `tool_rule_name` (`TodoWrite` is `todo_write`) |
 //! | `git` | the `git` tool's vetted surface: `SUBCOMMANDS`, `check` (arguments that write, run a program, read another repository or set config refused, each with why) |
 //! | `grant` | `Timestamp` (µs), `DataClass`, `Mode`, `Grant` (+ `validate`: per-tool shapes, `sha256` of the canonical text), `ToolGrants` (an agent's tool grants; id order, duplicates refused, SHA-256 once, index by tool), `GrantSpec` (`{workspace}` paths, `resolve`) |
 //! | `decision` | `decide`, `redecide`, `Decision` / `Ask` (private fields, `Debug` only; pinned by its doctests), `Outcome`, `Denial`, `DenyReason`, `SessionState`, `Label` |
@@ -46,6 +47,7 @@
 //! redecide against `tests/broker/support/oracle.rs`, paths, hosts; `PROPTEST_CASES` overrides the
 //! count).
 
+pub mod agent_tools;
 pub mod args;
 pub mod decision;
 pub mod file;

@@ -84,9 +84,10 @@ const AFTER_HELP: &str = "Registry commands (run as cli:local; `switchboard help
   repo list|add|remove|test|build, memory list|forget, mcp list|add|remove, schedule list|fire";
 
 /// The binary's own verbs. Anything else is a registry command.
-pub const LOCAL_VERBS: [&str; 8] = [
+pub const LOCAL_VERBS: [&str; 9] = [
     "serve",
     "sandbox-forward",
+    "sandbox-hook",
     "ask",
     "authz",
     "db",
@@ -159,6 +160,20 @@ enum Command {
         #[arg(last = true, required = true)]
         program: Vec<std::ffi::OsString>,
     },
+    /// Inside a Claude Code agent's sandbox (named by its managed settings, never run by
+    /// hand): hand the tool call on stdin to the run's broker and say its decision. Every
+    /// fault exits 2, which blocks the call.
+    #[command(hide = true)]
+    SandboxHook {
+        /// pre-tool-use or post-tool-use
+        event: String,
+        /// How long the broker may take (an ask waits for a person).
+        #[arg(long, default_value_t = 360)]
+        timeout_seconds: u64,
+        /// The run's proxy socket, as the sandbox binds it.
+        #[arg(long, value_name = "PATH", default_value = agents::netproxy::SANDBOX_PROXY_SOCKET)]
+        socket: PathBuf,
+    },
     #[command(external_subcommand)]
     Registry(Vec<String>),
 }
@@ -228,10 +243,44 @@ struct ExplainArgs {
     resource: String,
 }
 
+/// `sandbox-hook`: one hook of a Claude Code agent; its status is Claude Code's to read (2
+/// blocks the call), its output Claude Code's JSON.
+fn sandbox_hook(event: &str, timeout_seconds: u64, socket: &std::path::Path) -> u8 {
+    use agents::netproxy::hook_client::{self, BLOCK, CREDENTIAL_ENV, HookEvent};
+    let exit = match HookEvent::parse(event) {
+        Some(event) => hook_client::run(
+            event,
+            socket,
+            std::env::var(CREDENTIAL_ENV).ok().as_deref(),
+            std::time::Duration::from_secs(timeout_seconds),
+            std::io::stdin().lock(),
+        ),
+        None => hook_client::HookExit {
+            stdout: String::new(),
+            stderr: format!("switchboard: refused: {event:?} is not a hook this binary answers (pre-tool-use, post-tool-use)"),
+            status: BLOCK,
+        },
+    };
+    if !exit.stdout.is_empty() {
+        outln!("{}", exit.stdout);
+    }
+    if !exit.stderr.is_empty() {
+        eprintln!("{}", exit.stderr);
+    }
+    u8::try_from(exit.status).unwrap_or(2)
+}
+
 const DENIED: u8 = 1;
 const USAGE_OR_CONFIG: u8 = 2;
 
 fn main() -> ExitCode {
+    // Claude Code's hook fails closed: a panic anywhere in it exits 2, which blocks the call.
+    if std::env::args_os().nth(1).is_some_and(|a| a == "sandbox-hook") {
+        std::panic::set_hook(Box::new(|info| {
+            eprintln!("switchboard: refused: the hook failed: {info}");
+            std::process::exit(i32::from(USAGE_OR_CONFIG));
+        }));
+    }
     // This binary is the forwarder inside a command agent's sandbox (`sandbox-forward`).
     if let Ok(me) = std::env::current_exe() {
         agents::netproxy::forwarder::set_binary(me);
@@ -313,6 +362,11 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             let code = runtime.block_on(agents::netproxy::forwarder::run(&socket, port, &program));
             Ok(u8::try_from(code).unwrap_or(125))
         }
+        Command::SandboxHook {
+            event,
+            timeout_seconds,
+            socket,
+        } => Ok(sandbox_hook(&event, timeout_seconds, &socket)),
         Command::Ask {
             request,
             agent,

@@ -597,6 +597,7 @@ pub fn build_agent(
             sandbox_bind,
             sandbox_read_only,
             network,
+            claude_code,
         } => Arc::new(
             CommandBackend::new(CommandSettings {
                 argv: argv.clone(),
@@ -613,6 +614,12 @@ pub fn build_agent(
                             .with_context(|| format!("agents.{name}.sandbox_read_only"))?,
                     )
                     .collect(),
+                claude_code: claude_code.as_ref().map(|c| {
+                    agents::claude_code::ClaudeCodeSettings::for_approval_timeout(
+                        c.model.clone(),
+                        config.tool_policy.approval_timeout,
+                    )
+                }),
             })
             .with_context(|| format!("agents.{name}"))?,
         ),
@@ -655,7 +662,7 @@ pub fn build_agent(
                     .network_through_broker()
                     .then(|| dispatch::ToolProfile {
                         kind: spec.kind.clone(),
-                        model: None,
+                        model: spec.backend.claude_code_model().flatten().map(str::to_owned),
                     })
             }),
         workspace: spec.backend.works_in_a_directory(),

@@ -93,14 +93,23 @@ fn broker_line(app: &App) -> SurfaceLine {
     let calling: Vec<String> = c
         .agent_specs
         .iter()
-        .filter(|(_, spec)| spec.backend.tool_model().is_some())
-        .map(|(name, _)| name.to_string())
+        .filter_map(|(name, spec)| {
+            if spec.backend.tool_model().is_some() {
+                Some(name.to_string())
+            } else {
+                // A Claude Code agent's own calls, through its hook.
+                spec.backend
+                    .claude_code_model()
+                    .map(|_| format!("{name} (Claude Code, through its hook)"))
+            }
+        })
         .collect();
     if calling.is_empty() {
         return SurfaceLine {
             surface: "tool broker",
             on: false,
-            note: "no agent calls tools (an openai agent does; docs/broker.md)".to_owned(),
+            note: "no agent calls tools (an openai or claude-code agent does; docs/broker.md)"
+                .to_owned(),
         };
     }
     let policy = &c.tool_policy;

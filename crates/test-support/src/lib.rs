@@ -1,5 +1,6 @@
 //! What the workspace's tests share, so each exists once: a Postgres schema of a test's own
-//! ([`postgres`]), a scripted OpenAI-compatible model on loopback ([`model`]), a fake
+//! ([`postgres`]), a scripted OpenAI-compatible model on loopback ([`model`]), a scripted
+//! Anthropic Messages API for the real Claude Code CLI ([`anthropic`]), a fake
 //! Slack Web API with Slack's request signing ([`slack`]), log lines kept in memory
 //! ([`log`]), and a loopback HTTP client for a served App ([`http`]).
 //!
@@ -18,6 +19,7 @@
     clippy::indexing_slicing
 )]
 
+pub mod anthropic;
 pub mod http;
 pub mod log;
 pub mod model;

@@ -62,6 +62,10 @@ pub struct CommandSettings {
     pub private: Vec<PathBuf>,
     /// How a sandboxed program reaches the network (an unsandboxed one has the host's).
     pub network: CommandNetwork,
+    /// The program is Claude Code, started so every tool call passes the broker
+    /// ([`crate::claude_code`]): its managed settings bound in, its environment set, all of
+    /// stdout its answer. It needs the sandbox and the broker's network.
+    pub claude_code: Option<crate::claude_code::ClaudeCodeSettings>,
 }
 
 /// A run's sandbox, the program it starts (found once), and the directory of its stub file.
@@ -160,6 +164,13 @@ impl CommandBackend {
                 "command: name the program, like command = [\"claude\", \"-p\"]".into(),
             ));
         }
+        if settings.claude_code.is_some()
+            && (!settings.sandbox || matches!(settings.network, CommandNetwork::Host))
+        {
+            return Err(SettingsError::Invalid(
+                "claude-code: Claude Code runs only sandboxed with its network through the broker, where its hooks reach the broker".into(),
+            ));
+        }
         for bind in &settings.sandbox_binds {
             crate::sandbox::reaches_private(&bind.path, &settings.private)
                 .map_err(|e| SettingsError::Invalid(e.to_string()))?;
@@ -178,7 +189,10 @@ impl CommandBackend {
             Some((p, a)) => (p.as_str(), a),
             None => ("false", &[][..]),
         };
-        let network_env = boxed.map_or_else(Vec::new, |b| self.network_env(job, b));
+        let mut network_env = boxed.map_or_else(Vec::new, |b| self.network_env(job, b));
+        if let Some(claude) = &self.settings.claude_code {
+            network_env.extend(claude.environment());
+        }
         // What the proxy's variables name is never the operator's environment's.
         let env: Vec<(String, String)> = self
             .settings
@@ -319,6 +333,13 @@ impl CommandBackend {
             .prefix("switchboard-sandbox-")
             .tempdir()
             .map_err(|e| format!("could not make the run's sandbox directory: {e}"))?;
+        let files = match (&self.settings.claude_code, &forwarder) {
+            (None, _) => Vec::new(),
+            (Some(claude), Some(hook)) => vec![managed_settings(claude, hook, scratch.path())?],
+            (Some(_), None) => {
+                return Err("Claude Code runs only with its network through the broker (its hooks reach the broker over the run's socket)".to_owned());
+            }
+        };
         // Under a root server the program is the sandbox's host user, who reads the memory
         // block through its bind: a copy in the run's own directory (root's, mode 0700, so no
         // other process of that user can swap it for a link before it is bound).
@@ -361,6 +382,7 @@ impl CommandBackend {
             proxy_socket: forwarder
                 .as_ref()
                 .map(|_| scratch.path().join(PROXY_SOCKET_NAME)),
+            files,
             scratch: scratch.path().to_path_buf(),
             limits: SandboxLimits::default(),
         };
@@ -373,6 +395,25 @@ impl CommandBackend {
             scratch,
         }))
     }
+}
+
+/// Claude Code's managed settings for the run, written in its scratch directory (made
+/// readable by the sandbox's user under a root server), and where they are bound.
+fn managed_settings(
+    claude: &crate::claude_code::ClaudeCodeSettings,
+    hook: &Path,
+    scratch: &Path,
+) -> Result<(PathBuf, PathBuf), String> {
+    if hook.to_string_lossy().contains(['\'', '\n']) {
+        return Err(format!(
+            "{}: the switchboard binary's path holds a quote or a line break, which the hook's command cannot name",
+            hook.display()
+        ));
+    }
+    let file = scratch.join("managed-settings.json");
+    std::fs::write(&file, claude.managed_settings(hook))
+        .map_err(|e| format!("{}: {e}", file.display()))?;
+    Ok((file, PathBuf::from(crate::claude_code::MANAGED_SETTINGS)))
 }
 
 /// The memory block in a file of its own (mode 0600, in the system's temp directory), for
@@ -438,6 +479,8 @@ struct AnswerBlock {
     bytes: usize,
     /// Blank lines seen since the block's last line.
     blank_after: bool,
+    /// The whole output is the answer (Claude Code's text): a blank line starts no new block.
+    whole: bool,
 }
 
 impl AnswerBlock {
@@ -447,10 +490,25 @@ impl AnswerBlock {
             lines: Vec::new(),
             bytes: 0,
             blank_after: false,
+            whole: false,
+        }
+    }
+
+    fn whole(max: usize) -> AnswerBlock {
+        AnswerBlock {
+            whole: true,
+            ..AnswerBlock::new(max)
         }
     }
 
     fn push(&mut self, line: String) {
+        if self.whole {
+            if self.bytes < self.max && !(self.lines.is_empty() && line.trim().is_empty()) {
+                self.bytes += line.len() + 1;
+                self.lines.push(line);
+            }
+            return;
+        }
         if line.trim().is_empty() {
             self.blank_after = !self.lines.is_empty();
             return;
@@ -468,7 +526,7 @@ impl AnswerBlock {
     }
 
     fn text(&self) -> String {
-        self.lines.join("\n")
+        self.lines.join("\n").trim_end().to_owned()
     }
 }
 
@@ -567,8 +625,13 @@ impl AgentBackend for CommandBackend {
         let stdout = child.stdout.take();
         let caps = sink.caps();
         let sink_for_lines = sink.clone();
+        let whole = self.settings.claude_code.is_some();
         let read_stdout = async move {
-            let mut block = AnswerBlock::new(caps.answer_bytes);
+            let mut block = if whole {
+                AnswerBlock::whole(caps.answer_bytes)
+            } else {
+                AnswerBlock::new(caps.answer_bytes)
+            };
             if let Some(stdout) = stdout {
                 let mut reader = BufReader::new(stdout);
                 while let Ok(Some(line)) = read_capped_line(&mut reader, caps.event_bytes).await {
@@ -650,6 +713,7 @@ mod tests {
                 sandbox: true,
                 sandbox_binds: vec![],
                 private: vec![],
+                claude_code: None,
             })
             .unwrap()
         };
@@ -718,6 +782,7 @@ mod tests {
             sandbox: false,
             sandbox_binds: vec![],
             private: vec![],
+            claude_code: None,
         })
         .err()
         .unwrap();

@@ -75,6 +75,11 @@ impl CommandBackend {
             env.push((base_env.to_owned(), base));
             env.push((model.api.key_env().to_owned(), PLACEHOLDER_KEY.to_owned()));
         }
+        // The broker's own tools, for this run alone.
+        env.push((
+            "SWITCHBOARD_BROKER_MCP_URL".to_owned(),
+            format!("{proxy}{}", crate::netproxy::agent_routes::BROKER_MCP),
+        ));
         if let Some(mcp) = job.mcp_url.as_deref().and_then(|u| url::Url::parse(u).ok()) {
             env.push((
                 "SWITCHBOARD_MCP_URL".to_owned(),
@@ -130,6 +135,8 @@ impl CommandBackend {
         let routes = Routes {
             model,
             mcp: job.mcp_url.as_deref().and_then(|u| url::Url::parse(u).ok()),
+            // The hooks' credential: the run's own token, which only its sandbox holds.
+            credential: Some(job.agent_token.clone()).filter(|t| !t.is_empty()),
         };
         let socket = boxed.scratch.path().join(PROXY_SOCKET_NAME);
         let proxy = RunProxy::start(&socket, gate, routes, sink.clone())

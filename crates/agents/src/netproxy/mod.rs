@@ -22,8 +22,11 @@
 //! the one it checked, pass the agent's own credential to the model endpoint, or answer a
 //! malformed head with anything but a refusal.
 
+pub mod agent_routes;
+mod broker_mcp;
 pub mod forwarder;
 pub mod head;
+pub mod hook_client;
 mod model;
 mod model_body;
 mod upstream;
@@ -64,6 +67,9 @@ pub struct Routes {
     pub model: Option<ModelEndpoint>,
     /// Switchboard's own MCP endpoint (`SWITCHBOARD_MCP_URL`), reached as the path it has.
     pub mcp: Option<url::Url>,
+    /// The run's credential, which a tool hook must carry ([`agent_routes`]); `None` refuses
+    /// every hook.
+    pub credential: Option<String>,
 }
 
 /// One run's proxy: it serves until dropped.
@@ -93,6 +99,9 @@ struct Shared {
     epoch: tokio::sync::watch::Sender<u64>,
     /// Model requests of this run in flight at once (each may hold a body of 32 MiB).
     model_turns: tokio::sync::Semaphore,
+    /// Agent calls allowed by their hook and the label of what each returns, by the agent's
+    /// call id, until their result comes.
+    pending: Mutex<Vec<(String, broker::Label)>>,
 }
 
 /// The most model requests one run sends through the gateway at once.
@@ -142,6 +151,7 @@ impl RunProxy {
             deciding: tokio::sync::Mutex::new(()),
             epoch: tokio::sync::watch::channel(0).0,
             model_turns: tokio::sync::Semaphore::new(MODEL_TURNS),
+            pending: Mutex::new(Vec::new()),
         });
         let task = tokio::spawn(async move {
             let mut connections = tokio::task::JoinSet::new();
@@ -325,6 +335,9 @@ async fn gateway(
     rest: Vec<u8>,
     shared: &Shared,
 ) -> Result<(), Refusal> {
+    if let Some(served) = agent_routes::serve(stream, head, path, rest.clone(), shared).await {
+        return served;
+    }
     if let Some(mcp) = &shared.routes.mcp
         && model::same_route(path, mcp.path())
     {

@@ -142,6 +142,10 @@ pub struct SandboxSpec {
     /// The run's proxy socket (a command agent whose network goes through the broker),
     /// bound at [`crate::netproxy::SANDBOX_PROXY_SOCKET`]. Meant for an unshared network.
     pub proxy_socket: Option<PathBuf>,
+    /// Small files of Switchboard's, each bound read-only at its place inside (host path,
+    /// then where): a Claude Code agent's managed settings. Copied, not bound, under a root
+    /// server's staging.
+    pub files: Vec<(PathBuf, PathBuf)>,
     /// A directory outside the workspace for the stub file.
     pub scratch: PathBuf,
     pub limits: SandboxLimits,
@@ -248,7 +252,9 @@ impl Sandbox {
         let user = host_user();
         let mut mounts = Vec::new();
         let mut mount = |source: &Path, dest: &Path, writable: bool| {
-            let copied = source == stub || spec.memory.as_deref() == Some(source);
+            let copied = source == stub
+                || spec.memory.as_deref() == Some(source)
+                || spec.files.iter().any(|(file, _)| file == source);
             mounts.push(Mount {
                 source: source.to_path_buf(),
                 dest: dest.to_path_buf(),
@@ -283,6 +289,9 @@ impl Sandbox {
         }
         if let Some(memory) = &spec.memory {
             mount(memory, Path::new(SANDBOX_MEMORY), false);
+        }
+        for (file, at) in &spec.files {
+            mount(file, at, false);
         }
         if let Some(socket) = &spec.proxy_socket {
             // Connecting needs write permission on the socket, never a writable mount.

@@ -138,35 +138,35 @@ pub struct GateSettings {
     pub mcp: McpServers,
 }
 
-struct Mutable {
-    state: SessionState,
-    ratchet: Ratchet,
+pub(super) struct Mutable {
+    pub(super) state: SessionState,
+    pub(super) ratchet: Ratchet,
     calls: u64,
     /// Why every later call is refused, once something the run's safety needs could not be
     /// recorded.
-    closed: Option<&'static str>,
+    pub(super) closed: Option<&'static str>,
 }
 
 pub struct BrokerGate {
     session: SessionId,
-    agent: Actor,
-    repo: Option<Resource>,
+    pub(super) agent: Actor,
+    pub(super) repo: Option<Resource>,
     grants: ToolGrants,
-    table: RuleTable,
-    agent_kind: Option<String>,
-    model: Option<String>,
+    pub(super) table: RuleTable,
+    pub(super) agent_kind: Option<String>,
+    pub(super) model: Option<String>,
     person: Option<Arc<dyn Approver>>,
     reviewer: Arc<dyn Approver>,
     approval_timeout: Duration,
     clock: Clock,
-    executor: Executor,
+    pub(super) executor: Executor,
     mutable: Mutex<Mutable>,
     /// The sandbox's stub files live here; removed with the gate.
     _scratch: tempfile::TempDir,
 }
 
 /// Why a call was refused, as the model reads it.
-fn refused(why: impl std::fmt::Display) -> String {
+pub(super) fn refused(why: impl std::fmt::Display) -> String {
     format!("refused: {why}")
 }
 
@@ -252,7 +252,7 @@ impl BrokerGate {
         })
     }
 
-    fn with<T>(&self, f: impl FnOnce(&mut Mutable) -> T) -> T {
+    pub(super) fn with<T>(&self, f: impl FnOnce(&mut Mutable) -> T) -> T {
         let mut guard = match self.mutable.lock() {
             Ok(guard) => guard,
             Err(poisoned) => poisoned.into_inner(),
@@ -351,7 +351,7 @@ impl BrokerGate {
 
     /// Step 2: the rule table, bounded by the ratchet. `Ok(true)` when a person already said
     /// yes to this very call (`approved`: earlier in the run, for a connection's host).
-    async fn rules(
+    pub(super) async fn rules(
         &self,
         call: &ToolCall,
         action: &str,
@@ -360,7 +360,7 @@ impl BrokerGate {
     ) -> Result<bool, String> {
         let key = RuleKey {
             action,
-            tool: &call.name,
+            tool: broker::agent_tools::canonical_tool(&call.name),
             model: self.model.as_deref(),
             agent_kind: self.agent_kind.as_deref(),
         };
@@ -395,7 +395,7 @@ impl BrokerGate {
 
     /// Step 3: the grant set at the moment of execution; with whether a person was asked
     /// about this very call here (an `ask` grant) and said yes.
-    async fn grant(
+    pub(super) async fn grant(
         &self,
         call: &ToolCall,
         action: &str,
@@ -491,7 +491,7 @@ impl BrokerGate {
     /// The session's taint raised by a result's `label`, stored before the result reaches
     /// anyone (a child run reads it); when it cannot be, the gate closes and this says why.
     /// `Ok(true)` when it rose.
-    async fn raise(&self, label: broker::Label, sink: &EventSink) -> Result<bool, &'static str> {
+    pub(super) async fn raise(&self, label: broker::Label, sink: &EventSink) -> Result<bool, &'static str> {
         let raised = self.with(|m| {
             let before = m.state;
             m.state = before.after(label);
@@ -612,7 +612,7 @@ impl BrokerGate {
 /// A tool result as its run event: its size and label always; its text (capped and sanitised
 /// like every event) only when labelled `private`, so what a grant marks sensitive or secret
 /// reaches the model that was granted it and not everyone who may read the run.
-fn result_event(tool: &str, result: &str, label: broker::Label) -> String {
+pub(super) fn result_event(tool: &str, result: &str, label: broker::Label) -> String {
     let untrusted = if label.untrusted { ", untrusted" } else { "" };
     let head = format!(
         "{tool} returned {} bytes ({}{untrusted})",
@@ -652,6 +652,23 @@ impl ToolGate for BrokerGate {
             sink.event("network", &format!("{url}: {refusal}")).await;
         }
         allowed
+    }
+
+    async fn agent_call(
+        &self,
+        call: &super::AgentCall,
+        sink: &EventSink,
+    ) -> Result<broker::Label, String> {
+        let decided = self.decide_agent_call(call, sink).await;
+        if let Err(refusal) = &decided {
+            sink.event("tool", &format!("{}: {refusal}", call.shown.name))
+                .await;
+        }
+        decided
+    }
+
+    async fn agent_result(&self, label: broker::Label, sink: &EventSink) -> Result<bool, String> {
+        self.raise(label, sink).await.map_err(refused)
     }
 
     async fn call(&self, call: &ToolCall, sink: &EventSink) -> String {

@@ -320,6 +320,7 @@ impl Executor {
                     private: Vec::new(),
                     network: Network::Unshared,
                     proxy_socket: None,
+                    files: Vec::new(),
                     scratch: self.scratch.clone(),
                     limits: SandboxLimits::default(),
                 })

@@ -4,6 +4,7 @@
 //! call: authz `repo:use`, the rule table (with the ratchet and approvals), then `decide` at the
 //! moment of execution, and only then the tool.
 
+mod agent_gate;
 mod beneath;
 mod broker_gate;
 mod capped;
@@ -62,6 +63,39 @@ pub trait ToolGate: Send + Sync {
         let _ = (url, approved, sink);
         Err("refused: this run's tools decide no network".to_owned())
     }
+    /// An outside agent's own tool call (Claude Code's, through its hook), decided before it
+    /// runs exactly as the Switchboard call it stands for would be: repo:use, the rule table
+    /// for each of its actions (with its asks), the grants. `Ok` carries the label of what
+    /// the call will return, for [`ToolGate::agent_result`]; a refusal is the text the agent
+    /// reads.
+    async fn agent_call(&self, call: &AgentCall, sink: &EventSink) -> Result<broker::Label, String> {
+        let _ = (call, sink);
+        Err("refused: this run's tools decide no agent's own calls".to_owned())
+    }
+    /// What an allowed agent call returned, labelled at its decision: the session's taint
+    /// raised and stored before the agent reads it. `Ok(true)` when it rose; a refusal when
+    /// it could not be stored (the gate is closed then).
+    async fn agent_result(&self, label: broker::Label, sink: &EventSink) -> Result<bool, String> {
+        let _ = (label, sink);
+        Err("refused: this run's tools decide no agent's own calls".to_owned())
+    }
+}
+
+/// One tool call an outside agent runs itself, as the broker decides it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentCall {
+    /// The agent's own call (its tool name, its input as JSON): what an approver is shown,
+    /// and the `tool` the rule table reads (through `broker::agent_tools`).
+    pub shown: ToolCall,
+    /// The actions it is decided as, each by the rule table: `Bash` running `git push` is
+    /// `shell.exec` and `git.push`.
+    pub actions: Vec<String>,
+    /// The Switchboard call whose grant it needs (`Bash` is `shell`, `Read` is `read_file`);
+    /// `None` for an action no grant kind covers (`net.search`, `agent.task`, another tool's
+    /// `tool.<name>`): the rule table alone decides it.
+    pub granted_as: Option<ToolCall>,
+    /// What a call no grant covers returns is untrusted text (`WebSearch`'s results).
+    pub untrusted_result: bool,
 }
 
 /// A connection the broker allowed.

@@ -48,6 +48,7 @@ fn spec(place: &Place, network: Network) -> SandboxSpec {
         private: Vec::new(),
         network,
         proxy_socket: None,
+        files: Vec::new(),
         scratch: place.scratch.path().to_owned(),
         limits: SandboxLimits::default(),
     }

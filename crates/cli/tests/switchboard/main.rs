@@ -15,6 +15,7 @@ mod access_replicas;
 mod agent_boundary;
 mod agent_network;
 mod ask_tools;
+mod claude_code;
 mod cli;
 mod config_check;
 mod docs_examples;

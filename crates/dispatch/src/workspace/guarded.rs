@@ -9,7 +9,8 @@
 //!   and every path a value names that stays inside the tree (`core.hooksPath`'s directory, a
 //!   `core.fsmonitor` program, a filter's or alias's script), whether the tree holds it yet
 //!   or not.
-//! - The config of the hook managers a repository's hooks run ([`HOOK_MANAGERS`]).
+//! - The config of the hook managers a repository's hooks run, and Claude Code's project
+//!   settings and MCP servers ([`HOOK_MANAGERS`]).
 //! - The project's own list (`protected` in `.switchboard/agent-policy.toml`).
 //! - Where a symbolic link of the base among them leads, inside the tree.
 //!
@@ -23,9 +24,12 @@ use super::git::Git;
 use super::tree::Entry;
 
 /// Files and directories of the repository's root that hook managers read as the hooks to
-/// run (husky, pre-commit, lefthook, overcommit, simple-git-hooks), and the directory teams
-/// point `core.hooksPath` at by convention.
-pub(crate) const HOOK_MANAGERS: [&str; 20] = [
+/// run (husky, pre-commit, lefthook, overcommit, simple-git-hooks), the directory teams
+/// point `core.hooksPath` at by convention, and what Claude Code runs from a checkout it is
+/// opened in (`.claude/`'s settings hold hooks, `.mcp.json` the MCP servers it starts).
+pub(crate) const HOOK_MANAGERS: [&str; 22] = [
+    ".claude",
+    ".mcp.json",
     ".githooks",
     ".git-hooks",
     ".husky",

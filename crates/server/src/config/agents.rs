@@ -108,6 +108,8 @@ impl<'de> Deserialize<'de> for AgentValue {
 pub enum BackendKind {
     Echo,
     Command,
+    #[serde(rename = "claude-code")]
+    ClaudeCode,
     Openai,
 }
 
@@ -116,6 +118,7 @@ impl BackendKind {
         match self {
             BackendKind::Echo => "echo",
             BackendKind::Command => "command",
+            BackendKind::ClaudeCode => "claude-code",
             BackendKind::Openai => "openai",
         }
     }
@@ -131,6 +134,13 @@ impl BackendKind {
                 "sandbox_bind",
                 "sandbox_read_only",
                 "network",
+                "model_endpoint",
+            ],
+            BackendKind::ClaudeCode => &[
+                "program",
+                "model",
+                "sandbox_bind",
+                "sandbox_read_only",
                 "model_endpoint",
             ],
             BackendKind::Openai => &["base_url", "model", "api_key_env", "system_prompt"],
@@ -188,6 +198,8 @@ pub struct AgentTable {
     pub behaviour: Option<Spanned<Behaviour>>,
     pub delay_ms: Option<Spanned<Whole>>,
     pub command: Option<Spanned<Vec<String>>>,
+    /// Claude Code's program (`claude` on the agent's PATH by default).
+    pub program: Option<Spanned<String>>,
     pub request_via: Option<Spanned<Via>>,
     pub sandbox: Option<Spanned<bool>>,
     /// Host paths bound into the sandbox read-write (`~/.claude`) and read-only.
@@ -215,6 +227,7 @@ impl AgentTable {
             at(self.behaviour.as_ref().map(|s| s.span().start), "behaviour"),
             at(self.delay_ms.as_ref().map(|s| s.span().start), "delay_ms"),
             at(self.command.as_ref().map(|s| s.span().start), "command"),
+            at(self.program.as_ref().map(|s| s.span().start), "program"),
             at(
                 self.request_via.as_ref().map(|s| s.span().start),
                 "request_via",
@@ -291,6 +304,9 @@ pub enum BackendSpec {
         sandbox_read_only: Vec<String>,
         /// Through the broker's per-run proxy (the default when sandboxed), or the host's.
         network: AgentNetwork,
+        /// `backend = "claude-code"`: the program is Claude Code, every tool call through the
+        /// broker (always sandboxed, on the broker's network).
+        claude_code: Option<ClaudeCodeSpec>,
     },
     OpenAi {
         base_url: String,
@@ -299,6 +315,13 @@ pub enum BackendSpec {
         api_key_env: Option<String>,
         system_prompt: Option<String>,
     },
+}
+
+/// What `backend = "claude-code"` adds to a command agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaudeCodeSpec {
+    /// `model`: given to Claude Code as `--model`, and what the broker's rules match.
+    pub model: Option<String>,
 }
 
 impl BackendSpec {
@@ -318,6 +341,18 @@ impl BackendSpec {
 
     /// Whether the agent's network goes through the broker (a sandboxed command agent's,
     /// unless it says `network = "host"`): its runs get a broker gate for it.
+    /// The model the broker's rules match for a Claude Code agent (its config's, never what
+    /// the process reports).
+    pub fn claude_code_model(&self) -> Option<Option<&str>> {
+        match self {
+            BackendSpec::Command {
+                claude_code: Some(c),
+                ..
+            } => Some(c.model.as_deref()),
+            _ => None,
+        }
+    }
+
     pub fn network_through_broker(&self) -> bool {
         matches!(self, BackendSpec::Command { network, .. } if network.through_broker())
     }
@@ -325,6 +360,10 @@ impl BackendSpec {
     pub fn kind(&self) -> &'static str {
         match self {
             BackendSpec::Echo { .. } => "echo",
+            BackendSpec::Command {
+                claude_code: Some(_),
+                ..
+            } => "claude-code",
             BackendSpec::Command { .. } => "command",
             BackendSpec::OpenAi { .. } => "openai",
         }
@@ -443,6 +482,53 @@ fn bind_paths(
         .collect()
 }
 
+/// `backend = "claude-code"`: Claude Code started with its hooks, sandboxed, on the broker's
+/// network, reaching its model endpoint (Anthropic's API by default, the key from
+/// `ANTHROPIC_API_KEY`) through the gateway.
+fn claude_code_spec(t: &Text<'_>, a: &AgentTable) -> Result<BackendSpec, LoadError> {
+    let program = match &a.program {
+        Some(p) if p.get_ref().trim().is_empty() => {
+            return Err(t.at(
+                p.span().start,
+                "name Claude Code's program, like program = \"claude\" or \"/opt/claude-code/bin/claude\"",
+            ));
+        }
+        Some(p) => p.get_ref().clone(),
+        None => "claude".to_owned(),
+    };
+    let model = a.model.as_ref().map(|m| m.get_ref().clone());
+    let settings = agents::claude_code::ClaudeCodeSettings {
+        model: model.clone(),
+        hook_timeout: Duration::ZERO,
+    };
+    let network = agent_network(t, None, a.model_endpoint.as_ref(), true)?;
+    let network = match network {
+        AgentNetwork::Broker { model: Some(m) } if m.api != agents::netproxy::ModelApi::Anthropic => {
+            return Err(t.at(
+                a.model_endpoint.as_ref().map_or(0, |m| m.span().start),
+                "Claude Code speaks Anthropic's API: model_endpoint's api must be \"anthropic\"",
+            ));
+        }
+        AgentNetwork::Broker { model: None } => AgentNetwork::Broker {
+            model: Some(super::agent_network::ModelEndpointSpec {
+                api: agents::netproxy::ModelApi::Anthropic,
+                url: url::Url::parse("https://api.anthropic.com").map_err(|e| t.at(0, e.to_string()))?,
+                key_env: Some("ANTHROPIC_API_KEY".to_owned()),
+            }),
+        },
+        other => other,
+    };
+    Ok(BackendSpec::Command {
+        argv: std::iter::once(program).chain(settings.arguments()).collect(),
+        request_via: RequestVia::Stdin,
+        sandbox: true,
+        sandbox_bind: bind_paths(t, a.sandbox_bind.as_ref())?,
+        sandbox_read_only: bind_paths(t, a.sandbox_read_only.as_ref())?,
+        network,
+        claude_code: Some(ClaudeCodeSpec { model }),
+    })
+}
+
 /// An agent's table as the typed back end it names (`echo` by default), refusing keys of
 /// another back end and naming a missing one.
 pub(super) fn agent_spec(
@@ -504,8 +590,10 @@ pub(super) fn agent_spec(
                 sandbox_bind: bind_paths(t, a.sandbox_bind.as_ref())?,
                 sandbox_read_only: bind_paths(t, a.sandbox_read_only.as_ref())?,
                 network: agent_network(t, a.network.as_ref(), a.model_endpoint.as_ref(), sandbox)?,
+                claude_code: None,
             }
         }
+        BackendKind::ClaudeCode => claude_code_spec(t, a)?,
         BackendKind::Openai => BackendSpec::OpenAi {
             base_url: {
                 let url = a.base_url.as_ref().ok_or_else(|| {
@@ -626,6 +714,7 @@ max_event_bytes = 100
                 sandbox_bind: vec!["~/.claude".into(), "/var/lib/claude".into()],
                 sandbox_read_only: vec!["/opt/node".into()],
                 network: AgentNetwork::Broker { model: None },
+                claude_code: None,
             }
         );
         assert_eq!(spec("claude").kind.as_deref(), Some("main"));

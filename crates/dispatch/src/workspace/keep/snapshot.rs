@@ -91,6 +91,7 @@ pub(super) async fn snapshot(
         private: Vec::new(),
         network: Network::Unshared,
         proxy_socket: None,
+        files: Vec::new(),
         scratch: stub_dir,
         limits: SandboxLimits::default(),
     })
