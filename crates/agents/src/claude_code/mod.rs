@@ -109,6 +109,9 @@ impl ClaudeCodeSettings {
             "allowManagedPermissionRulesOnly": true,
             "allowManagedMcpServersOnly": true,
             "disableAllHooks": false,
+            // WebFetch would first ask claude.ai whether a domain is safe: a host the broker
+            // decides, and a request the proxy refuses.
+            "skipWebFetchPreflight": true,
             "permissions": {
                 "defaultMode": "dontAsk",
                 "disableBypassPermissionsMode": "disable",

@@ -356,3 +356,274 @@ async fn a_fetch_of_an_ungranted_host_never_reaches_it() {
     );
     assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 0);
 }
+
+/// The project's own `.claude/settings.json` (a hook, an `env`) and `.mcp.json` (a server it
+/// would start) never run: Switchboard's managed settings are the only hooks, no settings
+/// file of the checkout is read, no MCP server starts; `.claude/` is read-only in the sandbox.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_projects_own_hooks_settings_and_mcp_servers_never_run() {
+    let project = Project::new(false);
+    std::fs::create_dir_all(project.repo.join(".claude")).unwrap();
+    let deny_all = r#"{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"project-hook-ran"}}"#;
+    std::fs::write(
+        project.repo.join(".claude/settings.json"),
+        json!({
+            "hooks": {"PreToolUse": [{"matcher": "*", "hooks": [{"type": "command", "command": format!("echo '{deny_all}'")}]}]},
+            "env": {"PROJECT_ENV": "project-env-set"},
+            "permissions": {"allow": ["Bash"]},
+        })
+        .to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        project.repo.join(".mcp.json"),
+        json!({"mcpServers": {"proj": {"command": "sh", "args": ["-c", "touch /workspace/mcp-server-ran; sleep 30"]}}})
+            .to_string(),
+    )
+    .unwrap();
+    git(&project.repo, &["add", "-A"]);
+    git(&project.repo, &["commit", "-q", "-m", "project settings"]);
+    let api = MessagesApi::serve(vec![
+        Reply::Tool(
+            "Bash",
+            json!({"command": "ls -a /workspace; echo env=[$PROJECT_ENV]; echo hacked > /workspace/.claude/settings.json && echo overwrote-settings", "description": "look"}),
+        ),
+        Reply::Text("finished".to_owned()),
+    ])
+    .await;
+    let setup = Setup::new(&api, "{ action = \"shell.exec\", decision = \"allow\" }", "");
+    let repo = project.repo.clone();
+    let outcome = tokio::task::spawn_blocking(move || {
+        let out = setup
+            .command()
+            .args(["repo", "add", "acme/web", "--path"])
+            .arg(&repo)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        setup.ask(&["--repo", "acme/web"])
+    })
+    .await
+    .unwrap();
+    let results = api.tool_results();
+    let shown = results
+        .iter()
+        .find(|(t, _)| t.contains("env=["))
+        .unwrap_or_else(|| panic!("{outcome}\n{results:?}"));
+    let (text, _) = shown;
+    assert!(text.contains(".claude") && text.contains(".mcp.json"), "{text}");
+    assert!(text.contains("env=[]"), "{text}");
+    assert!(!text.contains("overwrote-settings"), "{text}");
+    assert!(!text.contains("mcp-server-ran"), "{text}");
+    assert!(!results.iter().any(|(t, _)| t.contains("project-hook-ran")), "{results:?}");
+    let offered: Vec<String> = api
+        .seen()
+        .iter()
+        .flat_map(|s| s.body["tools"].as_array().cloned().unwrap_or_default())
+        .filter_map(|t| t["name"].as_str().map(str::to_owned))
+        .collect();
+    assert!(!offered.iter().any(|n| n.starts_with("mcp__")), "{offered:?}");
+}
+
+/// The hook fails closed with the real Claude Code: with the broker gone (its socket is
+/// there, nobody answers), every later call is refused and the model reads why.
+#[tokio::test(flavor = "multi_thread")]
+async fn with_the_broker_gone_every_call_is_refused() {
+    let marker = random_marker();
+    let api = MessagesApi::serve(vec![
+        Reply::Tool("Bash", json!({"command": format!("echo ran-{marker}"), "description": "say"})),
+        Reply::Tool("Read", json!({"file_path": "/etc/hostname"})),
+        Reply::Text("finished".to_owned()),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    // A socket left by a server that is gone: connecting is refused.
+    let socket = dir.path().join("proxy.sock");
+    drop(std::os::unix::net::UnixListener::bind(&socket).unwrap());
+    let settings = agents::claude_code::ClaudeCodeSettings::for_approval_timeout(
+        None,
+        Duration::from_secs(5),
+    );
+    let hooks: Value = serde_json::from_str(&settings.managed_settings(Path::new(env!(
+        "CARGO_BIN_EXE_switchboard"
+    ))))
+    .unwrap();
+    // The same hooks, pointed at the dead socket.
+    let text = hooks.to_string().replace(
+        "sandbox-hook pre-tool-use",
+        &format!("sandbox-hook pre-tool-use --socket {}", socket.display()),
+    );
+    let file = dir.path().join("settings.json");
+    std::fs::write(&file, text).unwrap();
+    std::fs::create_dir_all(dir.path().join("work")).unwrap();
+    let mut cmd = Command::new(claude());
+    cmd.args(settings.arguments())
+        .arg("--settings")
+        .arg(&file)
+        .current_dir(dir.path().join("work"))
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", dir.path())
+        .env("CLAUDE_CONFIG_DIR", dir.path().join("config"))
+        .env("ANTHROPIC_BASE_URL", &api.base)
+        .env("ANTHROPIC_API_KEY", "sk-test")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("SWITCHBOARD_AGENT_TOKEN", "run-credential")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let out = tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        let mut child = cmd.spawn().unwrap();
+        child.stdin.take().unwrap().write_all(b"do the task").unwrap();
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    let results = api.tool_results();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "finished", "{results:?}");
+    let refusals = results
+        .iter()
+        .filter(|(t, e)| *e && t.contains("the broker could not be asked"))
+        .count();
+    assert_eq!(refusals, 2, "{results:?}");
+    assert!(!results.iter().any(|(t, _)| t.contains(&format!("ran-{marker}"))), "{results:?}");
+}
+
+/// A TLS origin on loopback (a certificate for 127.0.0.1 made with openssl, served by
+/// Python): its port, its certificate, and the request lines it served.
+struct TlsOrigin {
+    port: u16,
+    cert: PathBuf,
+    child: std::process::Child,
+    log: PathBuf,
+}
+
+impl TlsOrigin {
+    fn start(dir: &Path, body: &str) -> TlsOrigin {
+        let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+        let made = Command::new("openssl")
+            .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"])
+            .args(["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"])
+            .arg("-keyout")
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert)
+            .output()
+            .unwrap();
+        assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+        let log = dir.join("origin.log");
+        let script = format!(
+            r#"
+import http.server, ssl, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = {body:?}.encode()
+        self.send_response(200)
+        self.send_header("content-type", "text/plain")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        with open({log:?}, "a") as f:
+            f.write(self.requestline + "\n")
+s = http.server.HTTPServer(("127.0.0.1", 0), H)
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain({cert:?}, {key:?})
+s.socket = ctx.wrap_socket(s.socket, server_side=True)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+"#,
+            log = log.display().to_string(),
+            cert = cert.display().to_string(),
+            key = key.display().to_string(),
+        );
+        let mut child = Command::new("python3")
+            .arg("-c")
+            .arg(script)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        TlsOrigin {
+            port: line.trim().parse().unwrap(),
+            cert,
+            child,
+            log,
+        }
+    }
+
+    fn served(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for TlsOrigin {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A `WebFetch` a grant marks untrusted: the page is fetched through the run's proxy, and the
+/// run's taint is stored before the request that carries the result reaches the model.
+#[tokio::test(flavor = "multi_thread")]
+async fn taint_from_a_fetch_is_recorded_before_the_model_reads_the_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = random_marker();
+    let origin = TlsOrigin::start(dir.path(), &format!("page text {marker}"));
+    let api = MessagesApi::serve(vec![
+        Reply::Tool(
+            "WebFetch",
+            json!({"url": format!("https://127.0.0.1:{}/page", origin.port), "prompt": "what does it say"}),
+        ),
+        Reply::Text("finished".to_owned()),
+    ])
+    .await;
+    let grant = format!(
+        "[[agent_grants]]\nid = \"page\"\ntool = \"http_fetch\"\nhosts = [\"127.0.0.1:{}\"]\nmode = \"auto\"\nuntrusted = true\n",
+        origin.port
+    );
+    let setup = Setup::new(&api, "{ action = \"net.fetch\", decision = \"allow\" }", &grant);
+    // Claude Code trusts the origin's certificate (NODE_EXTRA_CA_CERTS, bound in read-only).
+    let config = std::fs::read_to_string(setup.config()).unwrap().replace(
+        "[agents]\n",
+        "[agents]\nenv_allow = [\"PATH\", \"NODE_EXTRA_CA_CERTS\"]\n",
+    ).replace(
+        "model = \"claude-scripted\"\n",
+        &format!("model = \"claude-scripted\"\nsandbox_read_only = [\"{}\"]\n", origin.cert.display()),
+    );
+    std::fs::write(setup.config(), config).unwrap();
+    let cert = origin.cert.clone();
+    let (outcome, setup) = tokio::task::spawn_blocking(move || {
+        let out = setup
+            .command()
+            .args(["ask", "--json", "fetch it"])
+            .env("NODE_EXTRA_CA_CERTS", &cert)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let outcome: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        (outcome, setup)
+    })
+    .await
+    .unwrap();
+    assert!(origin.served().contains("GET /page"), "{outcome}\n{:?}", api.tool_results());
+    let events = setup.events(&run_id(&outcome));
+    let taint = events
+        .iter()
+        .find(|e| e["kind"] == "taint")
+        .unwrap_or_else(|| panic!("no taint event: {events:?}"));
+    assert!(taint["body"].as_str().unwrap().contains("\"untrusted\":true"), "{taint}");
+    let stored = SystemTime::UNIX_EPOCH + Duration::from_micros(taint["at"].as_u64().unwrap());
+    let read = api
+        .first_result_holding("")
+        .unwrap_or_else(|| panic!("no result reached the model: {:?}", api.tool_results()));
+    assert!(stored <= read, "the taint was stored after the model read the result");
+}
