@@ -90,3 +90,48 @@ if grep -q -e "reader-token-python" -e "ops-token-python" <<<"$spans"; then
   echo "mcp-client-check: FAILED: a token reached the span log" >&2; exit 1
 fi
 echo "mcp-client-check: the span log names every caller; no rmcp chatter and no token in the log"
+
+# The broker's tools over MCP on a run's own socket: a command agent that is the SDK itself
+# (scripts/mcp-client/broker_check.py), sandboxed, its network the broker's. Each call is
+# decided as the openai loop's are: shell and read_file in the workspace allowed by their
+# grants, a read outside refused, a push refused (not one of the git tool's subcommands).
+base="$("$venv/bin/python" -c 'import sys; print(sys.base_prefix)')"
+cat > "$work/broker.toml" <<TOML
+[server]
+data_dir = "$work/broker-data"
+[store]
+url = "sqlite://$work/broker.db"
+[agents]
+default = "sdk"
+[agents.sdk]
+backend = "command"
+command = ["$venv/bin/python", "$root/scripts/mcp-client/broker_check.py"]
+sandbox_read_only = ["$venv", "$base", "$root/scripts/mcp-client"]
+[agent_policy]
+rules = [{ action = "shell.exec", decision = "allow" }]
+[[agent_grants]]
+id = "workspace-shell"
+tool = "shell"
+paths = ["{workspace}"]
+mode = "auto"
+[[agent_grants]]
+id = "workspace-read"
+tool = "read_file"
+paths = ["{workspace}"]
+mode = "auto"
+TOML
+said="$("$bin" --config "$work/broker.toml" ask --json "work through the broker" </dev/null || true)"
+answer="$("$venv/bin/python" -c 'import json, sys; print(json.load(sys.stdin)["answer"] or "")' <<<"$said")"
+expect() {
+  grep -qE -- "$1" <<<"$answer" || { echo "mcp-client-check: FAILED: the broker's MCP tools: no \"$1\" in:" >&2; echo "$said" >&2; exit 1; }
+}
+expect "tools: git,http_fetch,read_file,restrict_self,shell,widen_self,write_file"
+expect "^shell: exit status 0 .*from-the-shell"
+expect "^read_file: from-the-shell"
+expect "^outside: error refused: fs.read: no-grant"
+expect "^push: error refused: .*git push is not offered"
+run="$("$venv/bin/python" -c 'import json, sys; print(json.load(sys.stdin)["run_id"])' <<<"$said")"
+events="$("$bin" --config "$work/broker.toml" runs events "$run")"
+grep -q "shell shell.exec: allowed by grant workspace-shell" <<<"$events" \
+  || { echo "mcp-client-check: FAILED: the run's events do not show the shell call's decision:" >&2; echo "$events" >&2; exit 1; }
+echo "mcp-client-check: the broker's tools over a run's socket: shell and read_file decided and run, a read outside and a push refused"

@@ -18,6 +18,10 @@ if [ -z "${SWITCHBOARD_TEST_POSTGRES_URL:-}" ]; then
   skip=(--skip postgres)
 fi
 
+# The Claude Code tests drive the real CLI: the pinned version is installed into target/ (npm).
+SWITCHBOARD_TEST_CLAUDE="$(scripts/claude-code.sh)"
+export SWITCHBOARD_TEST_CLAUDE
+
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --lib --bins --tests --locked --no-fail-fast "${filter[@]}"
 else

@@ -58,6 +58,9 @@ async def main(url, reader, ops, hidden):
     check("runs_list" in reader_tools and "runs_get" in reader_tools, "the reader lists runs_list and runs_get")
     check("ask" not in reader_tools and "runs_stop" not in reader_tools, "the reader is not shown ask or runs_stop")
     check("ask" in ops_tools and "runs_stop" in ops_tools, "the ops token is shown ask and runs_stop")
+    broker_tools = {"read_file", "write_file", "shell", "http_fetch", "git", "restrict_self", "widen_self"}
+    check(not broker_tools & set(reader_tools + ops_tools),
+          "the broker's tools are never offered on the public /mcp (only on a run's own socket)")
 
     async def reader_work(session):
         listed = await session.call_tool("runs_list", {"status": "all"})

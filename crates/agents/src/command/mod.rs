@@ -310,7 +310,9 @@ impl CommandBackend {
         let mut read_only = Vec::new();
         // The program must be visible inside: a script beside the config, or one PATH finds
         // outside /usr (`~/.local/bin/claude`), is bound read-only where it is.
-        if program.is_absolute() && !program.starts_with("/usr") {
+        // (Not when a bind the agent's config names holds it already: it is there.)
+        let bound = |p: &Path| self.settings.sandbox_binds.iter().any(|b| p.starts_with(&b.path));
+        if program.is_absolute() && !program.starts_with("/usr") && !bound(&program) {
             read_only.push(program.clone());
         }
         let forwarder = match &self.settings.network {
