@@ -128,6 +128,7 @@ async fn a_chunked_body_past_its_bounds_is_refused() {
     let p = proxied(Routes {
         model: Some(endpoint),
         mcp: None,
+        credential: None,
     });
     let head = "POST /v1/messages HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n";
     let trailers = format!("{head}0\r\n{}\r\n", "X-T: 1\r\n".repeat(100));

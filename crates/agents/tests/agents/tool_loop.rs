@@ -233,6 +233,7 @@ impl Approver for Yes {
 }
 
 mod approvals;
+mod callers;
 mod files;
 mod gate;
 mod limits;

@@ -11,6 +11,7 @@ fn command(argv: Vec<String>, via: RequestVia) -> CommandBackend {
         sandbox: false,
         sandbox_binds: vec![],
         private: vec![],
+        claude_code: None,
     })
     .unwrap()
 }

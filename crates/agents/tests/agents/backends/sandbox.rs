@@ -35,6 +35,7 @@ fn sandboxed(argv: Vec<String>, sandbox: bool) -> CommandBackend {
         sandbox,
         sandbox_binds: vec![],
         private: vec![],
+        claude_code: None,
     })
     .unwrap()
 }
@@ -69,6 +70,7 @@ fn sandboxed_with(
             }))
             .collect(),
         private: vec![],
+        claude_code: None,
     })
     .unwrap()
 }
