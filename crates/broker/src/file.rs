@@ -84,7 +84,8 @@ struct ToolPattern(NamePattern);
 impl TryFrom<String> for ToolPattern {
     type Error = PatternError;
     fn try_from(text: String) -> Result<Self, PatternError> {
-        NamePattern::parse(crate::agent_tools::canonical_tool(&text), Charset::Lower).map(ToolPattern)
+        NamePattern::parse(crate::agent_tools::canonical_tool(&text), Charset::Lower)
+            .map(ToolPattern)
     }
 }
 

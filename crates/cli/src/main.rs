@@ -257,7 +257,9 @@ fn sandbox_hook(event: &str, timeout_seconds: u64, socket: &std::path::Path) -> 
         ),
         None => hook_client::HookExit {
             stdout: String::new(),
-            stderr: format!("switchboard: refused: {event:?} is not a hook this binary answers (pre-tool-use, post-tool-use)"),
+            stderr: format!(
+                "switchboard: refused: {event:?} is not a hook this binary answers (pre-tool-use, post-tool-use)"
+            ),
             status: BLOCK,
         },
     };
@@ -275,7 +277,10 @@ const USAGE_OR_CONFIG: u8 = 2;
 
 fn main() -> ExitCode {
     // Claude Code's hook fails closed: a panic anywhere in it exits 2, which blocks the call.
-    if std::env::args_os().nth(1).is_some_and(|a| a == "sandbox-hook") {
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == "sandbox-hook")
+    {
         std::panic::set_hook(Box::new(|info| {
             eprintln!("switchboard: refused: the hook failed: {info}");
             std::process::exit(i32::from(USAGE_OR_CONFIG));

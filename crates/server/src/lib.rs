@@ -662,7 +662,11 @@ pub fn build_agent(
                     .network_through_broker()
                     .then(|| dispatch::ToolProfile {
                         kind: spec.kind.clone(),
-                        model: spec.backend.claude_code_model().flatten().map(str::to_owned),
+                        model: spec
+                            .backend
+                            .claude_code_model()
+                            .flatten()
+                            .map(str::to_owned),
                     })
             }),
         workspace: spec.backend.works_in_a_directory(),

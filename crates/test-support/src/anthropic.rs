@@ -39,8 +39,8 @@ impl MessagesApi {
         use axum::Router;
         use axum::body::Body;
         use axum::extract::State;
-        use axum::http::Uri;
         use axum::http::Response;
+        use axum::http::Uri;
         use axum::routing::post;
 
         #[derive(Clone)]
@@ -49,11 +49,7 @@ impl MessagesApi {
             seen: Arc<Mutex<Vec<Seen>>>,
         }
 
-        async fn messages(
-            State(script): State<Script>,
-            uri: Uri,
-            body: String,
-        ) -> Response<Body> {
+        async fn messages(State(script): State<Script>, uri: Uri, body: String) -> Response<Body> {
             let request: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
             script.seen.lock().unwrap().push(Seen {
                 path: uri.to_string(),
@@ -90,7 +86,9 @@ impl MessagesApi {
             .route("/v1/messages/count_tokens", post(messages))
             .layer(axum::extract::DefaultBodyLimit::disable())
             .with_state(script);
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         MessagesApi {
@@ -109,7 +107,10 @@ impl MessagesApi {
     pub fn tool_results(&self) -> Vec<(String, bool)> {
         let mut results: Vec<(String, bool)> = Vec::new();
         for seen in self.seen() {
-            let messages = seen.body["messages"].as_array().cloned().unwrap_or_default();
+            let messages = seen.body["messages"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
             let blocks = messages
                 .iter()
                 .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default());

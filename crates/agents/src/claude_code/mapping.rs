@@ -50,7 +50,9 @@ fn searched(input: &Value, cwd: &str, tool: &str, patterns: &[&str]) -> Result<S
     }
     let path = input.get("path").and_then(Value::as_str).unwrap_or(cwd);
     if path.is_empty() {
-        return Err(format!("{tool} names no path and the agent has no working directory"));
+        return Err(format!(
+            "{tool} names no path and the agent has no working directory"
+        ));
     }
     Ok(path.to_owned())
 }
@@ -91,7 +93,11 @@ pub fn agent_call(hook: &HookInput) -> Result<AgentCall, String> {
             }
         }
         "Read" | "NotebookRead" => {
-            let key = if tool == "Read" { "file_path" } else { "notebook_path" };
+            let key = if tool == "Read" {
+                "file_path"
+            } else {
+                "notebook_path"
+            };
             let path = field(input, key, tool)?;
             one("fs.read", Some(call("read_file", json!({"path": path}))))
         }
@@ -104,7 +110,11 @@ pub fn agent_call(hook: &HookInput) -> Result<AgentCall, String> {
             one("fs.read", Some(call("read_file", json!({"path": path}))))
         }
         "Write" | "Edit" | "MultiEdit" | "NotebookEdit" => {
-            let key = if tool == "NotebookEdit" { "notebook_path" } else { "file_path" };
+            let key = if tool == "NotebookEdit" {
+                "notebook_path"
+            } else {
+                "file_path"
+            };
             let path = field(input, key, tool)?;
             let content = input
                 .get("content")
@@ -114,7 +124,10 @@ pub fn agent_call(hook: &HookInput) -> Result<AgentCall, String> {
                 .unwrap_or_default();
             one(
                 "fs.write",
-                Some(call("write_file", json!({"path": path, "content": content}))),
+                Some(call(
+                    "write_file",
+                    json!({"path": path, "content": content}),
+                )),
             )
         }
         "WebFetch" => {
@@ -137,7 +150,10 @@ pub fn agent_call(hook: &HookInput) -> Result<AgentCall, String> {
             };
             one(
                 &format!("mcp.{s}.{t}"),
-                Some(call("mcp", json!({"server": server, "tool": name, "arguments": input}))),
+                Some(call(
+                    "mcp",
+                    json!({"server": server, "tool": name, "arguments": input}),
+                )),
             )
         }
         other => {
@@ -166,33 +182,109 @@ mod tests {
     #[test]
     fn each_tool_is_decided_as_its_actions_under_its_grant() {
         let table: Vec<(&str, Value, &[&str], Option<&str>)> = vec![
-            ("Bash", json!({"command": "ls"}), &["shell.exec"], Some("shell")),
-            ("Bash", json!({"command": "git push origin"}), &["shell.exec", "git.push"], Some("shell")),
-            ("Bash", json!({"command": "$X"}), &["shell.exec", "shell.dynamic"], Some("shell")),
-            ("Read", json!({"file_path": "/workspace/a"}), &["fs.read"], Some("read_file")),
-            ("Grep", json!({"pattern": "x"}), &["fs.read"], Some("read_file")),
-            ("Glob", json!({"pattern": "**/*.rs", "path": "/workspace/src"}), &["fs.read"], Some("read_file")),
-            ("Write", json!({"file_path": "/workspace/a", "content": "x"}), &["fs.write"], Some("write_file")),
-            ("Edit", json!({"file_path": "/workspace/a", "old_string": "x", "new_string": "y"}), &["fs.write"], Some("write_file")),
-            ("MultiEdit", json!({"file_path": "/workspace/a", "edits": []}), &["fs.write"], Some("write_file")),
-            ("NotebookEdit", json!({"notebook_path": "/workspace/a.ipynb", "new_source": ""}), &["fs.write"], Some("write_file")),
-            ("WebFetch", json!({"url": "https://example.com/x", "prompt": "p"}), &["net.fetch"], Some("http_fetch")),
+            (
+                "Bash",
+                json!({"command": "ls"}),
+                &["shell.exec"],
+                Some("shell"),
+            ),
+            (
+                "Bash",
+                json!({"command": "git push origin"}),
+                &["shell.exec", "git.push"],
+                Some("shell"),
+            ),
+            (
+                "Bash",
+                json!({"command": "$X"}),
+                &["shell.exec", "shell.dynamic"],
+                Some("shell"),
+            ),
+            (
+                "Read",
+                json!({"file_path": "/workspace/a"}),
+                &["fs.read"],
+                Some("read_file"),
+            ),
+            (
+                "Grep",
+                json!({"pattern": "x"}),
+                &["fs.read"],
+                Some("read_file"),
+            ),
+            (
+                "Glob",
+                json!({"pattern": "**/*.rs", "path": "/workspace/src"}),
+                &["fs.read"],
+                Some("read_file"),
+            ),
+            (
+                "Write",
+                json!({"file_path": "/workspace/a", "content": "x"}),
+                &["fs.write"],
+                Some("write_file"),
+            ),
+            (
+                "Edit",
+                json!({"file_path": "/workspace/a", "old_string": "x", "new_string": "y"}),
+                &["fs.write"],
+                Some("write_file"),
+            ),
+            (
+                "MultiEdit",
+                json!({"file_path": "/workspace/a", "edits": []}),
+                &["fs.write"],
+                Some("write_file"),
+            ),
+            (
+                "NotebookEdit",
+                json!({"notebook_path": "/workspace/a.ipynb", "new_source": ""}),
+                &["fs.write"],
+                Some("write_file"),
+            ),
+            (
+                "WebFetch",
+                json!({"url": "https://example.com/x", "prompt": "p"}),
+                &["net.fetch"],
+                Some("http_fetch"),
+            ),
             ("WebSearch", json!({"query": "q"}), &["net.search"], None),
             ("Agent", json!({"prompt": "p"}), &["agent.task"], None),
             ("Task", json!({"prompt": "p"}), &["agent.task"], None),
-            ("mcp__github__create_issue", json!({"title": "t"}), &["mcp.github.create_issue"], Some("mcp")),
-            ("TodoWrite", json!({"todos": []}), &["tool.todo_write"], None),
+            (
+                "mcp__github__create_issue",
+                json!({"title": "t"}),
+                &["mcp.github.create_issue"],
+                Some("mcp"),
+            ),
+            (
+                "TodoWrite",
+                json!({"todos": []}),
+                &["tool.todo_write"],
+                None,
+            ),
         ];
         for (tool, input, actions, granted) in table {
             let call = mapped(tool, input.clone()).unwrap();
             assert_eq!(call.actions, actions, "{tool} {input}");
-            assert_eq!(call.granted_as.as_ref().map(|c| c.name.as_str()), granted, "{tool}");
+            assert_eq!(
+                call.granted_as.as_ref().map(|c| c.name.as_str()),
+                granted,
+                "{tool}"
+            );
             assert_eq!(call.shown.name, tool);
             assert_eq!(call.shown.arguments, input.to_string());
         }
         let grep = mapped("Grep", json!({"pattern": "x"})).unwrap();
-        assert_eq!(grep.granted_as.unwrap().arguments, r#"{"path":"/workspace"}"#);
-        assert!(mapped("WebSearch", json!({"query": "q"})).unwrap().untrusted_result);
+        assert_eq!(
+            grep.granted_as.unwrap().arguments,
+            r#"{"path":"/workspace"}"#
+        );
+        assert!(
+            mapped("WebSearch", json!({"query": "q"}))
+                .unwrap()
+                .untrusted_result
+        );
     }
 
     #[test]

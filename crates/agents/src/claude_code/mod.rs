@@ -145,12 +145,17 @@ mod tests {
             "'/sb/switchboard' sandbox-hook pre-tool-use --timeout-seconds 360"
         );
         assert!(pre["hooks"][0]["timeout"].as_u64().unwrap() > 360);
-        assert!(v["hooks"]["PostToolUse"][0]["hooks"][0]["command"]
-            .as_str()
-            .unwrap()
-            .contains("post-tool-use"));
+        assert!(
+            v["hooks"]["PostToolUse"][0]["hooks"][0]["command"]
+                .as_str()
+                .unwrap()
+                .contains("post-tool-use")
+        );
         let args = s.arguments();
-        assert!(args.windows(2).any(|w| w == ["--permission-mode", "dontAsk"]));
+        assert!(
+            args.windows(2)
+                .any(|w| w == ["--permission-mode", "dontAsk"])
+        );
         assert!(args.windows(2).any(|w| w == ["--setting-sources", ""]));
         assert!(args.contains(&"--strict-mcp-config".to_owned()));
     }

@@ -145,7 +145,10 @@ fn split(line: &str) -> (Vec<Vec<Word>>, Vec<String>) {
                 // A redirection's target is not a program: skip it.
                 end_word(&mut word, &mut words);
                 i += 1;
-                while chars.get(i).is_some_and(|&c| matches!(c, '<' | '>' | '&' | '|')) {
+                while chars
+                    .get(i)
+                    .is_some_and(|&c| matches!(c, '<' | '>' | '&' | '|'))
+                {
                     i += 1;
                 }
                 while chars.get(i).is_some_and(|c| *c == ' ' || *c == '\t') {
@@ -254,7 +257,9 @@ const WRAPPERS: [&str; 16] = [
     "xargs", "builtin", "ionice", "chrt", "unbuffer", "doas",
 ];
 /// Shell words that come before a command.
-const KEYWORDS: [&str; 9] = ["then", "do", "else", "elif", "if", "while", "until", "!", "{"];
+const KEYWORDS: [&str; 9] = [
+    "then", "do", "else", "elif", "if", "while", "until", "!", "{",
+];
 /// Shells whose `-c` argument is a command line.
 const SHELLS: [&str; 7] = ["sh", "bash", "dash", "zsh", "ksh", "busybox", "ash"];
 
@@ -267,13 +272,11 @@ fn simple_command(words: &[Word], depth: usize, scan: &mut Scan) {
         };
         let name = basename(&first.text);
         let assignment = !first.dynamic
-            && first
-                .text
-                .split_once('=')
-                .is_some_and(|(k, _)| !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
-        if assignment || first.text.contains('=') && first.dynamic {
-            rest = after;
-        } else if KEYWORDS.contains(&first.text.as_str()) {
+            && first.text.split_once('=').is_some_and(|(k, _)| {
+                !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            });
+        let assigned = assignment || (first.text.contains('=') && first.dynamic);
+        if assigned || KEYWORDS.contains(&first.text.as_str()) {
             rest = after;
         } else if WRAPPERS.contains(&name) && !first.dynamic {
             // Its options, and a duration or priority that is not an option.
@@ -309,7 +312,10 @@ fn simple_command(words: &[Word], depth: usize, scan: &mut Scan) {
         return;
     }
     if SHELLS.contains(&name) {
-        if let Some(i) = args.iter().position(|w| w.text.starts_with('-') && w.text.contains('c')) {
+        if let Some(i) = args
+            .iter()
+            .position(|w| w.text.starts_with('-') && w.text.contains('c'))
+        {
             match args.get(i + 1) {
                 Some(line) => scan_into(&line.text, depth + 1, scan),
                 None => scan.dynamic = true,
@@ -346,9 +352,16 @@ const GIT_VALUED: [&str; 7] = [
 fn git_subcommand(args: &[Word], scan: &mut Scan) {
     let mut i = 0;
     while let Some(w) = args.get(i) {
-        if w.text == "-c" && args.get(i + 1).is_some_and(|v| v.text.starts_with("alias.")) {
+        if w.text == "-c"
+            && args
+                .get(i + 1)
+                .is_some_and(|v| v.text.starts_with("alias."))
+        {
             // An alias given here stands for any subcommand.
-            scan.unknown_git.push(format!("-c {}", args.get(i + 1).map_or("", |v| v.text.as_str())));
+            scan.unknown_git.push(format!(
+                "-c {}",
+                args.get(i + 1).map_or("", |v| v.text.as_str())
+            ));
         }
         if GIT_VALUED.contains(&w.text.as_str()) {
             i += 2;
@@ -377,28 +390,161 @@ fn add_git(sub: &str, scan: &mut Scan) {
 /// Every subcommand git ships (`git help -a`, sorted): any other name is an alias, which may
 /// stand for any of them.
 const GIT_COMMANDS: [&str; 155] = [
-    "add", "am", "annotate", "apply", "archimport", "archive", "backfill", "bisect", "blame",
-    "branch", "bugreport", "bundle", "cat-file", "check-attr", "check-ignore", "check-mailmap",
-    "check-ref-format", "checkout", "checkout-index", "cherry", "cherry-pick", "citool", "clean",
-    "clone", "column", "commit", "commit-graph", "commit-tree", "config", "count-objects",
-    "credential", "credential-cache", "credential-store", "cvsexportcommit", "cvsimport",
-    "cvsserver", "daemon", "describe", "diagnose", "diff", "diff-files", "diff-index",
-    "diff-pairs", "diff-tree", "difftool", "fast-export", "fast-import", "fetch", "fetch-pack",
-    "filter-branch", "fmt-merge-msg", "for-each-ref", "for-each-repo", "format-patch", "fsck",
-    "fsmonitor--daemon", "gc", "get-tar-commit-id", "gitk", "gitweb", "grep", "gui", "hash-object",
-    "help", "hook", "http-backend", "imap-send", "index-pack", "init", "instaweb",
-    "interpret-trailers", "log", "ls-files", "ls-remote", "ls-tree", "mailinfo", "mailsplit",
-    "maintenance", "merge", "merge-base", "merge-file", "merge-index", "merge-one-file",
-    "merge-tree", "mergetool", "mktag", "mktree", "multi-pack-index", "mv", "name-rev", "notes",
-    "p4", "pack-objects", "pack-redundant", "pack-refs", "patch-id", "prune", "prune-packed",
-    "pull", "push", "quiltimport", "range-diff", "read-tree", "rebase", "receive-pack", "reflog",
-    "refs", "remote", "repack", "replace", "replay", "request-pull", "rerere", "reset", "restore",
-    "rev-list", "rev-parse", "revert", "rm", "scalar", "send-email", "send-pack", "sh-i18n",
-    "sh-setup", "shell", "shortlog", "show", "show-branch", "show-index", "show-ref",
-    "sparse-checkout", "stage", "stash", "status", "stripspace", "submodule", "svn", "switch",
-    "symbolic-ref", "tag", "unpack-file", "unpack-objects", "update-index", "update-ref",
-    "update-server-info", "upload-archive", "upload-pack", "var", "verify-commit", "verify-pack",
-    "verify-tag", "version", "whatchanged", "worktree", "write-tree",
+    "add",
+    "am",
+    "annotate",
+    "apply",
+    "archimport",
+    "archive",
+    "backfill",
+    "bisect",
+    "blame",
+    "branch",
+    "bugreport",
+    "bundle",
+    "cat-file",
+    "check-attr",
+    "check-ignore",
+    "check-mailmap",
+    "check-ref-format",
+    "checkout",
+    "checkout-index",
+    "cherry",
+    "cherry-pick",
+    "citool",
+    "clean",
+    "clone",
+    "column",
+    "commit",
+    "commit-graph",
+    "commit-tree",
+    "config",
+    "count-objects",
+    "credential",
+    "credential-cache",
+    "credential-store",
+    "cvsexportcommit",
+    "cvsimport",
+    "cvsserver",
+    "daemon",
+    "describe",
+    "diagnose",
+    "diff",
+    "diff-files",
+    "diff-index",
+    "diff-pairs",
+    "diff-tree",
+    "difftool",
+    "fast-export",
+    "fast-import",
+    "fetch",
+    "fetch-pack",
+    "filter-branch",
+    "fmt-merge-msg",
+    "for-each-ref",
+    "for-each-repo",
+    "format-patch",
+    "fsck",
+    "fsmonitor--daemon",
+    "gc",
+    "get-tar-commit-id",
+    "gitk",
+    "gitweb",
+    "grep",
+    "gui",
+    "hash-object",
+    "help",
+    "hook",
+    "http-backend",
+    "imap-send",
+    "index-pack",
+    "init",
+    "instaweb",
+    "interpret-trailers",
+    "log",
+    "ls-files",
+    "ls-remote",
+    "ls-tree",
+    "mailinfo",
+    "mailsplit",
+    "maintenance",
+    "merge",
+    "merge-base",
+    "merge-file",
+    "merge-index",
+    "merge-one-file",
+    "merge-tree",
+    "mergetool",
+    "mktag",
+    "mktree",
+    "multi-pack-index",
+    "mv",
+    "name-rev",
+    "notes",
+    "p4",
+    "pack-objects",
+    "pack-redundant",
+    "pack-refs",
+    "patch-id",
+    "prune",
+    "prune-packed",
+    "pull",
+    "push",
+    "quiltimport",
+    "range-diff",
+    "read-tree",
+    "rebase",
+    "receive-pack",
+    "reflog",
+    "refs",
+    "remote",
+    "repack",
+    "replace",
+    "replay",
+    "request-pull",
+    "rerere",
+    "reset",
+    "restore",
+    "rev-list",
+    "rev-parse",
+    "revert",
+    "rm",
+    "scalar",
+    "send-email",
+    "send-pack",
+    "sh-i18n",
+    "sh-setup",
+    "shell",
+    "shortlog",
+    "show",
+    "show-branch",
+    "show-index",
+    "show-ref",
+    "sparse-checkout",
+    "stage",
+    "stash",
+    "status",
+    "stripspace",
+    "submodule",
+    "svn",
+    "switch",
+    "symbolic-ref",
+    "tag",
+    "unpack-file",
+    "unpack-objects",
+    "update-index",
+    "update-ref",
+    "update-server-info",
+    "upload-archive",
+    "upload-pack",
+    "var",
+    "verify-commit",
+    "verify-pack",
+    "verify-tag",
+    "version",
+    "whatchanged",
+    "worktree",
+    "write-tree",
 ];
 
 #[cfg(test)]
@@ -461,7 +607,12 @@ mod tests {
                 "{line:?}: {s:?}"
             );
         }
-        for line in ["git push", "sh -c 'git push'", "echo $(git push)", "g\\it push"] {
+        for line in [
+            "git push",
+            "sh -c 'git push'",
+            "echo $(git push)",
+            "g\\it push",
+        ] {
             assert_eq!(scan(line).git, vec!["push".to_owned()], "{line}");
         }
     }
@@ -500,7 +651,10 @@ mod tests {
             "",
         ] {
             let s = scan(line);
-            assert!(s.git.is_empty() && !s.dynamic && s.unknown_git.is_empty(), "{line:?}: {s:?}");
+            assert!(
+                s.git.is_empty() && !s.dynamic && s.unknown_git.is_empty(),
+                "{line:?}: {s:?}"
+            );
         }
         assert_eq!(scan("git status && git diff").git, vec!["status", "diff"]);
         assert_eq!(scan("git commit -m 'x; git push'").git, vec!["commit"]);

@@ -15,11 +15,12 @@ use std::process::Stdio;
 use async_trait::async_trait;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
 mod network;
+mod output;
 
 pub use network::CommandNetwork;
 
@@ -32,6 +33,7 @@ use crate::sandbox::{
 /// The run's proxy socket, in its sandbox's scratch directory.
 pub(super) const PROXY_SOCKET_NAME: &str = "proxy.sock";
 use crate::{AgentBackend, AgentJob, AgentOutcome, EventSink, SettingsError, Workspace};
+use output::{AnswerBlock, read_capped_line};
 
 /// How the request reaches the program.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -311,7 +313,12 @@ impl CommandBackend {
         // The program must be visible inside: a script beside the config, or one PATH finds
         // outside /usr (`~/.local/bin/claude`), is bound read-only where it is.
         // (Not when a bind the agent's config names holds it already: it is there.)
-        let bound = |p: &Path| self.settings.sandbox_binds.iter().any(|b| p.starts_with(&b.path));
+        let bound = |p: &Path| {
+            self.settings
+                .sandbox_binds
+                .iter()
+                .any(|b| p.starts_with(&b.path))
+        };
         if program.is_absolute() && !program.starts_with("/usr") && !bound(&program) {
             read_only.push(program.clone());
         }
@@ -436,109 +443,6 @@ fn kill_group(pid: Option<u32>) {
     if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
         let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
     }
-}
-
-/// Reads one line of at most `max` bytes (the rest of a longer line is read and dropped).
-/// `None` at end of input.
-async fn read_capped_line<R: AsyncRead + Unpin>(
-    reader: &mut BufReader<R>,
-    max: usize,
-) -> std::io::Result<Option<String>> {
-    let mut line = Vec::new();
-    let mut saw_any = false;
-    loop {
-        let buf = reader.fill_buf().await?;
-        if buf.is_empty() {
-            break;
-        }
-        saw_any = true;
-        let (chunk, done) = match buf.iter().position(|&b| b == b'\n') {
-            Some(i) => (buf.get(..i).unwrap_or(buf), Some(i + 1)),
-            None => (buf, None),
-        };
-        let room = max.saturating_sub(line.len());
-        line.extend(chunk.iter().take(room));
-        let used = done.unwrap_or(buf.len());
-        reader.consume(used);
-        if done.is_some() {
-            break;
-        }
-    }
-    Ok(saw_any.then(|| {
-        String::from_utf8_lossy(&line)
-            .trim_end_matches('\r')
-            .to_owned()
-    }))
-}
-
-/// The last block of output (the lines after the last blank line that is followed by more
-/// output), kept as it streams in at most `max` bytes: a later block replaces it, and a block
-/// longer than `max` keeps its first `max` bytes (the answer is cut there anyway).
-struct AnswerBlock {
-    max: usize,
-    /// The block being read; empty lines after it are not part of it yet.
-    lines: Vec<String>,
-    bytes: usize,
-    /// Blank lines seen since the block's last line.
-    blank_after: bool,
-    /// The whole output is the answer (Claude Code's text): a blank line starts no new block.
-    whole: bool,
-}
-
-impl AnswerBlock {
-    fn new(max: usize) -> AnswerBlock {
-        AnswerBlock {
-            max,
-            lines: Vec::new(),
-            bytes: 0,
-            blank_after: false,
-            whole: false,
-        }
-    }
-
-    fn whole(max: usize) -> AnswerBlock {
-        AnswerBlock {
-            whole: true,
-            ..AnswerBlock::new(max)
-        }
-    }
-
-    fn push(&mut self, line: String) {
-        if self.whole {
-            if self.bytes < self.max && !(self.lines.is_empty() && line.trim().is_empty()) {
-                self.bytes += line.len() + 1;
-                self.lines.push(line);
-            }
-            return;
-        }
-        if line.trim().is_empty() {
-            self.blank_after = !self.lines.is_empty();
-            return;
-        }
-        if self.blank_after {
-            self.lines.clear();
-            self.bytes = 0;
-            self.blank_after = false;
-        }
-        if self.bytes >= self.max {
-            return;
-        }
-        self.bytes += line.len() + 1;
-        self.lines.push(line);
-    }
-
-    fn text(&self) -> String {
-        self.lines.join("\n").trim_end().to_owned()
-    }
-}
-
-#[cfg(test)]
-fn last_block(lines: &[String]) -> String {
-    let mut block = AnswerBlock::new(usize::MAX);
-    for line in lines {
-        block.push(line.clone());
-    }
-    block.text()
 }
 
 #[async_trait]
@@ -731,47 +635,6 @@ mod tests {
             elsewhere.sandboxed_program("my-agent"),
             Path::new("my-agent")
         );
-    }
-
-    #[test]
-    fn the_answer_is_the_last_block() {
-        let l = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(last_block(&l(&["a", "b"])), "a\nb");
-        assert_eq!(
-            last_block(&l(&["step", "", "answer 1", "answer 2", ""])),
-            "answer 1\nanswer 2"
-        );
-        assert_eq!(last_block(&l(&[])), "");
-    }
-
-    /// However much a program prints, the answer's block holds at most its bound (plus one
-    /// line), and a later block replaces it.
-    #[test]
-    fn the_answer_block_is_bounded_as_it_streams() {
-        let mut block = AnswerBlock::new(1000);
-        for i in 0..100_000 {
-            block.push(format!("line {i} of a long answer"));
-        }
-        assert!(block.bytes <= 1000 + 30, "{}", block.bytes);
-        assert!(block.text().starts_with("line 0 "));
-        block.push(String::new());
-        block.push("the answer".into());
-        assert_eq!(block.text(), "the answer");
-    }
-
-    #[tokio::test]
-    async fn long_lines_are_cut_and_the_rest_dropped() {
-        let data = format!("{}\nshort\n", "x".repeat(100));
-        let mut r = BufReader::with_capacity(8, data.as_bytes());
-        assert_eq!(
-            read_capped_line(&mut r, 10).await.unwrap().unwrap(),
-            "x".repeat(10)
-        );
-        assert_eq!(
-            read_capped_line(&mut r, 10).await.unwrap().unwrap(),
-            "short"
-        );
-        assert_eq!(read_capped_line(&mut r, 10).await.unwrap(), None);
     }
 
     #[test]

@@ -57,7 +57,12 @@ pub(super) async fn serve(
     let body = match tokio::time::timeout(BODY_TIMEOUT, read_body(stream, head, rest)).await {
         Ok(Ok(body)) => body,
         Ok(Err(why)) => return Some(Err(("400 Bad Request", why))),
-        Err(_) => return Some(Err(("408 Request Timeout", "the body took too long".to_owned()))),
+        Err(_) => {
+            return Some(Err((
+                "408 Request Timeout",
+                "the body took too long".to_owned(),
+            )));
+        }
     };
     let answer = if route == BROKER_MCP {
         super::broker_mcp::answer(&body, shared).await
@@ -67,7 +72,10 @@ pub(super) async fn serve(
                 .sink
                 .event("tool", "a hook without the run's credential was refused")
                 .await;
-            return Some(Err((FORBIDDEN, "the hook must carry this run's credential".to_owned())));
+            return Some(Err((
+                FORBIDDEN,
+                "the hook must carry this run's credential".to_owned(),
+            )));
         }
         let answer = if route == HOOK_PRE {
             pre_tool_use(&body, shared).await
@@ -79,7 +87,8 @@ pub(super) async fn serve(
     Some(match answer {
         Some(value) => reply(stream, "200 OK", &value).await,
         None => {
-            let accepted = "HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+            let accepted =
+                "HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
             let _ = stream.write_all(accepted.as_bytes()).await;
             Ok(())
         }
@@ -174,7 +183,12 @@ async fn pre_tool_use(body: &[u8], shared: &Shared) -> Value {
                     .get("url")
                     .and_then(Value::as_str)
                     .and_then(|u| url::Url::parse(u).ok())
-                    .and_then(|u| Some(super::authority(u.host_str()?.trim_matches(['[', ']']), u.port_or_known_default()?)))
+                    .and_then(|u| {
+                        Some(super::authority(
+                            u.host_str()?.trim_matches(['[', ']']),
+                            u.port_or_known_default()?,
+                        ))
+                    })
                 && let Ok(mut approved) = shared.approved.lock()
             {
                 approved.insert(key);

@@ -26,10 +26,19 @@ fn result(id: &Value, result: Value) -> Value {
 pub(super) async fn answer(body: &[u8], shared: &Shared) -> Option<Value> {
     let message: Value = match serde_json::from_slice(body) {
         Ok(Value::Object(m)) => Value::Object(m),
-        Ok(_) => return Some(error(&Value::Null, -32600, "one JSON-RPC message per request; batches are not taken")),
+        Ok(_) => {
+            return Some(error(
+                &Value::Null,
+                -32600,
+                "one JSON-RPC message per request; batches are not taken",
+            ));
+        }
         Err(e) => return Some(error(&Value::Null, -32700, &format!("not JSON: {e}"))),
     };
-    let method = message.get("method").and_then(Value::as_str).unwrap_or_default();
+    let method = message
+        .get("method")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     let Some(id) = message.get("id").cloned() else {
         // A notification (initialized, cancelled) or a response: nothing to say.
         return None;

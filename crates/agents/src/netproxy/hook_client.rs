@@ -70,14 +70,18 @@ pub fn run(
     input: impl Read,
 ) -> HookExit {
     let Some(credential) = credential.filter(|c| !c.is_empty()) else {
-        return blocked(format!("refused: {CREDENTIAL_ENV} is not set; the broker cannot be asked"));
+        return blocked(format!(
+            "refused: {CREDENTIAL_ENV} is not set; the broker cannot be asked"
+        ));
     };
     let mut body = Vec::new();
     if let Err(e) = input.take(MAX_INPUT + 1).read_to_end(&mut body) {
         return blocked(format!("refused: the hook's input could not be read: {e}"));
     }
     if body.len() as u64 > MAX_INPUT {
-        return blocked(format!("refused: the call is larger than {MAX_INPUT} bytes"));
+        return blocked(format!(
+            "refused: the call is larger than {MAX_INPUT} bytes"
+        ));
     }
     let answer = match ask(event, socket, credential, timeout, &body) {
         Ok(answer) => answer,
@@ -114,7 +118,8 @@ fn ask(
     body: &[u8],
 ) -> Result<Answer, String> {
     let deadline = Instant::now() + timeout;
-    let mut stream = UnixStream::connect(socket).map_err(|e| format!("{}: {e}", socket.display()))?;
+    let mut stream =
+        UnixStream::connect(socket).map_err(|e| format!("{}: {e}", socket.display()))?;
     stream
         .set_write_timeout(Some(timeout))
         .map_err(|e| e.to_string())?;
@@ -199,7 +204,11 @@ mod tests {
             b"\xff\xfe",
         ];
         for reply in table {
-            assert!(read_answer(reply).is_err(), "{:?}", String::from_utf8_lossy(reply));
+            assert!(
+                read_answer(reply).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(reply)
+            );
         }
         let no = b"HTTP/1.1 200 OK\r\n\r\n{\"allow\":false,\"reason\":\"refused: no\"}";
         assert!(matches!(read_answer(no), Ok(Answer::Refuse(r)) if r == "refused: no"));
@@ -213,7 +222,10 @@ mod tests {
         let no_server = run(HookEvent::PreToolUse, &missing, Some("c"), t, &b"{}"[..]);
         assert_eq!(no_server.status, BLOCK);
         assert!(no_server.stdout.is_empty());
-        assert!(no_server.stderr.contains("could not be asked"), "{no_server:?}");
+        assert!(
+            no_server.stderr.contains("could not be asked"),
+            "{no_server:?}"
+        );
         let no_credential = run(HookEvent::PreToolUse, &missing, None, t, &b"{}"[..]);
         assert_eq!(no_credential.status, BLOCK);
         assert!(no_credential.stderr.contains(CREDENTIAL_ENV));
@@ -226,7 +238,13 @@ mod tests {
             let _ = wait.recv();
             drop(s);
         });
-        let silent = run(HookEvent::PreToolUse, &path, Some("c"), Duration::from_millis(300), &b"{}"[..]);
+        let silent = run(
+            HookEvent::PreToolUse,
+            &path,
+            Some("c"),
+            Duration::from_millis(300),
+            &b"{}"[..],
+        );
         done.send(()).unwrap();
         assert_eq!(silent.status, BLOCK);
         assert!(silent.stderr.contains("no answer within"), "{silent:?}");

@@ -491,7 +491,11 @@ impl BrokerGate {
     /// The session's taint raised by a result's `label`, stored before the result reaches
     /// anyone (a child run reads it); when it cannot be, the gate closes and this says why.
     /// `Ok(true)` when it rose.
-    pub(super) async fn raise(&self, label: broker::Label, sink: &EventSink) -> Result<bool, &'static str> {
+    pub(super) async fn raise(
+        &self,
+        label: broker::Label,
+        sink: &EventSink,
+    ) -> Result<bool, &'static str> {
         let raised = self.with(|m| {
             let before = m.state;
             m.state = before.after(label);

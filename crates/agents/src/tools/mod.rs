@@ -68,7 +68,11 @@ pub trait ToolGate: Send + Sync {
     /// for each of its actions (with its asks), the grants. `Ok` carries the label of what
     /// the call will return, for [`ToolGate::agent_result`]; a refusal is the text the agent
     /// reads.
-    async fn agent_call(&self, call: &AgentCall, sink: &EventSink) -> Result<broker::Label, String> {
+    async fn agent_call(
+        &self,
+        call: &AgentCall,
+        sink: &EventSink,
+    ) -> Result<broker::Label, String> {
         let _ = (call, sink);
         Err("refused: this run's tools decide no agent's own calls".to_owned())
     }

@@ -156,7 +156,9 @@ async fn a_denied_bash_call_never_runs_and_the_model_reads_why() {
         "{results:?}"
     );
     assert!(
-        !results.iter().any(|(text, _)| text.contains(&format!("ran-{marker}"))),
+        !results
+            .iter()
+            .any(|(text, _)| text.contains(&format!("ran-{marker}"))),
         "{results:?}"
     );
     let events = setup.events(&run_id(&outcome));
@@ -177,14 +179,20 @@ async fn a_push_the_rules_deny_is_refused_and_the_same_push_runs_when_allowed() 
     );
     let script = || {
         vec![
-            Reply::Tool("Bash", json!({"command": push.clone(), "description": "push"})),
+            Reply::Tool(
+                "Bash",
+                json!({"command": push.clone(), "description": "push"}),
+            ),
             Reply::Text("finished".to_owned()),
         ]
     };
     let denied = MessagesApi::serve(script()).await;
     let allowed = MessagesApi::serve(script()).await;
     let rules = "{ action = \"shell.exec\", decision = \"allow\" }, { action = \"git.*\", decision = \"allow\" }";
-    let (deny_setup, allow_setup) = (Setup::new(&denied, rules, ""), Setup::new(&allowed, rules, ""));
+    let (deny_setup, allow_setup) = (
+        Setup::new(&denied, rules, ""),
+        Setup::new(&allowed, rules, ""),
+    );
     let (first, second) = tokio::task::spawn_blocking(move || {
         (
             deny_setup.ask(&["--policy-rule", "git.push=deny"]),
@@ -202,9 +210,18 @@ async fn a_push_the_rules_deny_is_refused_and_the_same_push_runs_when_allowed() 
             .any(|(t, e)| *e && t.contains("the run policy denies git.push")),
         "{refused:?}"
     );
-    assert!(!refused.iter().any(|(t, _)| t.contains(&format!("pushed-{marker}"))), "{refused:?}");
+    assert!(
+        !refused
+            .iter()
+            .any(|(t, _)| t.contains(&format!("pushed-{marker}"))),
+        "{refused:?}"
+    );
     let ran = allowed.tool_results();
-    assert!(ran.iter().any(|(t, _)| t.contains(&format!("pushed-{marker}"))), "{ran:?}");
+    assert!(
+        ran.iter()
+            .any(|(t, _)| t.contains(&format!("pushed-{marker}"))),
+        "{ran:?}"
+    );
 }
 
 /// A `Read` outside the grants is refused and its bytes never reach the model; one inside
@@ -227,14 +244,20 @@ async fn a_read_outside_the_grants_is_refused() {
         .await
         .unwrap();
     let results = api.tool_results();
-    assert!(results.iter().any(|(t, e)| !*e && t.contains(&marker)), "{results:?}");
+    assert!(
+        results.iter().any(|(t, e)| !*e && t.contains(&marker)),
+        "{results:?}"
+    );
     assert!(
         results
             .iter()
             .any(|(t, e)| *e && t.contains("refused: fs.read: no-grant")),
         "{results:?}"
     );
-    assert!(!results.iter().any(|(t, _)| t.contains("root:x:0:0")), "{results:?}");
+    assert!(
+        !results.iter().any(|(t, _)| t.contains("root:x:0:0")),
+        "{results:?}"
+    );
 }
 
 /// An ask goes to the run's principal at the terminal: a yes runs the call, a no refuses it;
@@ -243,13 +266,26 @@ async fn a_read_outside_the_grants_is_refused() {
 async fn an_ask_is_answered_by_the_runs_principal_and_refused_at_once_with_nobody() {
     let (yes, no) = (random_marker(), random_marker());
     let api = MessagesApi::serve(vec![
-        Reply::Tool("Write", json!({"file_path": "/workspace/yes.md", "content": yes})),
-        Reply::Tool("Write", json!({"file_path": "/workspace/no.md", "content": no})),
-        Reply::Tool("Bash", json!({"command": "cat /workspace/*.md", "description": "show"})),
+        Reply::Tool(
+            "Write",
+            json!({"file_path": "/workspace/yes.md", "content": yes}),
+        ),
+        Reply::Tool(
+            "Write",
+            json!({"file_path": "/workspace/no.md", "content": no}),
+        ),
+        Reply::Tool(
+            "Bash",
+            json!({"command": "cat /workspace/*.md", "description": "show"}),
+        ),
         Reply::Text("finished".to_owned()),
     ])
     .await;
-    let setup = Setup::new(&api, "{ action = \"shell.exec\", decision = \"allow\" }", "");
+    let setup = Setup::new(
+        &api,
+        "{ action = \"shell.exec\", decision = \"allow\" }",
+        "",
+    );
     let mut cmd = setup.command();
     cmd.args(["ask", "do the task"]);
     let (out, err) = tokio::task::spawn_blocking(move || {
@@ -262,14 +298,24 @@ async fn an_ask_is_answered_by_the_runs_principal_and_refused_at_once_with_nobod
     .unwrap();
     let results = api.tool_results();
     assert!(
-        results.iter().any(|(t, e)| *e && t.contains("needs a person's approval: refused")),
+        results
+            .iter()
+            .any(|(t, e)| *e && t.contains("needs a person's approval: refused")),
         "{results:?}\n{out}\n{err}"
     );
     // What the shell shows of the workspace: the approved file, not the refused one.
-    assert!(results.iter().any(|(t, _)| t.contains(&yes) && !t.contains(&no)), "{results:?}");
+    assert!(
+        results
+            .iter()
+            .any(|(t, _)| t.contains(&yes) && !t.contains(&no)),
+        "{results:?}"
+    );
 
     let nobody = MessagesApi::serve(vec![
-        Reply::Tool("Write", json!({"file_path": "/workspace/x.md", "content": "x"})),
+        Reply::Tool(
+            "Write",
+            json!({"file_path": "/workspace/x.md", "content": "x"}),
+        ),
         Reply::Text("finished".to_owned()),
     ])
     .await;
@@ -319,7 +365,9 @@ impl Drop for Killed {
 
 /// A loopback origin that counts every connection it is offered.
 async fn counting_origin() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .unwrap();
     let port = listener.local_addr().unwrap().port();
     let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let seen = count.clone();
@@ -351,7 +399,9 @@ async fn a_fetch_of_an_ungranted_host_never_reaches_it() {
         .unwrap();
     let results = api.tool_results();
     assert!(
-        results.iter().any(|(t, e)| *e && t.contains("refused: net.fetch: no-grant")),
+        results
+            .iter()
+            .any(|(t, e)| *e && t.contains("refused: net.fetch: no-grant")),
         "{results:?}"
     );
     assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 0);
@@ -391,7 +441,11 @@ async fn the_projects_own_hooks_settings_and_mcp_servers_never_run() {
         Reply::Text("finished".to_owned()),
     ])
     .await;
-    let setup = Setup::new(&api, "{ action = \"shell.exec\", decision = \"allow\" }", "");
+    let setup = Setup::new(
+        &api,
+        "{ action = \"shell.exec\", decision = \"allow\" }",
+        "",
+    );
     let repo = project.repo.clone();
     let outcome = tokio::task::spawn_blocking(move || {
         let out = setup
@@ -400,7 +454,11 @@ async fn the_projects_own_hooks_settings_and_mcp_servers_never_run() {
             .arg(&repo)
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         setup.ask(&["--repo", "acme/web"])
     })
     .await
@@ -411,18 +469,27 @@ async fn the_projects_own_hooks_settings_and_mcp_servers_never_run() {
         .find(|(t, _)| t.contains("env=["))
         .unwrap_or_else(|| panic!("{outcome}\n{results:?}"));
     let (text, _) = shown;
-    assert!(text.contains(".claude") && text.contains(".mcp.json"), "{text}");
+    assert!(
+        text.contains(".claude") && text.contains(".mcp.json"),
+        "{text}"
+    );
     assert!(text.contains("env=[]"), "{text}");
     assert!(!text.contains("overwrote-settings"), "{text}");
     assert!(!text.contains("mcp-server-ran"), "{text}");
-    assert!(!results.iter().any(|(t, _)| t.contains("project-hook-ran")), "{results:?}");
+    assert!(
+        !results.iter().any(|(t, _)| t.contains("project-hook-ran")),
+        "{results:?}"
+    );
     let offered: Vec<String> = api
         .seen()
         .iter()
         .flat_map(|s| s.body["tools"].as_array().cloned().unwrap_or_default())
         .filter_map(|t| t["name"].as_str().map(str::to_owned))
         .collect();
-    assert!(!offered.iter().any(|n| n.starts_with("mcp__")), "{offered:?}");
+    assert!(
+        !offered.iter().any(|n| n.starts_with("mcp__")),
+        "{offered:?}"
+    );
 }
 
 /// The hook fails closed with the real Claude Code: with the broker gone (its socket is
@@ -431,7 +498,10 @@ async fn the_projects_own_hooks_settings_and_mcp_servers_never_run() {
 async fn with_the_broker_gone_every_call_is_refused() {
     let marker = random_marker();
     let api = MessagesApi::serve(vec![
-        Reply::Tool("Bash", json!({"command": format!("echo ran-{marker}"), "description": "say"})),
+        Reply::Tool(
+            "Bash",
+            json!({"command": format!("echo ran-{marker}"), "description": "say"}),
+        ),
         Reply::Tool("Read", json!({"file_path": "/etc/hostname"})),
         Reply::Text("finished".to_owned()),
     ])
@@ -440,13 +510,11 @@ async fn with_the_broker_gone_every_call_is_refused() {
     // A socket left by a server that is gone: connecting is refused.
     let socket = dir.path().join("proxy.sock");
     drop(std::os::unix::net::UnixListener::bind(&socket).unwrap());
-    let settings = agents::claude_code::ClaudeCodeSettings::for_approval_timeout(
-        None,
-        Duration::from_secs(5),
-    );
-    let hooks: Value = serde_json::from_str(&settings.managed_settings(Path::new(env!(
-        "CARGO_BIN_EXE_switchboard"
-    ))))
+    let settings =
+        agents::claude_code::ClaudeCodeSettings::for_approval_timeout(None, Duration::from_secs(5));
+    let hooks: Value = serde_json::from_str(
+        &settings.managed_settings(Path::new(env!("CARGO_BIN_EXE_switchboard"))),
+    )
     .unwrap();
     // The same hooks, pointed at the dead socket.
     let text = hooks.to_string().replace(
@@ -475,155 +543,33 @@ async fn with_the_broker_gone_every_call_is_refused() {
     let out = tokio::task::spawn_blocking(move || {
         use std::io::Write;
         let mut child = cmd.spawn().unwrap();
-        child.stdin.take().unwrap().write_all(b"do the task").unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(b"do the task")
+            .unwrap();
         child.wait_with_output().unwrap()
     })
     .await
     .unwrap();
     let results = api.tool_results();
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "finished", "{results:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "finished",
+        "{results:?}"
+    );
     let refusals = results
         .iter()
         .filter(|(t, e)| *e && t.contains("the broker could not be asked"))
         .count();
     assert_eq!(refusals, 2, "{results:?}");
-    assert!(!results.iter().any(|(t, _)| t.contains(&format!("ran-{marker}"))), "{results:?}");
-}
-
-/// A TLS origin on loopback (a certificate for 127.0.0.1 made with openssl, served by
-/// Python): its port, its certificate, and the request lines it served.
-struct TlsOrigin {
-    port: u16,
-    cert: PathBuf,
-    child: std::process::Child,
-    log: PathBuf,
-}
-
-impl TlsOrigin {
-    fn start(dir: &Path, body: &str) -> TlsOrigin {
-        let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
-        let made = Command::new("openssl")
-            .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"])
-            .args(["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"])
-            .arg("-keyout")
-            .arg(&key)
-            .arg("-out")
-            .arg(&cert)
-            .output()
-            .unwrap();
-        assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
-        let log = dir.join("origin.log");
-        let script = format!(
-            r#"
-import http.server, ssl, sys
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        body = {body:?}.encode()
-        self.send_response(200)
-        self.send_header("content-type", "text/plain")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def log_message(self, *args):
-        with open({log:?}, "a") as f:
-            f.write(self.requestline + "\n")
-s = http.server.HTTPServer(("127.0.0.1", 0), H)
-ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-ctx.load_cert_chain({cert:?}, {key:?})
-s.socket = ctx.wrap_socket(s.socket, server_side=True)
-print(s.server_address[1], flush=True)
-s.serve_forever()
-"#,
-            log = log.display().to_string(),
-            cert = cert.display().to_string(),
-            key = key.display().to_string(),
-        );
-        let mut child = Command::new("python3")
-            .arg("-c")
-            .arg(script)
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        std::io::BufRead::read_line(
-            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-            &mut line,
-        )
-        .unwrap();
-        TlsOrigin {
-            port: line.trim().parse().unwrap(),
-            cert,
-            child,
-            log,
-        }
-    }
-
-    fn served(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for TlsOrigin {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A `WebFetch` a grant marks untrusted: the page is fetched through the run's proxy, and the
-/// run's taint is stored before the request that carries the result reaches the model.
-#[tokio::test(flavor = "multi_thread")]
-async fn taint_from_a_fetch_is_recorded_before_the_model_reads_the_result() {
-    let dir = tempfile::tempdir().unwrap();
-    let marker = random_marker();
-    let origin = TlsOrigin::start(dir.path(), &format!("page text {marker}"));
-    let api = MessagesApi::serve(vec![
-        Reply::Tool(
-            "WebFetch",
-            json!({"url": format!("https://127.0.0.1:{}/page", origin.port), "prompt": "what does it say"}),
-        ),
-        Reply::Text("finished".to_owned()),
-    ])
-    .await;
-    let grant = format!(
-        "[[agent_grants]]\nid = \"page\"\ntool = \"http_fetch\"\nhosts = [\"127.0.0.1:{}\"]\nmode = \"auto\"\nuntrusted = true\n",
-        origin.port
+    assert!(
+        !results
+            .iter()
+            .any(|(t, _)| t.contains(&format!("ran-{marker}"))),
+        "{results:?}"
     );
-    let setup = Setup::new(&api, "{ action = \"net.fetch\", decision = \"allow\" }", &grant);
-    // Claude Code trusts the origin's certificate (NODE_EXTRA_CA_CERTS, bound in read-only).
-    let config = std::fs::read_to_string(setup.config()).unwrap().replace(
-        "[agents]\n",
-        "[agents]\nenv_allow = [\"PATH\", \"NODE_EXTRA_CA_CERTS\"]\n",
-    ).replace(
-        "model = \"claude-scripted\"\n",
-        &format!("model = \"claude-scripted\"\nsandbox_read_only = [\"{}\"]\n", origin.cert.display()),
-    );
-    std::fs::write(setup.config(), config).unwrap();
-    let cert = origin.cert.clone();
-    let (outcome, setup) = tokio::task::spawn_blocking(move || {
-        let out = setup
-            .command()
-            .args(["ask", "--json", "fetch it"])
-            .env("NODE_EXTRA_CA_CERTS", &cert)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        let outcome: Value = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
-        (outcome, setup)
-    })
-    .await
-    .unwrap();
-    assert!(origin.served().contains("GET /page"), "{outcome}\n{:?}", api.tool_results());
-    let events = setup.events(&run_id(&outcome));
-    let taint = events
-        .iter()
-        .find(|e| e["kind"] == "taint")
-        .unwrap_or_else(|| panic!("no taint event: {events:?}"));
-    assert!(taint["body"].as_str().unwrap().contains("\"untrusted\":true"), "{taint}");
-    let stored = SystemTime::UNIX_EPOCH + Duration::from_micros(taint["at"].as_u64().unwrap());
-    let read = api
-        .first_result_holding("")
-        .unwrap_or_else(|| panic!("no result reached the model: {:?}", api.tool_results()));
-    assert!(stored <= read, "the taint was stored after the model read the result");
 }
+
+mod fetch;

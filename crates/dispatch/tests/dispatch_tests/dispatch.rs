@@ -135,6 +135,7 @@ fn dispatcher(w: &World, o: &Options) -> Dispatcher {
     agents.insert(n("failer"), entry(echo(EchoBehaviour::Fail), long));
     let pwd = CommandBackend::new(CommandSettings {
         network: agents::CommandNetwork::Host,
+        claude_code: None,
         argv: vec![script(o.scripts.path(), "echo working\necho\npwd")],
         request_via: RequestVia::Stdin,
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
@@ -152,6 +153,7 @@ fn dispatcher(w: &World, o: &Options) -> Dispatcher {
     );
     let chatty = CommandBackend::new(CommandSettings {
         network: agents::CommandNetwork::Host,
+        claude_code: None,
         argv: vec![script(
             o.scripts.path(),
             "i=0\nwhile [ $i -lt 50 ]; do echo \"line $i of output\"; i=$((i+1)); done",

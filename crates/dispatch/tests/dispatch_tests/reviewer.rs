@@ -14,6 +14,7 @@ use dispatch::{BackendModel, ReviewerAgent};
 fn reviewer(script: &str, timeout: Duration) -> ReviewerAgent {
     let backend = CommandBackend::new(CommandSettings {
         network: agents::CommandNetwork::Host,
+        claude_code: None,
         argv: vec!["/bin/sh".into(), "-c".into(), script.into()],
         request_via: RequestVia::Stdin,
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],

@@ -503,7 +503,9 @@ fn claude_code_spec(t: &Text<'_>, a: &AgentTable) -> Result<BackendSpec, LoadErr
     };
     let network = agent_network(t, None, a.model_endpoint.as_ref(), true)?;
     let network = match network {
-        AgentNetwork::Broker { model: Some(m) } if m.api != agents::netproxy::ModelApi::Anthropic => {
+        AgentNetwork::Broker { model: Some(m) }
+            if m.api != agents::netproxy::ModelApi::Anthropic =>
+        {
             return Err(t.at(
                 a.model_endpoint.as_ref().map_or(0, |m| m.span().start),
                 "Claude Code speaks Anthropic's API: model_endpoint's api must be \"anthropic\"",
@@ -512,14 +514,17 @@ fn claude_code_spec(t: &Text<'_>, a: &AgentTable) -> Result<BackendSpec, LoadErr
         AgentNetwork::Broker { model: None } => AgentNetwork::Broker {
             model: Some(super::agent_network::ModelEndpointSpec {
                 api: agents::netproxy::ModelApi::Anthropic,
-                url: url::Url::parse("https://api.anthropic.com").map_err(|e| t.at(0, e.to_string()))?,
+                url: url::Url::parse("https://api.anthropic.com")
+                    .map_err(|e| t.at(0, e.to_string()))?,
                 key_env: Some("ANTHROPIC_API_KEY".to_owned()),
             }),
         },
         other => other,
     };
     Ok(BackendSpec::Command {
-        argv: std::iter::once(program).chain(settings.arguments()).collect(),
+        argv: std::iter::once(program)
+            .chain(settings.arguments())
+            .collect(),
         request_via: RequestVia::Stdin,
         sandbox: true,
         sandbox_bind: bind_paths(t, a.sandbox_bind.as_ref())?,

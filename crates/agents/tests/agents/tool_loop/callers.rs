@@ -81,7 +81,11 @@ async fn three_callers(
             &drained_sink(),
         )
         .await;
-    let by_loop = if said.starts_with("refused:") { Err(said) } else { Ok(()) };
+    let by_loop = if said.starts_with("refused:") {
+        Err(said)
+    } else {
+        Ok(())
+    };
     // 2 and 3: through a run's proxy socket.
     let socket_of = |gate: Arc<BrokerGate>| {
         let dir = tempfile::tempdir().unwrap();
@@ -113,14 +117,36 @@ async fn three_callers(
             "params": {"name": "shell", "arguments": {"command": command, "cwd": cwd}}}),
     )
     .await;
-    let text = mcp["result"]["content"][0]["text"].as_str().unwrap_or_default().to_owned();
-    let by_mcp = if mcp["result"]["isError"] == true { Err(text) } else { Ok(()) };
+    let text = mcp["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let by_mcp = if mcp["result"]["isError"] == true {
+        Err(text)
+    } else {
+        Ok(())
+    };
     [by_loop, by_hook, by_mcp]
 }
 
+/// (run rules, the shell grant's mode, who answers an ask, cwd, the refusal expected or
+/// `None` for an allow)
+type Row<'a> = (
+    &'a [&'a str],
+    Option<Mode>,
+    &'a Arc<dyn Approver>,
+    &'a str,
+    Option<&'a str>,
+);
+
 /// The workspace's canonical path, as a grant names it.
 fn root(fx: &Fixture) -> String {
-    fx.ws.path().canonicalize().unwrap().to_string_lossy().into_owned()
+    fx.ws
+        .path()
+        .canonicalize()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned()
 }
 
 struct No;
@@ -141,25 +167,72 @@ async fn shell_is_decided_the_same_whichever_agent_calls_it() {
     let yes: Arc<dyn Approver> = Arc::new(Yes);
     let no: Arc<dyn Approver> = Arc::new(No);
     // (rules, the shell grant's mode, who answers an ask, cwd, None = allowed or the refusal)
-    let table: Vec<(&[&str], Option<Mode>, &Arc<dyn Approver>, &str, Option<&str>)> = vec![
+    let table: Vec<Row<'_>> = vec![
         (&["shell.exec=allow"], Some(Mode::Auto), &yes, &ws, None),
         // The sandbox's name for the workspace, as Claude Code reports its cwd.
-        (&["shell.exec=allow"], Some(Mode::Auto), &yes, "/workspace", None),
-        (&["shell.exec=deny"], Some(Mode::Auto), &yes, &ws, Some("the run policy denies shell.exec")),
-        (&["shell.exec=allow"], None, &yes, &ws, Some("shell.exec: no-grant")),
-        (&["shell.exec=allow"], Some(Mode::Deny), &yes, &ws, Some("shell.exec: denied-by-grant")),
-        (&["shell.exec=allow"], Some(Mode::Auto), &yes, &elsewhere, Some("shell.exec: no-grant")),
-        (&[], Some(Mode::Auto), &no, &ws, Some("needs a person's approval: refused")),
+        (
+            &["shell.exec=allow"],
+            Some(Mode::Auto),
+            &yes,
+            "/workspace",
+            None,
+        ),
+        (
+            &["shell.exec=deny"],
+            Some(Mode::Auto),
+            &yes,
+            &ws,
+            Some("the run policy denies shell.exec"),
+        ),
+        (
+            &["shell.exec=allow"],
+            None,
+            &yes,
+            &ws,
+            Some("shell.exec: no-grant"),
+        ),
+        (
+            &["shell.exec=allow"],
+            Some(Mode::Deny),
+            &yes,
+            &ws,
+            Some("shell.exec: denied-by-grant"),
+        ),
+        (
+            &["shell.exec=allow"],
+            Some(Mode::Auto),
+            &yes,
+            &elsewhere,
+            Some("shell.exec: no-grant"),
+        ),
+        (
+            &[],
+            Some(Mode::Auto),
+            &no,
+            &ws,
+            Some("needs a person's approval: refused"),
+        ),
         (&[], Some(Mode::Auto), &yes, &ws, None),
-        (&["shell.exec=allow"], Some(Mode::Ask), &no, &ws, Some("needs a person's approval: refused")),
+        (
+            &["shell.exec=allow"],
+            Some(Mode::Ask),
+            &no,
+            &ws,
+            Some("needs a person's approval: refused"),
+        ),
     ];
     for (rules, mode, person, cwd, want) in table {
         let answers = three_callers(&fx, rules, mode, (*person).clone(), cwd).await;
-        for (caller, answer) in ["openai loop", "Claude Code hook", "broker MCP"].iter().zip(&answers) {
+        for (caller, answer) in ["openai loop", "Claude Code hook", "broker MCP"]
+            .iter()
+            .zip(&answers)
+        {
             match (want, answer) {
                 (None, Ok(())) => {}
                 (Some(why), Err(said)) if said.contains(why) => {}
-                _ => panic!("{rules:?} {mode:?} {cwd}: the {caller} said {answer:?}, expected {want:?}: {answers:?}"),
+                _ => panic!(
+                    "{rules:?} {mode:?} {cwd}: the {caller} said {answer:?}, expected {want:?}: {answers:?}"
+                ),
             }
         }
     }
