@@ -50,7 +50,8 @@
 #           table over 1,000 rules (exact, prefix, unnamed), per call, in batches of 1,000
 #           (crates/broker/benches/decide.rs); then `sh -c true` bare and under bubblewrap,
 #           interleaved (crates/agents/benches/sandbox.rs); a command agent's proxy per
-#           connection and per MiB beside direct TCP (crates/agents/benches/proxy.rs); the peak resident size of the
+#           connection and per MiB beside direct TCP (crates/agents/benches/proxy.rs); Claude Code's
+#           hook per tool call (crates/agents/benches/hook.rs); the peak resident size of the
 #           process making a `shell` call that floods 300 MB of output, beside `true` and beside
 #           the same flood read whole (crates/agents/benches/flood.rs); and a run's own
 #           workspace in a repo of 10,000 files: the base, the working tree and repository,
@@ -145,6 +146,9 @@ case "$what" in
     cargo bench --locked -p agents --bench sandbox | tee -a target/bench/broker.txt
     echo "== a command agent's proxy: per connection and per MiB, beside direct TCP"
     cargo bench --locked -p agents --bench proxy | tee -a target/bench/broker.txt
+    echo "== Claude Code's PreToolUse hook: the decision per tool call, in process and as the binary"
+    cargo build --locked --release -p cli
+    SWITCHBOARD_BIN="$PWD/target/release/switchboard" cargo bench --locked -p agents --bench hook | tee -a target/bench/broker.txt
     echo "== a flood of output: the peak memory of the process making the call"
     cargo bench --locked -p agents --bench flood | tee -a target/bench/broker.txt
     echo "== a run's own workspace in a repo of 10,000 files"

@@ -1,7 +1,8 @@
 //! # agents: the back ends that do a run's work
 //!
 //! What it is: one trait, [`AgentBackend`], and three implementations — [`CommandBackend`]
-//! (any program: the request on stdin or as an argument, each stdout line an event),
+//! (any program: the request on stdin or as an argument, each stdout line an event; Claude
+//! Code is one, started by [`claude_code`] so each of its tool calls passes the broker),
 //! [`OpenAiBackend`] (any OpenAI-compatible chat-completions endpoint, streaming) and
 //! [`EchoBackend`] (built in, deterministic, needs nothing outside the process).
 //!
@@ -67,6 +68,14 @@
 //! | `netproxy/upstream.rs` | resolved once and checked (`tools::net::checked`), connected, relayed; a plain request's `Host` is the decided one, with `Connection: close` |
 //! | `netproxy/model.rs`, `model_body.rs` | the model gateway: its API's paths only (plain segments), the program's key dropped and the real one put on, the headers an API reads and no others, a body asking the provider to reach a host refused; bodies bounded (32 MiB, chunked or not) |
 //! | `netproxy/forwarder.rs` | `switchboard sandbox-forward`: listens on the sandbox's loopback, runs the program, relays to the socket, exits with the program's status |
+//! | `claude_code` | Claude Code as an agent: its arguments (`-p`, `dontAsk`, `--strict-mcp-config`, no settings sources), environment (a fresh `CLAUDE_CONFIG_DIR`) and managed settings (the only hooks and permission rules: `sandbox-hook pre-tool-use` / `post-tool-use`) |
+//! | `claude_code/mapping.rs` | one Claude Code call as the broker decides it (`AgentCall`): its actions and the Switchboard call whose grant it needs (`Bash` → `shell.exec` under `shell`, …) |
+//! | `claude_code/shell_scan.rs` | the git subcommands a `Bash` line plainly runs (through `sh -c`, `$(…)`, `eval`, wrappers, paths), a computed program name, an alias |
+//! | `netproxy/agent_routes.rs` | the run's own endpoints on its socket: the hooks (with the run's credential; `pre-tool-use` decides through `ToolGate::agent_call`, `post-tool-use` raises the taint through `ToolGate::agent_result`) and the broker's MCP tools |
+//! | `netproxy/broker_mcp.rs` | the broker's tools over MCP (streamable HTTP, JSON answers), each call `ToolGate::call` as in the `openai` loop |
+//! | `netproxy/hook_client.rs` | `switchboard sandbox-hook`: the hook's side, failing closed (exit 2) on every fault |
+//! | `command/output.rs` | stdout lines read with their cap; the answer's block (the last, or the whole output for Claude Code) |
+//! | `tools/agent_gate.rs` | `BrokerGate`'s decision of an outside agent's own call: repo:use, the rule table for each action (a denied one first), the grant of the tool it stands for |
 //! | `command/network.rs` | `CommandNetwork`, what the program is told (the proxy in every spelling, the gateway's base URL and a placeholder key, `SWITCHBOARD_MCP_URL` through the forwarder), the run's `network` event |
 //! | `seccomp` | the classic BPF filter, written to the sandbox's scratch directory and opened at fd 9 by `sh` before it execs bwrap |
 //! | `names` | a path folded as a case-insensitive file system sees it (the file tools' deny check; dispatch's `keep/` and `base.rs`) |

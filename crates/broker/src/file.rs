@@ -491,4 +491,37 @@ rules = [
         );
         assert!(toml::from_str::<OrgPolicyToml>("deny_read = []").is_err());
     }
+
+    /// A rule's `tool` written as an outside agent names it is Switchboard's: `Bash` binds the
+    /// calls `shell` does, from either caller; a name no rule can hold is still refused.
+    #[test]
+    fn a_rule_names_a_tool_either_way() {
+        use crate::rules::{RuleKey, RuleTable};
+        for written in ["Bash", "shell"] {
+            let org: OrgPolicyToml = toml::from_str(&format!(
+                "rules = [{{ tool = \"{written}\", action = \"shell.exec\", decision = \"deny\" }}]"
+            ))
+            .unwrap();
+            let table = RuleTable::new(org.rules(), vec![], vec![]);
+            for caller in ["Bash", "shell"] {
+                let key = RuleKey {
+                    action: "shell.exec",
+                    tool: crate::agent_tools::canonical_tool(caller),
+                    model: None,
+                    agent_kind: None,
+                };
+                assert_eq!(
+                    table.lookup(&key).decision,
+                    RuleDecision::Deny,
+                    "a rule on {written}, a call of {caller}"
+                );
+            }
+        }
+        assert!(
+            toml::from_str::<OrgPolicyToml>(
+                "rules = [{ tool = \"Weird Tool\", decision = \"deny\" }]"
+            )
+            .is_err()
+        );
+    }
 }

@@ -20,8 +20,9 @@
 //! [`ratchet`] folds an agent's `restrict_self` promises; the sandbox that enforces deny_read
 //! for programs is `agents::sandbox`.
 //!
-//! Who calls it: `agents::tools::BrokerGate` for every tool call of an `openai` agent, MCP
-//! servers' tools included (built per run by `dispatch`). [`git`] is the `git` tool's vetted
+//! Who calls it: `agents::tools::BrokerGate` for every tool call of an `openai` agent (MCP
+//! servers' tools included), of a Claude Code agent (through its hook) and of any agent on the
+//! broker's MCP tools (built per run by `dispatch`). [`git`] is the `git` tool's vetted
 //! set of subcommands and arguments, checked when its arguments are parsed.
 //!
 //! Also a dependency of `cli` (`ask --policy-rule` checked by `parse_run_rule` before the

@@ -180,11 +180,16 @@ fn agents(t: &Text<'_>, config: &LoadedConfig, secrets: &Secrets, found: &mut Fo
         let Some(program) = argv.first() else {
             continue;
         };
+        // A Claude Code agent names its program with `program`.
+        let key = match spec.backend.claude_code_model() {
+            Some(_) => "program",
+            None => "command",
+        };
         if program_exists(program, &secrets.agent_env) {
             runnable += 1;
         } else {
             found.warnings.push(t.key(
-                &["agents", name.as_str(), "command"],
+                &["agents", name.as_str(), key],
                 format!(
                     "agent `{name}`'s program `{program}` is not on the PATH it gets ({}), so its runs will fail; install it, or write its absolute path",
                     agent_path(&secrets.agent_env)

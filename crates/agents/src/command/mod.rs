@@ -406,23 +406,32 @@ impl CommandBackend {
     }
 }
 
-/// Claude Code's managed settings for the run, written in its scratch directory (made
-/// readable by the sandbox's user under a root server), and where they are bound.
+/// Claude Code's managed settings for the run, in a directory of their own in its scratch
+/// directory, and where it is bound: the whole of `/etc/claude-code`, read-only, so nothing
+/// can be added beside them (a drop-in of `managed-settings.d` would be managed too).
 fn managed_settings(
     claude: &crate::claude_code::ClaudeCodeSettings,
     hook: &Path,
     scratch: &Path,
 ) -> Result<(PathBuf, PathBuf), String> {
+    use std::os::unix::fs::PermissionsExt;
     if hook.to_string_lossy().contains(['\'', '\n']) {
         return Err(format!(
             "{}: the switchboard binary's path holds a quote or a line break, which the hook's command cannot name",
             hook.display()
         ));
     }
-    let file = scratch.join("managed-settings.json");
-    std::fs::write(&file, claude.managed_settings(hook))
-        .map_err(|e| format!("{}: {e}", file.display()))?;
-    Ok((file, PathBuf::from(crate::claude_code::MANAGED_SETTINGS)))
+    let dir = scratch.join("claude-code-managed");
+    let file = dir.join("managed-settings.json");
+    let io = |e: std::io::Error| format!("{}: {e}", dir.display());
+    std::fs::create_dir(&dir).map_err(io)?;
+    std::fs::write(&file, claude.managed_settings(hook)).map_err(io)?;
+    // Read by the sandbox's user under a root server (the directory it is in is root's).
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).map_err(io)?;
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).map_err(io)?;
+    let managed = Path::new(crate::claude_code::MANAGED_SETTINGS);
+    let at = managed.parent().unwrap_or(managed).to_path_buf();
+    Ok((dir, at))
 }
 
 /// The memory block in a file of its own (mode 0600, in the system's temp directory), for

@@ -137,7 +137,7 @@ fn ask(
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Err(format!("no answer within {} s", timeout.as_secs()));
+            return Err(format!("no answer within {} s", timeout.as_secs_f32()));
         }
         stream
             .set_read_timeout(Some(left))
@@ -151,6 +151,15 @@ fn ask(
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            // The read timeout, set to what is left of the deadline.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(format!("no answer within {} s", timeout.as_secs_f32()));
+            }
             Err(e) => return Err(format!("reading the answer: {e}")),
         }
     }

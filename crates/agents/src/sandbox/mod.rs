@@ -142,9 +142,9 @@ pub struct SandboxSpec {
     /// The run's proxy socket (a command agent whose network goes through the broker),
     /// bound at [`crate::netproxy::SANDBOX_PROXY_SOCKET`]. Meant for an unshared network.
     pub proxy_socket: Option<PathBuf>,
-    /// Small files of Switchboard's, each bound read-only at its place inside (host path,
-    /// then where): a Claude Code agent's managed settings. Copied, not bound, under a root
-    /// server's staging.
+    /// Small files or directories of Switchboard's, each bound read-only at its place inside
+    /// (host path, then where): a Claude Code agent's managed settings directory. A file is
+    /// copied, not bound, under a root server's staging.
     pub files: Vec<(PathBuf, PathBuf)>,
     /// A directory outside the workspace for the stub file.
     pub scratch: PathBuf,
@@ -254,7 +254,10 @@ impl Sandbox {
         let mut mount = |source: &Path, dest: &Path, writable: bool| {
             let copied = source == stub
                 || spec.memory.as_deref() == Some(source)
-                || spec.files.iter().any(|(file, _)| file == source);
+                || spec
+                    .files
+                    .iter()
+                    .any(|(file, _)| file == source && file.is_file());
             mounts.push(Mount {
                 source: source.to_path_buf(),
                 dest: dest.to_path_buf(),

@@ -573,3 +573,54 @@ async fn with_the_broker_gone_every_call_is_refused() {
 }
 
 mod fetch;
+
+/// A call the rules allow cannot loosen the ones after it: the managed settings' directory is
+/// read-only (no drop-in beside them), and the user settings Claude Code would read in its
+/// fresh configuration directory are never read.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_allowed_call_cannot_loosen_the_calls_after_it() {
+    let marker = random_marker();
+    let loosen = r#"{"permissions": {"allow": ["Bash"]}, "disableAllHooks": true}"#;
+    let api = MessagesApi::serve(vec![
+        Reply::Tool(
+            "Bash",
+            json!({"command": format!(
+                "mkdir -p /etc/claude-code/managed-settings.d && echo '{loosen}' > /etc/claude-code/managed-settings.d/zz.json && echo dropped-in; \
+                 echo '{loosen}' > $CLAUDE_CONFIG_DIR/settings.json && echo user-settings-written; ls /etc/claude-code"
+            ), "description": "loosen"}),
+        ),
+        Reply::Tool(
+            "Bash",
+            json!({"command": format!("git init -q /tmp/r && echo second-{marker}"), "description": "second"}),
+        ),
+        Reply::Text("finished".to_owned()),
+    ])
+    .await;
+    let setup = Setup::new(
+        &api,
+        "{ action = \"shell.exec\", decision = \"allow\" }",
+        "",
+    );
+    tokio::task::spawn_blocking(move || setup.ask(&[]))
+        .await
+        .unwrap();
+    let results = api.tool_results();
+    let first = results
+        .iter()
+        .find(|(t, _)| t.contains("managed-settings.json"))
+        .unwrap_or_else(|| panic!("{results:?}"));
+    assert!(!first.0.contains("dropped-in"), "{results:?}");
+    // The second call's git init asks (no rule allows it) and nobody is at the keyboard.
+    assert!(
+        results
+            .iter()
+            .any(|(t, e)| *e && t.contains("git.init needs a person's approval")),
+        "{results:?}"
+    );
+    assert!(
+        !results
+            .iter()
+            .any(|(t, _)| t.contains(&format!("second-{marker}"))),
+        "{results:?}"
+    );
+}

@@ -761,4 +761,95 @@ sandbox = false
         assert!(sandbox("plain"), "on by default");
         assert!(!sandbox("open"));
     }
+
+    #[test]
+    fn a_claude_code_agent_is_claude_code_sandboxed_on_the_brokers_network() {
+        let c = ok(r#"
+[agents.cc]
+backend = "claude-code"
+model = "claude-sonnet-4-5"
+[agents.local]
+backend = "claude-code"
+program = "/opt/claude/bin/claude"
+model_endpoint = { api = "anthropic", url = "http://127.0.0.1:9000" }
+"#);
+        let spec = |n: &str| &c.agent_specs[&AgentName::parse(n).unwrap()].backend;
+        let BackendSpec::Command {
+            argv,
+            sandbox,
+            network: AgentNetwork::Broker {
+                model: Some(endpoint),
+            },
+            claude_code: Some(claude),
+            request_via,
+            ..
+        } = spec("cc")
+        else {
+            panic!("{:?}", spec("cc"));
+        };
+        assert_eq!(argv.first().map(String::as_str), Some("claude"));
+        assert!(
+            argv.windows(2)
+                .any(|w| w == ["--model", "claude-sonnet-4-5"])
+        );
+        assert!(*sandbox);
+        assert_eq!(*request_via, RequestVia::Stdin);
+        assert_eq!(endpoint.url.as_str(), "https://api.anthropic.com/");
+        assert_eq!(endpoint.key_env.as_deref(), Some("ANTHROPIC_API_KEY"));
+        assert_eq!(claude.model.as_deref(), Some("claude-sonnet-4-5"));
+        assert_eq!(spec("cc").kind(), "claude-code");
+        assert_eq!(
+            spec("cc").claude_code_model(),
+            Some(Some("claude-sonnet-4-5"))
+        );
+        assert!(spec("cc").network_through_broker());
+        let BackendSpec::Command { argv, network, .. } = spec("local") else {
+            panic!();
+        };
+        assert_eq!(
+            argv.first().map(String::as_str),
+            Some("/opt/claude/bin/claude")
+        );
+        assert!(!argv.contains(&"--model".to_owned()));
+        assert!(matches!(network, AgentNetwork::Broker { model: Some(m) } if m.key_env.is_none()));
+    }
+
+    /// What a claude-code table may not say: each refused with its file, line, key and fix.
+    #[test]
+    fn a_claude_code_agent_refuses_what_would_loosen_it() {
+        let table = [
+            (
+                "command = [\"claude\"]",
+                "`command` is not a setting of the claude-code back end",
+            ),
+            (
+                "sandbox = false",
+                "`sandbox` is not a setting of the claude-code back end",
+            ),
+            (
+                "network = \"host\"",
+                "`network` is not a setting of the claude-code back end",
+            ),
+            (
+                "request_via = \"argument\"",
+                "`request_via` is not a setting",
+            ),
+            ("program = \"  \"", "name Claude Code's program"),
+            (
+                "model_endpoint = { api = \"openai\", url = \"https://api.openai.com\" }",
+                "api must be \"anthropic\"",
+            ),
+            (
+                "model_endpoint = { api = \"anthropic\", url = \"http://example.com\" }",
+                "https",
+            ),
+        ];
+        for (line, says) in table {
+            let e = crate::config::tests::err(&format!(
+                "[agents.cc]\nbackend = \"claude-code\"\n{line}\n"
+            ));
+            assert!(e.starts_with("t.toml:3:"), "{line}: {e}");
+            assert!(e.contains(says), "{line}: {e}");
+        }
+    }
 }

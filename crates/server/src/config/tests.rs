@@ -173,7 +173,7 @@ fn every_fault_names_file_line_column_key_and_fix() {
         ),
         (
             "[agents.a]\nbackend = \"gpt\"",
-            "t.toml:2:11: agents.a.backend: unknown variant `gpt`, expected one of `echo`, `command`, `openai`",
+            "t.toml:2:11: agents.a.backend: unknown variant `gpt`, expected one of `echo`, `command`, `claude-code`, `openai`",
         ),
         (
             "[agents.a]\nbackend = \"command\"",
