@@ -243,6 +243,28 @@ struct ExplainArgs {
     resource: String,
 }
 
+/// `sandbox-hook <event> [--timeout-seconds N] [--socket PATH]` read by hand, so a tool call
+/// does not wait for the whole CLI to be built; `None` (clap reads it, and says why) for any
+/// other shape, `--help` among them.
+fn sandbox_hook_fast(args: Vec<String>) -> Option<u8> {
+    let (event, mut rest) = args.split_first()?;
+    if event.starts_with('-') {
+        return None;
+    }
+    let mut timeout_seconds = 360;
+    let mut socket = PathBuf::from(agents::netproxy::SANDBOX_PROXY_SOCKET);
+    while let Some((flag, more)) = rest.split_first() {
+        let (value, after) = more.split_first()?;
+        match flag.as_str() {
+            "--timeout-seconds" => timeout_seconds = value.parse().ok()?,
+            "--socket" => socket = PathBuf::from(value),
+            _ => return None,
+        }
+        rest = after;
+    }
+    Some(sandbox_hook(event, timeout_seconds, &socket))
+}
+
 /// `sandbox-hook`: one hook of a Claude Code agent; its status is Claude Code's to read (2
 /// blocks the call), its output Claude Code's JSON.
 fn sandbox_hook(event: &str, timeout_seconds: u64, socket: &std::path::Path) -> u8 {
@@ -276,7 +298,8 @@ const DENIED: u8 = 1;
 const USAGE_OR_CONFIG: u8 = 2;
 
 fn main() -> ExitCode {
-    // Claude Code's hook fails closed: a panic anywhere in it exits 2, which blocks the call.
+    // Claude Code's hook, on every tool call: read before the whole CLI is (its time is each
+    // call's), and failing closed: a panic anywhere in it exits 2, which blocks the call.
     if std::env::args_os()
         .nth(1)
         .is_some_and(|a| a == "sandbox-hook")
@@ -285,6 +308,9 @@ fn main() -> ExitCode {
             eprintln!("switchboard: refused: the hook failed: {info}");
             std::process::exit(i32::from(USAGE_OR_CONFIG));
         }));
+        if let Some(code) = sandbox_hook_fast(std::env::args().skip(2).collect()) {
+            return ExitCode::from(code);
+        }
     }
     // This binary is the forwarder inside a command agent's sandbox (`sandbox-forward`).
     if let Ok(me) = std::env::current_exe() {

@@ -7,6 +7,9 @@ use serde_json::{Value, json};
 use super::shell_scan;
 use crate::tools::{AgentCall, ToolCall};
 
+/// The longest `Bash` command line decided (a longer one is refused, never read in part).
+const MAX_COMMAND: usize = 64 * 1024;
+
 /// The call Claude Code is about to make, as its `PreToolUse` hook receives it.
 #[derive(Debug, Clone, serde::Deserialize)]
 pub struct HookInput {
@@ -74,6 +77,12 @@ pub fn agent_call(hook: &HookInput) -> Result<AgentCall, String> {
     Ok(match tool {
         "Bash" => {
             let command = field(input, "command", tool)?;
+            if command.len() > MAX_COMMAND {
+                return Err(format!(
+                    "the command is {} bytes, more than the {MAX_COMMAND} a Bash call may have; write a script file and run it",
+                    command.len()
+                ));
+            }
             let mut actions = vec!["shell.exec".to_owned()];
             let scan = shell_scan::scan(command);
             if let Some(alias) = scan.unknown_git.first() {
@@ -293,6 +302,11 @@ mod tests {
             ("Bash", json!({}), "`command`"),
             ("Bash", json!({"command": 3}), "`command`"),
             ("Bash", json!({"command": "git p"}), "alias"),
+            (
+                "Bash",
+                json!({"command": "x".repeat(64 * 1024 + 1)}),
+                "write a script file",
+            ),
             ("Read", json!({"path": "/x"}), "`file_path`"),
             ("Write", Value::Null, "`file_path`"),
             ("WebFetch", json!({"uri": "x"}), "`url`"),

@@ -7,9 +7,10 @@
 //!   and the only permission rules (`allowManagedPermissionRulesOnly`): a `PreToolUse` hook
 //!   and a `PostToolUse` hook, both the `switchboard` binary (bound read-only) in its
 //!   `sandbox-hook` mode, talking to the run's own proxy socket ([`crate::netproxy`]).
-//! - The permission mode is `dontAsk` and bypassing it is disabled: a call the hook did not
-//!   allow (the hook lost, crashed or timed out in a way Claude Code does not count as a
-//!   block) is refused by Claude Code itself.
+//! - The permission mode is `dontAsk` and bypassing it is disabled: a call that needs a
+//!   permission and that the hook did not allow (a hook killed, or one that could not start,
+//!   which Claude Code does not count as a block) is refused by Claude Code itself; its
+//!   read-only tools in the working directory need none (docs/broker.md says what that leaves).
 //! - No settings file of the workspace or the user is read (`--setting-sources` names none),
 //!   no MCP server but the ones given (`--strict-mcp-config`, none), and its configuration
 //!   directory is fresh for each run in the sandbox's own `/tmp`.

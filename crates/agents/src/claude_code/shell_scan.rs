@@ -3,10 +3,12 @@
 //! path ending in `/git`. The broker decides each as `git.<subcommand>` beside `shell.exec`,
 //! so `git.push = deny` binds `Bash: git push`.
 //!
-//! It is a reading of the text, not a sandbox: a program whose name is computed (`$g push`)
-//! is reported as [`Scan::dynamic`] (decided as `shell.dynamic`), a git subcommand git does not
-//! ship (an alias, which may stand for any other) as [`Scan::unknown_git`] (refused), and a
-//! program that writes a repository's files itself is not git at all (docs/broker.md says so).
+//! It is a reading of the text, not a sandbox: what runs but is not on the line (`$g push`,
+//! `… | sh`, `… | xargs git`) is reported as [`Scan::dynamic`] (decided as `shell.dynamic`), a
+//! git subcommand git does not ship (an alias, which may stand for any other) as
+//! [`Scan::unknown_git`] (refused), any line naming git and a way to push (`push`,
+//! `send-pack`, `receive-pack`) anywhere as a push, and a program that writes a repository's
+//! files itself is not git at all (docs/broker.md says so).
 
 /// What one command line starts.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -26,6 +28,15 @@ const MAX_DEPTH: usize = 8;
 pub fn scan(command: &str) -> Scan {
     let mut scan = Scan::default();
     scan_into(command, 0, &mut scan);
+    // However the line is written (a program that runs git itself, a `find -exec`, an
+    // fsmonitor named in config), a line naming git and a way to push is decided as a push.
+    let lower = command.to_ascii_lowercase();
+    let pushes = ["push", "send-pack", "receive-pack"]
+        .iter()
+        .any(|p| lower.contains(p));
+    if lower.contains("git") && pushes && !scan.git.iter().any(|g| g == "push") {
+        scan.git.push("push".to_owned());
+    }
     scan
 }
 
@@ -256,9 +267,24 @@ const WRAPPERS: [&str; 16] = [
     "env", "command", "exec", "nice", "nohup", "time", "timeout", "stdbuf", "setsid", "sudo",
     "xargs", "builtin", "ionice", "chrt", "unbuffer", "doas",
 ];
+/// Each wrapper's options that take the next word as their value.
+const WRAPPER_VALUED: [(&str, &[&str]); 9] = [
+    ("env", &["-u", "--unset", "-C", "--chdir"]),
+    ("exec", &["-a"]),
+    ("timeout", &["-s", "--signal", "-k", "--kill-after"]),
+    ("nice", &["-n", "--adjustment"]),
+    (
+        "sudo",
+        &["-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U"],
+    ),
+    ("doas", &["-u", "-C"]),
+    ("ionice", &["-c", "-n", "-p"]),
+    ("stdbuf", &["-i", "-o", "-e"]),
+    ("xargs", &["-I", "-L", "-n", "-P", "-s", "-d", "-a", "-E"]),
+];
 /// Shell words that come before a command.
-const KEYWORDS: [&str; 9] = [
-    "then", "do", "else", "elif", "if", "while", "until", "!", "{",
+const KEYWORDS: [&str; 11] = [
+    "then", "do", "else", "elif", "if", "while", "until", "!", "{", "coproc", "time",
 ];
 /// Shells whose `-c` argument is a command line.
 const SHELLS: [&str; 7] = ["sh", "bash", "dash", "zsh", "ksh", "busybox", "ash"];
@@ -278,12 +304,35 @@ fn simple_command(words: &[Word], depth: usize, scan: &mut Scan) {
         let assigned = assignment || (first.text.contains('=') && first.dynamic);
         if assigned || KEYWORDS.contains(&first.text.as_str()) {
             rest = after;
+        } else if first.text == "function" {
+            // `function name { …; }`: its name, then its body's commands.
+            rest = after.get(1..).unwrap_or_default();
         } else if WRAPPERS.contains(&name) && !first.dynamic {
-            // Its options, and a duration or priority that is not an option.
+            // Its options (with their values), and a duration or priority.
+            let valued = WRAPPER_VALUED
+                .iter()
+                .find(|(w, _)| *w == name)
+                .map_or(&[][..], |(_, v)| *v);
             rest = after;
             while let Some((w, more)) = rest.split_first() {
                 let numeric = w.text.chars().next().is_some_and(|c| c.is_ascii_digit());
-                if w.text.starts_with('-') || numeric {
+                if name == "env"
+                    && (w.text.starts_with("-S") || w.text.starts_with("--split-string"))
+                {
+                    // `env -S 'git push'`: a command line of its own.
+                    let line = match w.text.split_once('=').map(|(_, v)| v) {
+                        Some(v) => v.to_owned(),
+                        None if w.text.len() > 2 && w.text.starts_with("-S") => {
+                            w.text[2..].to_owned()
+                        }
+                        None => more.first().map_or(String::new(), |v| v.text.clone()),
+                    };
+                    scan_into(&line, depth + 1, scan);
+                    return;
+                }
+                if valued.contains(&w.text.as_str()) {
+                    rest = more.get(1..).unwrap_or_default();
+                } else if w.text.starts_with('-') || numeric || w.dynamic {
                     rest = more;
                 } else {
                     break;
@@ -301,6 +350,13 @@ fn simple_command(words: &[Word], depth: usize, scan: &mut Scan) {
         return;
     }
     let name = basename(&program.text);
+    if name == "trap" {
+        // `trap 'git push' EXIT`: its first argument is a command line.
+        if let Some(line) = args.first() {
+            scan_into(&line.text, depth + 1, scan);
+        }
+        return;
+    }
     if name == "eval" || name == "." || name == "source" {
         let joined: Vec<&str> = args.iter().map(|w| w.text.as_str()).collect();
         if name == "eval" {
@@ -312,17 +368,21 @@ fn simple_command(words: &[Word], depth: usize, scan: &mut Scan) {
         return;
     }
     if SHELLS.contains(&name) {
-        if let Some(i) = args
-            .iter()
-            .position(|w| w.text.starts_with('-') && w.text.contains('c'))
-        {
-            match args.get(i + 1) {
+        // A command line after `-c` (in a cluster of one-letter options, never `--norc`);
+        // without one, a shell reads its commands from a file or stdin, not from this line.
+        let command_flag = |w: &Word| {
+            w.text.len() > 1
+                && w.text.starts_with('-')
+                && !w.text.starts_with("--")
+                && w.text[1..].chars().all(|c| c.is_ascii_alphabetic())
+                && w.text.contains('c')
+        };
+        match args.iter().position(command_flag) {
+            Some(i) => match args.get(i + 1) {
                 Some(line) => scan_into(&line.text, depth + 1, scan),
                 None => scan.dynamic = true,
-            }
-        } else if args.iter().any(|w| !w.text.starts_with('-')) {
-            // `sh script.sh`: its commands are in a file.
-            scan.dynamic = true;
+            },
+            None => scan.dynamic = true,
         }
         return;
     }
@@ -375,6 +435,8 @@ fn git_subcommand(args: &[Word], scan: &mut Scan) {
             return;
         }
     }
+    // No subcommand on the line: it comes from elsewhere (`… | xargs git`).
+    scan.dynamic = true;
 }
 
 fn add_git(sub: &str, scan: &mut Scan) {
@@ -597,6 +659,24 @@ mod tests {
             "git-push",
             "/usr/lib/git-core/git-send-pack x",
             "sudo git push",
+            "echo push | xargs git",
+            "echo 'git push' | sh",
+            "bash < f.sh",
+            "bash --norc -c 'git push'",
+            "exec -a x git push",
+            "env -u HOME git push",
+            "timeout -s KILL 5 git push",
+            "env -S 'git push'",
+            "function f { git push; }; f",
+            "trap 'git push' EXIT",
+            "coproc git push",
+            "echo $(echo \")\"; git push)",
+            "find . -exec git push \\;",
+            "awk 'BEGIN{system(\"git push\")}'",
+            "python3 -c 'import os; os.system(\"git push\")'",
+            "git -c core.fsmonitor='git push #' status",
+            "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.fsmonitor GIT_CONFIG_VALUE_0='git push #' git status",
+            "git send-pack ../r main",
         ];
         for line in pushes {
             let s = scan(line);
@@ -640,16 +720,7 @@ mod tests {
 
     #[test]
     fn plain_commands_are_plain() {
-        for line in [
-            "ls -la",
-            "cargo test",
-            "echo 'git push' > notes.md",
-            "grep -r \"git push\" .",
-            "# git push",
-            "echo done # git push",
-            "cat <<< git",
-            "",
-        ] {
+        for line in ["ls -la", "cargo test", "echo done", "cat <<< git", ""] {
             let s = scan(line);
             assert!(
                 s.git.is_empty() && !s.dynamic && s.unknown_git.is_empty(),
@@ -657,6 +728,12 @@ mod tests {
             );
         }
         assert_eq!(scan("git status && git diff").git, vec!["status", "diff"]);
-        assert_eq!(scan("git commit -m 'x; git push'").git, vec!["commit"]);
+        // A line that names git and a push anywhere is decided as a push too (fail closed):
+        // a message, a grep, an echo into a file.
+        assert_eq!(
+            scan("git commit -m 'x; git push'").git,
+            vec!["commit", "push"]
+        );
+        assert_eq!(scan("echo 'git push' > notes.md").git, vec!["push"]);
     }
 }

@@ -54,7 +54,28 @@ pub(super) async fn serve(
     if head.method != "POST" {
         return Some(Err((FORBIDDEN, format!("{route} takes POST"))));
     }
-    let body = match tokio::time::timeout(BODY_TIMEOUT, read_body(stream, head, rest)).await {
+    let hook = route != BROKER_MCP;
+    // A hook's credential before its body is read; no more than a few bodies held at once.
+    if hook && !holds_credential(head, shared) {
+        shared
+            .sink
+            .event("tool", "a hook without the run's credential was refused")
+            .await;
+        return Some(Err((
+            FORBIDDEN,
+            "the hook must carry this run's credential".to_owned(),
+        )));
+    }
+    let Ok(reading) = shared.bodies.acquire().await else {
+        return Some(Err((
+            "503 Service Unavailable",
+            "the proxy is closing".to_owned(),
+        )));
+    };
+    let read = tokio::time::timeout(BODY_TIMEOUT, read_body(stream, head, rest)).await;
+    // Held while the bytes arrive, never while a decision waits for a person.
+    drop(reading);
+    let body = match read {
         Ok(Ok(body)) => body,
         Ok(Err(why)) => return Some(Err(("400 Bad Request", why))),
         Err(_) => {
@@ -64,25 +85,10 @@ pub(super) async fn serve(
             )));
         }
     };
-    let answer = if route == BROKER_MCP {
-        super::broker_mcp::answer(&body, shared).await
-    } else {
-        if !holds_credential(head, shared) {
-            shared
-                .sink
-                .event("tool", "a hook without the run's credential was refused")
-                .await;
-            return Some(Err((
-                FORBIDDEN,
-                "the hook must carry this run's credential".to_owned(),
-            )));
-        }
-        let answer = if route == HOOK_PRE {
-            pre_tool_use(&body, shared).await
-        } else {
-            post_tool_use(&body, shared).await
-        };
-        Some(answer)
+    let answer = match route {
+        BROKER_MCP => super::broker_mcp::answer(&body, shared).await,
+        HOOK_PRE => Some(pre_tool_use(&body, shared).await),
+        _ => Some(post_tool_use(&body, shared).await),
     };
     Some(match answer {
         Some(value) => reply(stream, "200 OK", &value).await,
@@ -167,36 +173,43 @@ async fn pre_tool_use(body: &[u8], shared: &Shared) -> Value {
         let _turn = shared.deciding.lock().await;
         shared.gate.agent_call(&call, &shared.sink).await
     };
-    match decided {
-        Ok(label) => {
-            if let Ok(mut pending) = shared.pending.lock() {
-                if pending.len() >= MAX_PENDING {
-                    pending.remove(0);
-                }
-                pending.push((hook.tool_use_id.clone(), label));
-            }
-            // The host a fetch was just allowed for is not asked about again when the
-            // agent connects to it.
-            if call.actions.iter().any(|a| a == "net.fetch")
-                && let Some(key) = hook
-                    .tool_input
-                    .get("url")
-                    .and_then(Value::as_str)
-                    .and_then(|u| url::Url::parse(u).ok())
-                    .and_then(|u| {
-                        Some(super::authority(
-                            u.host_str()?.trim_matches(['[', ']']),
-                            u.port_or_known_default()?,
-                        ))
-                    })
-                && let Ok(mut approved) = shared.approved.lock()
-            {
-                approved.insert(key);
-            }
-            json!({"allow": true})
-        }
-        Err(refused) => refusal(refused),
+    let allowed = match decided {
+        Ok(allowed) => allowed,
+        Err(refused) => return refusal(refused),
+    };
+    // The taint the result will carry is raised, and stored, before the call runs: the
+    // call cannot read and send at the taint it had.
+    match shared.gate.agent_result(allowed.label, &shared.sink).await {
+        Ok(true) => shared.epoch.send_modify(|epoch| *epoch += 1),
+        Ok(false) => {}
+        Err(why) => return refusal(why),
     }
+    if let Ok(mut pending) = shared.pending.lock() {
+        if pending.len() >= MAX_PENDING {
+            pending.remove(0);
+        }
+        pending.push((hook.tool_use_id.clone(), allowed.label));
+    }
+    // A host the run's person just said yes to a fetch of is not asked about again when
+    // the agent connects to it.
+    if allowed.person_said_yes
+        && call.actions.iter().any(|a| a == "net.fetch")
+        && let Some(key) = hook
+            .tool_input
+            .get("url")
+            .and_then(Value::as_str)
+            .and_then(|u| url::Url::parse(u).ok())
+            .and_then(|u| {
+                Some(super::authority(
+                    u.host_str()?.trim_matches(['[', ']']),
+                    u.port_or_known_default()?,
+                ))
+            })
+        && let Ok(mut approved) = shared.approved.lock()
+    {
+        approved.insert(key);
+    }
+    json!({"allow": true})
 }
 
 #[derive(serde::Deserialize)]
@@ -208,8 +221,10 @@ struct PostInput {
     tool_response: Value,
 }
 
-/// Raises the session's taint by the label the call was decided with, stored before the agent
-/// reads the result; a result no decision is waiting for is refused.
+/// What an allowed call returned: the session's taint raised again by the label the call was
+/// decided with (it rose, and was stored, when the call was allowed), and a `tool_result`
+/// event. A result no decision of the run is waiting for is refused (Claude Code tells the
+/// model; the call has run).
 async fn post_tool_use(body: &[u8], shared: &Shared) -> Value {
     let post: PostInput = match serde_json::from_slice(body) {
         Ok(post) => post,
@@ -250,6 +265,6 @@ async fn post_tool_use(body: &[u8], shared: &Shared) -> Value {
                 .await;
             json!({"allow": true})
         }
-        Err(why) => refusal(format!("{why}; the result is withheld")),
+        Err(why) => refusal(why),
     }
 }

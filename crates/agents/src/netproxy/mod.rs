@@ -102,6 +102,8 @@ struct Shared {
     /// Agent calls allowed by their hook and the label of what each returns, by the agent's
     /// call id, until their result comes.
     pending: Mutex<Vec<(String, broker::Label)>>,
+    /// Hook and MCP bodies of this run being read at once (each may be 8 MiB).
+    bodies: tokio::sync::Semaphore,
 }
 
 /// The most model requests one run sends through the gateway at once.
@@ -152,6 +154,7 @@ impl RunProxy {
             epoch: tokio::sync::watch::channel(0).0,
             model_turns: tokio::sync::Semaphore::new(MODEL_TURNS),
             pending: Mutex::new(Vec::new()),
+            bodies: tokio::sync::Semaphore::new(MODEL_TURNS),
         });
         let task = tokio::spawn(async move {
             let mut connections = tokio::task::JoinSet::new();

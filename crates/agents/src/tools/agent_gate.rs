@@ -6,9 +6,9 @@
 use authz_core::{Action, authorize};
 use broker::{Label, RuleDecision, RuleKey};
 
-use super::AgentCall;
 use super::broker_gate::{BrokerGate, refused};
 use super::host_form::in_host_form;
+use super::{AgentAllowed, AgentCall};
 use crate::EventSink;
 
 impl BrokerGate {
@@ -28,7 +28,7 @@ impl BrokerGate {
         &self,
         call: &AgentCall,
         sink: &EventSink,
-    ) -> Result<Label, String> {
+    ) -> Result<AgentAllowed, String> {
         if let Some(why) = self.with(|m| m.closed) {
             return Err(refused(why));
         }
@@ -62,13 +62,25 @@ impl BrokerGate {
                 ),
             )
             .await;
-            return Ok(Label {
-                untrusted: call.untrusted_result,
-                ..Label::default()
+            return Ok(AgentAllowed {
+                label: Label {
+                    untrusted: call.untrusted_result,
+                    ..Label::default()
+                },
+                person_said_yes: said_yes,
             });
         };
         let granted = in_host_form(granted, &self.executor.workspace);
-        let (decision, _) = self.grant(&granted, first, said_yes, sink).await?;
+        let (decision, asked_here) = self
+            .grant(&granted, &call.shown, first, said_yes, sink)
+            .await?;
+        // The path as the executor would open it: beneath its grant, no deny_read name, no
+        // write into .git/, .switchboard/ or a protected path, no link.
+        // The refusal names the path as the agent sees it (its sandbox's), never the host's.
+        let host = self.executor.workspace.to_string_lossy().into_owned();
+        self.executor
+            .check_agent_path(&decision)
+            .map_err(|why| refused(why.replace(&host, crate::sandbox::SANDBOX_WORKSPACE)))?;
         sink.event(
             "tool",
             &format!(
@@ -79,6 +91,9 @@ impl BrokerGate {
             ),
         )
         .await;
-        Ok(decision.label())
+        Ok(AgentAllowed {
+            label: decision.label(),
+            person_said_yes: said_yes || asked_here,
+        })
     }
 }

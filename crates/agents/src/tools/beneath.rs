@@ -19,6 +19,9 @@ pub const NOT_WITHIN: &str =
 /// Said when the kernel cannot resolve beneath a directory: the file tools fail closed.
 const NO_OPENAT2: &str = "this server's kernel cannot resolve paths beneath a directory (openat2, Linux 5.6 or later), so the file tools are off; nothing was done";
 
+/// How many times a walk the kernel saw raced (EAGAIN) is taken again before it is refused.
+const EAGAIN_TRIES: usize = 64;
+
 /// A path opened beneath its grant's root: the open file (or directory), and where it is on
 /// the host, for Switchboard's own checks (a denied name, `.git/`) and never to be shown.
 #[derive(Debug)]
@@ -62,7 +65,16 @@ pub(crate) fn open(root: &str, path: &Path, shown: &Path, flags: OFlag) -> Resul
     let how = OpenHow::new()
         .flags(flags | OFlag::O_CLOEXEC)
         .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS);
-    let fd = openat2(dir.as_fd(), relative.as_path(), how).map_err(|e| match e {
+    // The kernel answers EAGAIN when a rename or a mount anywhere on the machine raced a
+    // `..` of the walk (every sandbox that starts mounts): the walk is taken again.
+    let mut tries = 0;
+    let fd = loop {
+        match openat2(dir.as_fd(), relative.as_path(), how) {
+            Err(Errno::EAGAIN) if tries < EAGAIN_TRIES => tries += 1,
+            other => break other,
+        }
+    }
+    .map_err(|e| match e {
         Errno::ENOSYS => NO_OPENAT2.to_owned(),
         _ => not_within(),
     })?;

@@ -394,10 +394,12 @@ impl BrokerGate {
     }
 
     /// Step 3: the grant set at the moment of execution; with whether a person was asked
-    /// about this very call here (an `ask` grant) and said yes.
+    /// about this very call here (an `ask` grant) and said yes. `shown` is the call as an
+    /// approver sees it (an outside agent's own, whose grant is asked about as `call`).
     pub(super) async fn grant(
         &self,
         call: &ToolCall,
+        shown: &ToolCall,
         action: &str,
         person_said_yes: bool,
         sink: &EventSink,
@@ -420,7 +422,7 @@ impl BrokerGate {
             }
             Outcome::Ask(ask) => {
                 if !person_said_yes {
-                    self.require(call, action, Who::Person, sink).await?;
+                    self.require(shown, action, Who::Person, sink).await?;
                 }
                 // The grants, state and time as they are now, after the wait.
                 let state = self.with(|m| m.state);
@@ -539,7 +541,7 @@ impl BrokerGate {
             ));
         }
         let said_yes = self.rules(&call, action, approved, sink).await?;
-        let (decision, asked_here) = self.grant(&call, action, said_yes, sink).await?;
+        let (decision, asked_here) = self.grant(&call, &call, action, said_yes, sink).await?;
         let taint_rose = self.raise(decision.label(), sink).await.map_err(refused)?;
         sink.event(
             "network",
@@ -586,7 +588,7 @@ impl BrokerGate {
         };
         let action = action.unwrap_or_else(|| call.name.clone());
         let (decision, _) = self
-            .grant(call, &action, person_said_yes, sink)
+            .grant(call, call, &action, person_said_yes, sink)
             .await
             .map_err(|refusal| match &parsed {
                 // The model reads why its arguments were refused, not only that they were.
@@ -662,7 +664,7 @@ impl ToolGate for BrokerGate {
         &self,
         call: &super::AgentCall,
         sink: &EventSink,
-    ) -> Result<broker::Label, String> {
+    ) -> Result<super::AgentAllowed, String> {
         let decided = self.decide_agent_call(call, sink).await;
         if let Err(refusal) = &decided {
             sink.event("tool", &format!("{}: {refusal}", call.shown.name))

@@ -139,7 +139,7 @@ impl Executor {
             .cloned()
     }
 
-    fn refuse_denied(&self, lexical: &Path, real: Option<&Path>) -> Result<(), String> {
+    pub(super) fn refuse_denied(&self, lexical: &Path, real: Option<&Path>) -> Result<(), String> {
         let hit = self
             .denied(lexical)
             .or_else(|| real.and_then(|r| self.denied(r)));
@@ -151,7 +151,7 @@ impl Executor {
 
     /// `path` opened beneath the broadest of `roots` that holds it ([`beneath`]); a refusal
     /// names `shown`, the path the model sent.
-    fn beneath(
+    pub(super) fn beneath(
         &self,
         roots: &[String],
         path: &Path,
@@ -220,7 +220,11 @@ impl Executor {
 
     /// Refuses `shown` (the path the model sent) when it, or where it lands (`real`), is in
     /// `.git`, `.switchboard/` or a protected path.
-    fn refuse_unwritable(&self, shown: &Path, real: Option<&Path>) -> Result<(), String> {
+    pub(super) fn refuse_unwritable(
+        &self,
+        shown: &Path,
+        real: Option<&Path>,
+    ) -> Result<(), String> {
         let hit = self
             .unwritable(shown)
             .or_else(|| real.and_then(|r| self.unwritable(r)));

@@ -5,6 +5,7 @@
 //! moment of execution, and only then the tool.
 
 mod agent_gate;
+mod agent_paths;
 mod beneath;
 mod broker_gate;
 mod capped;
@@ -65,14 +66,10 @@ pub trait ToolGate: Send + Sync {
     }
     /// An outside agent's own tool call (Claude Code's, through its hook), decided before it
     /// runs exactly as the Switchboard call it stands for would be: repo:use, the rule table
-    /// for each of its actions (with its asks), the grants. `Ok` carries the label of what
-    /// the call will return, for [`ToolGate::agent_result`]; a refusal is the text the agent
-    /// reads.
-    async fn agent_call(
-        &self,
-        call: &AgentCall,
-        sink: &EventSink,
-    ) -> Result<broker::Label, String> {
+    /// for each of its actions (with its asks), the grants, the path as the executor would
+    /// open it. `Ok` carries the label of what the call will return, for
+    /// [`ToolGate::agent_result`]; a refusal is the text the agent reads.
+    async fn agent_call(&self, call: &AgentCall, sink: &EventSink) -> Result<AgentAllowed, String> {
         let _ = (call, sink);
         Err("refused: this run's tools decide no agent's own calls".to_owned())
     }
@@ -83,6 +80,15 @@ pub trait ToolGate: Send + Sync {
         let _ = (label, sink);
         Err("refused: this run's tools decide no agent's own calls".to_owned())
     }
+}
+
+/// An outside agent's call the broker allowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AgentAllowed {
+    /// The label of what it will return.
+    pub label: broker::Label,
+    /// Whether the run's principal said yes to this very call.
+    pub person_said_yes: bool,
 }
 
 /// One tool call an outside agent runs itself, as the broker decides it.

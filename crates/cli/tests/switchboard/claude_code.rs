@@ -492,87 +492,8 @@ async fn the_projects_own_hooks_settings_and_mcp_servers_never_run() {
     );
 }
 
-/// The hook fails closed with the real Claude Code: with the broker gone (its socket is
-/// there, nobody answers), every later call is refused and the model reads why.
-#[tokio::test(flavor = "multi_thread")]
-async fn with_the_broker_gone_every_call_is_refused() {
-    let marker = random_marker();
-    let api = MessagesApi::serve(vec![
-        Reply::Tool(
-            "Bash",
-            json!({"command": format!("echo ran-{marker}"), "description": "say"}),
-        ),
-        Reply::Tool("Read", json!({"file_path": "/etc/hostname"})),
-        Reply::Text("finished".to_owned()),
-    ])
-    .await;
-    let dir = tempfile::tempdir().unwrap();
-    // A socket left by a server that is gone: connecting is refused.
-    let socket = dir.path().join("proxy.sock");
-    drop(std::os::unix::net::UnixListener::bind(&socket).unwrap());
-    let settings =
-        agents::claude_code::ClaudeCodeSettings::for_approval_timeout(None, Duration::from_secs(5));
-    let hooks: Value = serde_json::from_str(
-        &settings.managed_settings(Path::new(env!("CARGO_BIN_EXE_switchboard"))),
-    )
-    .unwrap();
-    // The same hooks, pointed at the dead socket.
-    let text = hooks.to_string().replace(
-        "sandbox-hook pre-tool-use",
-        &format!("sandbox-hook pre-tool-use --socket {}", socket.display()),
-    );
-    let file = dir.path().join("settings.json");
-    std::fs::write(&file, text).unwrap();
-    std::fs::create_dir_all(dir.path().join("work")).unwrap();
-    let mut cmd = Command::new(claude());
-    cmd.args(settings.arguments())
-        .arg("--settings")
-        .arg(&file)
-        .current_dir(dir.path().join("work"))
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("HOME", dir.path())
-        .env("CLAUDE_CONFIG_DIR", dir.path().join("config"))
-        .env("ANTHROPIC_BASE_URL", &api.base)
-        .env("ANTHROPIC_API_KEY", "sk-test")
-        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-        .env("SWITCHBOARD_AGENT_TOKEN", "run-credential")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let out = tokio::task::spawn_blocking(move || {
-        use std::io::Write;
-        let mut child = cmd.spawn().unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(b"do the task")
-            .unwrap();
-        child.wait_with_output().unwrap()
-    })
-    .await
-    .unwrap();
-    let results = api.tool_results();
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout).trim(),
-        "finished",
-        "{results:?}"
-    );
-    let refusals = results
-        .iter()
-        .filter(|(t, e)| *e && t.contains("the broker could not be asked"))
-        .count();
-    assert_eq!(refusals, 2, "{results:?}");
-    assert!(
-        !results
-            .iter()
-            .any(|(t, _)| t.contains(&format!("ran-{marker}"))),
-        "{results:?}"
-    );
-}
-
 mod fetch;
+mod hook;
 
 /// A call the rules allow cannot loosen the ones after it: the managed settings' directory is
 /// read-only (no drop-in beside them), and the user settings Claude Code would read in its
@@ -621,6 +542,85 @@ async fn an_allowed_call_cannot_loosen_the_calls_after_it() {
         !results
             .iter()
             .any(|(t, _)| t.contains(&format!("second-{marker}"))),
+        "{results:?}"
+    );
+}
+
+/// Claude Code's own file tools are held to what the executor holds `read_file` and
+/// `write_file` to: a committed link that leads out of a narrower grant reads as missing, and
+/// nothing is written into `.git/`, whatever the grants say.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_agents_own_file_tools_stay_beneath_their_grants() {
+    let project = Project::new(false);
+    let secret = random_marker();
+    std::fs::create_dir_all(project.repo.join("docs")).unwrap();
+    std::fs::create_dir_all(project.repo.join("private")).unwrap();
+    std::fs::write(
+        project.repo.join("private/notes.txt"),
+        format!("{secret}\n"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("../private/notes.txt", project.repo.join("docs/notes.txt"))
+        .unwrap();
+    git(&project.repo, &["add", "-A"]);
+    git(
+        &project.repo,
+        &["commit", "-q", "-m", "docs link to private"],
+    );
+    let api = MessagesApi::serve(vec![
+        Reply::Tool("Read", json!({"file_path": "/workspace/docs/notes.txt"})),
+        Reply::Tool(
+            "Write",
+            json!({"file_path": "/workspace/.git/hooks/post-checkout", "content": "#!/bin/sh\ngit push\n"}),
+        ),
+        Reply::Text("finished".to_owned()),
+    ])
+    .await;
+    // Reads are granted beneath docs/ only; writes in the whole workspace.
+    let grants = "[[agent_grants]]\nid = \"docs-read\"\ntool = \"read_file\"\npaths = [\"{workspace}/docs\"]\nmode = \"auto\"\n";
+    let setup = Setup::new(
+        &api,
+        "{ action = \"fs.write\", decision = \"allow\" }",
+        grants,
+    );
+    let config = std::fs::read_to_string(setup.config()).unwrap().replace(
+        "id = \"ws-read\"\ntool = \"read_file\"\npaths = [\"{workspace}\"]",
+        "id = \"ws-read\"\ntool = \"read_file\"\npaths = [\"{workspace}/src\"]",
+    );
+    std::fs::write(setup.config(), config).unwrap();
+    let repo = project.repo.clone();
+    tokio::task::spawn_blocking(move || {
+        let out = setup
+            .command()
+            .args(["repo", "add", "acme/web", "--path"])
+            .arg(&repo)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        setup.ask(&["--repo", "acme/web"])
+    })
+    .await
+    .unwrap();
+    let results = api.tool_results();
+    assert!(
+        !results.iter().any(|(t, _)| t.contains(&secret)),
+        "{results:?}"
+    );
+    assert!(
+        results.iter().any(|(t, e)| *e
+            && t.contains(
+                "/workspace/docs/notes.txt is not there within the paths you were granted"
+            )),
+        "{results:?}"
+    );
+    assert!(
+        results
+            .iter()
+            .any(|(t, e)| *e && t.contains("is in .git/, which no tool writes to")),
         "{results:?}"
     );
 }

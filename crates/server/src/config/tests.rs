@@ -42,14 +42,14 @@ fn the_embedded_default_and_the_example_load() {
     let tools = &example.tool_policy;
     assert_eq!(
         (tools.grants.len(), tools.org_rules.len()),
-        (4, 2),
+        (7, 2),
         "and the broker's"
     );
     assert_eq!(tools.approval_timeout, Duration::from_secs(300));
     let write = tools
         .grants
         .iter()
-        .find(|g| g.tool == "write_file")
+        .find(|g| g.tool == "write_file" && g.agent.as_deref() == Some("local"))
         .unwrap();
     let resolved = write.resolve(std::path::Path::new("/srv/ws")).unwrap();
     assert_eq!(resolved.paths, ["/srv/ws/docs"]);
