@@ -194,20 +194,20 @@ async fn pre_tool_use(body: &[u8], shared: &Shared) -> Value {
     // the agent connects to it.
     if allowed.person_said_yes
         && call.actions.iter().any(|a| a == "net.fetch")
-        && let Some(key) = hook
+        && let Some(url) = hook
             .tool_input
             .get("url")
             .and_then(Value::as_str)
             .and_then(|u| url::Url::parse(u).ok())
-            .and_then(|u| {
-                Some(super::authority(
-                    u.host_str()?.trim_matches(['[', ']']),
-                    u.port_or_known_default()?,
-                ))
-            })
+        && let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default())
         && let Ok(mut approved) = shared.approved.lock()
     {
-        approved.insert(key);
+        let host = host.trim_matches(['[', ']']);
+        approved.insert(super::authority(host, port));
+        // Claude Code fetches an http URL of the default port over https.
+        if url.scheme() == "http" && url.port().is_none() {
+            approved.insert(super::authority(host, 443));
+        }
     }
     json!({"allow": true})
 }
