@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The official Python MCP SDK (PyPI `mcp`, pinned below) against a real `switchboard serve`:
 # two tokens list different tools, runs_list, a denied runs_get (not_found), ask and ask with
-# wait. The SDK is installed into target/mcp-client-venv (kept between runs). .ci/run calls
-# this; it fails, never skips, when anything is missing.
+# wait; none of the broker's tools offered there. Then the SDK as a sandboxed command agent,
+# calling the broker's tools over MCP on its run's own socket ($SWITCHBOARD_BROKER_MCP_URL).
+# The SDK is installed into target/mcp-client-venv (kept between runs). .ci/run calls this; it
+# fails, never skips, when anything is missing.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"

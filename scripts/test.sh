@@ -22,8 +22,11 @@ fi
 SWITCHBOARD_TEST_CLAUDE="$(scripts/claude-code.sh)"
 export SWITCHBOARD_TEST_CLAUDE
 
+# Most tests wait on programs, sockets and databases rather than the CPU: two per core keep the
+# cores busy (SWITCHBOARD_TEST_THREADS overrides).
+threads="${SWITCHBOARD_TEST_THREADS:-$(( $(nproc) * 2 ))}"
 if cargo nextest --version >/dev/null 2>&1; then
-  cargo nextest run --workspace --lib --bins --tests --locked --no-fail-fast "${filter[@]}"
+  cargo nextest run --workspace --lib --bins --tests --locked --no-fail-fast --test-threads "$threads" "${filter[@]}"
 else
   echo "cargo-nextest not found; running the same tests with cargo test" >&2
   cargo test --workspace --lib --bins --tests --locked --no-fail-fast -- "${skip[@]}"

@@ -71,7 +71,8 @@
 //! | `claude_code` | Claude Code as an agent: its arguments (`-p`, `dontAsk`, `--strict-mcp-config`, no settings sources), environment (a fresh `CLAUDE_CONFIG_DIR`) and managed settings (the only hooks and permission rules: `sandbox-hook pre-tool-use` / `post-tool-use`) |
 //! | `claude_code/mapping.rs` | one Claude Code call as the broker decides it (`AgentCall`): its actions and the Switchboard call whose grant it needs (`Bash` → `shell.exec` under `shell`, …) |
 //! | `claude_code/shell_scan.rs` | the git subcommands a `Bash` line plainly runs (through `sh -c`, `$(…)`, `eval`, wrappers, paths), a computed program name, an alias |
-//! | `netproxy/agent_routes.rs` | the run's own endpoints on its socket: the hooks (with the run's credential; `pre-tool-use` decides through `ToolGate::agent_call`, `post-tool-use` raises the taint through `ToolGate::agent_result`) and the broker's MCP tools |
+//! | `netproxy/agent_routes.rs` | the run's own endpoints on its socket: the hooks (with the run's credential, checked before a body is read; `pre-tool-use` decides through `ToolGate::agent_call` and raises the taint through `ToolGate::agent_result` before it allows; `post-tool-use` raises it again and records the result) and the broker's MCP tools |
+//! | `tools/agent_paths.rs` | an outside agent's file path checked as the executor's: beneath its grant (`openat2`), deny_read, no write into `.git/`, `.switchboard/`, a protected path or through a link |
 //! | `netproxy/broker_mcp.rs` | the broker's tools over MCP (streamable HTTP, JSON answers), each call `ToolGate::call` as in the `openai` loop |
 //! | `netproxy/hook_client.rs` | `switchboard sandbox-hook`: the hook's side, failing closed (exit 2) on every fault |
 //! | `command/output.rs` | stdout lines read with their cap; the answer's block (the last, or the whole output for Claude Code) |

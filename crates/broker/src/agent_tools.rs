@@ -7,9 +7,10 @@
 
 /// Each outside agent tool and the Switchboard tool it stands for. docs/broker.md prints this
 /// table; a tool not in it keeps its own name (made a rule name: [`tool_rule_name`]).
-pub const AGENT_TOOLS: [(&str, &str); 13] = [
+pub const AGENT_TOOLS: [(&str, &str); 14] = [
     ("Bash", "shell"),
     ("Read", "read_file"),
+    ("NotebookRead", "read_file"),
     ("Grep", "read_file"),
     ("Glob", "read_file"),
     ("Write", "write_file"),
@@ -23,8 +24,8 @@ pub const AGENT_TOOLS: [(&str, &str); 13] = [
     ("mcp", "mcp"),
 ];
 
-/// The Switchboard name a tool stands for: an agent's own name through [`AGENT_TOOLS`] (an
-/// `mcp__<server>__<tool>` is `mcp`); any other name is itself.
+/// The Switchboard name a called tool stands for: an agent's own name through [`AGENT_TOOLS`]
+/// (an `mcp__<server>__<tool>` is `mcp`); any other name is itself.
 pub fn canonical_tool(name: &str) -> &str {
     if name.starts_with("mcp__") {
         return "mcp";
@@ -33,6 +34,26 @@ pub fn canonical_tool(name: &str) -> &str {
         .iter()
         .find(|(agent, _)| *agent == name)
         .map_or(name, |(_, ours)| ours)
+}
+
+/// The tool a call's rule key names for `action`: the Switchboard tool whose calls are named so
+/// (`git.push` is `git`'s, whoever runs git: the `git` tool or a `Bash` line), else the called
+/// tool through [`canonical_tool`] (`WebSearch` is `web_search`).
+pub fn key_tool<'a>(action: &str, called: &'a str) -> &'a str {
+    match crate::args::tool_for_action(action) {
+        "" => canonical_tool(called),
+        tool => tool,
+    }
+}
+
+/// A rule's `tool` as written: an agent's own name through [`AGENT_TOOLS`], any other name as
+/// itself. An MCP tool is never named this way (`mcp__github__create_issue` would be every
+/// MCP tool): `None`, and the rule names its action, `mcp.<server>.<tool>`.
+pub fn rule_tool(written: &str) -> Option<&str> {
+    if written.starts_with("mcp__") {
+        return None;
+    }
+    Some(canonical_tool(written))
 }
 
 /// A name as the rule table spells tools and actions (`[a-z0-9_]`): `TodoWrite` is
@@ -72,6 +93,7 @@ mod tests {
         let table = [
             ("Bash", "shell"),
             ("Read", "read_file"),
+            ("NotebookRead", "read_file"),
             ("Grep", "read_file"),
             ("Glob", "read_file"),
             ("Write", "write_file"),
@@ -91,6 +113,26 @@ mod tests {
         for (name, ours) in table {
             assert_eq!(canonical_tool(name), ours, "{name}");
         }
+    }
+
+    #[test]
+    fn a_calls_key_names_the_tool_its_action_belongs_to() {
+        assert_eq!(key_tool("git.push", "Bash"), "git");
+        assert_eq!(key_tool("shell.exec", "Bash"), "shell");
+        assert_eq!(key_tool("fs.read", "Grep"), "read_file");
+        assert_eq!(key_tool("net.search", "WebSearch"), "web_search");
+        assert_eq!(key_tool("tool.todo_write", "TodoWrite"), "TodoWrite");
+        assert_eq!(
+            key_tool("mcp.github.create_issue", "mcp__github__create_issue"),
+            "mcp"
+        );
+    }
+
+    #[test]
+    fn a_rule_names_an_mcp_tool_by_its_action_never_as_a_tool() {
+        assert_eq!(rule_tool("Bash"), Some("shell"));
+        assert_eq!(rule_tool("git"), Some("git"));
+        assert_eq!(rule_tool("mcp__github__create_issue"), None);
     }
 
     #[test]

@@ -84,8 +84,9 @@ struct ToolPattern(NamePattern);
 impl TryFrom<String> for ToolPattern {
     type Error = PatternError;
     fn try_from(text: String) -> Result<Self, PatternError> {
-        NamePattern::parse(crate::agent_tools::canonical_tool(&text), Charset::Lower)
-            .map(ToolPattern)
+        let tool = crate::agent_tools::rule_tool(&text)
+            .ok_or_else(|| PatternError::AgentMcpTool(text.clone()))?;
+        NamePattern::parse(tool, Charset::Lower).map(ToolPattern)
     }
 }
 
@@ -517,11 +518,14 @@ rules = [
                 );
             }
         }
-        assert!(
-            toml::from_str::<OrgPolicyToml>(
-                "rules = [{ tool = \"Weird Tool\", decision = \"deny\" }]"
-            )
-            .is_err()
-        );
+        for refused in ["Weird Tool", "mcp__github__create_issue"] {
+            assert!(
+                toml::from_str::<OrgPolicyToml>(&format!(
+                    "rules = [{{ tool = \"{refused}\", decision = \"deny\" }}]"
+                ))
+                .is_err(),
+                "{refused}"
+            );
+        }
     }
 }

@@ -104,6 +104,10 @@ pub enum PatternError {
     StarInside(String),
     #[error("{0:?}: expected dot-separated names of {1}")]
     Segment(String, &'static str),
+    #[error(
+        "{0:?}: an MCP tool is named by its action (action = \"mcp.<server>.<tool>\"), not as a tool"
+    )]
+    AgentMcpTool(String),
 }
 
 impl NamePattern {

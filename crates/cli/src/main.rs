@@ -1,7 +1,9 @@
 //! # cli: the `switchboard` binary
 //!
 //! What it is: the operator's entry point. A fixed set of local verbs — `serve`, `ask`,
-//! `authz` (`explain`, `matrix`), `db` (`migrate`, `backup`), `config check`, `completions`, `version` —
+//! `authz` (`explain`, `matrix`), `db` (`migrate`, `backup`), `config check`, `completions`, `version`,
+//! and two hidden ones a sandbox runs (`sandbox-forward`, a command agent's network;
+//! `sandbox-hook`, Claude Code's hook, read before the CLI is built) —
 //! and everything else forwarded to the command registry as `cli:local`, in-process, against
 //! the configured store (`switchboard runs list --status all`, `switchboard config get …`).
 //!

@@ -98,9 +98,12 @@ fn broker_line(app: &App) -> SurfaceLine {
                 Some(name.to_string())
             } else {
                 // A Claude Code agent's own calls, through its hook.
-                spec.backend
-                    .claude_code_model()
-                    .map(|_| format!("{name} (Claude Code, through its hook)"))
+                spec.backend.claude_code_model().map(|_| {
+                    format!(
+                        "{name} (Claude Code {}, through its hook)",
+                        agents::claude_code::TESTED_VERSIONS
+                    )
+                })
             }
         })
         .collect();

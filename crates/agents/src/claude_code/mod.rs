@@ -2,8 +2,9 @@
 //! so that every tool call it makes passes the broker before it runs, and nothing in the
 //! workspace can change that.
 //!
-//! - Managed settings ([`managed_settings`]), bound read-only at
-//!   [`MANAGED_SETTINGS`] in the sandbox, are the only hooks that run (`allowManagedHooksOnly`)
+//! - Managed settings ([`ClaudeCodeSettings::managed_settings`]), in a directory of their own
+//!   bound read-only over the sandbox's `/etc/claude-code` (so nothing can be added beside
+//!   [`MANAGED_SETTINGS`]), are the only hooks that run (`allowManagedHooksOnly`)
 //!   and the only permission rules (`allowManagedPermissionRulesOnly`): a `PreToolUse` hook
 //!   and a `PostToolUse` hook, both the `switchboard` binary (bound read-only) in its
 //!   `sandbox-hook` mode, talking to the run's own proxy socket ([`crate::netproxy`]).
@@ -25,15 +26,15 @@ use std::time::Duration;
 
 use serde_json::json;
 
-/// Where Claude Code reads managed settings on Linux (bound read-only in the sandbox).
+/// Where Claude Code reads managed settings on Linux (its directory is bound read-only in the
+/// sandbox).
 pub const MANAGED_SETTINGS: &str = "/etc/claude-code/managed-settings.json";
 /// The run's Claude Code configuration directory, in the sandbox's own `/tmp` (fresh).
 pub const CONFIG_DIR: &str = "/tmp/claude-config";
-/// The Claude Code versions this release is tested with (the npm package
-/// `@anthropic-ai/claude-code`); docs/agents.md says so.
-pub const TESTED_VERSIONS: &str = ">=2.1.300, <2.2";
-/// The version CI installs and the tests drive.
-pub const PINNED_VERSION: &str = "2.1.337";
+/// The Claude Code versions this release is meant for (the npm package
+/// `@anthropic-ai/claude-code`; scripts/claude-code.sh pins the one the tests drive, 2.1.337);
+/// the start-up summary and docs/broker.md say so.
+pub const TESTED_VERSIONS: &str = "2.1.300 to 2.1.x";
 
 /// How one run of Claude Code is started.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,11 +48,12 @@ pub struct ClaudeCodeSettings {
 }
 
 impl ClaudeCodeSettings {
-    /// The settings for an approval timeout: each hook waits a minute beyond it.
+    /// The settings for an approval timeout: a call is asked about at most twice (a reviewer,
+    /// then a person), so each hook waits for two of them and a minute more.
     pub fn for_approval_timeout(model: Option<String>, approval: Duration) -> Self {
         ClaudeCodeSettings {
             model,
-            hook_timeout: approval + Duration::from_secs(60),
+            hook_timeout: approval * 2 + Duration::from_secs(60),
         }
     }
 
@@ -143,9 +145,9 @@ mod tests {
         assert_eq!(pre["matcher"], "*");
         assert_eq!(
             pre["hooks"][0]["command"],
-            "'/sb/switchboard' sandbox-hook pre-tool-use --timeout-seconds 360"
+            "'/sb/switchboard' sandbox-hook pre-tool-use --timeout-seconds 660"
         );
-        assert!(pre["hooks"][0]["timeout"].as_u64().unwrap() > 360);
+        assert!(pre["hooks"][0]["timeout"].as_u64().unwrap() > 660);
         assert!(
             v["hooks"]["PostToolUse"][0]["hooks"][0]["command"]
                 .as_str()

@@ -168,11 +168,9 @@ async fn pre_tool_use(body: &[u8], shared: &Shared) -> Value {
             return refusal(why);
         }
     };
-    // One question at a time to the run's person, as for its connections.
-    let decided = {
-        let _turn = shared.deciding.lock().await;
-        shared.gate.agent_call(&call, &shared.sink).await
-    };
+    // Not under the run's one-question turn: Claude Code's parallel calls are each asked
+    // about (once per call, within the hook's wait), and none waits behind another's ask.
+    let decided = shared.gate.agent_call(&call, &shared.sink).await;
     let allowed = match decided {
         Ok(allowed) => allowed,
         Err(refused) => return refusal(refused),

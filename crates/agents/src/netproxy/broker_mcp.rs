@@ -97,7 +97,12 @@ async fn call(id: &Value, params: &Value, shared: &Shared) -> Value {
     };
     // Not under the run's one-question turn: the call runs here, and a long `shell` would
     // hold every connection's decision.
+    let rises = shared.gate.taint_rises();
     let text = shared.gate.call(&call, &shared.sink).await;
+    // A result that raised the run's taint closes every connection decided before it.
+    if shared.gate.taint_rises() != rises {
+        shared.epoch.send_modify(|epoch| *epoch += 1);
+    }
     let refused = text.starts_with("refused:");
     result(
         id,

@@ -16,7 +16,9 @@
 //! - a request to the proxy itself (`/path`) is the gateway: the agent's declared model
 //!   endpoint for its API paths only, with the real credential put on by Switchboard (the
 //!   agent holds a placeholder), and Switchboard's own MCP endpoint ([`model`]);
-//! - the model endpoint's host is never tunnelled to, and refused on any other path.
+//! - the model endpoint's host is never tunnelled to, and refused on any other path;
+//! - the run's own endpoints ([`agent_routes`]): Claude Code's tool hooks (each call decided
+//!   through [`crate::tools::ToolGate::agent_call`]) and the broker's tools over MCP.
 //!
 //! Must never: connect before the broker allowed the host, connect to an address other than
 //! the one it checked, pass the agent's own credential to the model endpoint, or answer a

@@ -6,22 +6,53 @@
 use authz_core::{Action, authorize};
 use broker::{Label, RuleDecision, RuleKey};
 
+use super::Who;
 use super::broker_gate::{BrokerGate, refused};
 use super::host_form::in_host_form;
 use super::{AgentAllowed, AgentCall};
 use crate::EventSink;
 
 impl BrokerGate {
-    /// Whether the rule table, under the run's promises, denies `action` for `call` outright.
-    fn denies(&self, call: &AgentCall, action: &str) -> bool {
+    /// The rule table's decision for `action` of `call`, under the run's promises.
+    fn bounded(&self, call: &AgentCall, action: &str) -> RuleDecision {
         let key = RuleKey {
             action,
-            tool: broker::agent_tools::canonical_tool(&call.shown.name),
+            tool: broker::agent_tools::key_tool(action, &call.shown.name),
             model: self.model.as_deref(),
             agent_kind: self.agent_kind.as_deref(),
         };
         let answer = self.table.lookup(&key);
-        self.with(|m| m.ratchet.bound(action, answer.decision)) == RuleDecision::Deny
+        self.with(|m| m.ratchet.bound(action, answer.decision))
+    }
+
+    /// Step 2 for every action of the call at once: a denied one refuses it before anyone is
+    /// asked; otherwise one question to each approver the actions need, about the whole call.
+    /// `Ok(true)` when a person said yes to it.
+    async fn rules_for_all(&self, call: &AgentCall, sink: &EventSink) -> Result<bool, String> {
+        let (mut person, mut reviewer) = (false, false);
+        for action in &call.actions {
+            let decision = self.bounded(call, action);
+            if decision == RuleDecision::Deny {
+                // The table's own refusal, with its reason (nothing is asked at a deny).
+                self.rules(&call.shown, action, false, sink).await?;
+                return Err(refused(format!("{action} is denied")));
+            }
+            person |= decision.needs_a_person();
+            reviewer |= decision.needs_a_reviewer();
+        }
+        let actions = call.actions.join(", ");
+        if person && self.person.is_none() {
+            return Err(self.nobody_to_ask(&actions, sink).await);
+        }
+        if reviewer {
+            self.require(&call.shown, &actions, Who::Reviewer, sink)
+                .await?;
+        }
+        if person {
+            self.require(&call.shown, &actions, Who::Person, sink)
+                .await?;
+        }
+        Ok(person)
     }
 
     pub(super) async fn decide_agent_call(
@@ -42,16 +73,7 @@ impl BrokerGate {
                 "the person this run acts for may not use this repository",
             ));
         }
-        // A denied action refuses the call before anyone is asked about another of its actions.
-        let order = call
-            .actions
-            .iter()
-            .filter(|a| self.denies(call, a))
-            .chain(call.actions.iter().filter(|a| !self.denies(call, a)));
-        let mut said_yes = false;
-        for action in order {
-            said_yes |= self.rules(&call.shown, action, false, sink).await?;
-        }
+        let said_yes = self.rules_for_all(call, sink).await?;
         let Some(granted) = &call.granted_as else {
             sink.event(
                 "tool",

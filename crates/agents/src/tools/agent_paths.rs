@@ -11,9 +11,44 @@ use broker::Decision;
 use broker::args::ToolArgs;
 use nix::fcntl::OFlag;
 
+use super::NOT_WITHIN;
+use super::beneath::{self, Beneath};
 use super::exec::Executor;
 
 impl Executor {
+    /// Where a write of `path` lands: its nearest directory that is there, opened beneath the
+    /// grant's root (the agent makes the rest, as Claude Code's `Write` does), with the name
+    /// in it that comes next; and the landing's real path, for the checks.
+    fn existing_ancestor(
+        &self,
+        decision: &Decision,
+        path: &Path,
+    ) -> Result<(std::path::PathBuf, (Beneath, std::ffi::OsString)), String> {
+        let not_within = || format!("{} {NOT_WITHIN}", path.display());
+        let root = beneath::root_of(decision.paths(), path).ok_or_else(not_within)?;
+        let mut missing: Vec<&std::ffi::OsStr> = Vec::new();
+        let mut at = path;
+        loop {
+            let (Some(dir), Some(name)) = (at.parent(), at.file_name()) else {
+                return Err(not_within());
+            };
+            missing.push(name);
+            match beneath::open_errno(root, dir, OFlag::O_PATH | OFlag::O_DIRECTORY) {
+                Ok(opened) => {
+                    let mut real = opened.real.clone();
+                    for name in missing.iter().rev() {
+                        real.push(name);
+                    }
+                    let next = missing.last().copied().unwrap_or_default().to_owned();
+                    return Ok((real, (opened, next)));
+                }
+                // A directory not there yet: the one above it, still beneath the root.
+                Err(nix::errno::Errno::ENOENT) if Path::new(root) != dir => at = dir,
+                Err(_) => return Err(not_within()),
+            }
+        }
+    }
+
     /// `Ok` when the path of `decision` passes what the executor would check; the refusal
     /// names only the path the agent sent.
     pub(crate) fn check_agent_path(&self, decision: &Decision) -> Result<(), String> {
@@ -28,27 +63,19 @@ impl Executor {
                 let path = Path::new(path);
                 self.refuse_denied(path, None)?;
                 self.refuse_unwritable(path, None)?;
-                let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
-                    return Err(format!("{}: not a file path", path.display()));
-                };
-                let dir = self.beneath(
-                    decision.paths(),
-                    parent,
-                    path,
-                    OFlag::O_PATH | OFlag::O_DIRECTORY,
-                )?;
-                let real = dir.real.join(name);
+                let (real, last) = self.existing_ancestor(decision, path)?;
                 self.refuse_denied(path, Some(&real))?;
                 self.refuse_unwritable(path, Some(&real))?;
+                // The first name not there yet, or the file itself: never a link.
                 let stat = nix::sys::stat::fstatat(
-                    &dir.fd,
-                    name,
+                    &last.0.fd,
+                    last.1.as_os_str(),
                     nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
                 );
                 match stat {
                     Ok(st) if (st.st_mode & nix::libc::S_IFMT) == nix::libc::S_IFLNK => {
                         Err(format!(
-                            "{} is a symbolic link; a file tool does not write through links",
+                            "{} is a symbolic link, or lies through one; a file tool does not write through links",
                             path.display()
                         ))
                     }

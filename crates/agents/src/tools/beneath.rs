@@ -45,7 +45,16 @@ pub(crate) fn root_of<'a>(roots: &'a [String], path: &Path) -> Option<&'a str> {
 /// there, whatever the reason, is the one refusal [`NOT_WITHIN`] naming `shown` (the path
 /// the model sent: `path` itself, or the file whose directory `path` is).
 pub(crate) fn open(root: &str, path: &Path, shown: &Path, flags: OFlag) -> Result<Beneath, String> {
-    let not_within = || format!("{} {NOT_WITHIN}", shown.display());
+    open_errno(root, path, flags).map_err(|e| match e {
+        Errno::ENOSYS => NO_OPENAT2.to_owned(),
+        _ => format!("{} {NOT_WITHIN}", shown.display()),
+    })
+}
+
+/// [`open`], with the kernel's reason when it fails (`ENOENT`: a part of the path is not
+/// there; `EXDEV`, `ELOOP`: a link leads out); for Switchboard's own checks, never shown.
+pub(crate) fn open_errno(root: &str, path: &Path, flags: OFlag) -> Result<Beneath, Errno> {
+    let not_within = || Errno::EXDEV;
     let relative = path
         .strip_prefix(root)
         .map_err(|_| not_within())?
@@ -73,11 +82,7 @@ pub(crate) fn open(root: &str, path: &Path, shown: &Path, flags: OFlag) -> Resul
             Err(Errno::EAGAIN) if tries < EAGAIN_TRIES => tries += 1,
             other => break other,
         }
-    }
-    .map_err(|e| match e {
-        Errno::ENOSYS => NO_OPENAT2.to_owned(),
-        _ => not_within(),
-    })?;
+    }?;
     let real = real_path(&fd).ok_or_else(not_within)?;
     Ok(Beneath { fd, real })
 }

@@ -25,6 +25,7 @@ use broker::{
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::blanks::{MAX_SHOWN_BLANKS, longest_blank_run};
 use super::exec::{ExecLimits, Executor};
 use super::host_form::in_host_form;
 use super::mcp::McpServers;
@@ -142,6 +143,8 @@ pub(super) struct Mutable {
     pub(super) state: SessionState,
     pub(super) ratchet: Ratchet,
     calls: u64,
+    /// How many times the session's taint rose in this gate.
+    rises: u64,
     /// Why every later call is refused, once something the run's safety needs could not be
     /// recorded.
     pub(super) closed: Option<&'static str>,
@@ -155,7 +158,7 @@ pub struct BrokerGate {
     pub(super) table: RuleTable,
     pub(super) agent_kind: Option<String>,
     pub(super) model: Option<String>,
-    person: Option<Arc<dyn Approver>>,
+    pub(super) person: Option<Arc<dyn Approver>>,
     reviewer: Arc<dyn Approver>,
     approval_timeout: Duration,
     clock: Clock,
@@ -181,33 +184,6 @@ struct RestrictArgs {
 struct WidenArgs {
     promise: String,
     now: String,
-}
-
-/// The most blank characters in a row a call shown to an approver may hold: past it, what
-/// follows the blank run scrolls out of a Slack message or a page's line.
-const MAX_SHOWN_BLANKS: usize = 32;
-
-/// The longest run of blank characters in a call's JSON arguments: Unicode white space, and
-/// the escapes `\n`, `\t` and `\r` each as one.
-fn longest_blank_run(arguments: &str) -> usize {
-    let (mut longest, mut current) = (0usize, 0usize);
-    let mut chars = arguments.chars().peekable();
-    while let Some(c) = chars.next() {
-        let blank = if c == '\\' {
-            match chars.peek() {
-                Some('n' | 't' | 'r') => {
-                    chars.next();
-                    true
-                }
-                _ => false,
-            }
-        } else {
-            c.is_whitespace() || matches!(c, '\u{200b}' | '\u{2800}' | '\u{3164}' | '\u{115f}')
-        };
-        current = if blank { current + 1 } else { 0 };
-        longest = longest.max(current);
-    }
-    longest
 }
 
 impl BrokerGate {
@@ -246,6 +222,7 @@ impl BrokerGate {
                 state: settings.state,
                 ratchet: settings.ratchet,
                 calls: 0,
+                rises: 0,
                 closed: None,
             }),
             _scratch: scratch,
@@ -285,7 +262,7 @@ impl BrokerGate {
 
     /// Asks `who` to allow the call; anything but a yes is the refusal the model reads. The
     /// approver is shown the call exactly as it will run ([`BrokerGate::shown`]).
-    async fn require(
+    pub(super) async fn require(
         &self,
         call: &ToolCall,
         action: &str,
@@ -333,7 +310,7 @@ impl BrokerGate {
 
     /// The refusal of an ask in a run whose principal is not a person: at once, never after
     /// a wait.
-    async fn nobody_to_ask(&self, action: &str, sink: &EventSink) -> String {
+    pub(super) async fn nobody_to_ask(&self, action: &str, sink: &EventSink) -> String {
         let principal = self
             .agent
             .on_behalf_of
@@ -360,7 +337,7 @@ impl BrokerGate {
     ) -> Result<bool, String> {
         let key = RuleKey {
             action,
-            tool: broker::agent_tools::canonical_tool(&call.name),
+            tool: broker::agent_tools::key_tool(action, &call.name),
             model: self.model.as_deref(),
             agent_kind: self.agent_kind.as_deref(),
         };
@@ -501,6 +478,9 @@ impl BrokerGate {
         let raised = self.with(|m| {
             let before = m.state;
             m.state = before.after(label);
+            if m.state != before {
+                m.rises += 1;
+            }
             (m.state != before).then_some(m.state)
         });
         if let Some(state) = raised {
@@ -671,6 +651,10 @@ impl ToolGate for BrokerGate {
                 .await;
         }
         decided
+    }
+
+    fn taint_rises(&self) -> u64 {
+        self.with(|m| m.rises)
     }
 
     async fn agent_result(&self, label: broker::Label, sink: &EventSink) -> Result<bool, String> {

@@ -1,5 +1,6 @@
 //! Tool calls from a model. The `openai` back end offers the tools a [`ToolGate`] defines and
-//! hands it every call the model makes; the gate's answer (a result or a refusal, both text) is
+//! hands it every call the model makes (so do the broker's MCP tools on a run's socket, and
+//! Claude Code's hook its own calls, as [`AgentCall`]s); the gate's answer (a result or a refusal, both text) is
 //! what the model reads back. [`BrokerGate`] is the gate that puts the broker in front of every
 //! call: authz `repo:use`, the rule table (with the ratchet and approvals), then `decide` at the
 //! moment of execution, and only then the tool.
@@ -7,6 +8,7 @@
 mod agent_gate;
 mod agent_paths;
 mod beneath;
+mod blanks;
 mod broker_gate;
 mod capped;
 mod exec;
@@ -73,9 +75,15 @@ pub trait ToolGate: Send + Sync {
         let _ = (call, sink);
         Err("refused: this run's tools decide no agent's own calls".to_owned())
     }
-    /// What an allowed agent call returned, labelled at its decision: the session's taint
-    /// raised and stored before the agent reads it. `Ok(true)` when it rose; a refusal when
-    /// it could not be stored (the gate is closed then).
+    /// How many times the run's taint has risen in this gate: a caller that sees it move
+    /// closes what it decided before (the run's proxy, its connections).
+    fn taint_rises(&self) -> u64 {
+        0
+    }
+    /// An allowed agent call's label: the session's taint raised by it and stored (when the
+    /// call is allowed, before it runs, and again when its result comes, before the agent reads
+    /// it). `Ok(true)` when it rose; a refusal when it could not be stored (the gate is closed
+    /// then).
     async fn agent_result(&self, label: broker::Label, sink: &EventSink) -> Result<bool, String> {
         let _ = (label, sink);
         Err("refused: this run's tools decide no agent's own calls".to_owned())

@@ -573,6 +573,12 @@ async fn the_agents_own_file_tools_stay_beneath_their_grants() {
             "Write",
             json!({"file_path": "/workspace/.git/hooks/post-checkout", "content": "#!/bin/sh\ngit push\n"}),
         ),
+        // A new file in directories not there yet: Claude Code makes them, and the check
+        // looks at the nearest one that is.
+        Reply::Tool(
+            "Write",
+            json!({"file_path": "/workspace/fresh/deeper/made.md", "content": "made\n"}),
+        ),
         Reply::Text("finished".to_owned()),
     ])
     .await;
@@ -621,6 +627,12 @@ async fn the_agents_own_file_tools_stay_beneath_their_grants() {
         results
             .iter()
             .any(|(t, e)| *e && t.contains("is in .git/, which no tool writes to")),
+        "{results:?}"
+    );
+    assert!(
+        results
+            .iter()
+            .any(|(t, e)| !*e && t.contains("/workspace/fresh/deeper/made.md")),
         "{results:?}"
     );
 }

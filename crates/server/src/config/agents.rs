@@ -339,10 +339,8 @@ impl BackendSpec {
         }
     }
 
-    /// Whether the agent's network goes through the broker (a sandboxed command agent's,
-    /// unless it says `network = "host"`): its runs get a broker gate for it.
     /// The model the broker's rules match for a Claude Code agent (its config's, never what
-    /// the process reports).
+    /// the process reports); `None` for any other back end.
     pub fn claude_code_model(&self) -> Option<Option<&str>> {
         match self {
             BackendSpec::Command {
@@ -353,6 +351,9 @@ impl BackendSpec {
         }
     }
 
+    /// Whether the agent's network goes through the broker (a sandboxed command agent's,
+    /// unless it says `network = "host"`; a Claude Code agent's always): its runs get a broker
+    /// gate for it.
     pub fn network_through_broker(&self) -> bool {
         matches!(self, BackendSpec::Command { network, .. } if network.through_broker())
     }

@@ -237,3 +237,99 @@ async fn shell_is_decided_the_same_whichever_agent_calls_it() {
         }
     }
 }
+
+/// The hook routes ask nothing of a request without the run's credential, and a result no
+/// decision of the run is waiting for is refused.
+#[tokio::test]
+async fn a_hook_without_the_credential_or_a_decision_is_refused() {
+    let fx = Fixture::new();
+    let yes: Arc<dyn Approver> = Arc::new(Yes);
+    let gate = Arc::new(BrokerGate::new(fx.settings(Ratchet::default(), yes)).unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("proxy.sock");
+    let routes = Routes {
+        credential: Some("the-run".into()),
+        ..Routes::default()
+    };
+    let _proxy = RunProxy::start(&socket, gate, routes, drained_sink()).unwrap();
+    let call = json!({"tool_name": "Bash", "tool_input": {"command": "ls"}, "cwd": "/workspace", "tool_use_id": "t1"}).to_string();
+    for credential in ["", "x-switchboard-run-credential: another-run\r\n"] {
+        let mut s = tokio::net::UnixStream::connect(&socket).await.unwrap();
+        let head = format!(
+            "POST {HOOK_PRE} HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n{credential}\r\n",
+            call.len()
+        );
+        s.write_all(head.as_bytes()).await.unwrap();
+        s.write_all(call.as_bytes()).await.unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).await.unwrap();
+        assert!(out.starts_with("HTTP/1.1 403"), "{credential:?}: {out}");
+        assert!(out.contains("this run's credential"), "{out}");
+    }
+    let orphan = post(
+        &socket,
+        agents::netproxy::agent_routes::HOOK_POST,
+        &json!({"tool_name": "Bash", "tool_use_id": "never-decided", "tool_response": "x"}),
+    )
+    .await;
+    assert_eq!(orphan["allow"], false, "{orphan}");
+    assert!(
+        orphan["reason"]
+            .as_str()
+            .unwrap()
+            .contains("no decision of this run allowed"),
+        "{orphan}"
+    );
+}
+
+/// Counts the questions it is asked, and says yes.
+struct Counting(std::sync::atomic::AtomicUsize);
+
+#[async_trait]
+impl Approver for Counting {
+    async fn approve(&self, question: &Question) -> Answer {
+        assert_eq!(question.tool, "Bash");
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Answer::Yes
+    }
+}
+
+/// A call whose actions each ask (`Bash` running `git commit`: `shell.exec` and `git.commit`,
+/// both `ask` by the shipped rules) is one question about the whole call, and a `deny` among
+/// them refuses it before anyone is asked.
+#[tokio::test]
+async fn a_call_is_one_question_however_many_of_its_actions_ask() {
+    let fx = Fixture::new();
+    let counting = Arc::new(Counting(std::sync::atomic::AtomicUsize::new(0)));
+    let mut settings = fx.settings(Ratchet::default(), counting.clone());
+    settings.table = RuleTable::new(vec![], vec![], vec![]);
+    let mut grants: Vec<Grant> = grants(fx.ws.path())
+        .into_iter()
+        .filter(|g| g.tool != "shell")
+        .collect();
+    grants.push(Grant {
+        paths: vec![root(&fx)],
+        ..grant("shell-ws", "shell")
+    });
+    settings.grants = ToolGrants::new(grants).unwrap();
+    let gate = BrokerGate::new(settings).unwrap();
+    let call = |command: &str| {
+        agents::claude_code::mapping::agent_call(&agents::claude_code::mapping::HookInput {
+            tool_name: "Bash".into(),
+            tool_input: json!({"command": command}),
+            cwd: "/workspace".into(),
+            tool_use_id: "t".into(),
+        })
+        .unwrap()
+    };
+    let commit = call("git commit -qm x");
+    assert_eq!(commit.actions, ["shell.exec", "git.commit"]);
+    let allowed = gate.agent_call(&commit, &drained_sink()).await.unwrap();
+    assert!(allowed.person_said_yes);
+    assert_eq!(counting.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+    // git.push is denied by the shipped rules: refused, and nobody asked.
+    let push = call("git push");
+    let refused = gate.agent_call(&push, &drained_sink()).await.unwrap_err();
+    assert!(refused.contains("denies git.push"), "{refused}");
+    assert_eq!(counting.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+}

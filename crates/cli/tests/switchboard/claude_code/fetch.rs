@@ -173,4 +173,15 @@ async fn taint_from_a_fetch_is_recorded_before_the_model_reads_the_result() {
         stored <= read,
         "the taint was stored after the model read the result"
     );
+    // The page itself first reaches a model in WebFetch's own summarising request, during the
+    // call: the taint was stored before that too (it rises when the call is allowed).
+    let page = api
+        .seen()
+        .into_iter()
+        .find(|s| s.body.to_string().contains(&marker))
+        .unwrap_or_else(|| panic!("the page never reached the model"));
+    assert!(
+        stored <= page.at,
+        "the taint was stored after the page reached a model"
+    );
 }
