@@ -94,6 +94,22 @@ impl Setup {
         })
     }
 
+    /// `repo add acme/web --path <repo>`, then [`Setup::ask`] in that repo.
+    fn ask_in(&self, repo: &Path) -> Value {
+        let out = self
+            .command()
+            .args(["repo", "add", "acme/web", "--path"])
+            .arg(repo)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        self.ask(&["--repo", "acme/web"])
+    }
+
     /// The run's events as JSON.
     fn events(&self, id: &str) -> Vec<Value> {
         let out = self
@@ -447,22 +463,9 @@ async fn the_projects_own_hooks_settings_and_mcp_servers_never_run() {
         "",
     );
     let repo = project.repo.clone();
-    let outcome = tokio::task::spawn_blocking(move || {
-        let out = setup
-            .command()
-            .args(["repo", "add", "acme/web", "--path"])
-            .arg(&repo)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        setup.ask(&["--repo", "acme/web"])
-    })
-    .await
-    .unwrap();
+    let outcome = tokio::task::spawn_blocking(move || setup.ask_in(&repo))
+        .await
+        .unwrap();
     let results = api.tool_results();
     let shown = results
         .iter()
@@ -595,22 +598,9 @@ async fn the_agents_own_file_tools_stay_beneath_their_grants() {
     );
     std::fs::write(setup.config(), config).unwrap();
     let repo = project.repo.clone();
-    tokio::task::spawn_blocking(move || {
-        let out = setup
-            .command()
-            .args(["repo", "add", "acme/web", "--path"])
-            .arg(&repo)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        setup.ask(&["--repo", "acme/web"])
-    })
-    .await
-    .unwrap();
+    tokio::task::spawn_blocking(move || setup.ask_in(&repo))
+        .await
+        .unwrap();
     let results = api.tool_results();
     assert!(
         !results.iter().any(|(t, _)| t.contains(&secret)),
