@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use serde::Serialize;
 
 use crate::grants::{GrantSet, Grants};
+use crate::groups::{GroupFacts, GroupId};
 use crate::ids::{ActorId, ActorKind, ChannelId};
 
 /// Where a chat actor spoke: context for channel-scoped commands, never authority.
@@ -32,6 +33,19 @@ pub struct Actor {
     /// does. Empty unless a surface supplied them ([`Actor::with_memberships`]).
     #[serde(skip_serializing_if = "BTreeSet::is_empty")]
     pub memberships: BTreeSet<ChannelId>,
+    /// The groups whose grants the resolver added to `grants` (declared groups listing the
+    /// id, and the groups of `group_facts` the table names): for explanations only, since
+    /// `grants` already holds what they give.
+    #[serde(skip_serializing_if = "BTreeSet::is_empty")]
+    pub groups: BTreeSet<GroupId>,
+    /// The group facts the surface supplied, kept so a reloaded table resolves the same
+    /// actor again ([`crate::GrantsTable::resolve_again`]) and a refusal names a failed lookup.
+    #[serde(skip_serializing_if = "GroupFacts::is_empty")]
+    pub group_facts: GroupFacts,
+    /// A person of another workspace the surface let in: only their own entry and the
+    /// declared groups that list them, never a baseline, surface entry or directory's group.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub outsider: bool,
 }
 
 impl Actor {

@@ -1,5 +1,5 @@
-//! The `grants` and `restrict` config blocks, the baselines, and the one resolver,
-//! `grants_for`, every surface asks for an actor's grants.
+//! The `grants`, `groups` and `restrict` config blocks, the baselines, and the one resolver,
+//! [`GrantsTable::resolve`], every surface asks for an actor's grants.
 //!
 //! Parsing is fail-closed: every fault fails the load naming the key and field. Nothing is
 //! skipped, mapped or widened.
@@ -13,6 +13,10 @@ use crate::action::{Action, ActionError, CommandGroup, Effect};
 use crate::actor::Actor;
 use crate::decide::authorize;
 use crate::grants::{ALL_GRANTS, GrantSet, Grants, NO_GRANTS};
+use crate::groups::{
+    DeclaredGroups, GroupFacts, GroupId, GroupKind, SLACK_GROUP_REFUSED, parse_groups,
+    slack_group_fault,
+};
 use crate::ids::{
     ActorId, ActorKind, AgentName, Baseline, ChannelId, IdError, Namespace, RepoSlug, ScheduleName,
 };
@@ -37,7 +41,7 @@ pub struct ConfigError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigProblem {
     #[error(
-        "`{0}` is not a configuration key; grants and restrict are the only authorization keys (move these rights into [grants.\"<actor id>\"] entries)"
+        "`{0}` is not a configuration key; grants, groups and restrict are the only authorization keys (move these rights into [grants.\"<actor id>\"] or [grants.\"group:<name>\"] entries)"
     )]
     ForbiddenKey(String),
     #[error("must be a table")]
@@ -49,7 +53,7 @@ pub enum ConfigProblem {
     #[error("{0}")]
     BadId(IdError),
     #[error(
-        "unknown id prefix; a grants key starts with slack:, http:, mcp:, access:, access:svc:, schedule: or agent:, or is a surface entry (slack:*, http:*, mcp:*, access:*)"
+        "unknown id prefix; a grants key starts with slack:, http:, mcp:, access:, access:svc:, schedule:, agent: or group:, or is a surface entry (slack:*, http:*, mcp:*, access:*)"
     )]
     UnknownPrefix,
     #[error("the name after the prefix is empty")]
@@ -74,6 +78,14 @@ pub enum ConfigProblem {
     UnknownAgent { action: String, agent: String },
     #[error("`{0}` is not a declared agent; declare it as [agents.{0}] or remove it")]
     UnregisteredAgent(String),
+    #[error("{0}")]
+    Groups(String),
+    #[error("{0} is not declared; list its members under [groups] as {1} = [\"<actor id>\", …]")]
+    UndeclaredGroup(String, String),
+    #[error(
+        "a Slack user group's grants may not hold {0}: many workspaces let any member edit a user group (refused: {SLACK_GROUP_REFUSED}); grant it to a [groups] group or to people by id"
+    )]
+    SlackGroupGrant(String),
 }
 
 fn err(key: impl Into<String>, problem: ConfigProblem) -> ConfigError {
@@ -83,11 +95,12 @@ fn err(key: impl Into<String>, problem: ConfigProblem) -> ConfigError {
     }
 }
 
-/// A grants key: one actor, or a whole surface.
+/// A grants key: one actor, a whole surface, or a group.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum GrantsKey {
     Actor(ActorId),
     Surface(Surface),
+    Group(GroupId),
 }
 
 fn parse_grants_key(key: &str, path: &str) -> Result<GrantsKey, ConfigError> {
@@ -96,6 +109,11 @@ fn parse_grants_key(key: &str, path: &str) -> Result<GrantsKey, ConfigError> {
         .find(|s| s.entry_key() == Some(key))
     {
         return Ok(GrantsKey::Surface(surface));
+    }
+    if key.starts_with("group:") {
+        return GroupId::parse(key)
+            .map(GrantsKey::Group)
+            .map_err(|e| err(path, ConfigProblem::BadId(e)));
     }
     if key.contains('*') {
         return Err(err(path, ConfigProblem::PartialWildcard));
@@ -286,12 +304,16 @@ pub fn chat_open_actions() -> impl Iterator<Item = Action> {
         ])
 }
 
-/// The grants table: config's entries, surface entries, restrict, the declared agents and the
-/// schedule registry's declared grants. The only source of any actor's grants.
+/// The grants table: config's entries, surface entries, groups, restrict, the declared agents
+/// and the schedule registry's declared grants. The only source of any actor's grants.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GrantsTable {
     entries: BTreeMap<ActorId, Grants>,
     surfaces: BTreeMap<Surface, Grants>,
+    /// `[groups]`: each declared group's members.
+    groups: DeclaredGroups,
+    /// `[grants."group:…"]`: what each group's members gain.
+    group_grants: BTreeMap<GroupId, Grants>,
     restrict: Restrict,
     agents: BTreeSet<AgentName>,
     schedules: BTreeMap<ScheduleName, Grants>,
@@ -321,6 +343,10 @@ impl GrantsTable {
         if let Some(restrict) = doc.get("restrict") {
             table.restrict = parse_restrict(restrict, &table.agents)?;
         }
+        if let Some(groups) = doc.get("groups") {
+            table.groups =
+                parse_groups(groups).map_err(|f| err(f.key, ConfigProblem::Groups(f.problem)))?;
+        }
         let Some(grants) = doc.get("grants") else {
             return Ok(table);
         };
@@ -338,9 +364,34 @@ impl GrantsTable {
                 GrantsKey::Actor(id) => {
                     table.entries.insert(id, entry);
                 }
+                GrantsKey::Group(group) => {
+                    table.check_group_entry(&group, &entry, &path)?;
+                    table.group_grants.insert(group, entry);
+                }
             }
         }
         Ok(table)
+    }
+
+    /// A group's grants entry: a declared group must be in `[groups]`; a Slack group's may
+    /// hold nothing a workspace member could hand themself.
+    fn check_group_entry(
+        &self,
+        group: &GroupId,
+        entry: &Grants,
+        path: &str,
+    ) -> Result<(), ConfigError> {
+        match group.kind() {
+            GroupKind::Declared if !self.groups.contains_key(group) => Err(err(
+                path,
+                ConfigProblem::UndeclaredGroup(group.to_string(), group.name().to_owned()),
+            )),
+            GroupKind::Slack => match slack_group_fault(entry) {
+                Some(held) => Err(err(path, ConfigProblem::SlackGroupGrant(held))),
+                None => Ok(()),
+            },
+            GroupKind::Declared | GroupKind::Access => Ok(()),
+        }
     }
 
     /// Declares a schedule's grants, as the schedule registry does. A `grants` entry for
@@ -370,7 +421,49 @@ impl GrantsTable {
         &self.schedules
     }
 
-    fn chat_person_baseline(&self) -> Grants {
+    /// `[groups]`: each declared group's members.
+    pub fn declared_groups(&self) -> &DeclaredGroups {
+        &self.groups
+    }
+
+    /// The groups' grants entries, by group.
+    pub fn group_entries(&self) -> &BTreeMap<GroupId, Grants> {
+        &self.group_grants
+    }
+
+    /// The Slack user groups whose grants the table names: the ones a Slack request's
+    /// directory is asked about.
+    pub fn slack_groups(&self) -> impl Iterator<Item = &GroupId> {
+        self.group_grants
+            .keys()
+            .filter(|g| g.kind() == GroupKind::Slack)
+    }
+
+    /// The groups whose grants `id` holds: the declared groups listing it, and the groups of
+    /// `facts` that may contain it and that the table grants something. Never for an agent, a
+    /// schedule or the CLI (parsing refuses them as members; facts about them are ignored).
+    pub fn groups_of(&self, id: &ActorId, facts: &GroupFacts) -> BTreeSet<GroupId> {
+        let declared = self
+            .groups
+            .iter()
+            .filter(|(_, members)| members.contains(id))
+            .map(|(g, _)| g.clone());
+        let learned = facts
+            .member_of
+            .iter()
+            .filter(|g| g.may_contain(id) && self.group_grants.contains_key(*g))
+            .cloned();
+        declared.chain(learned).collect()
+    }
+
+    fn grants_of_groups(&self, groups: &BTreeSet<GroupId>) -> Grants {
+        groups
+            .iter()
+            .filter_map(|g| self.group_grants.get(g))
+            .fold(NO_GRANTS, |acc, g| acc.union(g))
+    }
+
+    pub(crate) fn chat_person_baseline(&self) -> Grants {
         let unrestricted = self
             .agents
             .iter()
@@ -379,25 +472,33 @@ impl GrantsTable {
         Grants::actions(chat_open_actions().chain(unrestricted))
     }
 
-    fn browser_person_baseline() -> Grants {
+    pub(crate) fn browser_person_baseline() -> Grants {
         Grants::actions(CommandGroup::ALL.map(|g| Action::command(g, Effect::Read)))
     }
 
-    fn surface(&self, id: &ActorId) -> Grants {
+    pub(crate) fn surface(&self, id: &ActorId) -> Grants {
         Surface::entry_of(id)
             .and_then(|s| self.surfaces.get(&s))
             .cloned()
             .unwrap_or(NO_GRANTS)
     }
 
-    fn entry(&self, id: &ActorId) -> Option<&Grants> {
+    pub(crate) fn entry(&self, id: &ActorId) -> Option<&Grants> {
         self.entries.get(id)
     }
 
-    /// The one resolver: the namespace baseline, then the entry (added for people, exact for
-    /// credentials, replacing for schedules and agents), then the surface entry, unioned.
-    /// An agent here is one acting for nobody; see [`resolve_agent`] for one with a principal.
+    /// What the table alone gives `id`: [`GrantsTable::own_grants`] and the grants of the
+    /// declared groups listing it. An agent here is one acting for nobody; see
+    /// [`resolve_agent`] for one with a principal.
     pub fn grants_for(&self, id: &ActorId) -> Grants {
+        let groups = self.groups_of(id, &GroupFacts::default());
+        self.own_grants(id).union(&self.grants_of_groups(&groups))
+    }
+
+    /// The namespace baseline, then the entry (added for people, exact for credentials,
+    /// replacing for schedules and agents), then the surface entry, unioned: every grant but
+    /// a group's.
+    pub fn own_grants(&self, id: &ActorId) -> Grants {
         let entry = self.entry(id);
         let own = match id.namespace().baseline() {
             Baseline::ChatPerson => entry.map_or_else(
@@ -469,31 +570,70 @@ impl GrantsTable {
     }
 }
 
-/// Builds the actor a surface proved: kind from the id's namespace, grants from the table.
-/// For an agent this is one acting for nobody (its entry, or nothing).
-pub fn resolve_actor(id: ActorId, table: &GrantsTable) -> Actor {
-    Actor {
-        kind: ActorKind::of_namespace(id.namespace()),
-        grants: table.grants_for(&id),
-        id,
-        on_behalf_of: None,
-        memberships: Default::default(),
-        origin: None,
+impl GrantsTable {
+    /// The one resolver: the actor a surface proved, with the group facts it learned for the
+    /// request. Kind from the id's namespace; grants its own ([`GrantsTable::own_grants`])
+    /// and its groups' ([`GrantsTable::groups_of`]). An outsider holds only its own entry and
+    /// the declared groups that list it. For an agent this is one acting for nobody.
+    pub fn resolve(&self, id: ActorId, facts: GroupFacts, outsider: bool) -> Actor {
+        let (own, groups) = if outsider {
+            let own = self.entry(&id).cloned().unwrap_or(NO_GRANTS);
+            (own, self.groups_of(&id, &GroupFacts::default()))
+        } else {
+            (self.own_grants(&id), self.groups_of(&id, &facts))
+        };
+        Actor {
+            kind: ActorKind::of_namespace(id.namespace()),
+            grants: own.union(&self.grants_of_groups(&groups)),
+            id,
+            on_behalf_of: None,
+            memberships: Default::default(),
+            origin: None,
+            groups,
+            group_facts: facts,
+            outsider,
+        }
+    }
+
+    /// `actor` resolved again under this table, from the same facts (its id, group facts,
+    /// standing, memberships, origin and principal): what a reload makes of an actor already
+    /// proved, so its next decision is under the policy in force.
+    pub fn resolve_again(&self, actor: &Actor) -> Actor {
+        let mut again = match (&actor.on_behalf_of, actor.id.namespace()) {
+            (principal, Namespace::Agent) => {
+                match AgentName::parse(actor.id.subject()) {
+                    Ok(name) => {
+                        let principal = principal.as_deref().map(|p| self.resolve_again(p));
+                        resolve_agent(&name, principal, self)
+                    }
+                    // An agent id whose name does not read holds nothing.
+                    Err(_) => Actor {
+                        grants: NO_GRANTS,
+                        ..actor.clone()
+                    },
+                }
+            }
+            _ => self.resolve(actor.id.clone(), actor.group_facts.clone(), actor.outsider),
+        };
+        again.memberships = actor.memberships.clone();
+        again.origin = actor.origin.clone();
+        again
     }
 }
 
+/// Builds the actor a surface proved with no group facts: kind from the id's namespace,
+/// grants from the table (its declared groups' included). For an agent this is one acting
+/// for nobody (its entry, or nothing).
+pub fn resolve_actor(id: ActorId, table: &GrantsTable) -> Actor {
+    table.resolve(id, GroupFacts::default(), false)
+}
+
 /// A person of another workspace the surface let in (a Slack Connect user, when the operator
-/// allows them): they hold only what their own grants entry names. The namespace baseline
-/// and the surface entry (`slack:*`) are for the workspace's own members, so neither applies.
+/// allows them): they hold only what their own grants entry names, and the declared groups
+/// that list them by id. The namespace baseline, the surface entry (`slack:*`) and Slack's
+/// user groups are for the workspace's own members, so none applies.
 pub fn resolve_outsider(id: ActorId, table: &GrantsTable) -> Actor {
-    Actor {
-        kind: ActorKind::of_namespace(id.namespace()),
-        grants: table.entry(&id).cloned().unwrap_or(NO_GRANTS),
-        id,
-        on_behalf_of: None,
-        memberships: Default::default(),
-        origin: None,
-    }
+    table.resolve(id, GroupFacts::default(), true)
 }
 
 /// An agent acting for `principal`: its own grants are `all` (or its entry, which replaces the
@@ -513,5 +653,8 @@ pub fn resolve_agent(name: &AgentName, principal: Option<Actor>, table: &GrantsT
         on_behalf_of: principal.map(Box::new),
         memberships: Default::default(),
         origin: None,
+        groups: Default::default(),
+        group_facts: Default::default(),
+        outsider: false,
     }
 }

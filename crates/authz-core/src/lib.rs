@@ -32,12 +32,14 @@
 //! | `surface` | `Surface`, the one spelling of the surfaces (e.g. `slack`, `cli`): how runs record it, which have a grants entry (`slack:*` …), what a channel id of each establishes alone (`channel_visibility`), the surface each namespace speaks through, which take bearer tokens |
 //! | `action` | the closed vocabulary: `Action::{Command(group, effect), AgentRun, AgentRunAny, RepoUse, TraceRead}`; `CATALOGUE_ACTIONS` (the command actions the catalogue declares) |
 //! | `grants` | `GrantSet<T>` (`All` / `Only`), `Grants` (actions, channels, repos), `NO_GRANTS`, `ALL_GRANTS`; `holds` (with `agent:run:*`), union, intersection |
+//! | `groups` | `GroupId` (`group:<name>`, `group:slack:S…`, `group:access:<name>`), `GroupFacts` (what a surface learned for a request), `[groups]` parsing, the grants a Slack group may never hold |
+//! | `sources` | `GrantSource`: which baseline, entry, surface entry or group gave an actor its grants (`authz explain`) |
 //! | `actor` | `Actor`, `Origin`; consistency (kind matches namespace) and `effective_grants` (agent ∩ principal) |
 //! | `resource` | `Resource` and its parts (`RunFacts`, `ScopeKey`, `ConfigTier`, …), `ChannelVisibility` (default `Unknown`), `ResourceType`, kinds |
 //! | `policy` | `Rule` (action pattern, `Target` with kind, selectors, conditions), `Condition` (the five), `validate_policy`, `Policy` (only validated tables decide), `builtin_rules()` |
 //! | `decide` | `authorize`, `explain`, `Verdict`, `Reason` (audit line only), `RowOutcome` |
 //! | `predicate` | `Predicate`, `predicate_for`, `matches`, `Predicate::check` (what a store refuses) |
-//! | `config` | `GrantsTable::from_config` (grants + restrict, fail closed), the baselines by `Baseline`, surface entries, schedule declarations, `grants_for`, `resolve_actor`, `resolve_agent`, `admins_hint`, `can_*`, `restricted_agents_for` |
+//! | `config` | `GrantsTable::from_config` (grants + groups + restrict, fail closed), `GrantsTable::resolve` (with group facts), `resolve_again` (the same actor under a reloaded table), the baselines by `Baseline`, surface entries, schedule declarations, `grants_for`, `resolve_actor`, `resolve_agent`, `admins_hint`, `can_*`, `restricted_agents_for` |
 //! | `spec` | `parse_resource_spec`: the one-line resource form operators and tests use |
 //! | `directory` | `ChannelDirectory` (boxed futures, no runtime: `info`, `is_member`, `memberships`), `StaticChannelDirectory`, `static_visibility` (each surface's `channel_visibility`), `DirectoryByNamespace` (each chat surface answers for its own namespace, the id alone for the rest) |
 //! | `time`, `run` | the vocabulary every layer shares: `Timestamp` (µs since the epoch; nothing here reads a clock), `RunStatus` (`from_name`, `is_live`) and `FiringSlot` (a schedule's timer slot or manual firing, and its stored key) |
@@ -51,6 +53,7 @@
 //! | --- | --- | --- |
 //! | id, kind | actor | the surface that proved it (`ActorId` namespace → `ActorKind`) |
 //! | grants (actions, channels, repos) | actor | the one resolver, `resolve_actor` / `resolve_agent`, from the grants table |
+//! | groups | actor | declared groups: the table; a Slack user group: the Slack directory (`usergroups.users.list`, cached, single-flight); an identity provider's group: the verified Access token's `[access] groups_claim`. Facts (`GroupFacts`): the resolver adds the grants of the groups the table names; a failed lookup adds none and is named on a refusal's audit line |
 //! | memberships | actor | a surface's directory, per request (`ChannelDirectory::memberships`; the Slack surface: the private channels and group DMs `users.conversations` says the user shares with the bot, cached for the TTL). Facts, not grants: `effective_grants` adds them to the channels `member_of` reads, never to `all`; an agent sees them only through its principal. A failed lookup supplies none (deny) |
 //! | origin (channel, thread) | actor | the surface (where the request was made; context, never authority) |
 //! | channel id, visibility stamp, user, repo | run | the dispatcher at the run's start (the stamp from `ChannelDirectory::info`, bounded, else `unknown`) |
@@ -93,11 +96,13 @@ pub mod config;
 pub mod decide;
 pub mod directory;
 pub mod grants;
+pub mod groups;
 pub mod ids;
 pub mod policy;
 pub mod predicate;
 pub mod resource;
 pub mod run;
+pub mod sources;
 pub mod spec;
 pub mod surface;
 pub mod time;
@@ -117,6 +122,7 @@ pub use directory::{
     StaticChannelDirectory, static_visibility,
 };
 pub use grants::{ALL_GRANTS, GrantSet, Grants, NO_GRANTS};
+pub use groups::{GroupFacts, GroupId, GroupKind};
 pub use ids::{
     ActorId, ActorKind, AgentName, Baseline, ChannelId, CommandId, IdError, Namespace, RepoSlug,
     RunId, ScheduleName,
@@ -128,6 +134,7 @@ pub use resource::{
     RunFacts, ScopeKey,
 };
 pub use run::{FiringSlot, RunStatus};
+pub use sources::GrantSource;
 pub use spec::{SpecError, parse_resource_spec};
 pub use surface::Surface;
 pub use time::Timestamp;

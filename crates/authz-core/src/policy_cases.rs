@@ -49,6 +49,9 @@ pub(crate) fn actor(id: &str, actions: &str, channels: &str, repos: &str) -> Act
         grants: grants(actions, channels, repos),
         on_behalf_of: None,
         memberships: Default::default(),
+        groups: Default::default(),
+        group_facts: Default::default(),
+        outsider: false,
         origin: None,
     }
 }

@@ -74,6 +74,9 @@ mod tests {
             grants: Grants::actions([Action::parse("runs:read").unwrap()]),
             on_behalf_of: None,
             memberships: Default::default(),
+            groups: Default::default(),
+            group_facts: Default::default(),
+            outsider: false,
             origin: None,
         }
     }

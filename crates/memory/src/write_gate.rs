@@ -185,6 +185,9 @@ mod tests {
             grants: Grants::actions([memory_write()]),
             on_behalf_of: None,
             memberships: Default::default(),
+            groups: Default::default(),
+            group_facts: Default::default(),
+            outsider: false,
             origin: None,
         }
     }

@@ -170,7 +170,7 @@ fn every_parse_failure_names_the_key_and_field() {
         (
             "[permissions]\nadmins = [\"slack:U1\"]",
             "permissions",
-            "grants and restrict are the only authorization keys",
+            "grants, groups and restrict are the only authorization keys",
         ),
         (
             "admins = [\"slack:U1\"]",
@@ -178,6 +178,90 @@ fn every_parse_failure_names_the_key_and_field() {
             "only authorization keys",
         ),
         ("[scopes]\nx = 1", "scopes", "only authorization keys"),
+        // Groups: members are people and credentials of the surfaces, never nested.
+        (
+            "[groups]\noncall = [\"agent:coding\"]",
+            "groups.\"oncall\"[0]",
+            "never a group member",
+        ),
+        (
+            "[groups]\noncall = [\"schedule:nightly\"]",
+            "groups.\"oncall\"[0]",
+            "never a group member",
+        ),
+        (
+            "[groups]\noncall = [\"cli:local\"]",
+            "groups.\"oncall\"[0]",
+            "already holds everything",
+        ),
+        (
+            "[groups]\noncall = [\"group:other\"]",
+            "groups.\"oncall\"[0]",
+            "do not nest",
+        ),
+        (
+            "[groups]\noncall = [\"U024\"]",
+            "groups.\"oncall\"[0]",
+            "no known namespace",
+        ),
+        (
+            "[groups]\noncall = \"slack:U1\"",
+            "groups.\"oncall\"",
+            "list of actor ids",
+        ),
+        (
+            "[groups]\n\"on call\" = []",
+            "groups.\"on call\"",
+            "letters, digits",
+        ),
+        ("[groups]\nslack = []", "groups.\"slack\"", "name the kinds"),
+        ("groups = 1", "groups", "must be a table"),
+        (
+            "[grants.\"group:oncall\"]\nactions = [\"runs:read\"]",
+            "grants.\"group:oncall\"",
+            "not declared; list its members under [groups]",
+        ),
+        (
+            "[grants.\"group:slack:U1\"]\nactions = []",
+            "grants.\"group:slack:U1\"",
+            "Slack user group",
+        ),
+        (
+            "[grants.\"group:\"]\nactions = []",
+            "grants.\"group:\"",
+            "group name is empty",
+        ),
+        // A Slack user group may hold nothing a workspace member could hand themself.
+        (
+            "[grants.\"group:slack:S1\"]\nactions = \"all\"",
+            "grants.\"group:slack:S1\"",
+            "may not hold actions = \"all\"",
+        ),
+        (
+            "[grants.\"group:slack:S1\"]\nchannels = \"all\"",
+            "grants.\"group:slack:S1\"",
+            "may not hold channels",
+        ),
+        (
+            "[grants.\"group:slack:S1\"]\nrepos = \"all\"",
+            "grants.\"group:slack:S1\"",
+            "may not hold repos",
+        ),
+        (
+            "[grants.\"group:slack:S1\"]\nactions = [\"config:write\"]",
+            "grants.\"group:slack:S1\"",
+            "may not hold config:write",
+        ),
+        (
+            "[grants.\"group:slack:S1\"]\nactions = [\"runs:read\", \"repo:write\"]",
+            "grants.\"group:slack:S1\"",
+            "may not hold repo:write",
+        ),
+        (
+            "[grants.\"group:slack:S1\"]\nactions = [\"trace:read\"]",
+            "grants.\"group:slack:S1\"",
+            "may not hold trace:read",
+        ),
     ];
     for (text, key, phrase) in rows {
         let e = parse(text).expect_err(text);
@@ -428,4 +512,128 @@ fn an_outsider_holds_only_their_own_entry() {
     }
     let stranger = authz_core::resolve_outsider(id("slack:USTRANGER"), &t);
     assert_eq!(stranger.grants, NO_GRANTS);
+}
+
+mod groups {
+    use super::*;
+    use authz_core::{Action, GroupFacts, GroupId, resolve_outsider};
+
+    const TEAM: &str = "[groups]\noncall = [\"slack:U1\", \"access:alice@example.com\", \"http:ops\"]\n\
+        [grants.\"group:oncall\"]\nactions = [\"runs:write\"]\nchannels = [\"slack:C9\"]\n\
+        [grants.\"group:slack:S1\"]\nactions = [\"friction:write\"]\n\
+        [grants.\"group:access:eng\"]\nactions = [\"memory:exec\"]\nrepos = [\"acme/api\"]\n";
+
+    fn facts(groups: &[&str]) -> GroupFacts {
+        GroupFacts {
+            member_of: groups.iter().map(|g| GroupId::parse(g).unwrap()).collect(),
+            unresolved: Default::default(),
+        }
+    }
+
+    fn holds(t: &GrantsTable, who: &str, f: &[&str], action: &str) -> bool {
+        t.resolve(id(who), facts(f), false)
+            .grants
+            .actions
+            .holds(&Action::parse(action).unwrap())
+    }
+
+    #[test]
+    fn a_groups_grants_are_added_to_each_members_own_and_to_nobody_else() {
+        let t = parse(TEAM).unwrap();
+        for member in ["slack:U1", "access:alice@example.com", "http:ops"] {
+            assert!(holds(&t, member, &[], "runs:write"), "{member}");
+            let a = resolve_actor(id(member), &t);
+            assert!(
+                a.grants
+                    .channels
+                    .contains(&authz_core::ChannelId::parse("slack:C9").unwrap()),
+                "{member}"
+            );
+            assert_eq!(a.groups, [GroupId::parse("group:oncall").unwrap()].into());
+        }
+        assert!(!holds(&t, "slack:U2", &[], "runs:write"));
+        // Added, never replacing: the member keeps its baseline.
+        assert!(holds(&t, "slack:U1", &[], "help:read"));
+    }
+
+    #[test]
+    fn learned_groups_count_only_when_named_and_of_the_members_own_surface() {
+        let t = parse(TEAM).unwrap();
+        assert!(holds(&t, "slack:U2", &["group:slack:S1"], "friction:write"));
+        assert!(!holds(
+            &t,
+            "slack:U2",
+            &["group:slack:S2"],
+            "friction:write"
+        ));
+        assert!(holds(
+            &t,
+            "access:bob@example.com",
+            &["group:access:eng"],
+            "memory:exec"
+        ));
+        // A fact about a group of another surface is no fact about this actor.
+        assert!(!holds(&t, "slack:U2", &["group:access:eng"], "memory:exec"));
+        assert!(!holds(
+            &t,
+            "access:bob@example.com",
+            &["group:slack:S1"],
+            "friction:write"
+        ));
+        // A declared group's members are listed, never learned.
+        assert!(!holds(&t, "slack:U2", &["group:oncall"], "runs:write"));
+        // An agent holds no group; acting for a member it holds the group's grant through it.
+        let principal = t.resolve(id("slack:U2"), facts(&["group:slack:S1"]), false);
+        let agent = resolve_agent(&agent_name("coding"), Some(principal), &t);
+        assert!(agent.groups.is_empty());
+        assert!(
+            agent
+                .effective_grants()
+                .actions
+                .holds(&Action::parse("friction:write").unwrap())
+        );
+    }
+
+    #[test]
+    fn an_outsider_holds_only_its_entry_and_the_declared_groups_listing_it() {
+        let t = parse(TEAM).unwrap();
+        let listed = resolve_outsider(id("slack:U1"), &t);
+        assert!(
+            listed
+                .grants
+                .actions
+                .holds(&Action::parse("runs:write").unwrap())
+        );
+        assert!(
+            !listed
+                .grants
+                .actions
+                .holds(&Action::parse("help:read").unwrap())
+        );
+        let learned = t.resolve(id("slack:U7"), facts(&["group:slack:S1"]), true);
+        assert_eq!(learned.grants, NO_GRANTS);
+    }
+
+    #[test]
+    fn an_actor_resolved_again_under_a_new_table_holds_what_the_new_one_gives() {
+        let old = parse(TEAM).unwrap();
+        let new = parse("[groups]\noncall = [\"slack:U2\"]\n[grants.\"group:oncall\"]\nactions = [\"runs:write\"]\n").unwrap();
+        let member = old.resolve(id("slack:U1"), facts(&["group:slack:S1"]), false);
+        let agent = resolve_agent(&agent_name("coding"), Some(member.clone()), &old);
+        let again = new.resolve_again(&agent);
+        let p = again.on_behalf_of.as_deref().unwrap();
+        assert!(
+            !p.grants
+                .actions
+                .holds(&Action::parse("runs:write").unwrap())
+        );
+        assert!(
+            !p.grants
+                .actions
+                .holds(&Action::parse("friction:write").unwrap())
+        );
+        assert_eq!(p.group_facts, member.group_facts, "the facts are kept");
+        // And back: the same facts under the old table give the old grants.
+        assert_eq!(old.resolve_again(p).grants, member.grants);
+    }
 }

@@ -96,8 +96,82 @@ fn plain(raw: &str, g: Grants) -> Actor {
         grants: g,
         on_behalf_of: None,
         memberships: Default::default(),
+        groups: Default::default(),
+        group_facts: Default::default(),
+        outsider: false,
         origin: None,
     }
+}
+
+/// One axis as a grants entry's TOML value.
+fn axis<T: Ord + Clone + ToString>(set: &GrantSet<T>) -> String {
+    match set.items() {
+        None => "\"all\"".to_owned(),
+        Some(items) => format!("{:?}", items.iter().map(T::to_string).collect::<Vec<_>>()),
+    }
+}
+
+/// A member of a declared group (or not, when `listed` is false) who is also, as the surface
+/// learned it (when `learned`), in a Slack or identity provider's group: resolved through a
+/// real table, whose grants for the learned group a Slack group could legally hold.
+fn grouped(user: &str, declared: &Grants, learned: &Grants, listed: bool, knows: bool) -> Actor {
+    let members = if listed {
+        format!("{user:?}")
+    } else {
+        String::new()
+    };
+    let (group, mut learned) = match user.starts_with("slack:") {
+        true => ("group:slack:S1", learned.clone()),
+        false => ("group:access:eng", learned.clone()),
+    };
+    if group.starts_with("group:slack:") {
+        let refused = authz_core::groups::slack_group_refused();
+        learned.actions = match learned.actions.items() {
+            None => GrantSet::none(),
+            Some(a) => GrantSet::only(a.iter().filter(|x| !refused.contains(x)).cloned()),
+        };
+        learned.channels = learned
+            .channels
+            .items()
+            .map_or(GrantSet::none(), |c| GrantSet::Only(c.clone()));
+        learned.repos = learned
+            .repos
+            .items()
+            .map_or(GrantSet::none(), |r| GrantSet::Only(r.clone()));
+    }
+    let entry = |g: &Grants| {
+        format!(
+            "actions = {}\nchannels = {}\nrepos = {}\n",
+            axis(&g.actions),
+            axis(&g.channels),
+            axis(&g.repos)
+        )
+    };
+    let text = format!(
+        "[groups]\nteam = [{members}]\n[grants.\"group:team\"]\n{}[grants.\"{group}\"]\n{}",
+        entry(declared),
+        entry(&learned)
+    );
+    let t = table(&text, &["coding"]);
+    let facts = authz_core::GroupFacts {
+        member_of: knows
+            .then(|| authz_core::GroupId::parse(group).unwrap())
+            .into_iter()
+            .collect(),
+        unresolved: Default::default(),
+    };
+    t.resolve(id(user), facts, false)
+}
+
+fn group_member() -> impl Strategy<Value = Actor> {
+    (
+        proptest::sample::select(["slack:U1", "slack:U2", "http:ops-bot", "access:alice"].to_vec()),
+        grants(),
+        grants(),
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_map(|(u, d, l, listed, knows)| grouped(u, &d, &l, listed, knows))
 }
 
 /// The actor shapes the spec names, each with random parts.
@@ -160,6 +234,14 @@ fn actors() -> impl Strategy<Value = Actor> {
             }
             a
         }),
+        // a member of groups, resolved through a table: a declared one, a learned one
+        group_member(),
+        // an agent acting for a member of groups
+        group_member().prop_map(|p| resolve_agent(
+            &agent_name("coding"),
+            Some(p),
+            &GrantsTable::default()
+        )),
         // an agent with no principal
         grants().prop_map(|g| {
             let mut a = resolve_agent(&agent_name("coding"), None, &GrantsTable::default());

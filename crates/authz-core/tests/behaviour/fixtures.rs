@@ -45,6 +45,9 @@ pub fn actor(raw: &str, actions: &str, channels: &str, repos: &str) -> Actor {
         grants: grants(actions, channels, repos),
         on_behalf_of: None,
         memberships: Default::default(),
+        groups: Default::default(),
+        group_facts: Default::default(),
+        outsider: false,
         origin: None,
     }
 }

@@ -51,6 +51,9 @@ fn principal() -> impl Strategy<Value = Actor> {
                 grants,
                 on_behalf_of: None,
                 memberships: Default::default(),
+                groups: Default::default(),
+                group_facts: Default::default(),
+                outsider: false,
                 origin: None,
             }
         })

@@ -67,6 +67,9 @@ fn shapes() -> Vec<Shape> {
         },
         on_behalf_of: None,
         memberships: Default::default(),
+        groups: Default::default(),
+        group_facts: Default::default(),
+        outsider: false,
         origin: None,
     };
     // Granted channels are private ones (c % 5 == 1), so public runs do not cover them.

@@ -67,14 +67,55 @@ fn plain() -> impl Strategy<Value = Actor> {
             grants: g,
             on_behalf_of: None,
             memberships: facts.into_iter().map(|c| c.parse().unwrap()).collect(),
+            groups: Default::default(),
+            group_facts: Default::default(),
+            outsider: false,
             origin: None,
         }
     })
 }
 
+/// A person or token whose grants come from groups, resolved through a real table: a declared
+/// group that lists it or not, and a Slack or identity provider's group the surface learned
+/// it is in, or not. Each group grants a few actions and channels (a Slack group never `all`).
+fn in_groups() -> impl Strategy<Value = Actor> {
+    let some = |v: Vec<&'static str>| format!("{v:?}");
+    (
+        select(USERS[..4].to_vec()),
+        subsequence(vec!["runs:read", "runs:write", "friction:read"], 0..=3).prop_map(some),
+        subsequence(CHANNELS.to_vec(), 0..=4).prop_map(some),
+        subsequence(vec!["runs:read", "friction:read"], 0..=2).prop_map(some),
+        prop_oneof![Just("\"all\"".to_owned()), subsequence(CHANNELS.to_vec(), 0..=3).prop_map(some)],
+        any::<(bool, bool)>(),
+    )
+        .prop_map(|(user, team_actions, team_channels, learned_actions, learned_channels, (listed, knows))| {
+            let learned = if user.starts_with("slack:") { "group:slack:S1" } else { "group:access:eng" };
+            // A Slack group's grants may hold no `all`.
+            let learned_channels = if learned.contains("slack") && learned_channels.contains("all") {
+                "[]".to_owned()
+            } else {
+                learned_channels
+            };
+            let members = if listed { format!("{user:?}") } else { String::new() };
+            let text = format!(
+                "[groups]\nteam = [{members}]\n\
+                 [grants.\"group:team\"]\nactions = {team_actions}\nchannels = {team_channels}\n\
+                 [grants.\"{learned}\"]\nactions = {learned_actions}\nchannels = {learned_channels}\n"
+            );
+            let table = GrantsTable::from_config(&toml::from_str(&text).unwrap(), Default::default()).unwrap();
+            let facts = authz_core::GroupFacts {
+                member_of: knows.then(|| authz_core::GroupId::parse(learned).unwrap()).into_iter().collect(),
+                unresolved: Default::default(),
+            };
+            table.resolve(user.parse().unwrap(), facts, false)
+        })
+}
+
 fn actor() -> impl Strategy<Value = Actor> {
     prop_oneof![
         3 => plain(),
+        1 => in_groups(),
+        1 => in_groups().prop_map(|p| resolve_agent(&"coding".parse().unwrap(), Some(p), &GrantsTable::default())),
         1 => (plain(), grants()).prop_map(|(p, own)| {
             let mut a = resolve_agent(&"coding".parse().unwrap(), Some(p), &GrantsTable::default());
             a.grants = own;
