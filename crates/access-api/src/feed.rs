@@ -81,6 +81,8 @@ struct Feed {
     until: Option<tokio::time::Instant>,
     /// A run's feed: its run, whose status is read from the store at each tick.
     recheck: Option<Recheck>,
+    /// The index's feed: the policy its filter was compiled under, looked at each tick.
+    policy: Option<PolicyTick>,
     shutdown: CancellationToken,
     /// Its run has ended: nothing more to send.
     ended: bool,
@@ -130,9 +132,11 @@ impl Recheck {
     async fn read(&self) -> Reread {
         match &self.reader {
             Reader::Viewer(caller) => {
+                // As the policy in force resolves the viewer now: a revocation reaches here.
+                let caller = commands::identity::resolved_again(&self.api.services, caller);
                 let run = ask(
                     &self.api,
-                    caller,
+                    &caller,
                     "runs.get",
                     json!({"id": self.run.as_str()}),
                 )
@@ -169,6 +173,38 @@ impl Recheck {
                 Reread::Status(status) if !status.is_live() => return Some(status),
                 Reread::Unreadable => return None,
                 Reread::Status(_) | Reread::Fault => {}
+            }
+        }
+    }
+}
+
+/// The index feed's filter is the viewer's `runs:read` under the policy it opened with: at
+/// the first tick after a reload the feed ends, and the page's `EventSource` opens it again
+/// under the policy in force (with a fresh `sync`).
+struct PolicyTick {
+    policy: Arc<commands::LivePolicy>,
+    opened_under: u64,
+    every: tokio::time::Interval,
+}
+
+impl PolicyTick {
+    fn new(api: &AccessApi) -> PolicyTick {
+        let mut every =
+            tokio::time::interval_at(tokio::time::Instant::now() + api.recheck, api.recheck);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        PolicyTick {
+            policy: api.services.policy.clone(),
+            opened_under: api.services.policy.generation(),
+            every,
+        }
+    }
+
+    /// Waits for the first tick at which a reload has happened.
+    async fn reloaded(&mut self) {
+        loop {
+            self.every.tick().await;
+            if self.policy.generation() != self.opened_under {
+                return;
             }
         }
     }
@@ -231,10 +267,18 @@ async fn next(mut feed: Feed) -> Option<(Result<Event, Infallible>, Feed)> {
                 None => std::future::pending().await,
             }
         };
+        let reloaded = async {
+            match feed.policy.as_mut() {
+                Some(p) => p.reloaded().await,
+                None => std::future::pending().await,
+            }
+        };
         let update = tokio::select! {
             u = feed.updates.recv() => u?,
             () = feed.shutdown.cancelled() => return None,
             () = deadline => return None,
+            // The page opens the feed again, under the policy in force.
+            () = reloaded => return None,
             ended = rechecked => {
                 // No longer the reader's to read: the feed ends, carrying nothing more.
                 let status = ended?;
@@ -307,6 +351,7 @@ pub async fn index_stream(State(api): State<Arc<AccessApi>>, headers: HeaderMap)
             opening: Some(opening),
             until: until(viewer.remaining()),
             recheck: None,
+            policy: Some(PolicyTick::new(&api)),
             shutdown: api.shutdown.clone(),
             ended: false,
         },
@@ -378,6 +423,7 @@ pub async fn run_stream(
             opening,
             until: until_at,
             recheck: Some(Recheck::new(&api, run_id, reader)),
+            policy: None,
             shutdown: api.shutdown.clone(),
             ended,
         },

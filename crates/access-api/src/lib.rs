@@ -167,7 +167,12 @@ pub(crate) fn is_live(run: &Value) -> bool {
 
 /// The caller a verified viewer is: its grants from the table, its own channel as origin.
 fn caller_of(viewer: &Viewer, services: &Services) -> Caller {
-    commands::identity::verified_caller(services, Surface::Access, viewer.actor.clone())
+    commands::identity::verified_caller(
+        services,
+        Surface::Access,
+        viewer.actor.clone(),
+        viewer.groups.clone(),
+    )
 }
 
 /// The one 401: the same short body whatever the reason.

@@ -12,7 +12,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use authz_core::ActorId;
+use authz_core::{ActorId, GroupFacts, GroupId};
 use axum::http::HeaderMap;
 use base64::Engine;
 use jsonwebtoken::errors::ErrorKind;
@@ -44,12 +44,17 @@ pub struct AccessSettings {
     pub cookie: String,
     /// How long a fetched key set is used.
     pub jwks_ttl: Duration,
+    /// `[access] groups_claim`, as a path of claim names: where a token's identity provider
+    /// groups are (`group:access:<name>`). `None` reads no groups.
+    pub groups_claim: Option<Vec<String>>,
 }
 
 /// A verified viewer: the actor its token proves, and when the token expires.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Viewer {
     pub actor: ActorId,
+    /// The groups the token's groups claim names (none without `groups_claim`).
+    pub groups: GroupFacts,
     /// `exp`, as Unix seconds.
     pub expires_at: u64,
 }
@@ -96,6 +101,9 @@ struct Claims {
     #[serde(default)]
     common_name: Option<String>,
     exp: u64,
+    /// Every other claim, for the groups claim's path.
+    #[serde(flatten)]
+    other: serde_json::Map<String, serde_json::Value>,
 }
 
 /// The two header fields read before any key is looked up.
@@ -187,8 +195,10 @@ impl Verifier {
         let claims = jsonwebtoken::decode::<Claims>(token, &key, &self.validation)
             .map_err(|e| refused(e.kind()))?
             .claims;
+        let actor = actor_of(&claims)?;
         let viewer = Viewer {
-            actor: actor_of(&claims)?,
+            groups: groups_of(&claims, self.settings.groups_claim.as_deref(), &actor),
+            actor,
             expires_at: claims.exp,
         };
         let until_exp = Duration::from_secs(
@@ -231,6 +241,52 @@ fn refused(kind: &ErrorKind) -> Refused {
         ErrorKind::InvalidIssuer => Refused::WrongIssuer,
         ErrorKind::MissingRequiredClaim(_) => Refused::MissingClaim,
         _ => Refused::Malformed,
+    }
+}
+
+/// The most groups one token's claim may name; a longer list is read as none.
+const MAX_GROUPS: usize = 256;
+
+/// The groups a verified token's claim at `path` names: a list of names (or of objects with a
+/// `name`, as some identity providers write them), or one name. A claim of any other shape,
+/// or a name that is not a group name, reads as no groups at all (never part of them), with
+/// the reason on the log.
+fn groups_of(claims: &Claims, path: Option<&[String]>, actor: &ActorId) -> GroupFacts {
+    let Some((first, rest)) = path.and_then(<[String]>::split_first) else {
+        return GroupFacts::default();
+    };
+    let mut at = claims.other.get(first);
+    for name in rest {
+        at = at.and_then(|v| v.get(name));
+    }
+    let name_of = |v: &serde_json::Value| match v {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Object(o) => o.get("name").and_then(|n| n.as_str()).map(str::to_owned),
+        _ => None,
+    };
+    let names: Option<Vec<String>> = match at {
+        None => Some(Vec::new()),
+        Some(serde_json::Value::Array(items)) if items.len() <= MAX_GROUPS => {
+            items.iter().map(name_of).collect()
+        }
+        Some(v @ serde_json::Value::String(_)) => name_of(v).map(|n| vec![n]),
+        Some(_) => None,
+    };
+    let member_of = names.and_then(|names| {
+        names
+            .iter()
+            .map(|n| GroupId::access(n).ok())
+            .collect::<Option<std::collections::BTreeSet<_>>>()
+    });
+    match member_of {
+        Some(member_of) => GroupFacts {
+            member_of,
+            unresolved: Default::default(),
+        },
+        None => {
+            tracing::warn!(actor = %actor, "[access] the token's groups claim is not a list of group names; it grants no group");
+            GroupFacts::default()
+        }
     }
 }
 
@@ -288,7 +344,69 @@ mod tests {
             sub: sub.map(str::to_owned),
             common_name: cn.map(str::to_owned),
             exp: 0,
+            other: Default::default(),
         }
+    }
+
+    #[test]
+    fn a_groups_claim_is_a_list_of_names_or_reads_as_no_groups() {
+        let actor = ActorId::parse("access:alice").unwrap();
+        let path = |p: &str| p.split('.').map(str::to_owned).collect::<Vec<_>>();
+        let read = |json: &str, at: &str| -> Vec<String> {
+            let claims: Claims = serde_json::from_str(json).unwrap();
+            groups_of(&claims, Some(&path(at)), &actor)
+                .member_of
+                .iter()
+                .map(ToString::to_string)
+                .collect()
+        };
+        for (json, at, want) in [
+            (
+                r#"{"exp":1,"groups":["eng","ops"]}"#,
+                "groups",
+                vec!["group:access:eng", "group:access:ops"],
+            ),
+            (
+                r#"{"exp":1,"groups":"eng"}"#,
+                "groups",
+                vec!["group:access:eng"],
+            ),
+            (
+                r#"{"exp":1,"custom":{"groups":["Platform Team"]}}"#,
+                "custom.groups",
+                vec!["group:access:Platform Team"],
+            ),
+            (
+                r#"{"exp":1,"groups":[{"id":"1","name":"eng"}]}"#,
+                "groups",
+                vec!["group:access:eng"],
+            ),
+            // Absent, or at another path: no groups.
+            (r#"{"exp":1}"#, "groups", vec![]),
+            (r#"{"exp":1,"groups":["eng"]}"#, "custom.groups", vec![]),
+            // Any other shape, or one bad name, reads as none at all (never as part).
+            (r#"{"exp":1,"groups":7}"#, "groups", vec![]),
+            (r#"{"exp":1,"groups":{"eng":true}}"#, "groups", vec![]),
+            (r#"{"exp":1,"groups":["eng",7]}"#, "groups", vec![]),
+            (r#"{"exp":1,"groups":["eng",""]}"#, "groups", vec![]),
+            (r#"{"exp":1,"groups":["eng","a\nb"]}"#, "groups", vec![]),
+            (r#"{"exp":1,"groups":[{"id":"1"}]}"#, "groups", vec![]),
+        ] {
+            assert_eq!(read(json, at), want, "{json} at {at}");
+        }
+        let many = format!(
+            r#"{{"exp":1,"groups":{:?}}}"#,
+            (0..300).map(|i| format!("g{i}")).collect::<Vec<_>>()
+        );
+        assert!(
+            read(&many, "groups").is_empty(),
+            "over the bound reads as none"
+        );
+        let claims: Claims = serde_json::from_str(r#"{"exp":1,"groups":["eng"]}"#).unwrap();
+        assert!(
+            groups_of(&claims, None, &actor).is_empty(),
+            "no groups_claim, no groups"
+        );
     }
 
     #[test]

@@ -187,6 +187,7 @@ fn child(command: &str) {
             approval_timeout: Duration::from_secs(1),
             clock: Arc::new(|| Timestamp::from_micros(0)),
             mcp: McpServers::none(),
+            watch: None,
         })
         .unwrap();
         let (sink, mut rx) =

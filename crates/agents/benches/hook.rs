@@ -84,6 +84,7 @@ fn gate(root: &std::path::Path) -> BrokerGate {
         approval_timeout: Duration::from_secs(1),
         clock: Arc::new(|| Timestamp::from_micros(0)),
         mcp: McpServers::none(),
+        watch: None,
     })
     .unwrap()
 }

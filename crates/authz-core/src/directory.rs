@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::groups::{GroupFacts, GroupId};
 use crate::ids::{ActorId, ChannelId, Namespace};
 use crate::resource::ChannelVisibility;
 use crate::surface::Surface;
@@ -45,6 +46,21 @@ pub trait ChannelDirectory: Send + Sync {
     /// nothing, so it denies. The default knows of none.
     fn memberships<'a>(&'a self, _actor: &'a ActorId) -> BoxFuture<'a, BTreeSet<ChannelId>> {
         Box::pin(std::future::ready(BTreeSet::new()))
+    }
+
+    /// Which of the `wanted` groups `actor` is in, as the directory knows them (a Slack
+    /// user's user groups), supplied as that request's group facts. A group it could not
+    /// look up is `unresolved`: it grants nothing. The default can look up none.
+    fn groups<'a>(
+        &'a self,
+        _actor: &'a ActorId,
+        wanted: &'a [GroupId],
+    ) -> BoxFuture<'a, GroupFacts> {
+        let unresolved = wanted.iter().cloned().collect();
+        Box::pin(std::future::ready(GroupFacts {
+            member_of: BTreeSet::new(),
+            unresolved,
+        }))
     }
 }
 
@@ -125,6 +141,17 @@ impl ChannelDirectory for DirectoryByNamespace {
         match self.by_namespace.get(&actor.namespace()) {
             Some(d) => d.memberships(actor),
             None => StaticChannelDirectory.memberships(actor),
+        }
+    }
+
+    fn groups<'a>(
+        &'a self,
+        actor: &'a ActorId,
+        wanted: &'a [GroupId],
+    ) -> BoxFuture<'a, GroupFacts> {
+        match self.by_namespace.get(&actor.namespace()) {
+            Some(d) => d.groups(actor, wanted),
+            None => StaticChannelDirectory.groups(actor, wanted),
         }
     }
 }

@@ -358,6 +358,15 @@ impl RuleTable {
         }
     }
 
+    /// The same table with the org's rules replaced (a reloaded `[agent_policy]`): the
+    /// project's, the run's and the shipped defaults stay.
+    pub fn with_org(&self, org: Vec<ToolRule>) -> RuleTable {
+        RuleTable {
+            org: Layer::new(org),
+            ..self.clone()
+        }
+    }
+
     /// Every action pattern a rule of any layer names (the shipped defaults included).
     pub fn named_actions(&self) -> impl Iterator<Item = &NamePattern> {
         [&self.org, &self.project, &self.run, &self.shipped]

@@ -248,7 +248,7 @@ async fn settle_memory(app: &server::App, progress: &Progress) {
 /// a run it starts is missed.
 pub fn feed_of_this_process(app: &server::App) -> Box<dyn LiveStream> {
     app.dispatcher
-        .subscribe(&resolve_actor(ActorId::cli_local(), &app.services.table))
+        .subscribe(&resolve_actor(ActorId::cli_local(), &app.services.table()))
 }
 
 /// Waits for the runs this process started (a `repo test` from the command line) to end,
@@ -261,7 +261,7 @@ pub async fn follow_runs_of_this_process(
     mut feed: Box<dyn LiveStream>,
     started: Option<authz_core::RunId>,
 ) -> Vec<RunStatus> {
-    let me = resolve_actor(ActorId::cli_local(), &app.services.table);
+    let me = resolve_actor(ActorId::cli_local(), &app.services.table());
     let mut started: Vec<authz_core::RunId> = started.into_iter().collect();
     for run in app.dispatcher.snapshot(&me) {
         if !started.contains(&run.facts.id) {

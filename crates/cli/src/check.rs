@@ -148,6 +148,27 @@ fn actor_rows(t: &GrantsTable) -> Vec<ActorRow> {
             grants: grants.clone(),
         });
     }
+    for (group, grants) in t.group_entries() {
+        let members = match t.declared_groups().get(group) {
+            Some(m) => format!(
+                "group: {}",
+                m.iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            None if group.kind() == authz_core::GroupKind::Slack => {
+                "group (members from Slack's usergroups.users.list)".to_owned()
+            }
+            None => "group (members from the Access token's groups claim)".to_owned(),
+        };
+        rows.push(ActorRow {
+            id: group.to_string(),
+            kind: "group",
+            source: format!("{members} (added to each member's own)"),
+            grants: grants.clone(),
+        });
+    }
     for name in t.schedules().keys() {
         let id = name.actor_id();
         if !t.entries().contains_key(&id) {

@@ -1,8 +1,9 @@
 //! `switchboard authz explain`: one decision, every row tried, and which condition failed.
 
 use authz_core::{
-    Action, Actor, ActorId, Explanation, Grants, GrantsTable, Namespace, Resource, RowOutcome,
-    Verdict, explain, parse_resource_spec, resolve_actor, resolve_agent,
+    Action, Actor, ActorId, Explanation, GrantSource, Grants, GrantsTable, GroupFacts, GroupId,
+    GroupKind, Namespace, Resource, RowOutcome, Verdict, explain, parse_resource_spec,
+    resolve_agent,
 };
 use serde::Serialize;
 
@@ -27,10 +28,19 @@ pub enum ExplainError {
     Action(authz_core::ActionError),
     #[error("--resource: {0}")]
     Resource(authz_core::SpecError),
+    #[error("--group: {0}")]
+    Group(authz_core::IdError),
+    #[error(
+        "--group {0}: a declared group's members are listed under [groups]; --group is for what a surface learns (group:slack:S…, group:access:<name>)"
+    )]
+    DeclaredGroup(String),
 }
 
 /// The request, resolved against the config.
 pub struct Request {
+    /// Where each of the deciding actor's grants came from (an agent's principal's, for an
+    /// agent acting for one: what bounds it).
+    pub sources: Vec<GrantSource>,
     pub actor: Actor,
     pub action: Action,
     pub resource: Resource,
@@ -40,9 +50,11 @@ pub fn resolve(
     table: &GrantsTable,
     actor: &str,
     on_behalf_of: Option<&str>,
+    groups: &[String],
     action: &str,
     resource: &str,
 ) -> Result<Request, ExplainError> {
+    let facts = group_facts(groups)?;
     let id = ActorId::parse(actor).map_err(ExplainError::Actor)?;
     let actor = match (id.namespace(), on_behalf_of) {
         (Namespace::Agent, principal) => {
@@ -52,20 +64,36 @@ pub fn resolve(
                     if pid.namespace() == Namespace::Agent {
                         return Err(ExplainError::AgentPrincipal(p.to_owned()));
                     }
-                    Ok(resolve_actor(pid, table))
+                    Ok(table.resolve(pid, facts.clone(), false))
                 })
                 .transpose()?;
             let name = authz_core::AgentName::parse(id.subject()).map_err(ExplainError::Actor)?;
             resolve_agent(&name, principal, table)
         }
         (_, Some(_)) => return Err(ExplainError::PrincipalForNonAgent(actor.to_owned())),
-        (_, None) => resolve_actor(id, table),
+        (_, None) => table.resolve(id, facts, false),
     };
+    let action = Action::parse(action).map_err(ExplainError::Action)?;
+    let sources = table.sources_holding(actor.principal(), &action);
     Ok(Request {
+        sources,
         actor,
-        action: Action::parse(action).map_err(ExplainError::Action)?,
+        action,
         resource: parse_resource_spec(resource, table).map_err(ExplainError::Resource)?,
     })
+}
+
+/// `--group` values: the groups a surface would learn the actor is in.
+fn group_facts(groups: &[String]) -> Result<GroupFacts, ExplainError> {
+    let mut facts = GroupFacts::default();
+    for g in groups {
+        let id = GroupId::parse(g).map_err(ExplainError::Group)?;
+        if id.kind() == GroupKind::Declared {
+            return Err(ExplainError::DeclaredGroup(g.clone()));
+        }
+        facts.member_of.insert(id);
+    }
+    Ok(facts)
 }
 
 #[derive(Serialize)]
@@ -83,6 +111,10 @@ struct JsonExplanation<'a> {
     actor: &'a str,
     on_behalf_of: Option<&'a str>,
     effective_grants: Grants,
+    /// The groups whose grants the deciding actor (an agent's principal) holds.
+    groups: Vec<String>,
+    /// The baseline, entries and groups that hold the action.
+    granted_by: Vec<&'a str>,
     action: String,
     resource: &'a Resource,
     verdict: &'static str,
@@ -115,6 +147,14 @@ pub fn to_json(req: &Request, e: &Explanation<'_>) -> serde_json::Value {
         actor: req.actor.id.as_str(),
         on_behalf_of: req.actor.on_behalf_of.as_ref().map(|p| p.id.as_str()),
         effective_grants: req.actor.effective_grants().into_owned(),
+        groups: req
+            .actor
+            .principal()
+            .groups
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
+        granted_by: req.sources.iter().map(|s| s.from.as_str()).collect(),
         action: req.action.to_string(),
         resource: &req.resource,
         verdict: match e.verdict {
@@ -155,6 +195,7 @@ pub fn render_human(req: &Request, e: &Explanation<'_>, colour: bool) -> String 
         "\neffective grants ({} actor)\n  actions   {actions}\n  channels  {channels}\n  repos     {repos}\n",
         req.actor.kind.as_str()
     ));
+    out.push_str(&granted_by(req));
     if e.rows.is_empty() {
         let why = if req.actor.is_consistent() {
             "no row of the policy table answers this action on this resource"
@@ -190,6 +231,35 @@ pub fn render_human(req: &Request, e: &Explanation<'_>, colour: bool) -> String 
         .collect();
     out.push_str("\nrows tried (OR; conditions AND)\n");
     out.push_str(&render::table(&["", "ROW", "CONDITIONS", "OUTCOME"], &rows));
+    out
+}
+
+/// Which baseline, entries and groups hold the action (for an agent, its principal's).
+fn granted_by(req: &Request) -> String {
+    let whose = match &req.actor.on_behalf_of {
+        Some(p) => format!("{}'s ", p.id),
+        None => String::new(),
+    };
+    let groups: Vec<String> = req
+        .actor
+        .principal()
+        .groups
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    let mut out = String::new();
+    if !groups.is_empty() {
+        out.push_str(&format!("  groups    {}\n", groups.join(", ")));
+    }
+    let from: Vec<&str> = req.sources.iter().map(|s| s.from.as_str()).collect();
+    match from.is_empty() {
+        true => out.push_str(&format!("{}: held by none of {whose}grants\n", req.action)),
+        false => out.push_str(&format!(
+            "{}: granted by {whose}{}\n",
+            req.action,
+            from.join(", ")
+        )),
+    }
     out
 }
 

@@ -243,6 +243,11 @@ struct ExplainArgs {
     /// The resource spec; see below.
     #[arg(long, value_name = "SPEC")]
     resource: String,
+    /// A group the actor (or its principal) is in as a surface would learn it for the
+    /// request: group:slack:S… (Slack's directory) or group:access:<name> (the Access token's
+    /// groups claim). Repeatable. Declared groups ([groups]) need no flag.
+    #[arg(long = "group", value_name = "GROUP")]
+    groups: Vec<String>,
 }
 
 /// `sandbox-hook <event> [--timeout-seconds N] [--socket PATH]` read by hand, so a tool call
@@ -533,6 +538,7 @@ fn authz_explain(config: Option<PathBuf>, json: bool, args: ExplainArgs) -> anyh
         &config.table,
         &args.actor,
         args.on_behalf_of.as_deref(),
+        &args.groups,
         &args.action,
         &args.resource,
     )?;

@@ -71,7 +71,7 @@ pub async fn start_agent_run_with(
         },
     };
     if let Some(slug) = &repo {
-        let resource = services.table.repo(slug.clone());
+        let resource = services.table().repo(slug.clone());
         let verdict = authorize(&caller.actor, &Action::RepoUse, &resource);
         if !verdict.is_allow() {
             let refusal = Refusal {
@@ -204,11 +204,11 @@ pub(crate) fn launch_refusal(caller: &Caller, e: LaunchError, services: &Service
         LaunchError::UnknownAgent { name } => {
             // Only the agents this caller may run: naming the rest would tell a caller with no
             // grants which restricted agents exist.
-            let runnable: Vec<String> = services
-                .table
+            let table = services.table();
+            let runnable: Vec<String> = table
                 .agents()
                 .iter()
-                .filter(|a| services.table.can_run_agent(&caller.actor, a))
+                .filter(|a| table.can_run_agent(&caller.actor, a))
                 .map(|a| a.to_string())
                 .collect();
             Reply::of(

@@ -50,7 +50,7 @@ pub(crate) fn deny(
 ) -> Reply {
     services.audit.deny(AuditLine::new(caller, refusal));
     crate::trace::mark_denied();
-    let admins = services.table.admins_hint();
+    let admins = services.table().admins_hint();
     match denial {
         Denial::Command {
             shape: DenyShape::NotFound(what),
@@ -88,6 +88,9 @@ pub struct AuditLine {
     /// The failed condition as a sentence (`not a member of slack:C1`).
     pub detail: String,
     pub surface: &'static str,
+    /// Groups whose membership lookup failed for this request (they granted nothing).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unresolved_groups: Vec<String>,
 }
 
 impl std::fmt::Display for AuditLine {
@@ -100,7 +103,15 @@ impl std::fmt::Display for AuditLine {
         if let Some(subject) = &self.subject {
             write!(f, " subject={subject}")?;
         }
-        write!(f, " surface={} ({})", self.surface, self.detail)
+        write!(f, " surface={} ({})", self.surface, self.detail)?;
+        if !self.unresolved_groups.is_empty() {
+            write!(
+                f,
+                " unresolved_groups={} (the membership lookup failed, so they granted nothing)",
+                self.unresolved_groups.join(",")
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -118,6 +129,14 @@ impl AuditLine {
             subject,
             detail,
             surface: caller.surface.as_str(),
+            unresolved_groups: caller
+                .actor
+                .principal()
+                .group_facts
+                .unresolved
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
         }
     }
 }

@@ -22,8 +22,8 @@
 //! Every failure is `None` or a reason for the operator's log: never a hint to the caller.
 
 use authz_core::{
-    Actor, ActorId, AgentName, ChannelId, GrantsTable, Origin, RunId, Surface, resolve_actor,
-    resolve_agent, resolve_outsider,
+    Actor, ActorId, AgentName, ChannelId, GrantsTable, GroupFacts, Origin, RunId, Surface,
+    resolve_actor, resolve_agent,
 };
 use store::RunRecord;
 
@@ -45,7 +45,7 @@ pub fn bearer_caller(services: &Services, surface: Surface, token: &str) -> Opti
     let actor = entry.actor(surface)?;
     let channel = entry.run_channel(surface)?;
     Some(Caller::new(
-        resolve_actor(actor, &services.table).with_origin(Origin {
+        resolve_actor(actor, &services.table()).with_origin(Origin {
             channel_id: channel,
             thread_key: None,
         }),
@@ -59,9 +59,11 @@ pub struct ChatOrigin {
     pub thread_key: String,
     /// The channels the writer is a member of (read from the chat's directory).
     pub memberships: Vec<ChannelId>,
-    /// A writer from another workspace let in: they hold only their own grants entry, never
-    /// the workspace's baseline.
+    /// A writer from another workspace let in: they hold only their own grants entry (and
+    /// the declared groups listing them), never the workspace's baseline.
     pub from_outside: bool,
+    /// The writer's groups as the chat's directory found them for this request.
+    pub groups: GroupFacts,
 }
 
 /// The caller a chat message proves: its writer, in its channel and thread.
@@ -71,12 +73,9 @@ pub fn chat_caller(
     writer: ActorId,
     at: ChatOrigin,
 ) -> Caller {
-    let resolve = if at.from_outside {
-        resolve_outsider
-    } else {
-        resolve_actor
-    };
-    let actor = resolve(writer, &services.table)
+    let actor = services
+        .table()
+        .resolve(writer, at.groups, at.from_outside)
         .with_origin(Origin {
             channel_id: at.channel,
             thread_key: Some(at.thread_key),
@@ -85,9 +84,15 @@ pub fn chat_caller(
     Caller::new(actor, surface)
 }
 
-/// `id`'s actor from the table, with `channel` (when there is one) as its origin.
-fn resolved_in(id: ActorId, channel: Option<ChannelId>, table: &GrantsTable) -> Actor {
-    let actor = resolve_actor(id, table);
+/// `id`'s actor from the table with `groups` learned for the request, with `channel` (when
+/// there is one) as its origin.
+fn resolved_in(
+    id: ActorId,
+    groups: GroupFacts,
+    channel: Option<ChannelId>,
+    table: &GrantsTable,
+) -> Actor {
+    let actor = table.resolve(id, groups, false);
     match channel {
         Some(channel_id) => actor.with_origin(Origin {
             channel_id,
@@ -97,11 +102,16 @@ fn resolved_in(id: ActorId, channel: Option<ChannelId>, table: &GrantsTable) -> 
     }
 }
 
-/// The caller a verified token proves (an Access viewer): its grants from the table, and its
-/// own channel as origin when its id is also a channel's.
-pub fn verified_caller(services: &Services, surface: Surface, id: ActorId) -> Caller {
+/// The caller a verified token proves (an Access viewer): its grants from the table with the
+/// groups the token names, and its own channel as origin when its id is also a channel's.
+pub fn verified_caller(
+    services: &Services,
+    surface: Surface,
+    id: ActorId,
+    groups: GroupFacts,
+) -> Caller {
     let channel = ChannelId::parse(id.as_str()).ok();
-    Caller::new(resolved_in(id, channel, &services.table), surface)
+    Caller::new(resolved_in(id, groups, channel, &services.table()), surface)
 }
 
 /// The caller a declared actor is (a schedule's `schedule:<name>`), in its own channel; an
@@ -112,15 +122,34 @@ pub fn declared_caller(
     id: ActorId,
 ) -> Result<Caller, authz_core::IdError> {
     let channel = ChannelId::parse(id.as_str())?;
-    Ok(Caller::new(resolved_in(id, Some(channel), table), surface))
+    Ok(Caller::new(
+        resolved_in(id, GroupFacts::default(), Some(channel), table),
+        surface,
+    ))
 }
 
 /// The local user of the CLI (`cli:local`), in `channel` when one is given.
 pub fn local_caller(services: &Services, channel: Option<ChannelId>) -> Caller {
     Caller::new(
-        resolved_in(ActorId::cli_local(), channel, &services.table),
+        resolved_in(
+            ActorId::cli_local(),
+            GroupFacts::default(),
+            channel,
+            &services.table(),
+        ),
         Surface::Cli,
     )
+}
+
+/// `caller` as the policy in force resolves it now, from the same facts (a reload since it
+/// was proved changes its grants, nothing else): what a long-lived reader, the live feed's
+/// recheck, decides as.
+pub fn resolved_again(services: &Services, caller: &Caller) -> Caller {
+    Caller {
+        actor: services.table().resolve_again(&caller.actor),
+        surface: caller.surface,
+        acting_in: caller.acting_in.clone(),
+    }
 }
 
 /// Why an agent token was refused (for the operator's log; the caller sees only a 401).
@@ -159,8 +188,11 @@ pub async fn agent_caller(
         return Err(AgentTokenRefused::RunEnded);
     }
     let name = AgentName::parse(&run.agent).map_err(|_| AgentTokenRefused::UnknownRun)?;
-    let principal = resolve_actor(run.user_id.clone(), &services.table);
-    let mut actor = resolve_agent(&name, Some(principal), &services.table);
+    // The principal from its id under the policy in force: its declared groups count, the
+    // group facts its own request learned (a Slack or identity provider's group) do not.
+    let table = services.table();
+    let principal = resolve_actor(run.user_id.clone(), &table);
+    let mut actor = resolve_agent(&name, Some(principal), &table);
     actor.origin = Some(Origin {
         channel_id: run.channel_id.clone(),
         thread_key: run.thread_key.clone(),

@@ -56,6 +56,7 @@
 //! | `conformance` | the fixed actor set × every command, rendered to docs/conformance-matrix.md (golden) |
 //! | `ports` | `RunLauncher` (start, start a repo run, stop a run live here, record a command's run), `LiveFeed` + `LiveStream` (the live runs per viewer; one run's for a capability), `AgentTokenCheck` (the run a token names), `ApprovalDesk` (the tool calls waiting for a person: those an `Answerer` may answer, and the answer; `NoApprovals`); their data (`RunRequest` with the run's `policy_rules`, `RepoTask`, `StartedRun`, whose `reply_with_link` adds the capability link under `Services::public_url` for the starter only, `RunOutcome`, `LaunchError`, `Busy`, `LiveRun`, `LiveUpdate`, `CommandRun`) |
 //! | `tokens` | the bearer token map, surface-neutral: a token or `sha256:<hex>` → `{subject, channel?}`; the channel must be a machine channel of a token surface (`http:…`, `mcp:…`); faults name the subject, never the token |
+//! | `policy` | `LivePolicy`: the policy in force (`PolicyInForce`: the grants table, the org's agent policy rules, its hash), swapped whole by a reload, read as one snapshot per decision (`Services::table`) |
 //! | `identity` | `bearer_caller` (`http:<subject>` / `mcp:<subject>`), `chat_caller`, `verified_caller`, `declared_caller`, `local_caller` (every surface's `Caller` is built here), `agent_caller` (agent for the run's principal, only while the run is live, read from the store; the only setter of `Caller::acting_in`), `Capability` (one run opened by its token: page, events, friction, stop) |
 //! | `records` | a chat surface's event dedupe and answered threads (keyed by surface), the status of the run a capability opens (`run_status`; a viewer reads through `runs.get`), a firing's end recorded when its run ends (`record_firing_when_done`), a reply failure as run friction, schedule firing slots (`FiringSlot`: `timer:<µs>` or `manual:<id>`), the latest timer slot, `Registry::invoke_recorded` (a command's answer recorded as a run) |
 //! | `schedules` | the `ScheduleDesk` port behind `schedule list` and `schedule fire` (`schedule` implements it; `NoSchedules` when there is none): the declared schedules with their next slot, and a manual firing handed the registry and services but never the caller |
@@ -87,6 +88,7 @@ pub mod catalogue;
 pub mod conformance;
 mod deny;
 pub mod identity;
+pub mod policy;
 pub mod ports;
 pub mod records;
 mod reply;
@@ -111,6 +113,7 @@ pub use authz_core::Surface;
 /// Value types of runs that surfaces show.
 pub use authz_core::{FiringSlot, RunStatus, Timestamp};
 pub use deny::{Audit, AuditLine, DenyShape, MemoryAudit, Refusal, TracingAudit};
+pub use policy::{LivePolicy, PolicyInForce};
 pub use ports::{
     AgentTokenCheck, Answerer, ApprovalDesk, ApprovalError, AskedWatch, Busy, CODING_AGENT,
     CommandRun, LaunchError, LiveFeed, LiveRun, LiveStream, LiveUpdate, NoApprovals,
@@ -255,10 +258,11 @@ impl StoreAccess {
 }
 
 /// What handlers and surfaces work with: the store (only this crate reaches through it), the
-/// grants table, the audit stream, the clock, and the ports to the parts that run agents.
+/// policy in force, the audit stream, the clock, and the ports to the parts that run agents.
 pub struct Services {
     pub store: StoreAccess,
-    pub table: Arc<GrantsTable>,
+    /// The grants table and the agent policy, swapped whole by a reload.
+    pub policy: Arc<LivePolicy>,
     pub audit: Arc<dyn Audit>,
     pub clock: Clock,
     pub version: &'static str,
@@ -275,6 +279,13 @@ pub struct Services {
     pub public_url: Option<String>,
     /// Tool calls waiting for a person's answer.
     pub approvals: Arc<dyn ApprovalDesk>,
+}
+
+impl Services {
+    /// The grants table in force now (a snapshot: a reload never changes it under a reader).
+    pub fn table(&self) -> Arc<GrantsTable> {
+        self.policy.now().table.clone()
+    }
 }
 
 /// Which of a reply's two forms the surface will show. A handler whose answer is large (a page

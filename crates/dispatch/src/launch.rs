@@ -175,7 +175,7 @@ impl Inner {
         actor: &Actor,
         slug: &RepoSlug,
     ) -> Result<workspace::Base, LaunchError> {
-        let resource = self.tool_broker.table.repo(slug.clone());
+        let resource = self.tool_broker.policy.now().table.repo(slug.clone());
         if !authorize(actor, &Action::RepoUse, &resource).is_allow() {
             return Err(WorkspaceError::NotConfigured(slug.clone()).into());
         }

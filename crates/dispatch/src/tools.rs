@@ -15,7 +15,7 @@ use agents::tools::{
     Approver, BrokerGate, ExecLimits, GateSettings, McpServer, McpServers, McpTimeouts,
     NobodyToAsk, Tools,
 };
-use authz_core::{Actor, AgentName, ChannelId, ConfigTier, GrantsTable, RunId};
+use authz_core::{Actor, AgentName, ChannelId, ConfigTier, RunId};
 use broker::ratchet::{Ratchet, RatchetEvent};
 use broker::rules::ToolRule;
 use broker::{GrantSpec, RuleTable, SessionId, SessionState, Timestamp, ToolGrants};
@@ -28,9 +28,9 @@ const MAX_ANCESTORS: usize = 32;
 /// What every run's gate is built from (the server fills it from the config).
 #[derive(Clone)]
 pub struct ToolBroker {
-    /// To resolve agent actors and repo resources.
-    pub table: Arc<GrantsTable>,
-    pub org_rules: Vec<ToolRule>,
+    /// The policy in force: the grants table (agent actors, repo resources) and the org's
+    /// rules, read again before each call of a live run.
+    pub policy: Arc<commands::LivePolicy>,
     pub grants: Vec<GrantSpec>,
     pub approval_timeout: Duration,
     /// Who answers a person's ask: the terminal for `switchboard ask`, the approval desk
@@ -48,8 +48,7 @@ pub struct ToolBroker {
 impl Default for ToolBroker {
     fn default() -> Self {
         ToolBroker {
-            table: Arc::new(GrantsTable::default()),
-            org_rules: Vec::new(),
+            policy: Arc::default(),
             grants: Vec::new(),
             approval_timeout: Duration::from_secs(300),
             person: Arc::new(NobodyToAsk),
@@ -116,16 +115,17 @@ pub(crate) async fn gate_for(
         .and_then(ToolGrants::new)
         .map_err(|e| format!("the agent's grants: {e}"))?;
     let run_rules = run_rules(r.run_rules)?;
-    let table = RuleTable::new(broker.org_rules.clone(), r.project.rules.clone(), run_rules);
+    let policy = broker.policy.now();
+    let table = RuleTable::new(policy.org_rules.clone(), r.project.rules.clone(), run_rules);
     let (ratchet, state) = ancestors(store, r.run.parent_run.clone()).await?;
-    let agent = authz_core::resolve_agent(r.agent, Some(r.principal.clone()), &broker.table);
+    let agent = authz_core::resolve_agent(r.agent, Some(r.principal.clone()), &policy.table);
     let servers = mcp_servers(store, &r.run.channel_id).await?;
     let mcp = McpServers::connect(servers, broker.mcp_timeouts).await;
     let now = r.now;
     let settings = GateSettings {
         session: SessionId::from(r.run.id.clone()),
         agent,
-        repo: r.run.repo.clone().map(|slug| broker.table.repo(slug)),
+        repo: r.run.repo.clone().map(|slug| policy.table.repo(slug)),
         grants,
         table,
         agent_kind: r.profile.kind.clone(),
@@ -142,8 +142,31 @@ pub(crate) async fn gate_for(
         approval_timeout: broker.approval_timeout,
         clock: Arc::new(move || Timestamp::from_micros(now().micros())),
         mcp,
+        watch: Some(Arc::new(WatchPolicy(broker.policy.clone()))),
     };
     BrokerGate::new(settings).map(|gate| Tools(Arc::new(gate)))
+}
+
+/// A live run's view of the policy in force: its agent and repo resolved again after a reload.
+struct WatchPolicy(Arc<commands::LivePolicy>);
+
+impl agents::tools::PolicyWatch for WatchPolicy {
+    fn generation(&self) -> u64 {
+        self.0.generation()
+    }
+
+    fn now(&self, agent: &Actor, repo: Option<&authz_core::Resource>) -> agents::tools::PolicyNow {
+        let policy = self.0.now();
+        let repo = repo.and_then(|r| match r {
+            authz_core::Resource::Repo { slug, .. } => Some(policy.table.repo(slug.clone())),
+            _ => None,
+        });
+        agents::tools::PolicyNow {
+            agent: policy.table.resolve_again(agent),
+            repo,
+            org_rules: policy.org_rules.clone(),
+        }
+    }
 }
 
 /// The MCP servers `mcp add` configured for the run's channel and the org; a channel's server

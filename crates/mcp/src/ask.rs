@@ -50,11 +50,11 @@ pub(crate) fn tool() -> Tool {
 /// Whether `caller` may run any agent (what lists `ask`). The launcher still decides the
 /// agent a call names.
 pub(crate) fn may_ask(services: &Services, caller: &Caller) -> bool {
-    services
-        .table
+    let table = services.table();
+    table
         .agents()
         .iter()
-        .any(|a| services.table.can_run_agent(&caller.actor, a))
+        .any(|a| table.can_run_agent(&caller.actor, a))
 }
 
 /// `ask`'s arguments.

@@ -60,6 +60,7 @@ pub mod config;
 pub mod config_check;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod reload;
 pub mod secrets;
 mod serve;
 pub mod slack_surface;
@@ -204,6 +205,15 @@ pub fn mcp_is_on(config: &LoadedConfig, secrets: &Secrets) -> bool {
     config.mcp.enabled && secrets.ingress_tokens.is_some()
 }
 
+/// The policy a loaded config says: its grants table, its org rules and their hash.
+pub fn policy_in_force(config: &LoadedConfig) -> commands::PolicyInForce {
+    commands::PolicyInForce {
+        table: Arc::new(config.table.clone()),
+        org_rules: config.tool_policy.org_rules.clone(),
+        hash: config.policy_hash.clone(),
+    }
+}
+
 impl App {
     /// Whether `/mcp` is served by this app.
     pub fn mcp_is_on(&self) -> bool {
@@ -270,6 +280,7 @@ impl App {
             repos: config.repos,
             ..DispatchSettings::default()
         };
+        let policy = Arc::new(commands::LivePolicy::new(policy_in_force(&config)));
         let surfaces: Vec<Arc<dyn surface::SurfacePlugin>> = surface::builtin()
             .into_iter()
             .chain(overrides.surfaces)
@@ -287,8 +298,7 @@ impl App {
             secrets: secrets.values_to_redact(),
             now: overrides.clock.now,
             tool_broker: dispatch::ToolBroker {
-                table: Arc::new(config.table.clone()),
-                org_rules: config.tool_policy.org_rules.clone(),
+                policy: policy.clone(),
                 grants: config.tool_policy.grants.clone(),
                 approval_timeout: config.tool_policy.approval_timeout,
                 person: overrides
@@ -308,7 +318,7 @@ impl App {
             // A configured URL; otherwise `serve` gives the address it bound.
             dispatcher.set_mcp_url(url);
         }
-        let table = Arc::new(config.table.clone());
+        let table = policy.now().table.clone();
         let span_log = overrides
             .span_log
             .unwrap_or_else(|| telemetry::SpanLog::new(config.telemetry.span_log_capacity));
@@ -319,7 +329,7 @@ impl App {
         }
         let services = Arc::new(Services {
             store: commands::StoreAccess::new(store.clone()),
-            table,
+            policy,
             audit: overrides.audit,
             clock: overrides.clock,
             schedules: scheduler.clone(),

@@ -40,14 +40,18 @@ async fn healthz() -> &'static str {
 #[derive(Clone)]
 struct Ready {
     store: Arc<dyn Store>,
+    /// The policy in force (its hash is a line of the body).
+    policy: Arc<commands::LivePolicy>,
     /// Each surface with the line its summary gave at start (`/ingress: on`).
     surfaces: Arc<[(Arc<dyn crate::surface::SurfacePlugin>, String)]>,
 }
 
 /// `ready` (or `not ready: …`, for the store alone), then one line per surface: on, or off
-/// and why, or what it is doing (`slack: retrying: …`). A surface never makes the server not
+/// and why, or what it is doing (`slack: retrying: …`), then `policy: sha256:…`, the hash of
+/// the policy in force (replicas that disagree show two). A surface never makes the server not
 /// ready: one surface's outage must not take every replica out of rotation.
 async fn readyz(State(ready): State<Ready>) -> (StatusCode, String) {
+    let policy = format!("policy: {}\n", ready.policy.now().hash);
     let lines: String = ready
         .surfaces
         .iter()
@@ -57,12 +61,12 @@ async fn readyz(State(ready): State<Ready>) -> (StatusCode, String) {
         })
         .collect();
     match readiness(ready.store.as_ref()).await {
-        Ok(()) => (StatusCode::OK, format!("ready\n{lines}")),
+        Ok(()) => (StatusCode::OK, format!("ready\n{lines}{policy}")),
         Err(why) => {
             tracing::warn!(reason = %why, "not ready");
             (
                 StatusCode::SERVICE_UNAVAILABLE,
-                format!("not ready: {why}\n{lines}"),
+                format!("not ready: {why}\n{lines}{policy}"),
             )
         }
     }
@@ -140,6 +144,13 @@ pub async fn serve(
         )
         .await
         .context("recording this server in the store")?;
+    let reloader = crate::reload::Reloader::of(&app);
+    crate::reload::record(
+        app.store.as_ref(),
+        &app.replica,
+        &app.services.policy.now().hash,
+    )
+    .await;
     if recovered > 0 {
         tracing::warn!(
             count = recovered,
@@ -160,6 +171,11 @@ pub async fn serve(
     );
     background.push(app.spawn_schedule_timer(stop.clone()));
     background.push(app.spawn_pruning(stop.clone()));
+    background.push(crate::reload::spawn(
+        reloader,
+        app.config.server.config_poll,
+        stop.clone(),
+    ));
     let router = router(&app, stop.clone());
     ready(bound, &app);
     let stopping = stop.clone();
@@ -228,6 +244,7 @@ pub fn preflight(config: &LoadedConfig, secrets: &Secrets) -> anyhow::Result<()>
 pub fn router(app: &App, shutdown: CancellationToken) -> Router {
     let ready = Ready {
         store: app.store.clone(),
+        policy: app.services.policy.clone(),
         surfaces: app
             .surfaces
             .iter()

@@ -368,6 +368,19 @@ impl SlackApi {
         })
     }
 
+    /// `usergroups.users.list` (`usergroup=<S…>`): the user group's members (needs the
+    /// `usergroups:read` scope).
+    pub async fn user_group_members(&self, group: &str) -> Result<BTreeSet<String>, ApiFault> {
+        let req = SlackApiUserGroupsUsersListRequest::new(SlackUserGroupId(group.to_owned()));
+        let res = self
+            .retrying(|| {
+                let req = &req;
+                async move { self.session().usergroups_users_list(req).await }
+            })
+            .await?;
+        Ok(res.users.into_iter().map(|u| u.0).collect())
+    }
+
     /// `users.conversations` (`user=<U>`, `types=private_channel,mpim`), every page: the
     /// private channels and group DMs a user shares with the bot.
     pub async fn private_channels_of(&self, user: &str) -> Result<BTreeSet<String>, ApiFault> {

@@ -16,8 +16,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use authz_core::{
-    ActorId, BoxFuture, ChannelDirectory, ChannelId, ChannelVisibility, Membership,
-    static_visibility,
+    ActorId, BoxFuture, ChannelDirectory, ChannelId, ChannelVisibility, GroupFacts, GroupId,
+    GroupKind, Membership, static_visibility,
 };
 
 use crate::api::SlackApi;
@@ -49,6 +49,8 @@ pub struct SlackChannelDirectory {
     clock: Clock,
     channels: moka::future::Cache<String, Looked<ChannelVisibility>>,
     members: moka::future::Cache<String, Looked<Arc<BTreeSet<ChannelId>>>>,
+    /// A user group's members (`None`: the lookup failed, so nobody is known to be in it).
+    user_groups: moka::future::Cache<String, Looked<Option<Arc<BTreeSet<String>>>>>,
 }
 
 impl SlackChannelDirectory {
@@ -65,6 +67,10 @@ impl SlackChannelDirectory {
                 .max_capacity(CAPACITY)
                 .eviction_policy(moka::policy::EvictionPolicy::lru())
                 .build(),
+            user_groups: moka::future::Cache::builder()
+                .max_capacity(CAPACITY)
+                .eviction_policy(moka::policy::EvictionPolicy::lru())
+                .build(),
         }
     }
 
@@ -77,6 +83,7 @@ impl SlackChannelDirectory {
     pub async fn run_pending_tasks(&self) {
         self.channels.run_pending_tasks().await;
         self.members.run_pending_tasks().await;
+        self.user_groups.run_pending_tasks().await;
     }
 
     /// The cached value for `key` while it is younger than the TTL on the injected clock,
@@ -149,6 +156,24 @@ impl SlackChannelDirectory {
     }
 }
 
+impl SlackChannelDirectory {
+    /// A user group's members: cached, else one shared `usergroups.users.list`. `None` when
+    /// the lookup failed (cached for the TTL like every failure: the group grants nothing).
+    async fn group_members(&self, group: &str) -> Option<Arc<BTreeSet<String>>> {
+        let (api, id) = (self.api.clone(), group.to_owned());
+        let fetch = async move {
+            match api.user_group_members(&id).await {
+                Ok(users) => Some(Arc::new(users)),
+                Err(fault) => {
+                    tracing::warn!(user_group = %id, error = %fault, "[slack] usergroups.users.list failed; the group grants nobody anything until the next lookup (the bot needs the usergroups:read scope)");
+                    None
+                }
+            }
+        };
+        self.fresh(&self.user_groups, group, fetch, None).await
+    }
+}
+
 /// The Slack user of an actor id, if it is one.
 fn slack_user(actor: &ActorId) -> Option<&str> {
     actor.as_str().strip_prefix("slack:")
@@ -184,6 +209,32 @@ impl ChannelDirectory for SlackChannelDirectory {
                 Some(user) => self.walked(user).await.as_ref().clone(),
                 None => BTreeSet::new(),
             }
+        })
+    }
+
+    fn groups<'a>(
+        &'a self,
+        actor: &'a ActorId,
+        wanted: &'a [GroupId],
+    ) -> BoxFuture<'a, GroupFacts> {
+        Box::pin(async move {
+            let mut facts = GroupFacts::default();
+            let Some(user) = slack_user(actor) else {
+                return facts;
+            };
+            // One after another: each is cached for the TTL, so a request seldom waits on one.
+            for group in wanted.iter().filter(|g| g.kind() == GroupKind::Slack) {
+                match self.group_members(group.name()).await {
+                    Some(m) if m.contains(user) => {
+                        facts.member_of.insert(group.clone());
+                    }
+                    Some(_) => {}
+                    None => {
+                        facts.unresolved.insert(group.clone());
+                    }
+                }
+            }
+            facts
         })
     }
 }

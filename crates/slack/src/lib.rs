@@ -68,8 +68,8 @@ pub mod text;
 use std::sync::Arc;
 use std::time::Duration;
 
-use authz_core::ChannelDirectory;
 use authz_core::RunId;
+use authz_core::{ActorId, ChannelDirectory, GroupFacts, GroupId};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -343,6 +343,7 @@ impl SlackSurface {
             subject: req.team.clone(),
             detail: "a person of another workspace".to_owned(),
             surface: Surface::Slack.as_str(),
+            unresolved_groups: Vec::new(),
         });
         commands::trace::mark_denied();
         let surface = self.clone();
@@ -407,14 +408,37 @@ impl SlackSurface {
             tokio::time::timeout(MEMBERSHIP_BOUND, self.directory.memberships(&req.actor))
                 .await
                 .unwrap_or_default();
-        // An outsider let in holds only their own entry (never the workspace's baseline).
+        let from_outside = req.is_from_outside(&self.bot_team);
+        // An outsider let in holds only their own entry (never the workspace's baseline or
+        // a user group's grants), so their groups are not looked up.
+        let groups = match from_outside {
+            true => GroupFacts::default(),
+            false => self.user_groups(&req.actor).await,
+        };
         let at = commands::identity::ChatOrigin {
             channel: req.channel.clone(),
             thread_key: req.thread_ts.clone(),
             memberships: memberships.into_iter().collect(),
-            from_outside: req.is_from_outside(&self.bot_team),
+            from_outside,
+            groups,
         };
         commands::identity::chat_caller(&self.services, Surface::Slack, req.actor.clone(), at)
+    }
+
+    /// The user groups the grants table names that `user` is in, from the directory within
+    /// the membership bound; a group it could not learn in time is unresolved (grants
+    /// nothing, and a refusal's audit line names it).
+    async fn user_groups(&self, user: &ActorId) -> GroupFacts {
+        let wanted: Vec<GroupId> = self.services.table().slack_groups().cloned().collect();
+        if wanted.is_empty() {
+            return GroupFacts::default();
+        }
+        tokio::time::timeout(MEMBERSHIP_BOUND, self.directory.groups(user, &wanted))
+            .await
+            .unwrap_or_else(|_| GroupFacts {
+                member_of: Default::default(),
+                unresolved: wanted.iter().cloned().collect(),
+            })
     }
 
     async fn serve(&self, req: SlackRequest) {

@@ -268,6 +268,11 @@ impl RunStore for InMemoryStore {
         Ok(())
     }
 
+    async fn record_policy(&self, replica: &ReplicaId, hash: &str) -> Result<()> {
+        self.with(|s| s.leases.record_policy(replica, hash));
+        Ok(())
+    }
+
     async fn retire_server(&self, replica: &ReplicaId) -> Result<()> {
         self.with(|s| s.leases.retire(replica));
         Ok(())

@@ -147,6 +147,8 @@ pub trait RunStore: Send + Sync {
         started_at: Timestamp,
         now: Timestamp,
     ) -> Result<()>;
+    /// Records the hash of the policy `replica` runs (at start and after each reload).
+    async fn record_policy(&self, replica: &ReplicaId, hash: &str) -> Result<()>;
     /// `replica` stopped serving (a graceful stop): it is no server any more.
     async fn retire_server(&self, replica: &ReplicaId) -> Result<()>;
     /// The servers whose lease was renewed at or after `since`, the latest started first.

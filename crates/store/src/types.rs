@@ -331,6 +331,8 @@ pub struct ServerInfo {
     pub version: String,
     pub started_at: Timestamp,
     pub heartbeat_at: Timestamp,
+    /// The hash of the policy it runs, once it recorded one.
+    pub policy_hash: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -52,6 +52,8 @@ struct Inner {
     conversations: BTreeMap<String, Conversation>,
     /// user → private channels and group DMs shared with the bot.
     members: BTreeMap<String, BTreeSet<String>>,
+    /// user group (`S…`) → its members; any other group is `no_such_subteam`.
+    user_groups: BTreeMap<String, BTreeSet<String>>,
     /// How many more calls of a method answer 429.
     rate_limited: BTreeMap<String, usize>,
     /// Methods that always fail with this error.
@@ -199,6 +201,14 @@ impl FakeSlack {
     }
 
     /// The next `n` calls of `method` answer 429 with `Retry-After: 0`.
+    /// The members `usergroups.users.list` answers for `group`.
+    pub fn set_user_group(&self, group: &str, users: &[&str]) {
+        self.lock().user_groups.insert(
+            group.to_owned(),
+            users.iter().map(|u| (*u).to_owned()).collect(),
+        );
+    }
+
     pub fn rate_limit(&self, method: &str, n: usize) {
         self.lock().rate_limited.insert(method.to_owned(), n);
     }
@@ -363,6 +373,10 @@ impl FakeSlack {
                     json!({"ok": true, "channels": page, "response_metadata": {"next_cursor": next}}),
                 )
             }
+            "usergroups.users.list" => match inner.user_groups.get(&p("usergroup")) {
+                Some(users) => json_ok(json!({"ok": true, "users": users})),
+                None => ok_false("no_such_subteam"),
+            },
             _ => ok_false("unknown_method"),
         }
     }

@@ -3,7 +3,6 @@
 //! of its actions, the grant of the Switchboard tool it stands for. Nothing runs here: the
 //! agent runs the call itself once this says yes.
 
-use authz_core::{Action, authorize};
 use broker::{Label, RuleDecision, RuleKey};
 
 use super::Who;
@@ -21,7 +20,7 @@ impl BrokerGate {
             model: self.model.as_deref(),
             agent_kind: self.agent_kind.as_deref(),
         };
-        let answer = self.table.lookup(&key);
+        let answer = self.in_force().table.lookup(&key);
         self.with(|m| m.ratchet.bound(action, answer.decision))
     }
 
@@ -66,9 +65,7 @@ impl BrokerGate {
         let Some(first) = call.actions.first() else {
             return Err(refused("the call names no action"));
         };
-        if let Some(repo) = &self.repo
-            && !authorize(&self.agent, &Action::RepoUse, repo).is_allow()
-        {
+        if !self.may_use_repo() {
             return Err(refused(
                 "the person this run acts for may not use this repository",
             ));

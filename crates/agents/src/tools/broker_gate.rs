@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use authz_core::{Action, Actor, Resource, authorize};
+use authz_core::{Actor, Resource};
 use broker::args::{self, ToolName};
 use broker::ratchet::Ratchet;
 use broker::{
@@ -28,6 +28,7 @@ use serde_json::Value;
 use super::blanks::{MAX_SHOWN_BLANKS, longest_blank_run};
 use super::exec::{ExecLimits, Executor};
 use super::host_form::in_host_form;
+use super::in_force::{InForce, PolicyWatch};
 use super::mcp::McpServers;
 use super::{NetworkAllowed, ToolCall, ToolGate, broker_tool_definitions};
 use crate::EventSink;
@@ -137,6 +138,8 @@ pub struct GateSettings {
     pub clock: Clock,
     /// The MCP servers of the run's channel and the org, already listed.
     pub mcp: McpServers,
+    /// The policy in force, read before each call (`None`: the one above, for the run).
+    pub watch: Option<Arc<dyn PolicyWatch>>,
 }
 
 pub(super) struct Mutable {
@@ -152,10 +155,9 @@ pub(super) struct Mutable {
 
 pub struct BrokerGate {
     session: SessionId,
-    pub(super) agent: Actor,
-    pub(super) repo: Option<Resource>,
+    in_force: Mutex<Arc<InForce>>,
+    watch: Option<Arc<dyn PolicyWatch>>,
     grants: ToolGrants,
-    pub(super) table: RuleTable,
     pub(super) agent_kind: Option<String>,
     pub(super) model: Option<String>,
     pub(super) person: Option<Arc<dyn Approver>>,
@@ -198,10 +200,14 @@ impl BrokerGate {
             .map_err(|e| format!("the tools' scratch directory: {e}"))?;
         Ok(BrokerGate {
             session: settings.session,
-            agent: settings.agent,
-            repo: settings.repo,
+            in_force: Mutex::new(Arc::new(InForce::new(
+                settings.agent,
+                settings.repo,
+                settings.table,
+                settings.watch.as_deref(),
+            ))),
+            watch: settings.watch,
             grants: settings.grants,
-            table: settings.table,
             agent_kind: settings.agent_kind,
             model: settings.model,
             person: settings.person,
@@ -227,6 +233,25 @@ impl BrokerGate {
             }),
             _scratch: scratch,
         })
+    }
+
+    /// The policy this call decides under: the one in force now (resolved again only when a
+    /// reload happened since the last call).
+    pub(super) fn in_force(&self) -> Arc<InForce> {
+        let mut cell = match self.in_force.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if let Some(fresh) = self.watch.as_deref().and_then(|w| cell.after_reload(w)) {
+            *cell = Arc::new(fresh);
+        }
+        cell.clone()
+    }
+
+    /// Whether the run's principal may still use the run's repository, under the policy in
+    /// force (always true outside one).
+    pub(super) fn may_use_repo(&self) -> bool {
+        self.in_force().may_use_repo()
     }
 
     pub(super) fn with<T>(&self, f: impl FnOnce(&mut Mutable) -> T) -> T {
@@ -278,7 +303,7 @@ impl BrokerGate {
         };
         let question = Question {
             run: self.session.clone(),
-            principal: self.agent.on_behalf_of.as_ref().map(|p| p.id.clone()),
+            principal: self.in_force().principal().cloned(),
             action: action.to_owned(),
             tool: call.name.clone(),
             arguments: self.shown(call, action, sink)?,
@@ -311,11 +336,8 @@ impl BrokerGate {
     /// The refusal of an ask in a run whose principal is not a person: at once, never after
     /// a wait.
     pub(super) async fn nobody_to_ask(&self, action: &str, sink: &EventSink) -> String {
-        let principal = self
-            .agent
-            .on_behalf_of
-            .as_ref()
-            .map_or_else(|| self.agent.id.to_string(), |p| p.id.to_string());
+        let in_force = self.in_force();
+        let principal = in_force.principal().unwrap_or(&in_force.agent.id);
         sink.event(
             "approval",
             &format!("{action}: nobody to ask ({principal} is not a person)"),
@@ -341,7 +363,7 @@ impl BrokerGate {
             model: self.model.as_deref(),
             agent_kind: self.agent_kind.as_deref(),
         };
-        let answer = self.table.lookup(&key);
+        let answer = self.in_force().table.lookup(&key);
         let decision = self.with(|m| m.ratchet.bound(action, answer.decision));
         if decision == RuleDecision::Deny {
             let why = if decision < answer.decision {
@@ -423,7 +445,8 @@ impl BrokerGate {
             model: self.model.as_deref(),
             agent_kind: self.agent_kind.as_deref(),
         };
-        let event = match self.with(|m| m.ratchet.propose(&promise, &self.table, holder)) {
+        let in_force = self.in_force();
+        let event = match self.with(|m| m.ratchet.propose(&promise, &in_force.table, holder)) {
             Ok(event) => event,
             Err(e) => return refused(e),
         };
@@ -513,9 +536,7 @@ impl BrokerGate {
             arguments: serde_json::json!({ "url": url }).to_string(),
         };
         let action = "net.fetch";
-        if let Some(repo) = &self.repo
-            && !authorize(&self.agent, &Action::RepoUse, repo).is_allow()
-        {
+        if !self.may_use_repo() {
             return Err(refused(
                 "the person this run acts for may not use this repository",
             ));
@@ -555,9 +576,7 @@ impl BrokerGate {
         };
         let person_said_yes = match &action {
             Some(action) => {
-                if let Some(repo) = &self.repo
-                    && !authorize(&self.agent, &Action::RepoUse, repo).is_allow()
-                {
+                if !self.may_use_repo() {
                     return Err(refused(
                         "the person this run acts for may not use this repository",
                     ));

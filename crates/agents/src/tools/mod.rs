@@ -13,6 +13,7 @@ mod broker_gate;
 mod capped;
 mod exec;
 mod host_form;
+mod in_force;
 mod mcp;
 pub mod net;
 
@@ -30,6 +31,7 @@ pub use broker_gate::{
     Who,
 };
 pub use exec::{ExecLimits, REFUSED_READ};
+pub use in_force::{PolicyNow, PolicyWatch};
 pub use mcp::{McpServer, McpServers, McpTimeouts};
 
 /// One call as the model made it.

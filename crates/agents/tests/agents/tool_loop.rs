@@ -139,6 +139,7 @@ impl Fixture {
             approval_timeout: Duration::from_secs(5),
             clock: Arc::new(move || Timestamp::from_micros(now.load(Ordering::SeqCst))),
             mcp: McpServers::none(),
+            watch: None,
         }
     }
 
@@ -238,4 +239,5 @@ mod files;
 mod gate;
 mod limits;
 mod promises;
+mod reload;
 mod taint;

@@ -33,7 +33,7 @@ pub fn list<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
         if let Some(r) = repo {
             // A repo's memory is read where the repo may be used: a restricted repo's only
             // by those it is granted to.
-            let resource = ctx.services.table.repo(r.clone());
+            let resource = ctx.services.table().repo(r.clone());
             let verdict = authorize(&ctx.caller.actor, &Action::RepoUse, &resource);
             if let Verdict::Deny(_) = verdict {
                 return Registry::refuse(ctx, &Action::RepoUse, &resource, &verdict);

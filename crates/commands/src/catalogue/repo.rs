@@ -28,8 +28,8 @@ pub fn list<'a>(ctx: &'a Ctx<'a>, _args: Args) -> BoxFuture<'a, Reply> {
         let mut lines = Vec::new();
         let mut data = Vec::new();
         for (slug, source) in configured {
-            let restricted = ctx.services.table.restrict().repos.contains(&slug);
-            let usable = ctx.services.table.can_use_repo(&ctx.caller.actor, &slug);
+            let restricted = ctx.services.table().restrict().repos.contains(&slug);
+            let usable = ctx.services.table().can_use_repo(&ctx.caller.actor, &slug);
             let mark = if usable { "✓" } else { "✗" };
             let note = match (restricted, usable) {
                 (true, true) => " (restricted; granted to you)",
@@ -121,7 +121,7 @@ async fn exec(ctx: &Ctx<'_>, args: &Args, task: RepoTask) -> Reply {
         Ok(s) => s,
         Err(r) => return r,
     };
-    let resource = ctx.services.table.repo(slug.clone());
+    let resource = ctx.services.table().repo(slug.clone());
     let verdict = authorize(&ctx.caller.actor, &Action::RepoUse, &resource);
     if let Verdict::Deny(_) = verdict {
         return Registry::refuse(ctx, &Action::RepoUse, &resource, &verdict);

@@ -81,30 +81,55 @@ pub fn status<'a>(ctx: &'a Ctx<'a>, _args: Args) -> BoxFuture<'a, Reply> {
                 .iter()
                 .map(|srv| {
                     format!(
-                        "server {} (switchboard {}), up for {}",
+                        "server {} (switchboard {}), up for {}, policy {}",
                         srv.replica.as_str(),
                         srv.version,
-                        ago(now, srv.started_at).trim_end_matches(" ago")
+                        ago(now, srv.started_at).trim_end_matches(" ago"),
+                        srv.policy_hash.as_deref().map_or("unknown", short_hash)
                     )
                 })
+                .chain(disagreement(list))
                 .collect::<Vec<_>>()
                 .join("\n"),
         };
+        let policy = s.policy.now().hash.clone();
         let text = format!(
-            "switchboard {}\n{servers_text}\nstore {} ({store_state})\nlive runs you can see: {live_text}",
+            "switchboard {}\n{servers_text}\nstore {} ({store_state})\npolicy of this process: {}\nlive runs you can see: {live_text}",
             s.version,
-            s.store.get().backend()
+            s.store.get().backend(),
+            short_hash(&policy)
         );
         let servers_json: Option<Vec<serde_json::Value>> = servers.map(|list| {
             list.iter()
                 .map(|srv| {
-                    json!({"replica": srv.replica.as_str(), "version": srv.version, "started_at": srv.started_at.micros(), "heartbeat_at": srv.heartbeat_at.micros()})
+                    json!({"replica": srv.replica.as_str(), "version": srv.version, "started_at": srv.started_at.micros(), "heartbeat_at": srv.heartbeat_at.micros(), "policy_hash": srv.policy_hash})
                 })
                 .collect()
         });
         ok(
             text,
-            json!({"version": s.version, "started_at": s.clock.started_at.micros(), "servers": servers_json, "store": {"backend": s.store.get().backend(), "state": store_state}, "live_runs": live}),
+            json!({"version": s.version, "started_at": s.clock.started_at.micros(), "policy_hash": policy, "servers": servers_json, "store": {"backend": s.store.get().backend(), "state": store_state}, "live_runs": live}),
+        )
+    })
+}
+
+/// A policy hash as `status` prints it: its first 12 hex digits (the JSON has it whole).
+fn short_hash(hash: &str) -> &str {
+    let end = hash
+        .char_indices()
+        .nth("sha256:".len() + 12)
+        .map_or(hash.len(), |(i, _)| i);
+    hash.get(..end).unwrap_or(hash)
+}
+
+/// The line that says the servers run different policies, when they do.
+fn disagreement(servers: &[store::ServerInfo]) -> Option<String> {
+    let hashes: std::collections::BTreeSet<Option<&str>> =
+        servers.iter().map(|s| s.policy_hash.as_deref()).collect();
+    (hashes.len() > 1).then(|| {
+        format!(
+            "the servers run {} different policies: reload or restart the ones behind (each reads its own config file)",
+            hashes.len()
         )
     })
 }

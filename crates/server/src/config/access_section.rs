@@ -21,6 +21,7 @@ pub struct AccessSection {
     pub header: Option<Spanned<String>>,
     pub cookie: Option<Spanned<String>>,
     pub jwks_ttl_seconds: Option<Positive>,
+    pub groups_claim: Option<Spanned<String>>,
 }
 
 /// `[access]`, checked. The surface is on when `issuer` and `audience` are both set.
@@ -33,6 +34,9 @@ pub struct AccessConfig {
     pub header: String,
     pub cookie: String,
     pub jwks_ttl: Duration,
+    /// The claim path (`groups`, `custom.groups`) a token's groups are read from; none reads
+    /// no groups.
+    pub groups_claim: Option<Vec<String>>,
 }
 
 impl AccessConfig {
@@ -51,6 +55,7 @@ impl AccessConfig {
             header: self.header.clone(),
             cookie: self.cookie.clone(),
             jwks_ttl: self.jwks_ttl,
+            groups_claim: self.groups_claim.clone(),
         })
     }
 }
@@ -129,7 +134,17 @@ pub(super) fn access_config(t: &Text<'_>, s: &AccessSection) -> Result<AccessCon
         Some(c) => c.get_ref().clone(),
         None => "CF_Authorization".to_owned(),
     };
+    let groups_claim = match &s.groups_claim {
+        None => None,
+        Some(path) => Some(claim_path(path.get_ref()).ok_or_else(|| {
+            t.at(
+                path.span().start,
+                "must be a claim name, or a dotted path to one (\"groups\", \"custom.groups\"): non-empty names of letters, digits, `_`, `-` or `:`, joined by `.`",
+            )
+        })?),
+    };
     Ok(AccessConfig {
+        groups_claim,
         issuer,
         audience,
         jwks,
@@ -139,6 +154,18 @@ pub(super) fn access_config(t: &Text<'_>, s: &AccessSection) -> Result<AccessCon
             .jwks_ttl_seconds
             .map_or(Duration::from_secs(3600), |n| n.seconds()),
     })
+}
+
+/// A dotted claim path's names, each non-empty and plain.
+fn claim_path(path: &str) -> Option<Vec<String>> {
+    let names: Vec<String> = path.split('.').map(str::to_owned).collect();
+    let plain = |n: &String| {
+        !n.is_empty()
+            && n.len() <= 128
+            && n.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_-:".contains(&b))
+    };
+    (names.len() <= 8 && names.iter().all(plain)).then_some(names)
 }
 
 #[cfg(test)]

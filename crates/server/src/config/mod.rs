@@ -102,6 +102,12 @@ pub struct LoadedConfig {
     pub agents: BTreeSet<AgentName>,
     pub default_agent: Option<AgentName>,
     pub table: GrantsTable,
+    /// The hash of the sections a reload installs (`[grants]`, `[groups]`, `[restrict]`,
+    /// `[agent_policy]`) as read, comments and layout aside: `sha256:<hex>`.
+    pub policy_hash: String,
+    /// Every other top-level section's hash, by name: how a reload tells which sections it
+    /// leaves for a restart.
+    pub section_hashes: BTreeMap<String, String>,
     /// `[store]`: where runs are kept.
     pub store: StoreSpec,
     pub server: ServerConfig,
@@ -283,6 +289,26 @@ fn syntax<'i>(
     Ok((spans.into_inner(), doc))
 }
 
+/// The sections a reload installs, in this order: what the policy hash covers.
+pub const RELOADED_SECTIONS: [&str; 4] = ["grants", "groups", "restrict", "agent_policy"];
+
+/// `sha256:<hex>` of the reloaded sections' values as JSON with sorted keys: two files that
+/// say the same policy in other words (comments, order, layout) hash alike.
+fn policy_hash(doc: &toml::Table) -> String {
+    let sections: BTreeMap<&str, Option<&toml::Value>> = RELOADED_SECTIONS
+        .iter()
+        .map(|k| (*k, doc.get(*k)))
+        .collect();
+    let canonical = serde_json::to_string(&sections).unwrap_or_default();
+    format!("sha256:{}", sha256_hex(&canonical))
+}
+
+fn sha256_hex(text: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(text.as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// The agents `[agents.<name>]` declares, read from the document itself, so a fault in one
 /// agent's table does not make every key naming the others a fault too.
 fn declared_agents(doc: &toml::Table) -> BTreeSet<AgentName> {
@@ -450,6 +476,17 @@ pub fn parse_with(
         table.declare_schedule(decl.name.clone(), NO_GRANTS);
     }
     let config = LoadedConfig {
+        policy_hash: policy_hash(&doc),
+        section_hashes: doc
+            .iter()
+            .filter(|(k, _)| !RELOADED_SECTIONS.contains(&k.as_str()))
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    sha256_hex(&serde_json::to_string(v).unwrap_or_default()),
+                )
+            })
+            .collect(),
         store: checked.store,
         server: checked.server,
         ingress: IngressConfig {

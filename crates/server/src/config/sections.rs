@@ -24,13 +24,14 @@ use super::store_section::StoreSection;
 use super::telemetry_section::TelemetrySection;
 
 /// The top-level keys `FileSections` reads, in its order (for the unknown-key fault).
-pub const CORE_KEYS: [&str; 17] = [
+pub const CORE_KEYS: [&str; 18] = [
     "server",
     "store",
     "ingress",
     "agents",
     "telemetry",
     "grants",
+    "groups",
     "restrict",
     "slack",
     "mcp",

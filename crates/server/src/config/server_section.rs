@@ -52,6 +52,7 @@ pub struct ServerSection {
     pub lease_seconds: Option<Spanned<Positive>>,
     pub agent_token_secret_file: Option<PathBuf>,
     pub public_url: Option<Spanned<String>>,
+    pub config_poll_ms: Option<u64>,
 }
 
 /// `[server]`.
@@ -72,6 +73,9 @@ pub struct ServerConfig {
     /// Where people reach this server (`https://switchboard.example.com`): the base of the
     /// capability links handed to whoever starts a run. None: no links.
     pub public_url: Option<String>,
+    /// How often `serve` looks whether its config file changed, to reload its policy;
+    /// `None` (`config_poll_ms = 0`): on SIGHUP only.
+    pub config_poll: Option<Duration>,
 }
 
 impl Default for ServerConfig {
@@ -85,6 +89,7 @@ impl Default for ServerConfig {
             lease: Duration::from_secs(30),
             agent_token_secret_file: None,
             public_url: None,
+            config_poll: Some(Duration::from_millis(2000)),
         }
     }
 }
@@ -121,6 +126,11 @@ pub(super) fn server(t: &Text<'_>, s: &ServerSection) -> Result<ServerConfig, Lo
         heartbeat,
         lease,
         agent_token_secret_file: s.agent_token_secret_file.clone(),
+        config_poll: match s.config_poll_ms {
+            None => d.config_poll,
+            Some(0) => None,
+            Some(ms) => Some(Duration::from_millis(ms)),
+        },
         public_url: match &s.public_url {
             None => None,
             Some(url) => match base_url_fault(url.get_ref()) {

@@ -85,7 +85,7 @@ fn every_fault_names_file_line_column_key_and_fix() {
         ),
         (
             "[server]\n\n[permissions]\nx = 1\n",
-            "t.toml:3:2: permissions: `permissions` is not a configuration key; grants and restrict are the only authorization keys",
+            "t.toml:3:2: permissions: `permissions` is not a configuration key; grants, groups and restrict are the only authorization keys",
         ),
         (
             "admins = [\"slack:U1\"]",

@@ -312,12 +312,11 @@ impl Harness {
     /// A person asks `agent` for `text` in Slack channel `channel` (so its capability link is
     /// a person's): the run's id and its link.
     async fn person_asks(&self, user: &str, channel: &str, text: &str) -> (RunId, String) {
-        let actor = resolve_actor(ActorId::parse(user).unwrap(), &self.services.table).with_origin(
-            Origin {
+        let actor = resolve_actor(ActorId::parse(user).unwrap(), &self.services.table())
+            .with_origin(Origin {
                 channel_id: ChannelId::parse(channel).unwrap(),
                 thread_key: None,
-            },
-        );
+            });
         let handled = commands::start_agent_run(
             &Caller::new(actor, Surface::Slack),
             text,
@@ -331,12 +330,11 @@ impl Harness {
 
     /// Starts a staller run as `user` in `channel` through the dispatcher (so it is live).
     async fn live_run(&self, user: &str, channel: &str) -> RunId {
-        let actor = resolve_actor(ActorId::parse(user).unwrap(), &self.services.table).with_origin(
-            Origin {
+        let actor = resolve_actor(ActorId::parse(user).unwrap(), &self.services.table())
+            .with_origin(Origin {
                 channel_id: ChannelId::parse(channel).unwrap(),
                 thread_key: None,
-            },
-        );
+            });
         let caller = Caller::new(actor, Surface::Slack);
         let handled = commands::start_agent_run(
             &caller,

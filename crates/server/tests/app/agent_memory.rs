@@ -98,12 +98,11 @@ impl Running {
 
     /// The caller a Slack message from `user` in `channel` would be.
     fn slack(&self, user: &str, channel: &str) -> Caller {
-        let actor = resolve_actor(ActorId::parse(user).unwrap(), &self.services.table).with_origin(
-            Origin {
+        let actor = resolve_actor(ActorId::parse(user).unwrap(), &self.services.table())
+            .with_origin(Origin {
                 channel_id: channel.parse().unwrap(),
                 thread_key: Some("1700000000.000100".into()),
-            },
-        );
+            });
         Caller::new(actor, Surface::Slack)
     }
 

@@ -316,7 +316,7 @@ async fn the_self_improvement_run_sees_every_channels_friction_and_a_plain_users
     );
     assert!(answer.contains("tool error ×4"), "the patterns: {answer}");
     let plain = commands::Caller::new(
-        authz_core::resolve_actor("slack:UPLAIN".parse().unwrap(), &app.services.table),
+        authz_core::resolve_actor("slack:UPLAIN".parse().unwrap(), &app.services.table()),
         commands::Surface::Slack,
     );
     let report = app
@@ -472,7 +472,7 @@ actions = ["agent:run:echo"]
         .shutdown(std::time::Duration::ZERO, std::time::Duration::ZERO)
         .await;
     let cli = commands::Caller::new(
-        authz_core::resolve_actor(authz_core::ActorId::cli_local(), &app.services.table),
+        authz_core::resolve_actor(authz_core::ActorId::cli_local(), &app.services.table()),
         commands::Surface::Cli,
     );
     let reply = app

@@ -9,6 +9,7 @@ use crate::types::{ReplicaId, ServerInfo, Timestamp};
 pub(super) struct Leases {
     heartbeats: BTreeMap<String, Timestamp>,
     servers: BTreeMap<String, (String, Timestamp)>,
+    policies: BTreeMap<String, String>,
 }
 
 impl Leases {
@@ -34,6 +35,11 @@ impl Leases {
         );
     }
 
+    pub(super) fn record_policy(&mut self, replica: &ReplicaId, hash: &str) {
+        self.policies
+            .insert(replica.as_str().to_owned(), hash.to_owned());
+    }
+
     pub(super) fn retire(&mut self, replica: &ReplicaId) {
         self.servers.remove(replica.as_str());
     }
@@ -50,6 +56,7 @@ impl Leases {
                     version: version.clone(),
                     started_at: *started_at,
                     heartbeat_at,
+                    policy_hash: self.policies.get(id).cloned(),
                 })
             })
             .collect();

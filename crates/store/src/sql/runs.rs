@@ -258,6 +258,16 @@ impl<D: Dialect> RunStore for SqlStore<D> {
         Ok(())
     }
 
+    async fn record_policy(&self, replica: &ReplicaId, hash: &str) -> Result<()> {
+        self.exec(
+            Statement::new("UPDATE replicas SET policy_hash = ? WHERE id = ?")
+                .text(hash)
+                .text(replica.as_str()),
+        )
+        .await?;
+        Ok(())
+    }
+
     async fn retire_server(&self, replica: &ReplicaId) -> Result<()> {
         self.exec(
             Statement::new(
@@ -273,7 +283,7 @@ impl<D: Dialect> RunStore for SqlStore<D> {
         let rows = self
             .all(
                 Statement::new(
-                    "SELECT id, server_version, started_at, heartbeat_at FROM replicas \
+                    "SELECT id, server_version, started_at, heartbeat_at, policy_hash FROM replicas \
                      WHERE server_version IS NOT NULL AND started_at IS NOT NULL AND heartbeat_at >= ? \
                      ORDER BY started_at DESC, id",
                 )
@@ -290,6 +300,7 @@ impl<D: Dialect> RunStore for SqlStore<D> {
                     version: r.text(1)?,
                     started_at: Timestamp::from_micros(r.int(2)?),
                     heartbeat_at: Timestamp::from_micros(r.int(3)?),
+                    policy_hash: r.opt_text(4)?,
                 })
             })
             .collect()

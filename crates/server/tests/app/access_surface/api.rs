@@ -54,7 +54,7 @@ async fn api_reads_are_the_registrys_with_byte_identical_not_found() {
     assert_eq!(all.len(), 4);
     // The same JSON as the CLI's --json: the registry's data.
     let caller = Caller::new(
-        resolve_actor(ActorId::parse("access:fleet").unwrap(), &h.services.table),
+        resolve_actor(ActorId::parse("access:fleet").unwrap(), &h.services.table()),
         Surface::Access,
     );
     let direct = h

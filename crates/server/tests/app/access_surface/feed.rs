@@ -85,7 +85,7 @@ async fn a_runs_feed_is_for_its_readers_and_ends_with_the_run() {
         .await;
     assert_eq!(feed.status(), 200);
     let cli = Caller::new(
-        resolve_actor(ActorId::parse("cli:local").unwrap(), &h.services.table),
+        resolve_actor(ActorId::parse("cli:local").unwrap(), &h.services.table()),
         Surface::Cli,
     );
     let stop = h
@@ -230,4 +230,55 @@ async fn a_viewers_run_feed_ends_when_the_run_is_no_longer_theirs_to_read() {
     .await;
     assert!(ended.is_ok(), "the feed stayed open: {rest}");
     assert!(!rest.contains("event:"), "it carried more: {rest}");
+}
+
+/// A revocation by a reload reaches open feeds at their next recheck: the index feed ends (the
+/// page opens it again under the policy in force), a run's feed that is no longer the viewer's
+/// ends carrying nothing more; a new request decides under the new policy at once.
+#[tokio::test]
+async fn a_reload_that_revokes_ends_open_feeds_at_their_next_recheck() {
+    let h = start(Options {
+        recheck: Duration::from_millis(200),
+        ..Options::default()
+    })
+    .await;
+    let private = h.live_run("slack:U2", "slack:G1").await;
+    let fleet = token_for("fleet");
+    let mut index = h.open("/runs/stream", &fleet).await;
+    let sync = read_until(&mut index, "\n\n", Duration::from_secs(5)).await;
+    assert!(sync.contains(private.as_str()), "{sync}");
+    let mut run_feed = h.open(&format!("/runs/{private}/stream"), &fleet).await;
+    assert_eq!(run_feed.status(), 200);
+    let before = h
+        .get(&format!("/api/runs.get?id={private}"), Some(&fleet))
+        .await;
+    // Both feeds stay open while nothing changes: a quiet wait, then read again.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(!ends_within(&mut index, Duration::from_millis(100)).await);
+    // The reload: the same agents, no grants at all (access:fleet keeps its baseline only).
+    let table = authz_core::GrantsTable::empty(h.services.table().agents().clone());
+    h.services.policy.replace(commands::PolicyInForce {
+        table: Arc::new(table),
+        org_rules: Vec::new(),
+        hash: "sha256:revoked".to_owned(),
+    });
+    let after = h
+        .get(&format!("/api/runs.get?id={private}"), Some(&fleet))
+        .await;
+    let missing = h
+        .get("/api/runs.get?id=01JZZZZZZZZZZZZZZZZZZZZZZZ", Some(&fleet))
+        .await;
+    assert_ne!(before, after);
+    assert_eq!(
+        after, missing,
+        "a new request decides under the new policy at once"
+    );
+    assert!(
+        ends_within(&mut index, Duration::from_secs(5)).await,
+        "the index feed outlived a reload"
+    );
+    assert!(
+        ends_within(&mut run_feed, Duration::from_secs(5)).await,
+        "a run's feed outlived its viewer's revocation"
+    );
 }

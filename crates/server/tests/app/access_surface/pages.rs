@@ -334,7 +334,7 @@ async fn capability_links_open_their_own_live_run_only() {
 async fn scheduled_links_a_firing_only_for_a_reader() {
     let h = start(Options::default()).await;
     let cli = Caller::new(
-        resolve_actor(ActorId::parse("cli:local").unwrap(), &h.services.table),
+        resolve_actor(ActorId::parse("cli:local").unwrap(), &h.services.table()),
         Surface::Cli,
     );
     let fired = h

@@ -198,3 +198,31 @@ fn initialize_body() -> String {
         "clientInfo": {"name": "raw", "version": "0"}}})
     .to_string()
 }
+
+/// A live run's agent token decides its next call under the policy in force: a reload that
+/// takes the principal's grant away reaches the agent at once, its run still live.
+#[tokio::test]
+async fn an_agent_tokens_next_call_follows_a_reload_that_revokes_its_principal() {
+    let s = start(Some(token_map()), "").await;
+    let public = s.seed("slack:C1", "slack:UBOB", V::Public).await;
+    let handled = s
+        .slack_says("slack:UALICE", "slack:G1", "@holder look around")
+        .await;
+    let parent = handled.run.unwrap().id().clone();
+    let (token, _) = s.holder_env(&parent).await;
+    let agent = s.client(&token).await;
+    let get = json!({"id": public.id.to_string()});
+    let before = call(&agent, "runs_get", get.clone()).await;
+    assert_eq!(before.is_error, Some(false), "{}", text(&before));
+    // The reload: the same agents, and Alice's entry gone.
+    let table = authz_core::GrantsTable::empty(s.services.table().agents().clone());
+    s.services.policy.replace(commands::PolicyInForce {
+        table: std::sync::Arc::new(table),
+        org_rules: Vec::new(),
+        hash: "sha256:revoked".to_owned(),
+    });
+    let after = call(&agent, "runs_get", get).await;
+    assert_eq!(after.is_error, Some(true), "{}", text(&after));
+    assert_eq!(after.structured_content.unwrap()["code"], "not_found");
+    assert!(s.services.runs.stop_here(&parent), "the run was still live");
+}

@@ -217,7 +217,7 @@ impl Server {
     /// A Slack user's request in a channel, as the Slack surface would hand it over.
     pub async fn slack_says(&self, user: &str, channel: &str, text: &str) -> commands::Handled {
         let caller = Caller::new(
-            resolve_actor(user.parse().unwrap(), &self.services.table).with_origin(Origin {
+            resolve_actor(user.parse().unwrap(), &self.services.table()).with_origin(Origin {
                 channel_id: channel.parse().unwrap(),
                 thread_key: Some("1700000000.000100".into()),
             }),

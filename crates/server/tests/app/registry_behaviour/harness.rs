@@ -91,7 +91,7 @@ async fn world_with(
         registry: app.registry.clone(),
         services: app.services.clone(),
         store: app.store.clone(),
-        table: app.services.table.clone(),
+        table: app.services.table().clone(),
         audit,
         _app: app,
         _dir: dir,

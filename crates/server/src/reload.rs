@@ -1,0 +1,216 @@
+//! Policy reloads: `serve` reads its config file again on SIGHUP and whenever the file's bytes
+//! change (polled every `[server] config_poll_ms`, which also sees a Kubernetes ConfigMap's
+//! symlink swap), and installs `[grants]`, `[groups]`, `[restrict]` and `[agent_policy]`'s
+//! rules only when the whole file passes everything `config check` checks. A file at fault is
+//! refused with its faults on the log, and the running policy stays. Each installed policy is
+//! an audit line with its hash, and the hash this replica runs is recorded in the store
+//! (`status`) and shown on `/readyz`.
+//!
+//! What a reload reaches: a new request decides under the new policy at once; a live run's
+//! tool calls and its agent token from their next call; an open live feed at its next
+//! recheck; a request already being served finishes under the policy it started with.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sha2::Digest;
+use tokio_util::sync::CancellationToken;
+
+use std::collections::BTreeMap;
+
+use commands::LivePolicy;
+use store::{ReplicaId, Store};
+
+use crate::config::{LoadedConfig, RELOADED_SECTIONS, Source};
+use crate::{App, config_check, policy_in_force};
+
+/// What a reload needs of the running server.
+#[derive(Clone)]
+pub struct Reloader {
+    policy: Arc<LivePolicy>,
+    store: Arc<dyn Store>,
+    replica: ReplicaId,
+    source: Source,
+    /// The other sections as the server started with them (a reload leaves them so).
+    running_sections: BTreeMap<String, String>,
+}
+
+impl Reloader {
+    pub fn of(app: &App) -> Reloader {
+        Reloader {
+            policy: app.services.policy.clone(),
+            store: app.store.clone(),
+            replica: app.replica.clone(),
+            source: app.config.source.clone(),
+            running_sections: app.config.section_hashes.clone(),
+        }
+    }
+}
+
+/// What one reload did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reloaded {
+    /// A new policy is in force (its hash, and the one it replaced).
+    Installed { hash: String, previous: String },
+    /// The file says the policy already in force.
+    Unchanged { hash: String },
+    /// The file did not pass the check: nothing changed.
+    Refused { faults: usize },
+}
+
+/// Reads the file again as `config check` would, and installs its policy when it passes.
+pub async fn reload(r: &Reloader) -> Reloaded {
+    let source = &r.source;
+    let check = {
+        let source = source.clone();
+        tokio::task::spawn_blocking(move || config_check::check(source, |k| std::env::var(k).ok()))
+            .await
+    };
+    let outcome = match check {
+        Ok(outcome) => outcome,
+        Err(_) => return refused(source, &["the check itself failed".to_owned()]),
+    };
+    let config = match (outcome.faults.is_empty(), outcome.config) {
+        (true, Some(config)) => config,
+        (_, _) => {
+            let faults: Vec<String> = outcome.faults.iter().map(ToString::to_string).collect();
+            return refused(source, &faults);
+        }
+    };
+    install(r, &config).await
+}
+
+fn refused(source: &Source, faults: &[String]) -> Reloaded {
+    for fault in faults {
+        tracing::error!("[policy] reload refused: {fault}");
+    }
+    tracing::error!(
+        file = %source,
+        faults = faults.len(),
+        "[policy] reload refused: the file has faults (above); the policy in force stays. Fix them, check with `switchboard config check`, and save again or send SIGHUP"
+    );
+    Reloaded::Refused {
+        faults: faults.len(),
+    }
+}
+
+async fn install(r: &Reloader, config: &LoadedConfig) -> Reloaded {
+    let previous = r.policy.now().hash.clone();
+    warn_of_restart_only_changes(&r.running_sections, config);
+    if config.policy_hash == previous {
+        tracing::info!(hash = %previous, "[policy] reload: the file's policy is the one in force");
+        return Reloaded::Unchanged { hash: previous };
+    }
+    let next = policy_in_force(config);
+    let hash = next.hash.clone();
+    r.policy.replace(next);
+    tracing::info!(
+        target: crate::telemetry::AUDIT_TARGET,
+        "[policy] reloaded hash={hash} previous={previous} file={} replica={}",
+        r.source,
+        r.replica.as_str()
+    );
+    record(r.store.as_ref(), &r.replica, &hash).await;
+    Reloaded::Installed { hash, previous }
+}
+
+/// Records the hash this replica runs in the store, for `status`; a failure is logged only
+/// (`/readyz` still shows the hash in force).
+pub async fn record(store: &dyn Store, replica: &ReplicaId, hash: &str) {
+    if let Err(e) = store.record_policy(replica, hash).await {
+        tracing::warn!(error = %e.token(), "[policy] recording the policy's hash in the store failed");
+    }
+}
+
+/// A reload installs the policy sections only: a change elsewhere waits for a restart, and
+/// the log says so once per reload.
+fn warn_of_restart_only_changes(running: &BTreeMap<String, String>, next: &LoadedConfig) {
+    let changed = changed_sections(running, &next.section_hashes);
+    if !changed.is_empty() {
+        tracing::warn!(
+            "[policy] the file also changes {}, which a reload does not install ({} only): they take effect when the server restarts",
+            changed.join(", "),
+            reloaded_sections()
+        );
+    }
+}
+
+/// The top-level sections whose values differ between two files, as `[name]`.
+fn changed_sections(a: &BTreeMap<String, String>, b: &BTreeMap<String, String>) -> Vec<String> {
+    a.keys()
+        .chain(b.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .filter(|k| a.get(*k) != b.get(*k))
+        .map(|k| format!("[{k}]"))
+        .collect()
+}
+
+/// The bytes of the file `source` names, hashed: what the poll compares.
+fn file_digest(path: &PathBuf) -> Option<[u8; 32]> {
+    std::fs::read(path)
+        .ok()
+        .map(|bytes| sha2::Sha256::digest(&bytes).into())
+}
+
+/// Reloads on SIGHUP and, every `poll` (none: SIGHUP only), when the file's bytes changed,
+/// until `stop`. The embedded default has no file: nothing to reload, and SIGHUP says so.
+pub fn spawn(
+    r: Reloader,
+    poll: Option<Duration>,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hangup = signal(SignalKind::hangup()).ok();
+    tokio::spawn(async move {
+        let path = match &r.source {
+            Source::File(path) => Some(path.clone()),
+            Source::EmbeddedDefault => None,
+        };
+        let mut seen = path.as_ref().and_then(file_digest);
+        let mut tick = poll.map(|p| {
+            let mut t = tokio::time::interval_at(tokio::time::Instant::now() + p, p);
+            t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            t
+        });
+        loop {
+            let hup = async {
+                match hangup.as_mut() {
+                    Some(s) => s.recv().await.is_some(),
+                    None => std::future::pending().await,
+                }
+            };
+            let polled = async {
+                match tick.as_mut() {
+                    Some(t) => t.tick().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let forced = tokio::select! {
+                () = stop.cancelled() => return,
+                _ = hup => true,
+                _ = polled => false,
+            };
+            let Some(path) = &path else {
+                if forced {
+                    tracing::warn!(
+                        "[policy] SIGHUP: the server runs the embedded default config, so there is no file to reload; start it with --config FILE"
+                    );
+                }
+                continue;
+            };
+            let now = file_digest(path);
+            if !forced && (now == seen || now.is_none()) {
+                continue;
+            }
+            seen = now;
+            reload(&r).await;
+        }
+    })
+}
+
+/// The sections a reload installs, for messages.
+pub fn reloaded_sections() -> String {
+    RELOADED_SECTIONS.map(|s| format!("[{s}]")).join(", ")
+}
