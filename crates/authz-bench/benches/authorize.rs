@@ -5,7 +5,11 @@
 //! - `admin`: an actor holding all on every axis reads a private run (allow);
 //! - `slack_user_public`: a Slack user whose `slack:*` surface entry grants runs:read reads a
 //!   public run (allow);
-//! - `token_denied`: a token pinned to http:ops reads a run in http:billing (deny).
+//! - `token_denied`: a token pinned to http:ops reads a run in http:billing (deny);
+//! - `group_member`: a Slack user whose runs:read comes from a declared group and whose
+//!   channel comes from a Slack user group the surface learned it is in reads a private run
+//!   there (allow). Groups are resolved into the actor's grants, so the decision reads them
+//!   as it reads any grant.
 //!
 //! Before timing, every shape's Cedar decision is checked against `authorize`'s, so the two
 //! engines are compared on the same answers. Also timed: `predicate_for` for the same actors.
@@ -13,8 +17,8 @@
 use std::str::FromStr;
 
 use authz_core::{
-    Action, Actor, GrantsTable, Resource, ResourceType, RunFacts, authorize, predicate_for,
-    resolve_actor,
+    Action, Actor, GrantsTable, GroupFacts, GroupId, Resource, ResourceType, RunFacts, authorize,
+    predicate_for,
 };
 use cedar_policy::{Authorizer, Context, Decision, Entities, EntityUid, PolicySet, Request};
 
@@ -35,10 +39,11 @@ enum Shape {
     Admin,
     SlackUserPublic,
     TokenDenied,
+    GroupMember,
 }
 
 impl Shape {
-    const ALL: [Shape; 4] = [Shape::MemberOf50, Shape::Admin, Shape::SlackUserPublic, Shape::TokenDenied];
+    const ALL: [Shape; 5] = [Shape::MemberOf50, Shape::Admin, Shape::SlackUserPublic, Shape::TokenDenied, Shape::GroupMember];
 
     fn allows(self) -> bool {
         !matches!(self, Shape::TokenDenied)
@@ -64,7 +69,26 @@ actions = ["runs:read"]
 [grants."http:ops-bot"]
 actions = ["runs:read"]
 channels = ["http:ops"]
+
+[groups]
+oncall = ["slack:U8"]
+
+[grants."group:oncall"]
+actions = ["runs:read"]
+
+[grants."group:slack:S0ONCALL"]
+channels = ["slack:G049"]
 "#;
+
+/// `who` as its surface resolves it: slack:U8 with the Slack user group the directory says
+/// it is in.
+fn resolved(t: &GrantsTable, who: &str) -> Actor {
+    let mut facts = GroupFacts::default();
+    if who == "slack:U8" {
+        facts.member_of.insert(GroupId::parse("group:slack:S0ONCALL").expect("group id"));
+    }
+    t.resolve(who.parse().expect("actor id"), facts, false)
+}
 
 fn operator_config() -> String {
     let channels: Vec<String> = (0..50).map(|i| format!("\"slack:G{i:03}\"")).collect();
@@ -96,8 +120,9 @@ fn fixture(shape: Shape) -> Fixture {
         Shape::Admin => ("slack:U1", run("r1", "slack:G049", "slack:U2", "private"), "r1"),
         Shape::SlackUserPublic => ("slack:U7", run("r2", "slack:C1", "slack:U2", "public"), "r2"),
         Shape::TokenDenied => ("http:ops-bot", run("r3", "http:billing", "http:billing", "machine"), "r3"),
+        Shape::GroupMember => ("slack:U8", run("r1", "slack:G049", "slack:U2", "private"), "r1"),
     };
-    let actor = resolve_actor(who.parse().expect("actor id"), &t);
+    let actor = resolved(&t, who);
     let principal = cedar_uid(actor_type(who), who);
     let request = Request::new(
         principal,
@@ -160,7 +185,7 @@ impl Cedar {
 fn cedar_entities() -> Entities {
     let t = table();
     let principal = |id: &str| {
-        let g = t.grants_for(&id.parse().expect("actor id"));
+        let g = resolved(&t, id).grants;
         let actions: Vec<String> = g.actions.items().map(|s| s.iter().map(ToString::to_string).collect()).unwrap_or_default();
         let channels: Vec<String> = g.channels.items().map(|s| s.iter().map(ToString::to_string).collect()).unwrap_or_default();
         format!(
@@ -181,6 +206,7 @@ fn cedar_entities() -> Entities {
         principal("slack:U1"),
         principal("slack:U7"),
         principal("http:ops-bot"),
+        principal("slack:U8"),
         run("r1", "slack:G049", "slack:U2", "private"),
         run("r2", "slack:C1", "slack:U2", "public"),
         run("r3", "http:billing", "http:billing", "machine"),
@@ -221,6 +247,7 @@ impl std::fmt::Display for Shape {
             Shape::Admin => "admin",
             Shape::SlackUserPublic => "slack_user_public",
             Shape::TokenDenied => "token_denied",
+            Shape::GroupMember => "group_member",
         })
     }
 }

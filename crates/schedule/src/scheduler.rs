@@ -267,7 +267,12 @@ async fn fire_slot(
     // An agent's run is followed only once its firing is recorded `started`: a run that ends
     // at once would otherwise have its end written first and then overwritten.
     let mut to_follow = None;
-    let (status, run, detail) = match &entry.caller {
+    // A firing is a new request: its actor under the policy in force (a reload since start).
+    let caller = entry
+        .caller
+        .as_ref()
+        .map(|c| commands::identity::resolved_again(services, c));
+    let (status, run, detail) = match &caller {
         Err(m) => {
             tracing::warn!(schedule = %name, key = %m.key, "[schedule] misconfigured; nothing sent");
             ("misconfigured".to_owned(), None, Some(m.to_string()))

@@ -65,6 +65,7 @@ pub fn summary(app: &App, addr: SocketAddr) -> Summary {
     ];
     surfaces.extend(app.surfaces.iter().map(|s| s.summary_line(app)));
     surfaces.extend([
+        policy_line(app),
         broker_line(app),
         sandbox_line(app),
         network_line(app),
@@ -83,6 +84,31 @@ pub fn summary(app: &App, addr: SocketAddr) -> Summary {
         memory: memory_line(&c.memory),
         telemetry: telemetry_line(&c.telemetry),
         surfaces,
+    }
+}
+
+/// The policy in force (its hash, its groups) and how it reloads.
+fn policy_line(app: &App) -> SurfaceLine {
+    let policy = app.services.policy.now();
+    let groups = policy.table.group_entries().len();
+    let reloads = match (&app.config.source, app.config.server.config_poll) {
+        (crate::config::Source::EmbeddedDefault, _) => {
+            "no file to reload (the embedded default; start with --config FILE)".to_owned()
+        }
+        (_, Some(poll)) => format!(
+            "reloads on SIGHUP and when the file changes (looked at every {} ms)",
+            poll.as_millis()
+        ),
+        (_, None) => "reloads on SIGHUP ([server] config_poll_ms = 0)".to_owned(),
+    };
+    SurfaceLine {
+        surface: "policy",
+        on: true,
+        note: format!(
+            "{}, {groups} group grant{}; {reloads}; docs/groups-and-reloads.md",
+            policy.hash,
+            if groups == 1 { "" } else { "s" }
+        ),
     }
 }
 

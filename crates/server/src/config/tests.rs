@@ -475,6 +475,27 @@ fn every_fault_names_file_line_column_key_and_fix() {
         ),
         // [access].
         (
+            "[access]\ngroups_claim = \"custom..groups\"",
+            "t.toml:2:16: access.groups_claim: must be a claim name, or a dotted path to one",
+        ),
+        (
+            "[access]\ngroups_claim = \"\"",
+            "t.toml:2:16: access.groups_claim: must be a claim name",
+        ),
+        (
+            "[server]\nconfig_poll_ms = -1",
+            "t.toml:2:18: server.config_poll_ms: invalid value: integer `-1`",
+        ),
+        // [groups] and a group's grants (authz-core's parser, located here).
+        (
+            "[groups]\noncall = [\"agent:coding\"]",
+            "t.toml:2:1: groups.\"oncall\"[0]: an agent is never a group member",
+        ),
+        (
+            "[grants.\"group:slack:S1\"]\nactions = [\"config:write\"]",
+            "t.toml:1:9: grants.\"group:slack:S1\": a Slack user group's grants may not hold config:write",
+        ),
+        (
             "[access]\nissuer = \"acme\"\naudience = \"a\"",
             "t.toml:2:10: access.issuer: is not an https URL, so the key set cannot be found from it; set jwks_url or jwks_file",
         ),

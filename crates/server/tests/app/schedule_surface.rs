@@ -165,6 +165,42 @@ async fn a_manual_firing_takes_its_own_slot_and_never_stands_for_a_timer_slot() 
     );
 }
 
+/// A firing is a new request: after a reload that takes the schedule's grant away, its next
+/// firing decides under the policy in force (refused), never under the one it started with.
+#[tokio::test]
+async fn a_firing_after_a_reload_decides_under_the_policy_in_force() {
+    let (app, _dir) = app("sqlite", EVERY_MINUTE).await;
+    let before = app
+        .scheduler
+        .fire_now("minutely", &app.registry, &app.services)
+        .await
+        .unwrap();
+    assert_eq!(before.status, "completed");
+    let table = authz_core::GrantsTable::empty(app.services.table().agents().clone());
+    app.services.policy.replace(commands::PolicyInForce {
+        table: std::sync::Arc::new(table),
+        org_rules: Vec::new(),
+        hash: "sha256:revoked".to_owned(),
+    });
+    let after = app
+        .scheduler
+        .fire_now("minutely", &app.registry, &app.services)
+        .await
+        .unwrap();
+    assert_ne!(after.status, "completed", "{after:?}");
+    let run = app
+        .store
+        .get_run(after.run.as_ref().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(run.status, RunStatus::Failed);
+    assert!(
+        run.error.as_deref().unwrap_or_default().contains("🚫"),
+        "{run:?}"
+    );
+}
+
 #[tokio::test]
 async fn a_misconfigured_schedule_records_why_and_sends_nothing() {
     // A prompt firing whose grants lack agent:run:echo, and a command schedule with no grants.
