@@ -1,9 +1,10 @@
 //! The policy in force: the grants table (grants, groups, restrict) and the org's agent
 //! policy rules, swapped whole by a reload and read as one snapshot per decision.
 //!
-//! A request resolves its caller under the snapshot it read first, so it finishes under the
-//! policy it started with; the next request, the next tool call of a live run and the live
-//! feed's next re-check read the one in force then.
+//! A request resolves its caller's grants once, under the snapshot it read first, and keeps
+//! them to its end; a fact a handler reads from the table later (whether a repo is
+//! restricted) comes from the snapshot in force then. The next request, the next tool call of
+//! a live run and the live feed's next re-check read the one in force then.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};

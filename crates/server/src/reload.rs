@@ -8,7 +8,7 @@
 //!
 //! What a reload reaches: a new request decides under the new policy at once; a live run's
 //! tool calls and its agent token from their next call; an open live feed at its next
-//! recheck; a request already being served finishes under the policy it started with.
+//! recheck; a request already being served keeps the grants its caller was resolved with.
 
 use std::path::PathBuf;
 use std::sync::Arc;

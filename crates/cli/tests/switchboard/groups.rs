@@ -21,7 +21,7 @@ const OTHER: &str = "other-token-0123456789abcdef";
 
 /// The policy under test: one group of each kind, each granting one action its members'
 /// baseline lacks (and a Slack group whose lookup always fails).
-const GROUPS: &str = "[groups]\noncall = [\"http:ops\"]\n\
+const GROUPS: &str = "[groups]\noncall = [\"http:ops\", \"mcp:ops\"]\n\
     [grants.\"group:oncall\"]\nactions = [\"status:read\"]\n\
     [grants.\"group:slack:S0ONCALL\"]\nactions = [\"runs:read\"]\n\
     [grants.\"group:slack:S0GONE\"]\nactions = [\"friction:write\"]\n\
@@ -39,7 +39,7 @@ fn config(dir: &Path, api_url: &str, key: &SigningKey) -> String {
     std::fs::write(&jwks, key_set(&[key]).to_string()).unwrap();
     let audit = dir.join("audit.log");
     format!(
-        "[agents]\ndefault = \"echo\"\n[agents.echo]\n[slack]\napi_url = \"{api_url}\"\n\
+        "[agents]\ndefault = \"echo\"\n[agents.echo]\n[mcp]\nenabled = true\n[slack]\napi_url = \"{api_url}\"\n\
          [access]\nissuer = \"{ISSUER}\"\naudience = \"{AUDIENCE}\"\njwks_file = {jwks:?}\ngroups_claim = \"groups\"\n\
          [telemetry]\naudit_file = {audit:?}\n{GROUPS}",
     )
@@ -81,6 +81,29 @@ async fn ingress(base: &str, token: &str, text: &str) -> u16 {
         .unwrap()
         .status()
         .as_u16()
+}
+
+/// The tools `tools/list` offers a bearer token on `/mcp` (stateless: no session to open).
+async fn mcp_tools(base: &str, token: &str) -> Vec<String> {
+    let body = reqwest::Client::new()
+        .post(format!("{base}/mcp"))
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .body(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string())
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let answer: Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+    answer["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{answer}"))
+        .iter()
+        .filter_map(|t| t["name"].as_str().map(str::to_owned))
+        .collect()
 }
 
 async fn api_fire(base: &str, token: &str) -> u16 {
@@ -136,6 +159,17 @@ async fn a_groups_grant_reaches_its_members_on_every_surface_and_nobody_else() {
     // A declared group: the ingress token it lists holds its grant; another token does not.
     assert_eq!(ingress(&server.base, OPS, "status").await, 200);
     assert_eq!(ingress(&server.base, OTHER, "status").await, 403);
+    // The same on MCP: the group's status tool is offered to its member's token alone.
+    assert!(
+        mcp_tools(&server.base, OPS)
+            .await
+            .contains(&"status".to_owned())
+    );
+    assert!(
+        !mcp_tools(&server.base, OTHER)
+            .await
+            .contains(&"status".to_owned())
+    );
 
     // A Slack user group: U1 is in it (Slack says so), U2 is not.
     let u1 = mention(&server.base, &fake, 0, "U1", "runs list").await;
@@ -237,6 +271,26 @@ async fn a_groups_grant_reaches_its_members_on_every_surface_and_nobody_else() {
     let v: Value = serde_json::from_str(&json_out).unwrap_or_else(|e| panic!("{e}: {json_out}"));
     assert_eq!(v["verdict"], "allow");
     assert_eq!(v["granted_by"], json!(["group:access:eng"]));
+    // A Slack user group may not be handed what any member could give themself.
+    let refused = format!(
+        "{}[grants.\"group:slack:S0ADMINS\"]\nactions = [\"config:write\"]\n",
+        std::fs::read_to_string(dir.path().join("switchboard.toml")).unwrap()
+    );
+    std::fs::write(dir.path().join("refused.toml"), refused).unwrap();
+    let check = std::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .current_dir(dir.path())
+        .env_remove("SWITCHBOARD_CONFIG")
+        .args(["config", "check", "--config", "refused.toml"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&check.stderr).into_owned()
+        + &String::from_utf8_lossy(&check.stdout);
+    assert!(!check.status.success(), "{said}");
+    assert!(
+        said.contains("grants.\"group:slack:S0ADMINS\"")
+            && said.contains("may not hold config:write"),
+        "{said}"
+    );
     let outside = explain(&[
         "--actor",
         "http:other",
