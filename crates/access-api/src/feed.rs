@@ -317,6 +317,8 @@ fn until(remaining: Duration) -> Option<tokio::time::Instant> {
 
 /// `GET /runs/stream`.
 pub async fn index_stream(State(api): State<Arc<AccessApi>>, headers: HeaderMap) -> Response {
+    // Before the viewer is resolved: a reload from here on ends this feed at its next tick.
+    let policy = PolicyTick::new(&api);
     let (caller, viewer) = match api.caller(&headers).await {
         Ok(c) => c,
         Err(r) => return r,
@@ -351,7 +353,7 @@ pub async fn index_stream(State(api): State<Arc<AccessApi>>, headers: HeaderMap)
             opening: Some(opening),
             until: until(viewer.remaining()),
             recheck: None,
-            policy: Some(PolicyTick::new(&api)),
+            policy: Some(policy),
             shutdown: api.shutdown.clone(),
             ended: false,
         },

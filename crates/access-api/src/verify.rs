@@ -247,10 +247,10 @@ fn refused(kind: &ErrorKind) -> Refused {
 /// The most groups one token's claim may name; a longer list is read as none.
 const MAX_GROUPS: usize = 256;
 
-/// The groups a verified token's claim at `path` names: a list of names (or of objects with a
-/// `name`, as some identity providers write them), or one name. A claim of any other shape,
-/// or a name that is not a group name, reads as no groups at all (never part of them), with
-/// the reason on the log.
+/// The groups a verified token's claim at `path` names: a list of names, or one name. A claim
+/// of any other shape (objects too: a display name beside an id is not a key the operator
+/// chose), or a name that is not a group name, reads as no groups at all (never part of
+/// them), with the reason on the log.
 fn groups_of(claims: &Claims, path: Option<&[String]>, actor: &ActorId) -> GroupFacts {
     let Some((first, rest)) = path.and_then(<[String]>::split_first) else {
         return GroupFacts::default();
@@ -259,11 +259,7 @@ fn groups_of(claims: &Claims, path: Option<&[String]>, actor: &ActorId) -> Group
     for name in rest {
         at = at.and_then(|v| v.get(name));
     }
-    let name_of = |v: &serde_json::Value| match v {
-        serde_json::Value::String(s) => Some(s.clone()),
-        serde_json::Value::Object(o) => o.get("name").and_then(|n| n.as_str()).map(str::to_owned),
-        _ => None,
-    };
+    let name_of = |v: &serde_json::Value| v.as_str().map(str::to_owned);
     let names: Option<Vec<String>> = match at {
         None => Some(Vec::new()),
         Some(serde_json::Value::Array(items)) if items.len() <= MAX_GROUPS => {
@@ -376,11 +372,6 @@ mod tests {
                 "custom.groups",
                 vec!["group:access:Platform Team"],
             ),
-            (
-                r#"{"exp":1,"groups":[{"id":"1","name":"eng"}]}"#,
-                "groups",
-                vec!["group:access:eng"],
-            ),
             // Absent, or at another path: no groups.
             (r#"{"exp":1}"#, "groups", vec![]),
             (r#"{"exp":1,"groups":["eng"]}"#, "custom.groups", vec![]),
@@ -391,6 +382,11 @@ mod tests {
             (r#"{"exp":1,"groups":["eng",""]}"#, "groups", vec![]),
             (r#"{"exp":1,"groups":["eng","a\nb"]}"#, "groups", vec![]),
             (r#"{"exp":1,"groups":[{"id":"1"}]}"#, "groups", vec![]),
+            (
+                r#"{"exp":1,"groups":[{"id":"1","name":"eng"}]}"#,
+                "groups",
+                vec![],
+            ),
         ] {
             assert_eq!(read(json, at), want, "{json} at {at}");
         }

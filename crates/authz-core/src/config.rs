@@ -599,6 +599,13 @@ impl GrantsTable {
     /// standing, memberships, origin and principal): what a reload makes of an actor already
     /// proved, so its next decision is under the policy in force.
     pub fn resolve_again(&self, actor: &Actor) -> Actor {
+        // An actor `authorize` denies whole stays so: never made consistent by resolving.
+        if !actor.is_consistent() {
+            return Actor {
+                grants: NO_GRANTS,
+                ..actor.clone()
+            };
+        }
         let mut again = match (&actor.on_behalf_of, actor.id.namespace()) {
             (principal, Namespace::Agent) => {
                 match AgentName::parse(actor.id.subject()) {

@@ -153,15 +153,15 @@ impl GroupId {
     }
 
     /// Whether a fact of this group may count for `member`: a Slack group only for a Slack
-    /// user, an identity provider's group only for an Access identity. A declared group's
-    /// members are listed, never a fact.
+    /// user, an identity provider's group only for an Access browser session. A declared
+    /// group's members are listed, never a fact.
     pub fn may_contain(&self, member: &ActorId) -> bool {
         match self.kind {
             GroupKind::Declared => false,
             GroupKind::Slack => member.namespace() == Namespace::Slack,
-            GroupKind::Access => {
-                matches!(member.namespace(), Namespace::Access | Namespace::AccessSvc)
-            }
+            // A person's session only: a service token holds exactly its entry (and the
+            // declared groups that list it), whatever its token says.
+            GroupKind::Access => member.namespace() == Namespace::Access,
         }
     }
 }
@@ -375,7 +375,7 @@ mod tests {
         let b = ActorId::parse("access:bob@example.com").unwrap();
         let svc = ActorId::parse("access:svc:deploy").unwrap();
         assert!(s.may_contain(&u) && !s.may_contain(&b));
-        assert!(a.may_contain(&b) && a.may_contain(&svc) && !a.may_contain(&u));
+        assert!(a.may_contain(&b) && !a.may_contain(&svc) && !a.may_contain(&u));
         assert!(!GroupId::parse("group:x").unwrap().may_contain(&u));
     }
 }

@@ -470,6 +470,8 @@ fn serve(
         .enable_all()
         .build()?;
     rt.block_on(async move {
+        // First: a SIGHUP while the store opens must not end the server.
+        server::reload::take_over_hangups();
         let secrets = server::Secrets::from_env(&config)?;
         server::preflight(&config, &secrets)?;
         let overrides = server::Overrides {

@@ -29,22 +29,34 @@ impl CheckOutcome {
 
 /// Checks the file of `source` as `serve` would load and start it, in the environment `env`.
 pub fn check(source: Source, env: impl Fn(&str) -> Option<String>) -> CheckOutcome {
-    let refused = |faults: Vec<LoadError>| CheckOutcome {
+    match config::read_text(&source) {
+        Ok(text) => check_text(source, &text, env),
+        Err(e) => refused(vec![e]),
+    }
+}
+
+fn refused(faults: Vec<LoadError>) -> CheckOutcome {
+    CheckOutcome {
         config: None,
         faults,
         warnings: Vec::new(),
-    };
-    let text = match config::read_text(&source) {
-        Ok(text) => text,
-        Err(e) => return refused(vec![e]),
-    };
+    }
+}
+
+/// [`check`] of `text`, read from `source` already: a reload checks exactly the bytes it
+/// hashed, never a second read of a file that may be changing.
+pub fn check_text(
+    source: Source,
+    text: &str,
+    env: impl Fn(&str) -> Option<String>,
+) -> CheckOutcome {
     let sections = crate::surface::builtin();
     let config =
-        match config::parse_with(source.clone(), &text, &crate::surface::sections(&sections)) {
+        match config::parse_with(source.clone(), text, &crate::surface::sections(&sections)) {
             Ok(c) => c,
             Err(faults) => return refused(faults.0),
         };
-    let t = Text::new(&source, &text);
+    let t = Text::new(&source, text);
     let mut found = Found::default();
     let secrets = environment(&t, &config, &env, &mut found);
     if let Some(secrets) = &secrets {
@@ -52,7 +64,7 @@ pub fn check(source: Source, env: impl Fn(&str) -> Option<String>) -> CheckOutco
     }
     audit_directory(&t, &config, &mut found);
     directories(&t, &config, &mut found);
-    schedules(&t, &text, &config, &mut found);
+    schedules(&t, text, &config, &mut found);
     found
         .faults
         .sort_by_key(|e| (e.line.is_none(), e.line, e.column));

@@ -34,6 +34,10 @@ pub struct Reloader {
     source: Source,
     /// The other sections as the server started with them (a reload leaves them so).
     running_sections: BTreeMap<String, String>,
+    /// The agents the server runs: a table is only ever built for these.
+    running_agents: std::collections::BTreeSet<authz_core::AgentName>,
+    /// The file's bytes as the server loaded them.
+    loaded: [u8; 32],
 }
 
 impl Reloader {
@@ -44,6 +48,8 @@ impl Reloader {
             replica: app.replica.clone(),
             source: app.config.source.clone(),
             running_sections: app.config.section_hashes.clone(),
+            running_agents: app.config.agents.clone(),
+            loaded: app.config.text_digest,
         }
     }
 }
@@ -59,13 +65,16 @@ pub enum Reloaded {
     Refused { faults: usize },
 }
 
-/// Reads the file again as `config check` would, and installs its policy when it passes.
-pub async fn reload(r: &Reloader) -> Reloaded {
+/// Checks `text` (the file's bytes, read once) as `config check` would, and installs its
+/// policy when it passes.
+pub async fn reload(r: &Reloader, text: String) -> Reloaded {
     let source = &r.source;
     let check = {
         let source = source.clone();
-        tokio::task::spawn_blocking(move || config_check::check(source, |k| std::env::var(k).ok()))
-            .await
+        tokio::task::spawn_blocking(move || {
+            config_check::check_text(source, &text, |k| std::env::var(k).ok())
+        })
+        .await
     };
     let outcome = match check {
         Ok(outcome) => outcome,
@@ -96,6 +105,14 @@ fn refused(source: &Source, faults: &[String]) -> Reloaded {
 }
 
 async fn install(r: &Reloader, config: &LoadedConfig) -> Reloaded {
+    if config.agents != r.running_agents {
+        // The table names agents (the chat baseline, restrict.agents): built for agents this
+        // process does not run, it would be about other agents than the ones it runs.
+        return refused(
+            &r.source,
+            &["the file declares other agents ([agents.<name>]) than the server runs; agents change only with a restart, so restart the server to install this file".to_owned()],
+        );
+    }
     let previous = r.policy.now().hash.clone();
     warn_of_restart_only_changes(&r.running_sections, config);
     if config.policy_hash == previous {
@@ -147,28 +164,40 @@ fn changed_sections(a: &BTreeMap<String, String>, b: &BTreeMap<String, String>) 
         .collect()
 }
 
-/// The bytes of the file `source` names, hashed: what the poll compares.
-fn file_digest(path: &PathBuf) -> Option<[u8; 32]> {
-    std::fs::read(path)
-        .ok()
-        .map(|bytes| sha2::Sha256::digest(&bytes).into())
+/// The file's text and the hash of its bytes, read once; `None` when it cannot be read (in
+/// the middle of a swap, say: the next look reads it again).
+fn read(path: &PathBuf) -> Option<(String, [u8; 32])> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let digest = sha2::Sha256::digest(text.as_bytes()).into();
+    Some((text, digest))
 }
 
-/// Reloads on SIGHUP and, every `poll` (none: SIGHUP only), when the file's bytes changed,
-/// until `stop`. The embedded default has no file: nothing to reload, and SIGHUP says so.
+/// Reloads on SIGHUP and, every `poll` (none: SIGHUP only), when the file's bytes changed and
+/// then stayed the same for one more look (a file being written in place is never read
+/// half-way), until `stop`. The embedded default has no file: nothing to reload, and SIGHUP
+/// says so. The watch starts from the bytes the server loaded, so a change saved while it
+/// started is seen.
 pub fn spawn(
     r: Reloader,
     poll: Option<Duration>,
     stop: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
     use tokio::signal::unix::{SignalKind, signal};
-    let mut hangup = signal(SignalKind::hangup()).ok();
+    let mut hangup = match signal(SignalKind::hangup()) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::warn!(error = %e, "[policy] SIGHUP cannot be caught here; reload by saving the file");
+            None
+        }
+    };
     tokio::spawn(async move {
         let path = match &r.source {
             Source::File(path) => Some(path.clone()),
             Source::EmbeddedDefault => None,
         };
-        let mut seen = path.as_ref().and_then(file_digest);
+        let mut seen = r.loaded;
+        // A change seen once, waiting for a second look to find the same bytes.
+        let mut settling: Option<[u8; 32]> = None;
         let mut tick = poll.map(|p| {
             let mut t = tokio::time::interval_at(tokio::time::Instant::now() + p, p);
             t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -200,14 +229,38 @@ pub fn spawn(
                 }
                 continue;
             };
-            let now = file_digest(path);
-            if !forced && (now == seen || now.is_none()) {
+            let Some((text, digest)) = read(path) else {
+                if forced {
+                    tracing::error!(file = %r.source, "[policy] SIGHUP: the config file cannot be read; the policy in force stays");
+                }
                 continue;
+            };
+            if !forced {
+                if digest == seen {
+                    settling = None;
+                    continue;
+                }
+                if settling != Some(digest) {
+                    settling = Some(digest);
+                    continue;
+                }
             }
-            seen = now;
-            reload(&r).await;
+            settling = None;
+            seen = digest;
+            reload(&r, text).await;
         }
     })
+}
+
+/// Installs this process's SIGHUP handler (tokio keeps it for the process's life), so a
+/// SIGHUP from now on never ends the process as the default action would: `serve` calls it
+/// before anything else. One that comes before the reloader listens is not lost work: the
+/// reloader compares the file with the bytes the server loaded when it starts.
+pub fn take_over_hangups() {
+    use tokio::signal::unix::{SignalKind, signal};
+    if let Err(e) = signal(SignalKind::hangup()) {
+        tracing::warn!(error = %e, "[policy] SIGHUP cannot be caught here; reload by saving the file");
+    }
 }
 
 /// The sections a reload installs, for messages.

@@ -8,32 +8,38 @@ use broker::{Label, RuleDecision, RuleKey};
 use super::Who;
 use super::broker_gate::{BrokerGate, refused};
 use super::host_form::in_host_form;
+use super::in_force::InForce;
 use super::{AgentAllowed, AgentCall};
 use crate::EventSink;
 
 impl BrokerGate {
     /// The rule table's decision for `action` of `call`, under the run's promises.
-    fn bounded(&self, call: &AgentCall, action: &str) -> RuleDecision {
+    fn bounded(&self, now: &InForce, call: &AgentCall, action: &str) -> RuleDecision {
         let key = RuleKey {
             action,
             tool: broker::agent_tools::key_tool(action, &call.shown.name),
             model: self.model.as_deref(),
             agent_kind: self.agent_kind.as_deref(),
         };
-        let answer = self.in_force().table.lookup(&key);
+        let answer = now.table.lookup(&key);
         self.with(|m| m.ratchet.bound(action, answer.decision))
     }
 
     /// Step 2 for every action of the call at once: a denied one refuses it before anyone is
     /// asked; otherwise one question to each approver the actions need, about the whole call.
     /// `Ok(true)` when a person said yes to it.
-    async fn rules_for_all(&self, call: &AgentCall, sink: &EventSink) -> Result<bool, String> {
+    async fn rules_for_all(
+        &self,
+        now: &InForce,
+        call: &AgentCall,
+        sink: &EventSink,
+    ) -> Result<bool, String> {
         let (mut person, mut reviewer) = (false, false);
         for action in &call.actions {
-            let decision = self.bounded(call, action);
+            let decision = self.bounded(now, call, action);
             if decision == RuleDecision::Deny {
                 // The table's own refusal, with its reason (nothing is asked at a deny).
-                self.rules(&call.shown, action, false, sink).await?;
+                self.rules(now, &call.shown, action, false, sink).await?;
                 return Err(refused(format!("{action} is denied")));
             }
             person |= decision.needs_a_person();
@@ -65,12 +71,14 @@ impl BrokerGate {
         let Some(first) = call.actions.first() else {
             return Err(refused("the call names no action"));
         };
-        if !self.may_use_repo() {
+        // One policy decides the whole call, whatever a reload does meanwhile.
+        let now = self.in_force();
+        if !now.may_use_repo() {
             return Err(refused(
                 "the person this run acts for may not use this repository",
             ));
         }
-        let said_yes = self.rules_for_all(call, sink).await?;
+        let said_yes = self.rules_for_all(&now, call, sink).await?;
         let Some(granted) = &call.granted_as else {
             sink.event(
                 "tool",

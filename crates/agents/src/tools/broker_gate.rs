@@ -248,12 +248,6 @@ impl BrokerGate {
         cell.clone()
     }
 
-    /// Whether the run's principal may still use the run's repository, under the policy in
-    /// force (always true outside one).
-    pub(super) fn may_use_repo(&self) -> bool {
-        self.in_force().may_use_repo()
-    }
-
     pub(super) fn with<T>(&self, f: impl FnOnce(&mut Mutable) -> T) -> T {
         let mut guard = match self.mutable.lock() {
             Ok(guard) => guard,
@@ -352,6 +346,7 @@ impl BrokerGate {
     /// yes to this very call (`approved`: earlier in the run, for a connection's host).
     pub(super) async fn rules(
         &self,
+        now: &InForce,
         call: &ToolCall,
         action: &str,
         approved: bool,
@@ -363,7 +358,7 @@ impl BrokerGate {
             model: self.model.as_deref(),
             agent_kind: self.agent_kind.as_deref(),
         };
-        let answer = self.in_force().table.lookup(&key);
+        let answer = now.table.lookup(&key);
         let decision = self.with(|m| m.ratchet.bound(action, answer.decision));
         if decision == RuleDecision::Deny {
             let why = if decision < answer.decision {
@@ -478,7 +473,8 @@ impl BrokerGate {
         let event = self
             .with(|m| m.ratchet.widen_request(&args.promise, &args.now))
             .map_err(refused)?;
-        self.rules(call, "policy.widen", false, sink).await?;
+        self.rules(&self.in_force(), call, "policy.widen", false, sink)
+            .await?;
         let body = serde_json::to_string(&event)
             .map_err(|e| refused(format!("the widening could not be recorded: {e}")))?;
         if !sink.event_kept("restriction", &body).await {
@@ -536,12 +532,14 @@ impl BrokerGate {
             arguments: serde_json::json!({ "url": url }).to_string(),
         };
         let action = "net.fetch";
-        if !self.may_use_repo() {
+        // One policy decides the whole call, whatever a reload does meanwhile.
+        let now = self.in_force();
+        if !now.may_use_repo() {
             return Err(refused(
                 "the person this run acts for may not use this repository",
             ));
         }
-        let said_yes = self.rules(&call, action, approved, sink).await?;
+        let said_yes = self.rules(&now, &call, action, approved, sink).await?;
         let (decision, asked_here) = self.grant(&call, &call, action, said_yes, sink).await?;
         let taint_rose = self.raise(decision.label(), sink).await.map_err(refused)?;
         sink.event(
@@ -576,12 +574,14 @@ impl BrokerGate {
         };
         let person_said_yes = match &action {
             Some(action) => {
-                if !self.may_use_repo() {
+                // One policy decides the whole call, whatever a reload does meanwhile.
+                let now = self.in_force();
+                if !now.may_use_repo() {
                     return Err(refused(
                         "the person this run acts for may not use this repository",
                     ));
                 }
-                self.rules(call, action, false, sink).await?
+                self.rules(&now, call, action, false, sink).await?
             }
             None => false,
         };

@@ -42,7 +42,10 @@ impl InForce {
             agent,
             repo,
             table,
-            generation: watch.map_or(0, |w| w.generation()),
+            // Under a watch, resolved again at the first call: the agent, its repo and the
+            // rules were gathered before the gate was made (a clone, a queue, MCP servers),
+            // and a reload may have come meanwhile. No generation is ever this one.
+            generation: watch.map_or(0, |_| u64::MAX),
         }
     }
 

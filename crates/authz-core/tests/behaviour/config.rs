@@ -595,6 +595,17 @@ mod groups {
     }
 
     #[test]
+    fn an_inconsistent_actor_resolved_again_holds_nothing() {
+        let t = parse(TEAM).unwrap();
+        let mut odd = resolve_actor(id("http:ops"), &t);
+        odd.on_behalf_of = Some(Box::new(resolve_actor(id("slack:U1"), &t)));
+        assert_eq!(t.resolve_again(&odd).grants, NO_GRANTS);
+        let mut kind = resolve_actor(id("slack:U1"), &t);
+        kind.kind = authz_core::ActorKind::Agent;
+        assert_eq!(t.resolve_again(&kind).grants, NO_GRANTS);
+    }
+
+    #[test]
     fn an_outsider_holds_only_its_entry_and_the_declared_groups_listing_it() {
         let t = parse(TEAM).unwrap();
         let listed = resolve_outsider(id("slack:U1"), &t);

@@ -207,7 +207,7 @@ async fn a_groups_grant_reaches_its_members_on_every_surface_and_nobody_else() {
     for (who, groups) in [
         ("bob", json!(["web"])),
         ("carol", json!("web")),
-        ("dave", json!([{"name": "web"}])),
+        ("dave", json!([{"name": "eng"}])),
         // A claim that does not read as group names grants no group, never a part of one.
         ("erin", json!(["eng", 7])),
         ("frank", json!({"eng": true})),

@@ -159,14 +159,16 @@ async fn sighup_installs_a_checked_file_and_a_faulty_one_leaves_the_policy_in_fo
         "{}[grants.\"group:nobody\"]\nactions = [\"status:read\"]\n",
         config(true, &extra)
     );
-    write_atomically(&file, &faulty);
-    hangup(&server);
-    until_line(
-        &dir.path().join("serve.log"),
-        &["reload refused", "group:nobody"],
-    );
-    assert_eq!(status_code(&server.base).await, 403);
-    assert_eq!(ready_policy(&server.base).await, second);
+    // So is a file that declares other agents than the server runs: the table it would build
+    // is about agents this process does not have.
+    let more_agents = format!("{}[agents.other]\n", config(true, &extra));
+    for (text, why) in [(faulty, "group:nobody"), (more_agents, "other agents")] {
+        write_atomically(&file, &text);
+        hangup(&server);
+        until_line(&dir.path().join("serve.log"), &["reload refused", why]);
+        assert_eq!(status_code(&server.base).await, 403, "{why}");
+        assert_eq!(ready_policy(&server.base).await, second, "{why}");
+    }
 
     // Fixed, with a change a reload does not install: the policy is, the rest is named.
     let fixed = config(

@@ -105,6 +105,8 @@ pub struct LoadedConfig {
     /// The hash of the sections a reload installs (`[grants]`, `[groups]`, `[restrict]`,
     /// `[agent_policy]`) as read, comments and layout aside: `sha256:<hex>`.
     pub policy_hash: String,
+    /// The SHA-256 of the file's bytes as loaded: where a reload's watch starts.
+    pub text_digest: [u8; 32],
     /// Every other top-level section's hash, by name: how a reload tells which sections it
     /// leaves for a restart.
     pub section_hashes: BTreeMap<String, String>,
@@ -477,6 +479,10 @@ pub fn parse_with(
     }
     let config = LoadedConfig {
         policy_hash: policy_hash(&doc),
+        text_digest: {
+            use sha2::Digest;
+            sha2::Sha256::digest(text.as_bytes()).into()
+        },
         section_hashes: doc
             .iter()
             .filter(|(k, _)| !RELOADED_SECTIONS.contains(&k.as_str()))

@@ -24,9 +24,12 @@ impl PolicyWatch for Reloads {
     }
 
     fn now(&self, agent: &Actor, _repo: Option<&Resource>) -> PolicyNow {
-        // The first reload denies fs.read org-wide; the second takes the principal's grant of
-        // the run's repository away.
-        let org_rules = vec![parse_run_rule("fs.read=deny").unwrap()];
+        // Before any reload: no org rule. The first reload denies fs.read org-wide; the
+        // second takes the principal's grant of the run's repository away.
+        let org_rules = match self.reloaded(1) {
+            true => vec![parse_run_rule("fs.read=deny").unwrap()],
+            false => Vec::new(),
+        };
         if !self.reloaded(2) {
             let table = ops_table(OPS_MAY_USE_WEB);
             return PolicyNow {
