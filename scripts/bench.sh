@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Benchmarks (never tests). Usage: scripts/bench.sh [authz|store|ingress|mcp|memory|schedule|tracing|slack|access|broker|rss|versus|soak]
+# Benchmarks (never tests). Usage: scripts/bench.sh [authz|review|store|ingress|mcp|memory|schedule|tracing|slack|access|broker|rss|versus|soak]
 #
 #   authz   authorize and predicate_for, side by side with cedar-policy deciding an equivalent
 #           policy on the same requests in the same run (crates/authz-bench, excluded from the
 #           workspace so Cedar is built only here).
+#   review  `authz diff` over 1,000 grant entries and 100 groups (crates/authz-core/benches)
 #   store   a 50-run page for four actor shapes at 10k, 100k and 1M runs on SQLite and Postgres,
 #           beside load-then-filter at the largest size. Needs PostgreSQL
 #           ($SWITCHBOARD_BENCH_POSTGRES_URL, default postgres://postgres@127.0.0.1:5432/test);
@@ -138,6 +139,10 @@ case "$what" in
     cargo build --locked --release --manifest-path crates/bare-http/Cargo.toml
     "$venv/bin/python" scripts/bench/access.py | tee target/bench/access.txt
     ;;
+  review)
+    echo "== authz diff over 1,000 grant entries and 100 groups"
+    cargo bench --locked -p authz-core --bench review | tee target/bench/review.txt
+    ;;
   broker)
     command -v bwrap >/dev/null || apt-get install -y -q bubblewrap >/dev/null
     echo "== broker: decide over 100 grants, the rule table over 1,000 rules"
@@ -169,7 +174,7 @@ case "$what" in
     python3 scripts/bench/soak.py | tee target/bench/soak.txt
     ;;
   *)
-    echo "unknown benchmark '$what'; known: authz, store, ingress, mcp, memory, schedule, tracing, slack, access, broker, rss, versus, soak" >&2
+    echo "unknown benchmark '$what'; known: authz, review, store, ingress, mcp, memory, schedule, tracing, slack, access, broker, rss, versus, soak" >&2
     exit 2
     ;;
 esac

@@ -33,6 +33,7 @@
 //! | `action` | the closed vocabulary: `Action::{Command(group, effect), AgentRun, AgentRunAny, RepoUse, TraceRead}`; `CATALOGUE_ACTIONS` (the command actions the catalogue declares) |
 //! | `grants` | `GrantSet<T>` (`All` / `Only`), `Grants` (actions, channels, repos), `NO_GRANTS`, `ALL_GRANTS`; `holds` (with `agent:run:*`), union, intersection |
 //! | `groups` | `GroupId` (`group:<name>`, `group:slack:S…`, `group:access:<name>`), `GroupFacts` (what a surface learned for a request), `[groups]` parsing, the grants a Slack group may never hold |
+//! | `review` | `diff` (every change of decision between two tables, over every actor class × action × resource shape, exactly), `who_can`, the classes and shapes they enumerate, `spec_of` |
 //! | `sources` | `GrantSource`: which baseline, entry, surface entry or group gave an actor its grants (`authz explain`) |
 //! | `actor` | `Actor`, `Origin`; consistency (kind matches namespace) and `effective_grants` (agent ∩ principal) |
 //! | `resource` | `Resource` and its parts (`RunFacts`, `ScopeKey`, `ConfigTier`, …), `ChannelVisibility` (default `Unknown`), `ResourceType`, kinds |
@@ -101,6 +102,7 @@ pub mod ids;
 pub mod policy;
 pub mod predicate;
 pub mod resource;
+pub mod review;
 pub mod run;
 pub mod sources;
 pub mod spec;

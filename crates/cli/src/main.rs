@@ -1,7 +1,7 @@
 //! # cli: the `switchboard` binary
 //!
 //! What it is: the operator's entry point. A fixed set of local verbs — `serve`, `ask`,
-//! `authz` (`explain`, `matrix`), `db` (`migrate`, `backup`), `config check`, `completions`, `version`,
+//! `authz` (`explain`, `matrix`, `diff`, `test`, `who-can`), `db` (`migrate`, `backup`), `config check`, `completions`, `version`,
 //! and two hidden ones a sandbox runs (`sandbox-forward`, a command agent's network;
 //! `sandbox-hook`, Claude Code's hook, read before the CLI is built) —
 //! and everything else forwarded to the command registry as `cli:local`, in-process, against
@@ -24,6 +24,7 @@
 //! | `approve` | a tool call that needs a person, asked on stderr and answered by a line of stdin |
 //! | `forward` | command-shaped words to the registry as `cli:local` through the same `App` (and `db migrate`), with `--help` generated from the command's schema; a run such a command starts is followed to its end. Other words are an unknown command (an agent request is `ask`) |
 //! | `check`, `explain` | `config check` (its report; what it finds is `server::config_check`'s); `authz explain` |
+//! | `review` | `authz diff` (two files or `--git <rev>`; authz-core's `review::diff`, the agent policy's rules over every call they tell apart, `[[agent_grants]]` by id; exit 1 on a widening), `authz test` (a file of cases), `authz who-can` |
 //! | `complete` | `completions <shell>`: the local verbs and every registry command with its arguments, from the registry's schema |
 //! | `out` | `out!`, `outln!`: every command writes through them, and a reader gone early (`… \| head`) ends it quietly with status 0 |
 //! | `render` | aligned tables, colour only on a terminal |
@@ -50,6 +51,7 @@ mod driven_clock;
 mod explain;
 mod forward;
 mod render;
+mod review;
 
 use server::config as config_file;
 
@@ -200,6 +202,46 @@ enum AuthzCommand {
     Explain(ExplainArgs),
     /// The conformance matrix (fixed actors × every command) for this config.
     Matrix,
+    /// Every change of decision between two configs (every actor class × action × resource
+    /// shape, and the agent policy). Exits 0 when nothing is granted or loosened, 1 when
+    /// anything is, 2 on a config fault.
+    #[command(after_help = DIFF_EXAMPLES)]
+    Diff(DiffArgs),
+    /// Check a file of [[case]] tables (actor, action, resource, expect = "allow" | "deny")
+    /// against --config. Exits 1 when any case fails, 2 when the file does not read.
+    #[command(
+        after_help = "Example:\n  switchboard authz test config/authz-tests.toml --config config/switchboard.example.toml"
+    )]
+    Test {
+        /// The cases file (TOML).
+        file: PathBuf,
+    },
+    /// Every actor class allowed the action (on the resource, or on some resource), with the
+    /// grant, group or baseline that allows it.
+    #[command(
+        after_help = "Example:\n  switchboard authz who-can runs:write --config config/switchboard.example.toml"
+    )]
+    WhoCan {
+        /// The action, e.g. runs:read.
+        action: String,
+        /// A resource spec (as `authz explain --resource` takes).
+        resource: Option<String>,
+    },
+}
+
+const DIFF_EXAMPLES: &str = "Examples:
+  switchboard authz diff old.toml new.toml
+  switchboard authz diff --git HEAD~1 config/switchboard.toml   (the file as committed at HEAD~1, against it now)";
+
+#[derive(clap::Args)]
+struct DiffArgs {
+    /// The config before (with --git: the one file, read at <rev> and as it is now).
+    old: PathBuf,
+    /// The config after.
+    new: Option<PathBuf>,
+    /// Compare the file as committed at this revision with the file as it is.
+    #[arg(long, value_name = "REV")]
+    git: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -435,6 +477,19 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         ),
         Command::Authz(AuthzCommand::Explain(args)) => authz_explain(config, json, args),
         Command::Authz(AuthzCommand::Matrix) => authz_matrix(config, json),
+        Command::Authz(AuthzCommand::Diff(args)) => authz_diff(json, args),
+        Command::Authz(AuthzCommand::Test { file }) => {
+            let config = load(config)?;
+            let (failed, data, text) = review::test_cases(&config.table, &file)?;
+            print(json, &data, &text)?;
+            Ok(if failed == 0 { 0 } else { DENIED })
+        }
+        Command::Authz(AuthzCommand::WhoCan { action, resource }) => {
+            let config = load(config)?;
+            let (data, text) = review::who_can_report(&config.table, &action, resource.as_deref())?;
+            print(json, &data, &text)?;
+            Ok(0)
+        }
         Command::Db(DbCommand::Migrate) => forward::migrate(config, json),
         Command::Db(DbCommand::Backup { file }) => forward::backup(config, json, &file),
         Command::Registry(words) => forward::run(config, json, words),
@@ -561,6 +616,38 @@ fn authz_explain(config: Option<PathBuf>, json: bool, args: ExplainArgs) -> anyh
     } else {
         DENIED
     })
+}
+
+/// The data as JSON, or the text.
+fn print(json: bool, data: &serde_json::Value, text: &str) -> anyhow::Result<()> {
+    if json {
+        outln!("{}", serde_json::to_string_pretty(data)?);
+    } else {
+        out!("{text}");
+    }
+    Ok(())
+}
+
+fn authz_diff(json: bool, args: DiffArgs) -> anyhow::Result<u8> {
+    let (old, new) = match (&args.git, &args.new) {
+        (Some(rev), None) => (
+            review::load_at(&args.old, Some(rev))?,
+            review::load_at(&args.old, None)?,
+        ),
+        (None, Some(new)) => (
+            review::load_at(&args.old, None)?,
+            review::load_at(new, None)?,
+        ),
+        (Some(_), Some(_)) => {
+            anyhow::bail!("--git compares one file with itself at a revision: give one file")
+        }
+        (None, None) => {
+            anyhow::bail!("give two config files (old, new), or --git <rev> and one file")
+        }
+    };
+    let review = review::review(&old, &new);
+    print(json, &review.json, &review.text)?;
+    Ok(if review.widens { DENIED } else { 0 })
 }
 
 fn authz_matrix(config: Option<PathBuf>, json: bool) -> anyhow::Result<u8> {

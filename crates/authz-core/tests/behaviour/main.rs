@@ -13,4 +13,5 @@ mod config;
 mod differential;
 mod directory;
 mod fixtures;
+mod review;
 mod validate;

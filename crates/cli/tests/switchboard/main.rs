@@ -29,6 +29,7 @@ mod private_files;
 mod registry_cli;
 mod reload;
 mod replica_faults;
+mod review;
 mod serve;
 mod slack_replicas;
 mod sqlite_feed;
