@@ -70,6 +70,9 @@ pub struct ActorClass {
     pub id: ActorId,
     pub groups: BTreeSet<GroupId>,
     pub memberships: BTreeSet<ChannelId>,
+    /// A person of another workspace let in (Slack Connect): only its entry and the declared
+    /// groups that list it.
+    pub outsider: bool,
     pub principal: Option<Box<ActorClass>>,
 }
 
@@ -80,6 +83,7 @@ impl ActorClass {
             id,
             groups: BTreeSet::new(),
             memberships: BTreeSet::new(),
+            outsider: false,
             principal: None,
         }
     }
@@ -98,13 +102,36 @@ impl ActorClass {
             unresolved: BTreeSet::new(),
         };
         table
-            .resolve(self.id.clone(), facts, false)
+            .resolve(self.id.clone(), facts, self.outsider)
             .with_memberships(self.memberships.iter().cloned())
     }
 }
 
+/// `base`, or `base` with a number after it, whichever no table names: a stand-in for "any
+/// unlisted actor" is never one a config holds grants for (a planted entry for the stand-in
+/// would make every unlisted actor look alike to it).
+fn fresh(base: &str, taken: &BTreeSet<ActorId>) -> Option<ActorId> {
+    (0..1000)
+        .map(|n| match n {
+            0 => base.to_owned(),
+            n => format!("{base}{n}"),
+        })
+        .filter_map(|raw| ActorId::parse(&raw).ok())
+        .find(|id| !taken.contains(id))
+}
+
 /// Every actor class of either table (`tables` is one or two).
 pub fn actor_classes(tables: &[&GrantsTable]) -> Vec<ActorClass> {
+    actor_classes_with(tables, &BTreeSet::new(), None)
+}
+
+/// [`actor_classes`], with `ids` among the named ones and, for each Slack class, a variant in
+/// the private channel `member_of` (a resource's own user and channel, for `who_can`).
+fn actor_classes_with(
+    tables: &[&GrantsTable],
+    ids: &BTreeSet<ActorId>,
+    member_of: Option<&ChannelId>,
+) -> Vec<ActorClass> {
     let mut named: BTreeSet<ActorId> = BTreeSet::new();
     let mut learned: BTreeSet<GroupId> = BTreeSet::new();
     let mut agents: BTreeSet<AgentName> = BTreeSet::new();
@@ -120,14 +147,26 @@ pub fn actor_classes(tables: &[&GrantsTable]) -> Vec<ActorClass> {
         );
         agents.extend(t.agents().iter().cloned());
     }
+    named.extend(ids.iter().cloned());
     named.retain(|id| id.namespace() != Namespace::Agent);
     named.insert(ActorId::cli_local());
     let mut people: Vec<ActorClass> = named
         .iter()
         .map(|id| ActorClass::of(id.clone(), id.as_str()))
         .collect();
+    // A Slack id a table names may also write from another workspace (Slack Connect).
+    people.extend(
+        named
+            .iter()
+            .filter(|id| id.namespace() == Namespace::Slack)
+            .map(|id| {
+                let mut c = ActorClass::of(id.clone(), format!("{id} (from another workspace)"));
+                c.outsider = true;
+                c
+            }),
+    );
     for (raw, label) in UNLISTED {
-        if let Ok(id) = ActorId::parse(raw) {
+        if let Some(id) = fresh(raw, &named) {
             people.push(ActorClass::of(id, label));
         }
     }
@@ -136,25 +175,28 @@ pub fn actor_classes(tables: &[&GrantsTable]) -> Vec<ActorClass> {
             GroupKind::Slack => IN_GROUP[0],
             _ => IN_GROUP[1],
         };
-        if let Ok(id) = ActorId::parse(raw) {
+        if let Some(id) = fresh(raw, &named) {
             let mut class = ActorClass::of(id, format!("a member of {group}"));
             class.groups.insert(group.clone());
             people.push(class);
         }
     }
-    // Slack users with a private channel the directory says they are in.
-    let member_of = ChannelId::parse(MEMBER_OF).ok();
+    // Slack users in a private channel the directory says they are in.
+    let channels: Vec<ChannelId> = ChannelId::parse(MEMBER_OF)
+        .ok()
+        .into_iter()
+        .chain(member_of.cloned())
+        .collect();
     let with_membership: Vec<ActorClass> = people
         .iter()
-        .filter(|c| c.id.namespace() == Namespace::Slack)
-        .filter_map(|c| {
-            let mut m = c.clone();
-            m.memberships.insert(member_of.clone()?);
-            m.label = format!(
-                "{} (in the private channel {MEMBER_OF}, per Slack)",
-                c.label
-            );
-            Some(m)
+        .filter(|c| c.id.namespace() == Namespace::Slack && !c.outsider)
+        .flat_map(|c| {
+            channels.iter().map(move |channel| {
+                let mut m = c.clone();
+                m.memberships.insert(channel.clone());
+                m.label = format!("{} (in the private channel {channel}, per Slack)", c.label);
+                m
+            })
         })
         .collect();
     people.extend(with_membership);
@@ -165,10 +207,7 @@ pub fn actor_classes(tables: &[&GrantsTable]) -> Vec<ActorClass> {
             id.clone(),
             format!("{id} (acting for nobody)"),
         ));
-        for p in people
-            .iter()
-            .filter(|p| p.id.namespace() != Namespace::Schedule)
-        {
+        for p in &people {
             let mut a = ActorClass::of(id.clone(), format!("{id} for {}", p.label));
             a.principal = Some(Box::new(p.clone()));
             classes.push(a);
@@ -250,9 +289,10 @@ pub fn named_repos(actors: &[&Actor], tables: &[&GrantsTable]) -> BTreeSet<RepoS
 
 /// The owners a class tells apart: its principal (or itself), itself, and someone else.
 pub fn named_users(class: &ActorClass, actors: &[&Actor]) -> BTreeSet<ActorId> {
-    let mut users: BTreeSet<ActorId> = ActorId::parse(SOMEONE_ELSE).into_iter().collect();
+    let mut users: BTreeSet<ActorId> = BTreeSet::new();
     users.insert(class.id.clone());
     users.extend(actors.iter().map(|a| a.principal().id.clone()));
+    users.extend(fresh(SOMEONE_ELSE, &users));
     users
 }
 
@@ -399,7 +439,9 @@ pub struct Allowed {
 /// on at least one shape of the class.
 pub fn who_can(table: &GrantsTable, action: &Action, resource: Option<&Resource>) -> Vec<Allowed> {
     let tables = [table];
-    actor_classes(&tables)
+    // The resource's own user, and the members of its channel, are classes of their own here.
+    let (user, channel) = resource.map(named_in).unwrap_or_default();
+    actor_classes_with(&tables, &user.into_iter().collect(), channel.as_ref())
         .into_iter()
         .filter_map(|class| {
             let actor = class.resolve(table);
@@ -421,6 +463,25 @@ pub fn who_can(table: &GrantsTable, action: &Action, resource: Option<&Resource>
             })
         })
         .collect()
+}
+
+/// The user and the channel a resource names (for `who_can`'s own-resource and member rows).
+fn named_in(r: &Resource) -> (Option<ActorId>, Option<ChannelId>) {
+    match r {
+        Resource::Run(run) => (Some(run.user_id.clone()), Some(run.channel_id.clone())),
+        Resource::Channel { id, .. } => (None, Some(id.clone())),
+        Resource::MemoryScope {
+            scope: ScopeKey::User(u),
+            ..
+        }
+        | Resource::ConfigScope(ConfigTier::User(u)) => (Some(u.clone()), None),
+        Resource::MemoryScope {
+            scope: ScopeKey::Channel(c),
+            ..
+        }
+        | Resource::ConfigScope(ConfigTier::Channel(c)) => (None, Some(c.clone())),
+        _ => (None, None),
+    }
 }
 
 /// The resource spec `parse_resource_spec` reads back (a repo's restriction is the table's).

@@ -645,7 +645,7 @@ fn authz_diff(json: bool, args: DiffArgs) -> anyhow::Result<u8> {
             anyhow::bail!("give two config files (old, new), or --git <rev> and one file")
         }
     };
-    let review = review::review(&old, &new);
+    let review = review::review(&old, &new)?;
     print(json, &review.json, &review.text)?;
     Ok(if review.widens { DENIED } else { 0 })
 }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use authz_core::review::{Change, diff, who_can};
 use authz_core::{Action, GrantsTable, Resource, parse_resource_spec};
-use broker::rules::{NamePattern, RuleKey, RuleTable, ToolRule};
+use broker::rules::{Layer, NamePattern, RuleDecision, RuleKey, RuleTable, ToolRule};
 use serde_json::{Value, json};
 use server::config::{LoadedConfig, Source};
 
@@ -39,6 +39,10 @@ pub fn load_at(path: &Path, rev: Option<&str>) -> anyhow::Result<LoadedConfig> {
 
 /// The file as committed at `rev`, read with git from the repository it is in.
 fn committed(path: &Path, rev: &str) -> anyhow::Result<String> {
+    anyhow::ensure!(
+        !rev.starts_with('-') && !rev.is_empty(),
+        "--git {rev:?}: a revision, like HEAD~1 or origin/main (never an option)"
+    );
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -63,6 +67,9 @@ fn committed(path: &Path, rev: &str) -> anyhow::Result<String> {
 /// One change of the agent policy: the call a rule key stands for, before and after.
 struct RuleChange {
     loosened: bool,
+    /// `decision`: the table's answer for a project with no rules of its own; `ceiling`: the
+    /// org's cap over whatever a project's or a run's rules answer (`none`: no cap).
+    what: &'static str,
     action: String,
     tool: String,
     model: Option<String>,
@@ -90,9 +97,13 @@ fn field_values(patterns: impl Iterator<Item = NamePattern>, extra: &[&str]) -> 
     out
 }
 
+/// The most calls `rule_changes` compares; more is refused (exit 2), never sampled.
+const MAX_RULE_KEYS: usize = 2_000_000;
+
 /// Every change of decision between two org rule sets, over every call their rules (and the
-/// shipped defaults) tell apart.
-fn rule_changes(old: &[ToolRule], new: &[ToolRule]) -> Vec<RuleChange> {
+/// shipped defaults) tell apart: the answer with no project or run rules, and the org's
+/// ceiling over whatever those answer.
+fn rule_changes(old: &[ToolRule], new: &[ToolRule]) -> anyhow::Result<Vec<RuleChange>> {
     let all: Vec<&ToolRule> = old.iter().chain(new).collect();
     let shipped = broker::rules::shipped_rules();
     let pick = |f: fn(&ToolRule) -> Option<NamePattern>| {
@@ -110,10 +121,22 @@ fn rule_changes(old: &[ToolRule], new: &[ToolRule]) -> Vec<RuleChange> {
     let tools = field_values(pick(|r| r.tool.clone()).into_iter(), &tools);
     let models = field_values(pick(|r| r.model.clone()).into_iter(), &[]);
     let kinds = field_values(pick(|r| r.agent_kind.clone()).into_iter(), &[]);
+    let keys = actions.len() * tools.len() * (models.len() + 1) * (kinds.len() + 1);
+    anyhow::ensure!(
+        keys <= MAX_RULE_KEYS,
+        "[agent_policy]: the rules name too many distinct actions, tools, models and agent kinds to compare every call ({keys} calls, at most {MAX_RULE_KEYS}); review the change by hand or in smaller steps"
+    );
     let (a, b) = (
         RuleTable::new(old.to_vec(), vec![], vec![]),
         RuleTable::new(new.to_vec(), vec![], vec![]),
     );
+    let (cap_a, cap_b) = (Layer::new(old.to_vec()), Layer::new(new.to_vec()));
+    let cap = |c: Option<RuleDecision>| {
+        (
+            c.unwrap_or(RuleDecision::Allow),
+            c.map_or("none", RuleDecision::as_str),
+        )
+    };
     let optional = |set: &BTreeSet<String>| -> Vec<Option<String>> {
         std::iter::once(None)
             .chain(set.iter().cloned().map(Some))
@@ -131,26 +154,36 @@ fn rule_changes(old: &[ToolRule], new: &[ToolRule]) -> Vec<RuleChange> {
                         agent_kind: kind.as_deref(),
                     };
                     let (before, after) = (a.lookup(&key).decision, b.lookup(&key).decision);
-                    if before != after {
-                        out.push(RuleChange {
-                            loosened: after > before,
-                            action: action.clone(),
-                            tool: tool.clone(),
-                            model: model.clone(),
-                            agent_kind: kind.clone(),
-                            before: before.as_str(),
-                            after: after.as_str(),
-                        });
+                    let ((cap_before, was), (cap_after, is)) =
+                        (cap(cap_a.lookup(&key)), cap(cap_b.lookup(&key)));
+                    let changed = [
+                        ("decision", before, after, before.as_str(), after.as_str()),
+                        ("ceiling", cap_before, cap_after, was, is),
+                    ];
+                    for (what, x, y, was, is) in changed {
+                        if was != is {
+                            out.push(RuleChange {
+                                loosened: y > x,
+                                what,
+                                action: action.clone(),
+                                tool: tool.clone(),
+                                model: model.clone(),
+                                agent_kind: kind.clone(),
+                                before: was,
+                                after: is,
+                            });
+                        }
                     }
                 }
             }
         }
     }
-    out
+    Ok(out)
 }
 
-/// `[[agent_grants]]` changed by id: a grant added or changed counts as granted (read it), one
-/// removed as revoked.
+/// `[[agent_grants]]` changed by id: added, changed or removed. Each counts as a widening
+/// (read it): a grant's effect depends on the others (a `deny` grant outranks the rest, one's
+/// labels raise the taint the others stop at), so removing one can widen too.
 fn grant_changes(old: &LoadedConfig, new: &LoadedConfig) -> Vec<(String, &'static str)> {
     let by_id = |c: &LoadedConfig| -> BTreeMap<String, String> {
         c.tool_policy
@@ -183,13 +216,23 @@ pub struct Review {
     pub text: String,
 }
 
-pub fn review(old: &LoadedConfig, new: &LoadedConfig) -> Review {
+pub fn review(old: &LoadedConfig, new: &LoadedConfig) -> anyhow::Result<Review> {
     let changes = diff(&old.table, &new.table);
-    let rules = rule_changes(&old.tool_policy.org_rules, &new.tool_policy.org_rules);
-    let grants = grant_changes(old, new);
+    let rules = rule_changes(&old.tool_policy.org_rules, &new.tool_policy.org_rules)?;
+    let mut grants = grant_changes(old, new);
+    // Who reviews an `agent_review` call, and how long an ask waits: a setting, read by a person.
+    if old.tool_policy.reviewer != new.tool_policy.reviewer {
+        grants.push(("[agent_policy] reviewer".to_owned(), "changed"));
+    }
+    if old.tool_policy.approval_timeout != new.tool_policy.approval_timeout {
+        grants.push((
+            "[agent_policy] approval_timeout_seconds".to_owned(),
+            "changed",
+        ));
+    }
     let widens = changes.iter().any(|c| c.change == "granted")
         || rules.iter().any(|r| r.loosened)
-        || grants.iter().any(|(_, what)| *what != "removed");
+        || !grants.is_empty();
     let mut items: Vec<Value> = changes
         .iter()
         .map(|c| {
@@ -202,18 +245,18 @@ pub fn review(old: &LoadedConfig, new: &LoadedConfig) -> Review {
         .collect();
     items.extend(rules.iter().map(|r| {
         json!({"kind": "agent_policy", "change": if r.loosened { "granted" } else { "revoked" },
-            "action": r.action, "tool": r.tool, "model": r.model, "agent_kind": r.agent_kind,
+            "what": r.what, "action": r.action, "tool": r.tool, "model": r.model, "agent_kind": r.agent_kind,
             "before": r.before, "after": r.after})
     }));
     items.extend(grants.iter().map(|(id, what)| {
         json!({"kind": "agent_grant", "change": if *what == "removed" { "revoked" } else { "granted" },
             "grant": id, "what": what})
     }));
-    Review {
+    Ok(Review {
         widens,
         json: json!({"changes": items}),
         text: render(&changes, &rules, &grants),
-    }
+    })
 }
 
 /// A resource shape in words, for the human report.
@@ -289,7 +332,7 @@ fn render(changes: &[Change], rules: &[RuleChange], grants: &[(String, &'static 
             some_of(&shapes, 6)
         ));
     }
-    let mut calls: BTreeMap<(bool, &str, &str, &str), Vec<String>> = BTreeMap::new();
+    let mut calls: BTreeMap<(bool, &str, &str, &str, &str), Vec<String>> = BTreeMap::new();
     for r in rules {
         let mut call = format!("through {}", r.tool);
         for (what, v) in [("agent kind", &r.agent_kind), ("model", &r.model)] {
@@ -298,14 +341,19 @@ fn render(changes: &[Change], rules: &[RuleChange], grants: &[(String, &'static 
             }
         }
         calls
-            .entry((r.loosened, r.action.as_str(), r.before, r.after))
+            .entry((r.loosened, r.what, r.action.as_str(), r.before, r.after))
             .or_default()
             .push(call);
     }
-    for ((loosened, action, before, after), which) in calls {
+    for ((loosened, what, action, before, after), which) in calls {
+        let what = match what {
+            "ceiling" => "the org's ceiling on",
+            _ => "",
+        };
         out.push_str(&format!(
-            "agent policy {} {action}: {before} → {after}, for {} call(s): {}\n",
+            "agent policy {} {what}{}{action}: {before} → {after}, for {} call(s): {}\n",
             if loosened { "loosens" } else { "tightens" },
+            if what.is_empty() { "" } else { " " },
             which.len(),
             some_of(&which, 3)
         ));

@@ -338,3 +338,64 @@ fn a_table_against_itself_changes_nothing_and_one_channel_more_is_exactly_its_re
     }
     assert!(diff(&wider, &t).iter().all(|c| c.change == "revoked"));
 }
+
+#[test]
+fn an_outsiders_entry_is_reviewed_even_when_an_insider_would_hold_it_anyway() {
+    let old = table("[grants.\"slack:*\"]\nactions = \"all\"\n", &["coding"]);
+    let new = table(
+        "[grants.\"slack:*\"]\nactions = \"all\"\n[grants.\"slack:U0EXT\"]\nactions = [\"runs:read\"]\n",
+        &["coding"],
+    );
+    let changes = diff(&old, &new);
+    assert!(
+        changes
+            .iter()
+            .any(|c| c.actor == "slack:U0EXT (from another workspace)"
+                && c.action == "runs:read"
+                && c.change == "granted"),
+        "{changes:#?}"
+    );
+}
+
+#[test]
+fn a_planted_entry_for_a_stand_in_hides_no_change_of_the_unlisted() {
+    // Both files hold everything for the id the review would stand in for any unlisted Slack
+    // user; the new one gives every Slack user trace:read.
+    let planted =
+        "[grants.\"slack:U0UNLISTED\"]\nactions = \"all\"\nchannels = \"all\"\nrepos = \"all\"\n";
+    let old = table(planted, &["coding"]);
+    let new = table(
+        &format!("{planted}[grants.\"slack:*\"]\nactions = [\"trace:read\"]\n"),
+        &["coding"],
+    );
+    let changes = diff(&old, &new);
+    assert!(
+        changes
+            .iter()
+            .any(|c| c.actor == "any unlisted Slack user" && c.action == "trace:read"),
+        "{changes:#?}"
+    );
+}
+
+#[test]
+fn who_can_counts_a_resources_own_user_and_its_channels_members() {
+    let t = table("", &["coding"]);
+    let own = parse_resource_spec("config-scope:tier=user,id=slack:U9", &t).unwrap();
+    let allowed: Vec<String> = who_can(&t, &"config:write".parse().unwrap(), Some(&own))
+        .into_iter()
+        .map(|a| a.actor)
+        .collect();
+    assert!(allowed.contains(&"slack:U9".to_owned()), "{allowed:?}");
+    let private =
+        parse_resource_spec("memory-scope:kind=channel,key=slack:G7,origin=private", &t).unwrap();
+    let allowed: Vec<String> = who_can(&t, &"memory:write".parse().unwrap(), Some(&private))
+        .into_iter()
+        .map(|a| a.actor)
+        .collect();
+    assert!(
+        allowed
+            .iter()
+            .any(|a| a.contains("in the private channel slack:G7")),
+        "{allowed:?}"
+    );
+}

@@ -144,6 +144,52 @@ fn allowing_git_push_in_the_agent_policy_exits_1() {
 }
 
 #[test]
+fn removing_an_org_ceiling_or_an_agent_grant_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let ex = example();
+    let ex = ex.to_str().unwrap();
+    // Without the org's git.push rule, a project's own `git.push = allow` would hold.
+    let no_ceiling = edited(
+        dir.path(),
+        "no-ceiling.toml",
+        "  { action = \"git.push\", decision = \"deny\" },\n",
+        "",
+    );
+    let out = switchboard(
+        dir.path(),
+        &["authz", "diff", ex, no_ceiling.to_str().unwrap(), "--json"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let changes = json_of(&out)["changes"].as_array().unwrap().clone();
+    assert!(
+        changes.iter().any(|c| c["what"] == "ceiling"
+            && c["action"] == "git.push"
+            && c["before"] == "deny"
+            && c["after"] == "none"),
+        "{changes:?}"
+    );
+    // A removed grant can widen too (a deny grant outranks the rest): read it.
+    let text = std::fs::read_to_string(example()).unwrap();
+    let header = "\n[[agent_grants]]\n";
+    let first = text.find(header).unwrap();
+    let next = text[first + 1..].find(header).unwrap() + first + 1;
+    let fewer = dir.path().join("fewer.toml");
+    std::fs::write(&fewer, format!("{}{}", &text[..first], &text[next..])).unwrap();
+    let out = switchboard(
+        dir.path(),
+        &["authz", "diff", ex, fewer.to_str().unwrap(), "--json"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let changes = json_of(&out)["changes"].as_array().unwrap().clone();
+    assert!(
+        changes
+            .iter()
+            .any(|c| c["kind"] == "agent_grant" && c["what"] == "removed"),
+        "{changes:?}"
+    );
+}
+
+#[test]
 fn git_reads_the_file_as_committed_at_a_revision() {
     let dir = tempfile::tempdir().unwrap();
     git(dir.path(), &["init", "-q"]);
