@@ -10,17 +10,16 @@
 //! tool calls and its agent token from their next call; an open live feed at its next
 //! recheck; a request already being served keeps the grants its caller was resolved with.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sha2::Digest;
-use tokio_util::sync::CancellationToken;
-
-use std::collections::BTreeMap;
-
+use authz_core::AgentName;
 use commands::LivePolicy;
+use sha2::Digest;
 use store::{ReplicaId, Store};
+use tokio_util::sync::CancellationToken;
 
 use crate::config::{LoadedConfig, RELOADED_SECTIONS, Source};
 use crate::{App, config_check, policy_in_force};
@@ -35,7 +34,7 @@ pub struct Reloader {
     /// The other sections as the server started with them (a reload leaves them so).
     running_sections: BTreeMap<String, String>,
     /// The agents the server runs: a table is only ever built for these.
-    running_agents: std::collections::BTreeSet<authz_core::AgentName>,
+    running_agents: BTreeSet<AgentName>,
     /// The file's bytes as the server loaded them.
     loaded: [u8; 32],
 }
@@ -173,8 +172,9 @@ fn read(path: &PathBuf) -> Option<(String, [u8; 32])> {
 }
 
 /// Reloads on SIGHUP and, every `poll` (none: SIGHUP only), when the file's bytes changed and
-/// then stayed the same for one more look (a file being written in place is never read
-/// half-way), until `stop`. The embedded default has no file: nothing to reload, and SIGHUP
+/// then stayed the same for one more look (a file being written in place is read once it holds
+/// still; a writer that pauses longer than two looks mid-file can still be caught, so deploys
+/// write by rename, as a ConfigMap does), until `stop`. The embedded default has no file: nothing to reload, and SIGHUP
 /// says so. The watch starts from the bytes the server loaded, so a change saved while it
 /// started is seen.
 pub fn spawn(
