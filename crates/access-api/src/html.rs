@@ -160,6 +160,9 @@ pre{white-space:pre-wrap;background:#f0f2f5;padding:.75rem;border-radius:4px}\
 .status-running,.status-queued{color:#0a6cce}.status-completed{color:#187a2f}\
 .status-failed,.status-interrupted,.status-misconfigured{color:#b42318}.status-stopped{color:#6b7280}\
 button{font:inherit;padding:.3rem .9rem}\
+details.file{margin:.5rem 0}details.file summary{cursor:pointer}\
+pre.diff{white-space:pre;overflow-x:auto;font-size:13px}pre.message{margin:.2rem 0}\
+.add{color:#187a2f}.del{color:#b42318}.hunk{color:#6b7280}\
 .muted{color:#6b7280}\n";
 
 #[cfg(test)]

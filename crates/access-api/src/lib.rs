@@ -30,7 +30,7 @@
 //! | `refused` | `Refused`: the reason tokens of the `[access]` log line, shared by the verifier and the key set |
 //! | `jwks` | `Jwks`: the key set from a URL or a file, RSA keys by `kid`, kept for the TTL; an unknown `kid` fetches again at most once a minute since the last fetch of any kind; one fetch at a time; a failed fetch keeps nothing (every token refused, retried soon after); its HTTP client is made at the first URL fetch |
 //! | `api` | `GET /api/<id>?args` (`:read` commands only, else 405; the query read by `ArgsSchema::object_from_query`) and `POST /api/<id>` (a JSON object, same-origin only) → `Registry::invoke`; the reply's JSON and its status |
-//! | `pages/` (`index.rs`, `run.rs`, `actions.rs`, `scheduled.rs`: a file per page, shared helpers in `mod.rs`) | `/runs` (live: `runs list --status live`; `?all=1`: history with the store's cursor), `/runs/<id>` (`runs get`, `runs events`, `runs friction` as the viewer, or the `Capability`), `/events` and `/friction` as text, `POST /stop` (`runs stop`, 303 back, 409 finished), the Approve / Deny forms of the asks the opener may answer and `POST /approvals/<approval>` (`ApprovalDesk::answer`: 303, 409 not waiting, 403 not the principal), `/runs/scheduled` (`schedule list`; a firing's run linked when `runs get` as the viewer answers ok); not_found and 🚫 on a run are the one 404 page |
+//! | `pages/` (`index.rs`, `run.rs`, `changes.rs`, `actions.rs`, `scheduled.rs`: a file per page or section, shared helpers in `mod.rs`) | `/runs` (live: `runs list --status live`; `?all=1`: history with the store's cursor), `/runs/<id>` (`runs get`, `runs events`, `runs friction` as the viewer, or the `Capability`; a finished repo run's Changes from `runs diff`, 5,000 lines at most), `/events`, `/friction` and `/diff` as text, `POST /stop` (`runs stop`, 303 back, 409 finished), the Approve / Deny forms of the asks the opener may answer and `POST /approvals/<approval>` (`ApprovalDesk::answer`: 303, 409 not waiting, 403 not the principal), `/runs/scheduled` (`schedule list`; a firing's run linked when `runs get` as the viewer answers ok); not_found and 🚫 on a run are the one 404 page |
 //! | `feed` | SSE from `LiveFeed::subscribe(viewer)` (`sync` from the store after subscribing, then `upsert` / `finished` / `lagged`), one run's feed (`subscribe_run`, after `runs get` as the viewer or the capability check; its `event`s too; ends with the run); keep-alives; ends on shutdown and at the viewer's `exp`; the pages' two scripts |
 //! | `guard` | `same_origin`: `Sec-Fetch-Site`, else `Origin` against `Host` or `public_url`, else (no browser) allowed |
 //! | `html` | `escape`, the page frame, the headers every page carries (CSP with a per-response script nonce, `Referrer-Policy: no-referrer`, `nosniff`, `DENY` framing, `no-store`), the one 404 page, `utc` |
@@ -108,6 +108,7 @@ pub fn router(api: Arc<AccessApi>) -> Router {
         .route("/runs/assets/style.css", get(pages::style))
         .route("/runs/{id}", get(pages::run))
         .route("/runs/{id}/events", get(pages::events))
+        .route("/runs/{id}/diff", get(pages::diff))
         .route("/runs/{id}/friction", get(pages::friction))
         .route("/runs/{id}/stream", get(feed::run_stream))
         .route("/runs/{id}/stop", post(pages::stop))

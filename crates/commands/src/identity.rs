@@ -291,6 +291,11 @@ impl Capability {
         runs::friction_reply(&self.run, services).await
     }
 
+    /// What it changed, as `runs diff` answers it (a live run: not yet).
+    pub async fn changes(&self, services: &Services, lines: usize) -> Reply {
+        crate::catalogue::diff::diff_reply(&self.run, services, lines).await
+    }
+
     /// Stops it, as `runs stop` would for someone allowed to.
     pub async fn stop(&self, services: &Services) -> Reply {
         runs::stop_reply(&self.run, services).await

@@ -93,6 +93,7 @@ pub mod ports;
 pub mod records;
 mod reply;
 pub mod reply_texts;
+pub mod run_changes;
 pub mod schedules;
 pub mod suggest;
 pub mod tokens;
@@ -279,6 +280,8 @@ pub struct Services {
     pub public_url: Option<String>,
     /// Tool calls waiting for a person's answer.
     pub approvals: Arc<dyn ApprovalDesk>,
+    /// What finished runs changed in their repos (`runs diff`).
+    pub changes: Arc<dyn run_changes::RunChangesReader>,
 }
 
 impl Services {

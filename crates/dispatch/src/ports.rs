@@ -1,7 +1,8 @@
 //! The ports `commands` defines, implemented by the [`Dispatcher`]: starting runs, the live
-//! feed, and checking an agent token.
+//! feed, checking an agent token, and reading a run's kept changes.
 
 use authz_core::{Actor, BoxFuture, RepoSlug, RunId};
+use commands::run_changes::{ChangesError, RunChanges, RunChangesReader};
 use commands::{
     AgentTokenCheck, CommandRun, LaunchError, LiveFeed, LiveRun, LiveStream, RepoTask, RunLauncher,
     RunRequest, StartedRun,
@@ -56,5 +57,16 @@ impl AgentTokenCheck for Dispatcher {
     fn run_of(&self, token: &str) -> Option<RunId> {
         let claims = self.inner.tokens.verify(token).ok()?;
         RunId::parse(&claims.run).ok()
+    }
+}
+
+impl RunChangesReader for Dispatcher {
+    fn changes<'a>(
+        &'a self,
+        run: &'a RunRecord,
+        lines: usize,
+    ) -> BoxFuture<'a, Result<RunChanges, ChangesError>> {
+        let span = tracing::info_span!("dispatch.run_changes");
+        Box::pin(self.inner.run_changes(run, lines).instrument(span))
     }
 }

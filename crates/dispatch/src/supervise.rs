@@ -90,6 +90,10 @@ impl Inner {
                     for note in &kept.notes {
                         body.push_str(&format!("; {note}"));
                     }
+                    if kept.tip.is_none() {
+                        body.push_str("; no branch was made");
+                    }
+                    self.record_kept(run, base, &kept).await;
                     self.record_event(run, "branch", &body).await;
                 }
                 Err(e) => {
@@ -102,6 +106,60 @@ impl Inner {
         }
         workspace::remove(&place.dir).await;
         frictions
+    }
+
+    /// Records what keeping left (`runs diff` reads it); a failure is the operator's to see,
+    /// and the run's changes stay on its branch.
+    async fn record_kept(&self, run: &RunRecord, base: &workspace::Base, kept: &workspace::Kept) {
+        let record = store::KeptChanges {
+            run_id: run.id.clone(),
+            repo: base.slug.clone(),
+            start: kept.start.clone(),
+            tip: kept.tip.clone(),
+            commits: kept.commits as u64,
+            not_kept: kept.dropped.iter().cloned().collect(),
+            not_kept_count: kept.dropped_count as u64,
+            kept_at: (self.now)(),
+        };
+        if let Err(e) = self.store.record_kept(&record).await {
+            tracing::error!(run = %run.id, error = %e.token(), "recording what keeping left failed");
+        }
+    }
+
+    /// A finished run's kept changes, at most `lines` lines of diff.
+    pub(crate) async fn run_changes(
+        &self,
+        run: &RunRecord,
+        lines: usize,
+    ) -> Result<commands::run_changes::RunChanges, commands::run_changes::ChangesError> {
+        use commands::run_changes::ChangesError;
+        if run.status.is_live() {
+            return Err(ChangesError::Live);
+        }
+        let kept = match self.store.kept(&run.id).await {
+            Ok(Some(kept)) => kept,
+            Ok(None) => return Err(ChangesError::NotKept),
+            Err(e) => {
+                return Err(ChangesError::Failed {
+                    detail: format!("reading what keeping left: {}", e.token()),
+                });
+            }
+        };
+        let clean = self
+            .sanitizer
+            .for_run(run.id.as_str(), run.thread_key.as_deref());
+        let read = workspace::diff::read(
+            self.store.as_ref(),
+            &self.settings.data_dir,
+            &kept,
+            lines,
+            &clean,
+        )
+        .await;
+        if let Err(ChangesError::Failed { detail }) = &read {
+            tracing::warn!(run = %run.id, cause = %detail, "[workspace] a run's changes could not be read");
+        }
+        read
     }
 
     pub(crate) async fn fail_before_start(&self, run: &RunRecord, why: &str) {

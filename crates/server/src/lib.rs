@@ -342,6 +342,7 @@ impl App {
             tokens: secrets.ingress_tokens.as_ref().map(|(map, _)| map.clone()),
             public_url: config.server.public_url.clone(),
             approvals,
+            changes: Arc::new(dispatcher.clone()),
         });
         let access = access_surface::AccessState::build(&config);
         Ok(App {

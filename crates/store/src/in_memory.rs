@@ -27,6 +27,7 @@ struct State {
     event_ids: BTreeMap<(Surface, String), Timestamp>,
     answered_threads: BTreeMap<(Surface, String, String), Timestamp>,
     approvals: BTreeMap<String, ApprovalRecord>,
+    kept: BTreeMap<RunId, KeptChanges>,
     leases: leases::Leases,
 }
 
@@ -549,6 +550,29 @@ impl SurfaceEventStore for InMemoryStore {
             s.answered_threads
                 .contains_key(&(surface, channel.to_owned(), thread_key.to_owned()))
         }))
+    }
+}
+
+#[async_trait]
+impl ChangesStore for InMemoryStore {
+    async fn record_kept(&self, kept: &KeptChanges) -> Result<()> {
+        self.with(|s| {
+            if !s.runs.contains_key(&kept.run_id) {
+                return Err(StoreError::NoSuchRun(kept.run_id.clone()));
+            }
+            if s.kept.contains_key(&kept.run_id) {
+                return Err(StoreError::Invalid(format!(
+                    "run {} already has its kept changes recorded",
+                    kept.run_id
+                )));
+            }
+            s.kept.insert(kept.run_id.clone(), kept.clone());
+            Ok(())
+        })
+    }
+
+    async fn kept(&self, run: &RunId) -> Result<Option<KeptChanges>> {
+        Ok(self.with(|s| s.kept.get(run).cloned()))
     }
 }
 

@@ -267,6 +267,17 @@ pub trait ApprovalStore: Send + Sync {
     async fn close_approval(&self, id: &str, at: Timestamp) -> Result<bool>;
 }
 
+/// What keeping each run's changes left in its repo's repository (`runs diff`).
+#[async_trait]
+pub trait ChangesStore: Send + Sync {
+    /// Records what keeping a run's changes left, once: a second record of one run is
+    /// `Invalid`, and a run that does not exist is `NoSuchRun`.
+    async fn record_kept(&self, kept: &KeptChanges) -> Result<()>;
+    /// What keeping left of a run; `None` when nothing was recorded (a run in no repo, a live
+    /// one, or one whose keeping failed).
+    async fn kept(&self, run: &RunId) -> Result<Option<KeptChanges>>;
+}
+
 /// Records past their use, deleted in bounded batches.
 #[async_trait]
 pub trait RetentionStore: Send + Sync {
@@ -284,6 +295,7 @@ pub trait Store:
     + ScheduleStore
     + SurfaceEventStore
     + ApprovalStore
+    + ChangesStore
     + RetentionStore
 {
     /// `sqlite`, `postgres` or `memory`.

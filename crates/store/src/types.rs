@@ -640,3 +640,24 @@ pub(crate) fn cutoff(now: Timestamp, age: Option<std::time::Duration>) -> Option
             .saturating_sub(i64::try_from(a.as_micros()).unwrap_or(i64::MAX))
     })
 }
+
+/// What keeping a run's changes left in its repo's repository, recorded once when the run
+/// ends (by the server, never from anything the run wrote): the commit it started from, the
+/// last commit kept, and the names of the changes not kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeptChanges {
+    pub run_id: RunId,
+    pub repo: RepoSlug,
+    /// The commit the run's workspace was made from.
+    pub start: String,
+    /// The last kept commit (its branch's tip when it was made); `None` when nothing was kept
+    /// (and no branch was made).
+    pub tip: Option<String>,
+    /// Commits kept beyond `start`.
+    pub commits: u64,
+    /// The first names of the changes not kept, as the run wrote them (agent text).
+    pub not_kept: Vec<String>,
+    /// How many changes were not kept, listed or not.
+    pub not_kept_count: u64,
+    pub kept_at: Timestamp,
+}

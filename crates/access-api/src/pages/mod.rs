@@ -13,6 +13,7 @@
 //! With `?token=…` a page is the capability's: that run only, only while live.
 
 mod actions;
+mod changes;
 mod index;
 mod run;
 mod scheduled;
@@ -27,7 +28,7 @@ use crate::html::{self, escape};
 
 pub use actions::{approve, stop};
 pub use index::index;
-pub use run::{events, friction, run};
+pub use run::{diff, events, friction, run};
 pub use scheduled::scheduled;
 
 /// How many runs a page of the index shows.

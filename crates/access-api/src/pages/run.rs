@@ -11,7 +11,7 @@ use commands::identity::Capability;
 use commands::{Answerer, Caller, PendingApproval, Reply, ReplyKind, Wants};
 use serde_json::{Value, json};
 
-use super::{ask, failure, nav, param, text_of};
+use super::{ask, changes, failure, nav, param, text_of};
 use crate::html::{self, escape, utc};
 use crate::{AccessApi, feed, is_live};
 
@@ -115,7 +115,21 @@ pub async fn run(
         (Ok(run_id), Some(by)) if live => api.services.approvals.pending(&run_id, by).await,
         _ => Vec::new(),
     };
-    let body = run_body(&run, &events, &friction, token, live, &waiting);
+    // What a finished run in a repo changed, as the viewer's `runs diff` (a capability opens
+    // only a live run, whose changes are not kept yet).
+    let changes = match &opener {
+        Opener::Viewer(caller) if !live && run.get("repo").is_some_and(|r| !r.is_null()) => {
+            let args = json!({"id": id, "limit": changes::PAGE_LINES});
+            let reply = ask(&api, caller, "runs.diff", args).await;
+            Some(changes::section(
+                &reply,
+                &format!("/runs/{}", escape(&id)),
+                "",
+            ))
+        }
+        _ => None,
+    };
+    let body = run_body(&run, &events, &friction, token, live, &waiting, changes);
     html::page(
         StatusCode::OK,
         &format!("Run {}", text_of(&run, "id")),
@@ -174,6 +188,7 @@ pub(super) fn run_body(
     token: Option<&str>,
     live: bool,
     waiting: &[PendingApproval],
+    changes: Option<String>,
 ) -> String {
     let id = text_of(run, "id");
     let suffix = escape(&token_suffix(token));
@@ -235,7 +250,9 @@ pub(super) fn run_body(
     }
     out.push_str(&format!("<h2>Events <a class=\"muted\" href=\"{base}/events{suffix}\">text</a></h2><ol id=\"events\">"));
     out.push_str(&items(events, "events", "body"));
-    out.push_str(&format!("</ol><h2>Friction <a class=\"muted\" href=\"{base}/friction{suffix}\">text</a></h2><ul id=\"friction\">"));
+    out.push_str("</ol>");
+    out.push_str(&changes.unwrap_or_default());
+    out.push_str(&format!("<h2>Friction <a class=\"muted\" href=\"{base}/friction{suffix}\">text</a></h2><ul id=\"friction\">"));
     out.push_str(&items(friction, "friction", "detail"));
     out.push_str("</ul></main>");
     out
@@ -263,6 +280,8 @@ pub(super) fn items(reply: &Value, list: &str, text: &str) -> String {
 pub(super) enum RunPart {
     Events,
     Friction,
+    /// The whole diff (`runs diff` up to its cap).
+    Diff,
 }
 
 impl RunPart {
@@ -271,6 +290,15 @@ impl RunPart {
         match self {
             RunPart::Events => "runs.events",
             RunPart::Friction => "runs.friction",
+            RunPart::Diff => "runs.diff",
+        }
+    }
+
+    /// Its arguments for run `id`.
+    fn args(self, id: &str) -> Value {
+        match self {
+            RunPart::Diff => json!({"id": id, "limit": commands::run_changes::MAX_DIFF_LINES}),
+            RunPart::Events | RunPart::Friction => json!({"id": id}),
         }
     }
 
@@ -279,6 +307,10 @@ impl RunPart {
         match self {
             RunPart::Events => cap.events(services).await,
             RunPart::Friction => cap.friction(services).await,
+            RunPart::Diff => {
+                cap.changes(services, commands::run_changes::MAX_DIFF_LINES)
+                    .await
+            }
         }
     }
 }
@@ -292,6 +324,17 @@ pub async fn events(
 ) -> Response {
     let token = param(query.as_deref(), "token");
     run_text(&api, &id, token, &headers, RunPart::Events).await
+}
+
+/// `GET /runs/<id>/diff`: the run's whole diff as text (`runs diff` up to its cap).
+pub async fn diff(
+    State(api): State<Arc<AccessApi>>,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+) -> Response {
+    let token = param(query.as_deref(), "token");
+    run_text(&api, &id, token, &headers, RunPart::Diff).await
 }
 
 /// `GET /runs/<id>/friction` as text.
@@ -316,7 +359,7 @@ pub(super) async fn run_text(
         Err(r) => return r,
         Ok(Opener::Token(cap, _)) => part.of(&cap, &api.services).await,
         Ok(Opener::Viewer(caller)) => {
-            api.invoke(&caller, part.command(), json!({"id": id}), Wants::Text)
+            api.invoke(&caller, part.command(), part.args(id), Wants::Text)
                 .await
         }
     };

@@ -10,7 +10,9 @@ use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::common::project::{Project, SECRET, Switchboard, branch_diff, git};
+use crate::common::project::{
+    Project, SECRET, Switchboard, assert_no_branch, branch_diff, git, has_branch,
+};
 use serde_json::{Value, json};
 use test_support::model::{Model, Turn};
 

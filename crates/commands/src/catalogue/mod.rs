@@ -1,6 +1,7 @@
 //! The command catalogue: every command, defined once.
 
 mod config;
+pub(crate) mod diff;
 mod friction;
 mod memory;
 mod repo;
@@ -185,6 +186,22 @@ pub fn all() -> Vec<Command> {
             NotFound("run"),
             vec![run_id()],
             runs::friction,
+        ),
+        def(
+            "runs.diff",
+            "what a run changed in its repo: files, kept commits, the diff",
+            "runs:read",
+            NotFound("run"),
+            vec![
+                run_id(),
+                ArgSpec::value(
+                    "limit",
+                    "N",
+                    "lines of diff to show (default 200, at most 20000)",
+                )
+                .int(1, crate::run_changes::MAX_DIFF_LINES as i64),
+            ],
+            diff::diff,
         ),
         def(
             "runs.stop",

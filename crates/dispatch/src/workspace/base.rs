@@ -111,6 +111,27 @@ pub(crate) async fn source(
     }
 }
 
+/// The repository holding `slug`'s base as it is configured now (the checkout's git
+/// directory, or the mirror), found without fetching or reading its tree: where a run's kept
+/// commits are read back.
+pub(crate) async fn repository(
+    store: &dyn Store,
+    data_dir: &Path,
+    slug: &RepoSlug,
+) -> Result<PathBuf, WorkspaceError> {
+    match source(store, slug).await? {
+        RepoSource::Path(path) => Ok(checkout(slug, Path::new(&path), data_dir).await?.0),
+        RepoSource::Url(_) => Ok(mirror_dir(data_dir, slug)),
+        RepoSource::Unset | RepoSource::Unreadable => Err(WorkspaceError::BadSource(slug.clone())),
+    }
+}
+
+fn mirror_dir(data_dir: &Path, slug: &RepoSlug) -> PathBuf {
+    data_dir
+        .join("repos")
+        .join(format!("{}.git", slug.as_str().to_ascii_lowercase()))
+}
+
 /// The base of `slug`, its tree listed and its policy read.
 pub async fn resolve(
     store: &dyn Store,
@@ -255,9 +276,7 @@ async fn mirror(
     slug: &RepoSlug,
     url: &str,
 ) -> Result<(PathBuf, String), WorkspaceError> {
-    let dir = data_dir
-        .join("repos")
-        .join(format!("{}.git", slug.as_str().to_ascii_lowercase()));
+    let dir = mirror_dir(data_dir, slug);
     let lock = locks.of(slug);
     let _held = lock.lock().await;
     let fail = |detail: String| WorkspaceError::Clone {

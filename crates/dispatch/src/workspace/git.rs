@@ -379,6 +379,52 @@ impl Git {
         }
     }
 
+    /// Runs `args` and reads at most `max` bytes of its stdout: the bytes, and whether the
+    /// output went on past them (git is then stopped, and its status not read).
+    pub(super) async fn head<I, S>(&self, args: I, max: usize) -> Result<(Vec<u8>, bool), GitError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let args: Vec<std::ffi::OsString> =
+            args.into_iter().map(|a| a.as_ref().to_owned()).collect();
+        let name = command_name(&args);
+        let fail = |detail: String| GitError {
+            command: name.clone(),
+            detail,
+        };
+        // Its stderr is not read: a reader stopped at `max` must never wait on it.
+        let mut child = self
+            .command(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| fail(format!("could not run git: {e}")))?;
+        let mut out = Vec::new();
+        if let Some(stdout) = child.stdout.take() {
+            let mut bounded = stdout.take(max as u64 + 1);
+            tokio::time::timeout(LOCAL, bounded.read_to_end(&mut out))
+                .await
+                .map_err(|_| timed_out(&name, LOCAL))?
+                .map_err(|e| fail(format!("reading git: {e}")))?;
+        }
+        if out.len() > max {
+            out.truncate(max);
+            let _ = child.kill().await;
+            return Ok((out, true));
+        }
+        let status = tokio::time::timeout(LOCAL, child.wait())
+            .await
+            .map_err(|_| timed_out(&name, LOCAL))?
+            .map_err(|e| fail(format!("waiting for git: {e}")))?;
+        if status.success() {
+            Ok((out, false))
+        } else {
+            Err(fail(format!("git exited with {status}")))
+        }
+    }
+
     /// `self args…` piped into `to args…` (pack-objects into index-pack): nothing of the stream
     /// is held here. Returns the second command's stdout.
     pub(super) async fn pipe(

@@ -7,10 +7,12 @@
 //! ([`base`]): the policy is read from the base commit first, then the working tree and the
 //! run's own repository are made without a denied file's bytes ([`make`]); when the run ends,
 //! what it changed is kept as commits on `switchboard/<run id>` in the base repository
-//! ([`keep`]). No run writes the base's checkout, refs or objects: only Switchboard writes
-//! that one branch there, after the run.
+//! ([`keep`]), a branch made then and only when a commit was kept. No run writes the base's
+//! checkout, refs or objects: only Switchboard makes that one branch there, after the run.
+//! [`changes`] reads a run's kept changes back for `runs diff`.
 
 mod base;
+pub mod diff;
 mod git;
 mod given;
 mod guarded;
@@ -30,7 +32,7 @@ use store::Store;
 pub use base::{Base, Fetching, MirrorLocks, resolve};
 pub use keep::{Kept, keep};
 pub use make::RunDir;
-pub(crate) use make::{branch, runs_dir};
+pub(crate) use make::runs_dir;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WorkspaceError {
@@ -155,24 +157,10 @@ pub async fn make(
         make_private_dir(data_dir)
             .map_err(|e| WorkspaceError::Make(format!("{}: {e}", data_dir.display())))?;
     }
+    // No branch is made in the base now: keeping makes it when the run ends, and only when
+    // it kept a commit.
     let made = match base {
-        Some(base) => {
-            let made = make::repo(base, run, dir).await;
-            if made.is_ok() {
-                // The run's own branch, in the base repository, from the base commit.
-                let zero = "0".repeat(base.commit.len());
-                base.git()
-                    .run([
-                        "update-ref",
-                        &format!("refs/heads/{}", branch(run)),
-                        &base.commit,
-                        &zero,
-                    ])
-                    .await
-                    .map_err(|e| WorkspaceError::Make(e.to_string()))?;
-            }
-            made
-        }
+        Some(base) => make::repo(base, run, dir).await,
         None => make::scratch(dir).await,
     };
     if made.is_err() {

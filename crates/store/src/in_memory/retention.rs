@@ -55,6 +55,7 @@ impl RetentionStore for InMemoryStore {
                 s.events.remove(id);
                 s.friction.retain(|f| &f.run_id != id);
                 s.approvals.retain(|_, a| &a.run_id != id);
+                s.kept.remove(id);
             }
             pruned.runs = remove_all(&mut s.runs, keys);
             pruned

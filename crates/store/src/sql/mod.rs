@@ -9,6 +9,7 @@ mod memory_records;
 mod postgres;
 mod retention;
 mod rows;
+mod run_changes;
 mod runs;
 mod schedule_firings;
 mod sqlite;

@@ -36,7 +36,7 @@ impl<D: Dialect> RetentionStore for SqlStore<D> {
                 ORDER BY r.fired_at LIMIT ?)", before)).await?;
         }
         if let Some(before) = cutoff(now, rules.runs) {
-            for child in ["run_events", "friction", "tool_approvals"] {
+            for child in ["run_events", "friction", "tool_approvals", "run_changes"] {
                 self.exec(by(
                     &format!("DELETE FROM {child} WHERE run_id IN ({EXPIRED_RUNS})"),
                     before,

@@ -3,15 +3,15 @@
 
 use std::borrow::Cow;
 
-use authz_core::{ActorId, ChannelVisibility, RunId, ScheduleName, Surface};
+use authz_core::{ActorId, ChannelVisibility, RepoSlug, RunId, ScheduleName, Surface};
 use serde::Deserialize;
 
 use super::dialect::RowAccess;
 use crate::error::{Result, StoreError};
 use crate::types::{
     ApprovalRecord, ApprovalState, ConfigValue, Firing, FiringSlot, Friction, FrictionOfRun,
-    MemoryRecord, RunEvent, RunRecord, Timestamp, TokenHash, parse_status, scope_from_parts,
-    tier_from_parts,
+    KeptChanges, MemoryRecord, RunEvent, RunRecord, Timestamp, TokenHash, parse_status,
+    scope_from_parts, tier_from_parts,
 };
 
 fn parsed<T>(
@@ -263,4 +263,23 @@ pub fn approval_state(r: &impl RowAccess) -> Result<ApprovalState> {
 /// A run id alone (`RETURNING id`, `SELECT id`).
 pub fn run_id_of(r: &impl RowAccess) -> Result<RunId> {
     run_id(r.text(0)?)
+}
+
+/// A `run_changes` row: run_id, repo, start_commit, tip_commit, commits, not_kept,
+/// not_kept_count, kept_at.
+pub fn kept(r: &impl RowAccess) -> Result<KeptChanges> {
+    let not_kept = r.text(5)?;
+    Ok(KeptChanges {
+        run_id: run_id(r.text(0)?)?,
+        repo: parsed("repo", r.text(1)?, |s| RepoSlug::parse(s).ok())?,
+        start: r.text(2)?,
+        tip: r.opt_text(3)?,
+        commits: u64::try_from(r.int(4)?)
+            .map_err(|_| StoreError::corrupt("kept commits", "negative"))?,
+        not_kept: serde_json::from_str(&not_kept)
+            .map_err(|_| StoreError::corrupt("names not kept", &not_kept))?,
+        not_kept_count: u64::try_from(r.int(6)?)
+            .map_err(|_| StoreError::corrupt("count not kept", "negative"))?,
+        kept_at: micros(r.int(7)?),
+    })
 }

@@ -4,8 +4,8 @@
 use authz_core::ChannelVisibility;
 use authz_core::{ConfigTier, ScheduleName, ScopeKey, Surface};
 use store::{
-    ApprovalRecord, ApprovalState, ConfigValue, Finish, FiringSlot, Friction, NewMemory, Retention,
-    RunStatus, StoreError, Timestamp,
+    ApprovalRecord, ApprovalState, ConfigValue, Finish, FiringSlot, Friction, KeptChanges,
+    NewMemory, Retention, RunStatus, StoreError, Timestamp,
 };
 
 use crate::contract;
@@ -21,6 +21,7 @@ contract!(
     answered_slack_threads_are_recorded_once_and_read_by_key,
     an_ask_is_answered_once_from_anywhere_and_closed_asks_are_not,
     records_past_their_retention_are_pruned_in_batches_and_nothing_in_use_is,
+    what_keeping_left_is_recorded_once_per_existing_run,
 );
 
 async fn memory_records_supersede_and_forget(b: Backend) {
@@ -546,6 +547,7 @@ async fn records_past_their_retention_are_pruned_in_batches_and_nothing_in_use_i
     .await
     .unwrap();
     s.finish_run(&old.id, finish(ago(60))).await.unwrap();
+    s.record_kept(&kept_of(&old.id, ago(60))).await.unwrap();
     let live = s.create_run(fixture(ago(61))).await.unwrap();
     let recent = s.create_run(fixture(ago(2))).await.unwrap();
     s.finish_run(&recent.id, finish(ago(1))).await.unwrap();
@@ -616,10 +618,78 @@ async fn records_past_their_retention_are_pruned_in_batches_and_nothing_in_use_i
     assert!(s.get_run(&old.id).await.unwrap().is_none());
     assert!(s.events(&old.id).await.unwrap().is_empty());
     assert!(s.friction(&old.id).await.unwrap().is_empty());
+    assert_eq!(s.kept(&old.id).await.unwrap(), None);
     assert!(
         s.get_run(&live.id).await.unwrap().is_some(),
         "a live run was pruned"
     );
     assert!(s.get_run(&recent.id).await.unwrap().is_some());
+    u.cleanup().await;
+}
+
+fn kept_of(run: &authz_core::RunId, at: Timestamp) -> KeptChanges {
+    KeptChanges {
+        run_id: run.clone(),
+        repo: authz_core::RepoSlug::parse("acme/web").unwrap(),
+        start: "a".repeat(40),
+        tip: Some("b".repeat(40)),
+        commits: 2,
+        not_kept: vec!["config/secret.toml".into(), "a, \"quoted\"\nname".into()],
+        not_kept_count: 7,
+        kept_at: at,
+    }
+}
+
+/// What keeping left is read back as written, once per run, and only for a run that exists.
+async fn what_keeping_left_is_recorded_once_per_existing_run(b: Backend) {
+    let u = open(b).await;
+    let s = &u.store;
+    let run = s
+        .create_run(new_run(
+            "slack:C1",
+            "slack:U1",
+            ChannelVisibility::Public,
+            5,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(s.kept(&run.id).await.unwrap(), None);
+    let kept = kept_of(&run.id, Timestamp::from_micros(9));
+    s.record_kept(&kept).await.unwrap();
+    assert_eq!(s.kept(&run.id).await.unwrap(), Some(kept.clone()));
+    let again = KeptChanges {
+        tip: None,
+        ..kept.clone()
+    };
+    assert!(matches!(
+        s.record_kept(&again).await,
+        Err(StoreError::Invalid(_))
+    ));
+    assert_eq!(s.kept(&run.id).await.unwrap(), Some(kept.clone()));
+    let nothing = s
+        .create_run(new_run(
+            "slack:C1",
+            "slack:U1",
+            ChannelVisibility::Public,
+            6,
+        ))
+        .await
+        .unwrap();
+    let none_kept = KeptChanges {
+        run_id: nothing.id.clone(),
+        tip: None,
+        commits: 0,
+        not_kept: vec![],
+        not_kept_count: 0,
+        ..kept.clone()
+    };
+    s.record_kept(&none_kept).await.unwrap();
+    assert_eq!(s.kept(&nothing.id).await.unwrap(), Some(none_kept));
+    let missing: authz_core::RunId = "01JNOSUCHRUN".parse().unwrap();
+    assert!(matches!(
+        s.record_kept(&kept_of(&missing, Timestamp::from_micros(1)))
+            .await,
+        Err(StoreError::NoSuchRun(_))
+    ));
     u.cleanup().await;
 }

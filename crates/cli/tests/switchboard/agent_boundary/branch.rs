@@ -21,9 +21,10 @@ async fn a_commit_naming_a_denied_blob_by_hash_is_never_kept() {
     let (run, events, _) = attack(&project, PERMISSIVE, vec![shell(&forge)]).await;
     let branch = format!("switchboard/{}", run["id"].as_str().unwrap());
     assert!(
-        git(&project.repo, &["ls-tree", "-r", "--name-only", &branch])
-            .lines()
-            .all(|p| p != "leak.txt"),
+        !has_branch(&project, &branch)
+            || git(&project.repo, &["ls-tree", "-r", "--name-only", &branch])
+                .lines()
+                .all(|p| p != "leak.txt"),
         "the forged entry reached the branch"
     );
     assert!(
@@ -76,7 +77,7 @@ async fn a_linked_object_store_never_carries_a_denied_blob_to_the_branch() {
     );
     let (run, _, _) = attack(&project, PERMISSIVE, vec![shell(&swap)]).await;
     let branch = format!("switchboard/{}", run["id"].as_str().unwrap());
-    assert_eq!(git(&project.repo, &["rev-parse", &branch]), project.head);
+    assert_no_branch(&project, &branch);
 }
 
 /// A run rewrites one of its own object files so a base subtree reads with a denied blob in
@@ -102,11 +103,7 @@ async fn a_forged_base_tree_never_carries_a_denied_blob_to_the_branch() {
     let before = object_files(&project.repo);
     let (run, events, _) = attack(&project, PERMISSIVE, vec![shell(&forge)]).await;
     let branch = format!("switchboard/{}", run["id"].as_str().unwrap());
-    assert_eq!(
-        git(&project.repo, &["rev-parse", &branch]),
-        project.head,
-        "{events}"
-    );
+    assert_no_branch(&project, &branch);
     assert!(events.contains("nothing of the run was kept"), "{events}");
     // Refused in a quarantine: not one object of the run (the forged tree naming the denied
     // blob under a new name among them) was left in the user's repository.

@@ -53,11 +53,7 @@ async fn an_object_that_inflates_past_what_is_kept_is_never_parsed_on_the_host()
         let (run, events, seen) = attack(&project, PERMISSIVE, vec![shell(&forge)]).await;
         assert!(seen.contains("bytes on disk"), "{mode}: {seen}");
         let branch = format!("switchboard/{}", run["id"].as_str().unwrap());
-        assert_eq!(
-            git(&project.repo, &["rev-parse", &branch]),
-            project.head,
-            "{mode}"
-        );
+        assert_no_branch(&project, &branch);
         assert!(
             events.contains("more than the 16 MiB kept of one"),
             "{mode}: {events}"
@@ -92,7 +88,7 @@ echo kept > notes.txt"#;
     let (run, events, seen) = attack(&project, PERMISSIVE, vec![shell(forge)]).await;
     assert!(seen.contains("bytes on disk"), "{seen}");
     let branch = format!("switchboard/{}", run["id"].as_str().unwrap());
-    assert_eq!(git(&project.repo, &["rev-parse", &branch]), project.head);
+    assert_no_branch(&project, &branch);
     assert!(
         events.contains("more than the 512 MiB of objects kept of one run"),
         "{events}"
@@ -156,7 +152,7 @@ git update-ref $(git symbolic-ref HEAD) $c && git log --oneline -1"#;
     // The run's own git read the file through the hidden base: the pack is well formed.
     assert!(seen.contains(" hidden"), "{seen}");
     let branch = format!("switchboard/{}", run["id"].as_str().unwrap());
-    assert_eq!(git(&project.repo, &["rev-parse", &branch]), project.head);
+    assert_no_branch(&project, &branch);
     // git's own words are the operator's; the run's readers get the sentence.
     assert!(
         events.contains("the run's changes could not be kept; the operator's log has the details"),
@@ -177,7 +173,7 @@ async fn an_object_held_in_two_places_keeps_nothing() {
     let (run, events, seen) = attack(&project, PERMISSIVE, turns).await;
     assert!(seen.contains("in-pack"), "{seen}");
     let branch = format!("switchboard/{}", run["id"].as_str().unwrap());
-    assert_eq!(git(&project.repo, &["rev-parse", &branch]), project.head);
+    assert_no_branch(&project, &branch);
     assert!(
         events.contains("holds an object in more than one place"),
         "{events}"

@@ -179,7 +179,7 @@ PY
     let guessed = outcome(&right, vec![shell(&guess)]).await;
     let missed = outcome(&wrong, vec![shell(&guess)]).await;
     assert_eq!(guessed, missed);
-    assert_eq!(guessed.branch, "", "{guessed:?}");
+    assert_eq!(guessed.branch, "no branch", "{guessed:?}");
     assert!(
         guessed.events.iter().any(|(kind, body)| kind == "branch"
             && body.contains("more than the 512 MiB of objects kept of one run")),

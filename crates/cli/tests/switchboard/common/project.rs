@@ -234,6 +234,17 @@ impl Switchboard {
     }
 }
 
+/// Whether the user's repository has branch `branch` (a run that kept nothing makes none).
+pub fn has_branch(project: &Project, branch: &str) -> bool {
+    !git(&project.repo, &["branch", "--list", branch]).is_empty()
+}
+
+/// A run that kept nothing made no branch, and the user's `main` is where it was.
+pub fn assert_no_branch(project: &Project, branch: &str) {
+    assert!(!has_branch(project, branch), "{branch} was made");
+    assert_eq!(git(&project.repo, &["rev-parse", "main"]), project.head);
+}
+
 /// What the run's branch holds beyond the base it started from.
 pub fn branch_diff(project: &Project, run: &Value) -> String {
     let id = run["run_id"].as_str().or(run["id"].as_str()).unwrap_or("");

@@ -23,7 +23,8 @@ use super::plan::Planned;
 use crate::workspace::given::{Given, Kind};
 
 /// Builds the kept commits in a quarantine inside the base's objects and, once the gate
-/// passes them, moves them in and the run's branch to the last. Returns how many were kept.
+/// passes them, moves them in and makes the run's branch at the last. Returns the kept
+/// commits, oldest first: none kept makes no branch.
 /// The quarantine reads the base's objects as alternates; a refused run leaves no object in
 /// the base, and a crash leaves only the quarantine directory, which no git reads.
 pub(super) async fn admit(
@@ -34,7 +35,7 @@ pub(super) async fn admit(
     given: &Given,
     held: &HashMap<String, Kind>,
     planned: &[Planned],
-) -> Result<usize, WorkspaceError> {
+) -> Result<Vec<String>, WorkspaceError> {
     let guard = Quarantine(
         base.objects
             .join(format!("{}{run}", crate::workspace::QUARANTINE_PREFIX)),
@@ -84,7 +85,7 @@ pub(super) async fn admit(
     }
     let commits = build(base, run, &inside, &dir.root.join("keep.index"), planned).await?;
     let Some(tip) = commits.last() else {
-        return Ok(0);
+        return Ok(commits);
     };
     gate(base, &inside, &sent, &commits).await?;
     // The pack first (its index last: git takes a pack once its index is there), then the
@@ -101,16 +102,19 @@ pub(super) async fn admit(
         }
     }
     move_loose(quarantine, &base.objects).map_err(io)?;
+    // Made here, only now, and only where no ref of that name is (the all-zero old value):
+    // Switchboard never moves a branch it did not make.
+    let zero = "0".repeat(base.commit.len());
     base.git()
         .run([
             "update-ref",
             &format!("refs/heads/{}", branch(run)),
             tip,
-            &base.commit,
+            &zero,
         ])
         .await
         .map_err(fail)?;
-    Ok(commits.len())
+    Ok(commits)
 }
 
 /// The kept commits, oldest first: each planned commit's changes applied to the base's tree,

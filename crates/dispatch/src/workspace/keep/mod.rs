@@ -59,6 +59,12 @@ const MAX_DROPPED_NAMES: usize = 50;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Kept {
     pub branch: String,
+    /// The base commit the run started from (its own repository's start commit is another:
+    /// it holds the stubs).
+    pub start: String,
+    /// The last kept commit, where the branch was made; `None` when nothing was kept (and no
+    /// branch was made).
+    pub tip: Option<String>,
     /// Commits on the branch beyond the base.
     pub commits: usize,
     /// Paths whose changes were not kept (denied names, `.switchboard/`, submodules): the
@@ -96,6 +102,8 @@ pub async fn keep(base: &Base, run: &RunId, dir: &RunDir) -> Result<Kept, Worksp
     let branch = branch(run);
     let mut kept = Kept {
         branch: branch.clone(),
+        start: base.commit.clone(),
+        tip: None,
         commits: 0,
         dropped: BTreeSet::new(),
         dropped_count: 0,
@@ -154,7 +162,9 @@ pub async fn keep(base: &Base, run: &RunId, dir: &RunDir) -> Result<Kept, Worksp
         author: None,
         message: format!("Uncommitted changes at the end of run {run}\n").into_bytes(),
     });
-    kept.commits = admit(base, run, dir, &mine, &given, &held, &planned).await?;
+    let commits = admit(base, run, dir, &mine, &given, &held, &planned).await?;
+    kept.commits = commits.len();
+    kept.tip = commits.last().cloned();
     Ok(kept)
 }
 

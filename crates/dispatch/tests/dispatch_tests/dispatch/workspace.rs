@@ -90,11 +90,17 @@ async fn repo_runs_work_in_a_copy_of_their_own_made_from_the_base() {
         "ran in a workspace of its own"
     );
     assert!(!own.exists(), "the workspace is removed when the run ends");
-    // Its branch is in the user's repository, at the base (it changed nothing).
+    // It changed nothing: no branch was made in the user's repository, and what keeping left
+    // says so, from the base commit.
     let head = git_in(&local_path, &["rev-parse", "HEAD"]);
     assert_eq!(
-        git_in(&local_path, &["rev-parse", &format!("switchboard/{id}")]),
-        head
+        git_in(&local_path, &["branch", "--list", "switchboard/*"]),
+        ""
+    );
+    let kept = w.store.kept(&id).await.unwrap().unwrap();
+    assert_eq!(
+        (kept.start.as_str(), kept.tip, kept.commits),
+        (head.as_str(), None, 0)
     );
 
     // A URL: mirrored into the data directory; each run gets its own copy too.

@@ -73,6 +73,7 @@ fn the_catalogue_is_complete_and_distinct() {
         "runs.get",
         "runs.events",
         "runs.friction",
+        "runs.diff",
         "runs.stop",
         "friction.report",
         "friction.propose",

@@ -1,0 +1,169 @@
+//! `runs diff <id>`: what a run in a repo changed, its kept commits against its own start, as
+//! a file list with counts, the commits' messages, what was not kept, then the unified diff.
+//! Authorized like `runs get` (a denied reader gets the missing-run answer); read through the
+//! [`RunChangesReader`](crate::run_changes::RunChangesReader) port.
+
+use authz_core::BoxFuture;
+use serde_json::json;
+use store::RunRecord;
+
+use super::ok;
+use super::runs::load_run;
+use crate::run_changes::{ChangesError, DEFAULT_DIFF_LINES, FileChange, FileStatus, RunChanges};
+use crate::{Args, Ctx, Reply, ReplyKind, Services};
+
+pub fn diff<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
+    Box::pin(async move {
+        let run = match load_run(ctx, &args, &ctx.command.action).await {
+            Ok(run) => run,
+            Err(reply) => return reply,
+        };
+        let lines = args
+            .int("limit")
+            .and_then(|n| usize::try_from(n).ok())
+            .unwrap_or(DEFAULT_DIFF_LINES);
+        diff_reply(&run, ctx.services, lines).await
+    })
+}
+
+/// `runs diff`'s answer for a run the caller may read (or holds the capability of).
+pub(crate) async fn diff_reply(run: &RunRecord, services: &Services, lines: usize) -> Reply {
+    if run.repo.is_none() {
+        return ok(
+            format!(
+                "run {} worked in no repo: it has no changes to show",
+                run.id
+            ),
+            json!({"run": run.id.as_str(), "repo": null, "files": [], "commits": []}),
+        );
+    }
+    match services.changes.changes(run, lines).await {
+        Ok(changes) => {
+            let mut data = changes.json();
+            if let Some(map) = data.as_object_mut() {
+                map.insert("run".to_owned(), json!(run.id.as_str()));
+            }
+            ok(changes_text(run, &changes), data)
+        }
+        Err(e) => refused(run, &e),
+    }
+}
+
+/// Why nothing is shown: the run's state (409), or a fault (its detail on the log only).
+fn refused(run: &RunRecord, e: &ChangesError) -> Reply {
+    let text = e.to_string().replace("<id>", run.id.as_str());
+    match e {
+        ChangesError::Failed { .. } => Reply::of(ReplyKind::Failed, text),
+        ChangesError::Live | ChangesError::NotKept | ChangesError::Gone(_) => {
+            Reply::of(ReplyKind::Conflict, text)
+        }
+    }
+}
+
+fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// The text answer: a summary line, the commits, the files, what was not kept, the diff.
+fn changes_text(run: &RunRecord, c: &RunChanges) -> String {
+    let mut out = match &c.branch {
+        Some(branch) => format!(
+            "run {} in {}: {} kept on {branch}; {} changed, +{} -{}",
+            run.id,
+            c.repo,
+            plural(c.commits.len() as u64, "commit", "commits"),
+            plural(c.files_total as u64, "file", "files"),
+            c.added(),
+            c.removed()
+        ),
+        None => format!(
+            "run {} in {}: no changes were kept (no branch was made)",
+            run.id, c.repo
+        ),
+    };
+    if !c.commits.is_empty() {
+        out.push_str("\n\ncommits");
+        for commit in &c.commits {
+            let short = commit.id.get(..12).unwrap_or(&commit.id);
+            let mut lines = commit.message.lines();
+            out.push_str(&format!("\n  {short} {}", lines.next().unwrap_or("")));
+            for more in lines {
+                out.push_str(&format!("\n               {more}"));
+            }
+        }
+    }
+    if !c.files.is_empty() {
+        out.push_str("\n\nfiles");
+        for f in &c.files {
+            out.push_str(&format!("\n  {}", file_row(f)));
+        }
+        if c.files.len() < c.files_total {
+            out.push_str(&format!(
+                "\n  … and {} more files",
+                c.files_total - c.files.len()
+            ));
+        }
+    }
+    if c.not_kept_count > 0 {
+        let more = c.not_kept_count.saturating_sub(c.not_kept.len() as u64);
+        out.push_str(&format!(
+            "\n\nnot kept ({}; denied, protected, .switchboard/, a submodule or a link out)",
+            c.not_kept_count
+        ));
+        for name in &c.not_kept {
+            out.push_str(&format!("\n  {name:?}"));
+        }
+        if more > 0 {
+            out.push_str(&format!("\n  … and {more} more"));
+        }
+    }
+    for f in &c.files {
+        out.push_str(&file_diff(f));
+    }
+    if c.cut {
+        out.push_str(&format!(
+            "\n\n({} lines of diff shown; more: runs diff {} --limit {})",
+            c.lines_shown,
+            run.id,
+            crate::run_changes::MAX_DIFF_LINES
+        ));
+    }
+    out
+}
+
+/// `M  +2 -4  README.md`, or `binary` for a binary file.
+fn file_row(f: &FileChange) -> String {
+    let counts = if f.binary {
+        "binary".to_owned()
+    } else {
+        format!("+{} -{}", f.added, f.removed)
+    };
+    format!("{}  {counts:<12} {}", f.status.letter(), f.path)
+}
+
+/// One file's unified diff: its `---`/`+++` lines and hunks.
+fn file_diff(f: &FileChange) -> String {
+    let (old, new) = match f.status {
+        FileStatus::Added => ("/dev/null".to_owned(), format!("b/{}", f.path)),
+        FileStatus::Deleted => (format!("a/{}", f.path), "/dev/null".to_owned()),
+        FileStatus::Modified | FileStatus::TypeChanged => {
+            (format!("a/{}", f.path), format!("b/{}", f.path))
+        }
+    };
+    let mut out = format!("\n\n--- {old}\n+++ {new}");
+    if f.binary {
+        out.push_str(&format!("\nBinary file {} changed", f.path));
+    }
+    for hunk in &f.hunks {
+        out.push('\n');
+        out.push_str(&hunk.header);
+        for line in &hunk.lines {
+            out.push('\n');
+            out.push_str(line);
+        }
+    }
+    if f.cut {
+        out.push_str("\n… (cut)");
+    }
+    out
+}

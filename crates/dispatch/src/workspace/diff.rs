@@ -1,0 +1,498 @@
+//! A run's kept changes read back for `runs diff`: between the two commits recorded when the
+//! run ended (its start and its last kept commit), in the repo's repository as configured now.
+//!
+//! - Read with plumbing (`diff-tree`, `rev-list`, `cat-file`) and `--no-renames`, never a
+//!   rename or copy search, which would pair a file the run wrote with one the base hides and
+//!   show that file's name and lines; with `--no-ext-diff --no-textconv`, so no program a
+//!   repository's config or attributes name runs (and [`Git`] reads no system or user config).
+//! - The kept commits hold only the run's kept changes on the base's own tree, so nothing the
+//!   run was denied appears in them, whatever the run wrote.
+//! - Bounded: [`MAX_DIFF_BYTES`] of patch read, the lines asked for (at most
+//!   [`MAX_DIFF_LINES`]) shown, [`MAX_DIFF_FILES`] files listed, a binary file shown as such.
+//! - Every path, line and message is cleaned like any agent text, one file's patch at a time
+//!   (a key across lines is redacted whole).
+
+use std::path::Path;
+
+use agents::Sanitizer;
+use commands::run_changes::{
+    ChangesError, FileChange, FileStatus, Hunk, KeptCommit, MAX_DIFF_BYTES, MAX_DIFF_FILES,
+    MAX_DIFF_LINES, RunChanges,
+};
+use store::{KeptChanges, Store};
+
+use super::WorkspaceError;
+use super::base::repository;
+use super::git::Git;
+
+/// The most bytes of one commit message shown.
+const MAX_MESSAGE_BYTES: usize = 16 * 1024;
+
+/// Config for every read here: paths quoted the one way this parser reads them.
+const QUOTED_PATHS: &str = "core.quotePath=true";
+
+/// The changes `kept` recorded, at most `lines` lines of diff.
+pub async fn read(
+    store: &dyn Store,
+    data_dir: &Path,
+    kept: &KeptChanges,
+    lines: usize,
+    clean: &Sanitizer,
+) -> Result<RunChanges, ChangesError> {
+    let not_kept = kept.not_kept.iter().map(|n| clean.clean(n)).collect();
+    let mut changes = RunChanges {
+        repo: kept.repo.clone(),
+        branch: kept
+            .tip
+            .as_ref()
+            .map(|_| commands::run_branch(&kept.run_id)),
+        start: kept.start.clone(),
+        tip: kept.tip.clone(),
+        commits: Vec::new(),
+        files: Vec::new(),
+        files_total: 0,
+        not_kept,
+        not_kept_count: kept.not_kept_count,
+        lines_shown: 0,
+        cut: false,
+    };
+    let Some(tip) = &kept.tip else {
+        return Ok(changes);
+    };
+    let gone = || ChangesError::Gone(kept.repo.clone());
+    if !is_object_id(&kept.start) || !is_object_id(tip) {
+        return Err(ChangesError::Failed {
+            detail: format!("run {}: a recorded commit id is malformed", kept.run_id),
+        });
+    }
+    let git_dir = repository(store, data_dir, &kept.repo)
+        .await
+        .map_err(|e| match e {
+            WorkspaceError::Store(_) => ChangesError::Failed {
+                detail: e.to_string(),
+            },
+            _ => gone(),
+        })?;
+    let git = Git::at(git_dir).with_config(QUOTED_PATHS);
+    let failed = |e: super::git::GitError| ChangesError::Failed {
+        detail: e.to_string(),
+    };
+    for commit in [&kept.start, tip] {
+        if !git
+            .holds(["cat-file", "-e", &format!("{commit}^{{commit}}")])
+            .await
+            .map_err(failed)?
+        {
+            return Err(gone());
+        }
+    }
+    changes.commits = commits(&git, &kept.start, tip, clean)
+        .await
+        .map_err(failed)?;
+    let listing = git
+        .run([
+            "diff-tree",
+            "-r",
+            "-z",
+            "--no-renames",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--raw",
+            "--numstat",
+            &kept.start,
+            tip,
+        ])
+        .await
+        .map_err(failed)?;
+    let entries = parse_listing(&listing).map_err(|detail| ChangesError::Failed { detail })?;
+    changes.files_total = entries.len();
+    let (patch, cut) = git
+        .head(
+            [
+                "diff-tree",
+                "-r",
+                "-p",
+                "-U3",
+                "--no-renames",
+                "--no-ext-diff",
+                "--no-textconv",
+                "--no-color",
+                &kept.start,
+                tip,
+            ],
+            MAX_DIFF_BYTES,
+        )
+        .await
+        .map_err(failed)?;
+    let shown = shown_files(entries, &patch, cut, lines.min(MAX_DIFF_LINES), clean);
+    changes.lines_shown = shown.lines;
+    changes.cut = shown.cut;
+    changes.files = shown.files;
+    Ok(changes)
+}
+
+fn is_object_id(oid: &str) -> bool {
+    matches!(oid.len(), 40 | 64) && oid.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// The kept commits from `start` to `tip`, oldest first, following first parents.
+async fn commits(
+    git: &Git,
+    start: &str,
+    tip: &str,
+    clean: &Sanitizer,
+) -> Result<Vec<KeptCommit>, super::git::GitError> {
+    let listed = git
+        .text([
+            "rev-list",
+            "--first-parent",
+            "--reverse",
+            &format!("{start}..{tip}"),
+        ])
+        .await?;
+    let ids: Vec<&str> = listed.lines().collect();
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let input: String = ids.iter().map(|id| format!("{id}\n")).collect();
+    let out = git
+        .input(["cat-file", "--batch"], input.into_bytes())
+        .await?;
+    Ok(parse_batch(&out)
+        .into_iter()
+        .map(|(id, body)| KeptCommit {
+            id,
+            message: clean.clean(&agents::cap(&message_of(&body), MAX_MESSAGE_BYTES)),
+        })
+        .collect())
+}
+
+/// `cat-file --batch` output: each object's id and bytes.
+fn parse_batch(out: &[u8]) -> Vec<(String, Vec<u8>)> {
+    let mut objects = Vec::new();
+    let mut rest = out;
+    while let Some(nl) = rest.iter().position(|b| *b == b'\n') {
+        let (head, after) = rest.split_at(nl);
+        let after = after.get(1..).unwrap_or_default();
+        let head = String::from_utf8_lossy(head);
+        let mut parts = head.split(' ');
+        let (Some(id), Some(_kind), Some(size)) = (parts.next(), parts.next(), parts.next()) else {
+            break;
+        };
+        let Ok(size) = size.parse::<usize>() else {
+            break;
+        };
+        let Some(body) = after.get(..size) else {
+            break;
+        };
+        objects.push((id.to_owned(), body.to_vec()));
+        rest = after.get(size + 1..).unwrap_or_default();
+    }
+    objects
+}
+
+/// A commit object's message: what follows its headers' blank line.
+fn message_of(commit: &[u8]) -> String {
+    let text = String::from_utf8_lossy(commit);
+    text.split_once("\n\n")
+        .map_or("", |(_, message)| message)
+        .trim_end()
+        .to_owned()
+}
+
+/// One changed path as `diff-tree --raw --numstat -z` lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Entry {
+    path: Vec<u8>,
+    status: FileStatus,
+    /// `None` for a binary file.
+    counts: Option<(u64, u64)>,
+}
+
+/// Parses `--raw --numstat -z`: every raw record (`:<modes> <ids> <status>\0<path>\0`), then
+/// every numstat record (`<added>\t<removed>\t<path>\0`) in the same order.
+fn parse_listing(raw: &[u8]) -> Result<Vec<Entry>, String> {
+    let mut fields = raw.split(|b| *b == 0).filter(|f| !f.is_empty());
+    let mut entries = Vec::new();
+    let mut pending = fields.next();
+    while let Some(record) = pending.filter(|r| r.first() == Some(&b':')) {
+        let status = match record.iter().rev().find(|b| b.is_ascii_uppercase()) {
+            Some(b'A') => FileStatus::Added,
+            Some(b'D') => FileStatus::Deleted,
+            Some(b'T') => FileStatus::TypeChanged,
+            Some(b'M') => FileStatus::Modified,
+            other => return Err(format!("diff-tree listed an unknown status {other:?}")),
+        };
+        let path = fields.next().ok_or("a raw record without its path")?;
+        entries.push(Entry {
+            path: path.to_vec(),
+            status,
+            counts: None,
+        });
+        pending = fields.next();
+    }
+    for entry in &mut entries {
+        let record = pending.ok_or("fewer numstat records than raw ones")?;
+        let mut parts = record.splitn(3, |b| *b == b'\t');
+        let (Some(added), Some(removed), Some(path)) = (parts.next(), parts.next(), parts.next())
+        else {
+            return Err("a numstat record of another shape".to_owned());
+        };
+        if path != entry.path.as_slice() {
+            return Err("numstat and raw records in another order".to_owned());
+        }
+        let number = |n: &[u8]| String::from_utf8_lossy(n).parse::<u64>().ok();
+        entry.counts = match (number(added), number(removed)) {
+            (Some(a), Some(r)) => Some((a, r)),
+            _ if added == b"-" && removed == b"-" => None,
+            _ => return Err("a numstat count that is not a number".to_owned()),
+        };
+        pending = fields.next();
+    }
+    if pending.is_some() {
+        return Err("more numstat records than raw ones".to_owned());
+    }
+    Ok(entries)
+}
+
+/// Each file's patch sections: a patch split before each `diff --git ` line (every other line
+/// of a patch starts with a mark, a header word, or `@@`).
+fn sections(patch: &[u8]) -> Vec<&[u8]> {
+    let mut starts: Vec<usize> = Vec::new();
+    let mut at = 0;
+    for line in patch.split_inclusive(|b| *b == b'\n') {
+        if line.starts_with(b"diff --git ") {
+            starts.push(at);
+        }
+        at += line.len();
+    }
+    starts
+        .iter()
+        .enumerate()
+        .filter_map(|(i, start)| patch.get(*start..starts.get(i + 1).copied().unwrap_or(at)))
+        .collect()
+}
+
+/// What is shown of the files.
+struct Shown {
+    files: Vec<FileChange>,
+    lines: usize,
+    cut: bool,
+}
+
+/// The listed files with the hunks of their sections, up to `budget` lines in all. A type
+/// change is two sections (the old file removed, the new one added); every other change one.
+fn shown_files(
+    entries: Vec<Entry>,
+    patch: &[u8],
+    patch_cut: bool,
+    budget: usize,
+    clean: &Sanitizer,
+) -> Shown {
+    let mut parts = sections(patch).into_iter();
+    let mut shown = Shown {
+        files: Vec::new(),
+        lines: 0,
+        cut: patch_cut,
+    };
+    for (i, entry) in entries.into_iter().enumerate() {
+        if i >= MAX_DIFF_FILES {
+            shown.cut = true;
+            break;
+        }
+        let (added, removed) = entry.counts.unwrap_or((0, 0));
+        let mut file = FileChange {
+            path: clean.clean(&String::from_utf8_lossy(&entry.path)),
+            status: entry.status,
+            added,
+            removed,
+            binary: entry.counts.is_none(),
+            hunks: Vec::new(),
+            cut: false,
+        };
+        let count = if entry.status == FileStatus::TypeChanged {
+            2
+        } else {
+            1
+        };
+        let mut got = 0;
+        for part in parts.by_ref().take(count) {
+            got += 1;
+            let left = budget.saturating_sub(shown.lines);
+            let (hunks, used, cut) = hunks_of(&clean.clean(&String::from_utf8_lossy(part)), left);
+            file.hunks.extend(hunks);
+            file.cut |= cut;
+            shown.lines += used;
+        }
+        // A file whose sections the bounded read did not reach, or only partly.
+        let has_lines = !file.binary && added + removed > 0;
+        if got < count && has_lines {
+            file.cut = true;
+        }
+        if patch_cut && has_lines && got == count && parts.len() == 0 {
+            // The last section read may itself have been cut short.
+            file.cut |= shown_body(&file) < added + removed;
+        }
+        shown.cut |= file.cut;
+        shown.files.push(file);
+    }
+    shown
+}
+
+/// Lines shown of a file's hunks that are additions or removals.
+fn shown_body(file: &FileChange) -> u64 {
+    file.hunks
+        .iter()
+        .flat_map(|h| &h.lines)
+        .filter(|l| l.starts_with('+') || l.starts_with('-'))
+        .count() as u64
+}
+
+/// A section's hunks, at most `left` lines of them: the hunks, the lines used, and whether
+/// some were left out.
+fn hunks_of(section: &str, left: usize) -> (Vec<Hunk>, usize, bool) {
+    let mut hunks: Vec<Hunk> = Vec::new();
+    let mut used = 0;
+    let mut cut = false;
+    for line in section.lines() {
+        if line.starts_with("@@") {
+            if used >= left {
+                cut = true;
+                break;
+            }
+            hunks.push(Hunk {
+                header: line.to_owned(),
+                lines: Vec::new(),
+            });
+            continue;
+        }
+        // Header lines (before the first hunk) are not shown: the file's entry says it all.
+        let Some(hunk) = hunks.last_mut() else {
+            continue;
+        };
+        if used >= left {
+            cut = true;
+            break;
+        }
+        hunk.lines.push(line.to_owned());
+        used += 1;
+    }
+    (hunks, used, cut)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listing_pairs_each_raw_record_with_its_counts() {
+        let raw = b":100644 100644 aa bb M\0bin\0:120000 100644 cc dd T\0l\0:000000 100644 00 ee A\0sp ace\"q.txt\0-\t-\tbin\01\t1\tl\01\t0\tsp ace\"q.txt\0";
+        let entries = parse_listing(raw).unwrap();
+        assert_eq!(
+            entries,
+            vec![
+                Entry {
+                    path: b"bin".to_vec(),
+                    status: FileStatus::Modified,
+                    counts: None
+                },
+                Entry {
+                    path: b"l".to_vec(),
+                    status: FileStatus::TypeChanged,
+                    counts: Some((1, 1))
+                },
+                Entry {
+                    path: b"sp ace\"q.txt".to_vec(),
+                    status: FileStatus::Added,
+                    counts: Some((1, 0))
+                },
+            ]
+        );
+        assert_eq!(parse_listing(b"").unwrap(), vec![]);
+    }
+
+    #[test]
+    fn a_malformed_listing_is_an_error_never_a_shorter_one() {
+        for bad in [
+            &b":100644 100644 aa bb M\0"[..],
+            b":100644 100644 aa bb M\0f\0",
+            b":100644 100644 aa bb M\0f\01\t2\tg\0",
+            b":100644 100644 aa bb M\0f\0x\t2\tf\0",
+            b":100644 100644 aa bb M\0f\01\t2\0",
+            b":100644 100644 aa bb R\0f\01\t2\tf\0",
+            b":100644 100644 aa bb M\0f\01\t2\tf\01\t1\tg\0",
+        ] {
+            assert!(
+                parse_listing(bad).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    const PATCH: &str = "diff --git a/f b/f\nindex 1..2 100644\n--- a/f\n+++ b/f\n@@ -1 +1,2 @@\n a\n+c\ndiff --git a/l b/l\ndeleted file mode 120000\n--- a/l\n+++ /dev/null\n@@ -1 +0,0 @@\n-f\n\\ No newline at end of file\ndiff --git a/l b/l\nnew file mode 100644\n--- /dev/null\n+++ b/l\n@@ -0,0 +1 @@\n+b\n";
+
+    fn entries() -> Vec<Entry> {
+        vec![
+            Entry {
+                path: b"f".to_vec(),
+                status: FileStatus::Modified,
+                counts: Some((1, 0)),
+            },
+            Entry {
+                path: b"l".to_vec(),
+                status: FileStatus::TypeChanged,
+                counts: Some((1, 1)),
+            },
+        ]
+    }
+
+    #[test]
+    fn a_type_change_takes_its_two_sections_and_the_limit_cuts_lines() {
+        let clean = Sanitizer::default();
+        let all = shown_files(entries(), PATCH.as_bytes(), false, 100, &clean);
+        assert!(!all.cut);
+        assert_eq!(all.lines, 5);
+        assert_eq!(all.files[0].hunks[0].lines, [" a", "+c"]);
+        assert_eq!(all.files[1].hunks.len(), 2);
+        assert_eq!(all.files[1].hunks[1].lines, ["+b"]);
+        let some = shown_files(entries(), PATCH.as_bytes(), false, 3, &clean);
+        assert!(some.cut);
+        assert_eq!(some.lines, 3);
+        assert!(!some.files[0].cut);
+        assert!(some.files[1].cut);
+    }
+
+    #[test]
+    fn a_patch_read_short_marks_the_files_it_did_not_reach() {
+        let clean = Sanitizer::default();
+        let short = &PATCH.as_bytes()[..60];
+        let shown = shown_files(entries(), short, true, 100, &clean);
+        assert!(shown.cut);
+        assert!(shown.files[1].cut);
+        assert!(shown.files[1].hunks.is_empty());
+    }
+
+    #[test]
+    fn a_line_that_looks_like_a_header_inside_a_hunk_stays_a_line() {
+        let patch = "diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -0,0 +1,2 @@\n+diff --git a/x b/x\n+@@ not a hunk\n";
+        let (hunks, used, cut) = hunks_of(patch, 10);
+        assert_eq!(sections(patch.as_bytes()).len(), 1);
+        // A `+@@` line is an added line, not a hunk.
+        assert_eq!(hunks.len(), 1);
+        assert_eq!(used, 2);
+        assert!(!cut);
+    }
+
+    #[test]
+    fn a_commit_batch_reads_each_message() {
+        let body = b"tree t\nparent p\nauthor a <a> 1 +0000\ncommitter c <c> 1 +0000\n\nAdd the thing\n\nwhy\n";
+        let mut out = format!("{} commit {}\n", "a".repeat(40), body.len()).into_bytes();
+        out.extend_from_slice(body);
+        out.push(b'\n');
+        let read = parse_batch(&out);
+        assert_eq!(read.len(), 1);
+        assert_eq!(message_of(&read[0].1), "Add the thing\n\nwhy");
+        assert!(parse_batch(b"junk").is_empty());
+    }
+}
