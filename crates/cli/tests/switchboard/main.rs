@@ -30,6 +30,7 @@ mod registry_cli;
 mod reload;
 mod replica_faults;
 mod review;
+mod run_diff;
 mod serve;
 mod slack_replicas;
 mod sqlite_feed;
