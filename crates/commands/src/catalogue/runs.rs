@@ -1,4 +1,4 @@
-//! `runs list|get|events|friction|stop`. The list hands the caller's predicate to the store;
+//! `runs list|get|events|friction|stop` (`runs diff` is in `diff.rs`). The list hands the caller's predicate to the store;
 //! the point reads authorize the run they loaded and answer not_found on a deny, exactly as
 //! for a missing id.
 
@@ -258,7 +258,8 @@ pub(crate) fn run_reply(run: &RunRecord, now: store::Timestamp) -> Reply {
     }
     if let Some(branch) = branch_of(run) {
         text.push_str(&format!(
-            "branch   {branch} (its changes, in the repo's repository, on top of the commit it started from)\n"
+            "branch   {branch} (its kept changes, in the repo's repository; made when it ends, if it kept a commit: `runs diff {}`)\n",
+            run.id
         ));
     }
     if let Some(parent) = &run.parent_run {
