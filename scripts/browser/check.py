@@ -8,7 +8,11 @@ stops a live run from its page, and approves an agent's tool call from the run's
 through the capability link of the person who started the run (a Slack member, whose mention
 is signed here with the app's signing secret; the link comes back through a Web API double on
 loopback, as Slack would show it to them; the agent's model is scripted here too). A
-machine's link never answers: a run started by an ingress token has nobody to ask.
+machine's link never answers: a run started by an ingress token has nobody to ask. A
+sandboxed command agent edits a repo, and the finished run's page shows its Changes: the kept
+commits, the file list, each file's diff collapsible, agent text escaped (a `<script>` and a
+`<!channel>` in a diff line are text); a run that changed 1,000 files (10,000 lines) keeps its
+page bounded, the rest one link away as text.
 Screenshots go to target/browser-check/.
 
 Every failure exits non-zero, including a browser that does not start.
@@ -47,6 +51,18 @@ OPS = "ops-token-browser-0000001"
 SECRET = "secret-token-browser-00001"
 SLACK_SIGNING_SECRET = "browser-check-signing-secret"
 SLACK_SCOPES = "app_mentions:read,channels:read,groups:read,mpim:read,im:history,chat:write"
+# A sandboxed agent that commits one change and leaves another uncommitted.
+EDITOR = """set -e
+echo "<script>window.__injected = 1</script> hello <!channel>" >> README.md
+git add -A
+git -c user.name=Agent -c user.email=agent@example.com commit -qm "Greet the channel"
+echo "a second file" > second.txt
+echo edited"""
+# 1,000 files of 10 lines each: 10,000 changed lines.
+BULK = """set -e
+mkdir -p many
+for i in $(seq 1 1000); do seq 1 10 > many/file-$i.txt; done
+echo bulk"""
 
 
 def free_port():
@@ -87,6 +103,86 @@ def serve_jwks(public_key):
             self.wfile.write(body)
 
     return f"http://127.0.0.1:{serve_on_loopback(Handler)}/certs"
+
+
+def make_repo(work):
+    """A user's repository with one commit."""
+    repo = os.path.join(work, "web")
+    os.makedirs(repo)
+    git = ["git", "-C", repo, "-c", "user.name=Owner", "-c", "user.email=owner@example.com"]
+    subprocess.run(git + ["init", "-q", "-b", "main"], check=True)
+    with open(os.path.join(repo, "README.md"), "w") as f:
+        f.write("# web\n")
+    subprocess.run(git + ["add", "-A"], check=True)
+    subprocess.run(git + ["commit", "-qm", "first"], check=True)
+    return repo
+
+
+def finished_run(base, token, text):
+    """POST /ingress?wait=120; the run's id once it completed."""
+    request = urllib.request.Request(
+        f"{base}/ingress?wait=120",
+        data=text.encode(),
+        headers={"authorization": f"Bearer {token}", "accept": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=150) as response:
+        outcome = json.load(response)
+    if outcome.get("status") != "completed":
+        fail(f"the run did not complete: {outcome}")
+    return outcome["run_id"]
+
+
+def check_changes(driver, base, cookie):
+    """A finished repo run's page shows its Changes, escaped and collapsible; a run of 10,000
+    changed lines keeps its page bounded and the rest one link away."""
+    edited = finished_run(base, OPS, "@editor in acme/web: edit")
+    driver.add_cookie({"name": "CF_Authorization", "value": cookie, "path": "/"})
+    driver.get(f"{base}/runs/{edited}")
+    WebDriverWait(driver, 15).until(lambda d: d.find_elements(By.ID, "changes"))
+    summary = driver.find_element(By.ID, "changes-summary").text
+    if "2 commit(s) kept" not in summary or "2 file(s) changed" not in summary:
+        fail(f"the Changes summary is wrong: {summary}")
+    if "Greet the channel" not in driver.find_element(By.ID, "commits").text:
+        fail("the kept commit's message is not on the page")
+    rows = driver.find_elements(By.CSS_SELECTOR, "#files tr")
+    if [r.text.split()[-1] for r in rows] != ["README.md", "second.txt"]:
+        fail(f"the file list is wrong: {[r.text for r in rows]}")
+    readme = driver.find_element(By.ID, "file-0")
+    if "+<script>window.__injected = 1</script> hello <!channel>" not in readme.text:
+        fail(f"the diff line is not shown as text: {readme.text}")
+    if driver.execute_script("return window.__injected") is not None:
+        fail("a diff line ran as a script")
+    if driver.find_elements(By.CSS_SELECTOR, "#changes script"):
+        fail("a diff line became an element")
+    # Each file collapses and opens again.
+    readme.find_element(By.TAG_NAME, "summary").click()
+    if readme.get_attribute("open") is not None:
+        fail("a file's diff did not collapse")
+    readme.find_element(By.TAG_NAME, "summary").click()
+    if readme.get_attribute("open") is None:
+        fail("a file's diff did not open again")
+    os.makedirs(SHOTS, exist_ok=True)
+    driver.save_screenshot(os.path.join(SHOTS, "changes.png"))
+
+    bulk = finished_run(base, OPS, "@bulk in acme/web: many files")
+    page = urllib.request.urlopen(urllib.request.Request(
+        f"{base}/runs/{bulk}", headers={"cookie": f"CF_Authorization={cookie}"}), timeout=30).read()
+    if len(page) > 2 * 1024 * 1024:
+        fail(f"the page of a 10,000-line run weighs {len(page)} bytes")
+    started = time.time()
+    driver.get(f"{base}/runs/{bulk}")
+    WebDriverWait(driver, 30).until(lambda d: d.find_elements(By.ID, "changes-cut"))
+    loaded = time.time() - started
+    if len(driver.find_elements(By.CSS_SELECTOR, "#files tr")) != 1000:
+        fail("the page does not list the 1,000 files")
+    link = driver.find_element(By.CSS_SELECTOR, "#changes-cut a").get_attribute("href")
+    whole = urllib.request.urlopen(urllib.request.Request(
+        link, headers={"cookie": f"CF_Authorization={cookie}"}), timeout=30).read().decode()
+    if "many/file-1000.txt" not in whole or "+10" not in whole.splitlines()[-1]:
+        fail("the whole diff is not one link away: " + whole[-300:])
+    driver.save_screenshot(os.path.join(SHOTS, "changes-bulk.png"))
+    print(f"browser-check: a 10,000-line run's page: {len(page)} bytes, loaded in {loaded:.2f} s; its whole diff {len(whole)} bytes as text")
+    return edited
 
 
 def start_run(base, token, text):
@@ -246,8 +342,14 @@ agent = "writer"
 tool = "write_file"
 paths = ["{{workspace}}"]
 mode = "auto"
+[agents.editor]
+backend = "command"
+command = ["sh", "-c", '''{EDITOR}''']
+[agents.bulk]
+backend = "command"
+command = ["sh", "-c", '''{BULK}''']
 [grants."http:ops"]
-actions = ["agent:run:staller", "agent:run:writer"]
+actions = ["agent:run:staller", "agent:run:writer", "agent:run:editor", "agent:run:bulk", "repo:use"]
 # The Slack member who asks the writer to take notes.
 [grants."slack:UPERSON"]
 actions = ["agent:run:writer"]
@@ -266,6 +368,11 @@ audience = "{AUDIENCE}"
 jwks_url = "{jwks_url}"
 """
         )
+    repo = make_repo(work)
+    added = subprocess.run([BIN, "--config", config, "repo", "add", "acme/web", "--path", repo],
+                           capture_output=True, text=True)
+    if added.returncode != 0:
+        fail("repo add: " + added.stderr)
     env = dict(os.environ)
     env["SWITCHBOARD_INGRESS_TOKENS"] = json.dumps(
         {OPS: {"subject": "ops", "channel": "http:ops"}, SECRET: {"subject": "secret", "channel": "http:secret"}}
@@ -417,8 +524,9 @@ jwks_url = "{jwks_url}"
         if not answer or "tool said: wrote" not in answer[0].text:
             fail("the approved write did not reach the agent: " + driver.page_source[:800])
         driver.save_screenshot(os.path.join(SHOTS, "approved-run.png"))
+        edited = check_changes(driver, base, cookie)
         print(
-            f"browser-check: Chromium loaded /runs, followed the feed, stopped {first}, approved a tool call of {run_id}; screenshots in {SHOTS}"
+            f"browser-check: Chromium loaded /runs, followed the feed, stopped {first}, approved a tool call of {run_id}, showed the changes of {edited}; screenshots in {SHOTS}"
         )
     finally:
         if driver is not None:
