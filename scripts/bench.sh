@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmarks (never tests). Usage: scripts/bench.sh [authz|review|store|ingress|mcp|memory|schedule|tracing|slack|access|broker|rss|versus|soak]
+# Benchmarks (never tests). Usage: scripts/bench.sh [authz|review|store|ingress|mcp|memory|schedule|tracing|slack|access|broker|diff|rss|versus|soak]
 #
 #   authz   authorize and predicate_for, side by side with cedar-policy deciding an equivalent
 #           policy on the same requests in the same run (crates/authz-bench, excluded from the
@@ -58,6 +58,11 @@
 #           workspace in a repo of 10,000 files: the base, the working tree and repository,
 #           keeping its branch, removing it, on the disk and on a tmpfs
 #           (crates/dispatch/benches/workspace.rs). Installs bubblewrap if missing.
+#
+#   diff    `runs diff` on a run that changed 1,000 files (10,000 lines): the CLI beside `runs
+#           get` in alternating rounds, `/api/runs.diff` beside `/api/runs.get`, and the run's
+#           page: its bytes, its time to the last byte, and its load in headless Chromium
+#           (scripts/bench/diff.py; installs Chromium and the browser venv as the browser check).
 #
 #   rss     the release `serve` with every surface on (ingress, MCP, Slack against a fake Web
 #           API, Access with a key set): idle VmRSS 1 s after the first 200 from /readyz, the
@@ -159,6 +164,16 @@ case "$what" in
     echo "== a run's own workspace in a repo of 10,000 files"
     cargo bench --locked -p dispatch --bench workspace | tee -a target/bench/broker.txt
     ;;
+  diff)
+    command -v bwrap >/dev/null || apt-get install -y -q bubblewrap >/dev/null
+    command -v chromium >/dev/null || apt-get install -y -q chromium chromium-driver >/dev/null
+    venv="$PWD/target/browser-venv"
+    "$venv/bin/python" -c "import selenium, jwt, cryptography" 2>/dev/null || {
+      python3 -m venv "$venv" && "$venv/bin/pip" install --quiet --disable-pip-version-check "selenium==4.27.1" "pyjwt[crypto]==2.10.1"
+    }
+    cargo build --locked --release -p cli
+    "$venv/bin/python" scripts/bench/diff.py | tee target/bench/diff.txt
+    ;;
   rss)
     cargo build --locked --release -p cli
     python3 scripts/bench/rss.py | tee target/bench/rss.txt
@@ -174,7 +189,7 @@ case "$what" in
     python3 scripts/bench/soak.py | tee target/bench/soak.txt
     ;;
   *)
-    echo "unknown benchmark '$what'; known: authz, review, store, ingress, mcp, memory, schedule, tracing, slack, access, broker, rss, versus, soak" >&2
+    echo "unknown benchmark '$what'; known: authz, review, store, ingress, mcp, memory, schedule, tracing, slack, access, broker, diff, rss, versus, soak" >&2
     exit 2
     ;;
 esac

@@ -7,8 +7,9 @@
 //! with another, hidden one, whose name or lines would then be shown); with no program a
 //! repository's config or attributes name (no external diff, no text conversion); every path,
 //! line and commit message cleaned like any agent text; and bounded: at most
-//! [`MAX_DIFF_LINES`] lines of diff and [`MAX_DIFF_BYTES`] bytes read, a binary file shown as
-//! such, never its bytes.
+//! [`MAX_DIFF_LINES`] lines of diff and [`MAX_DIFF_BYTES`] bytes read, no more than
+//! [`MAX_DIFF_INPUT_BYTES`] of files compared, a binary file shown as such, never its bytes.
+//! No commit id is shown (see [`KeptCommit`]).
 
 use authz_core::{BoxFuture, RepoSlug};
 use serde_json::{Value, json};
@@ -22,6 +23,9 @@ pub const MAX_DIFF_LINES: usize = 20_000;
 pub const MAX_DIFF_BYTES: usize = 8 * 1024 * 1024;
 /// The most files one answer lists (their counts; the lines go first to the first files).
 pub const MAX_DIFF_FILES: usize = 5_000;
+/// The most bytes of files (before and after) a diff reads to count and show lines: past it,
+/// the files are listed without them.
+pub const MAX_DIFF_INPUT_BYTES: u64 = 64 * 1024 * 1024;
 
 /// How a file changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,10 +80,11 @@ pub struct FileChange {
     pub cut: bool,
 }
 
-/// A kept commit: its id and message (agent text, cleaned).
+/// A kept commit: its message (agent text, cleaned). Never its id: a kept commit's id hashes
+/// the base's whole tree, hidden files included, so with the rest of the tree known it would
+/// confirm a guess of a hidden file's bytes. The same holds for the base commit's id.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeptCommit {
-    pub id: String,
     pub message: String,
 }
 
@@ -89,8 +94,6 @@ pub struct RunChanges {
     pub repo: RepoSlug,
     /// `switchboard/<run id>` when a commit was kept (the branch was made then).
     pub branch: Option<String>,
-    pub start: String,
-    pub tip: Option<String>,
     /// Oldest first.
     pub commits: Vec<KeptCommit>,
     /// In path order; the first [`MAX_DIFF_FILES`].
@@ -103,6 +106,9 @@ pub struct RunChanges {
     /// Lines of diff shown, and whether some were left out.
     pub lines_shown: usize,
     pub cut: bool,
+    /// The files changed weigh more than a diff reads ([`MAX_DIFF_INPUT_BYTES`]): they are
+    /// listed, without counts or lines.
+    pub unread: bool,
 }
 
 impl RunChanges {
@@ -134,15 +140,14 @@ impl RunChanges {
         json!({
             "repo": self.repo.as_str(),
             "branch": self.branch,
-            "start": self.start,
-            "tip": self.tip,
-            "commits": self.commits.iter().map(|c| json!({"id": c.id, "message": c.message})).collect::<Vec<_>>(),
+            "commits": self.commits.iter().map(|c| json!({"message": c.message})).collect::<Vec<_>>(),
             "stats": {
                 "files": self.files_total,
                 "added": self.added(),
                 "removed": self.removed(),
                 "lines_shown": self.lines_shown,
                 "cut": self.cut,
+                "unread": self.unread,
             },
             "files": files,
             "not_kept": {"names": self.not_kept, "count": self.not_kept_count},
@@ -164,7 +169,7 @@ pub enum ChangesError {
     /// The kept commits are no longer in the repo's repository (its branch was deleted and
     /// collected, or the repo now points elsewhere).
     #[error(
-        "the run's kept commits are no longer in repo {0}'s repository (its branch was deleted, or the repo was set to another source)"
+        "the run's kept commits are not in repo {0}'s repository here (its branch was deleted, the repo was set to another source, or this server has no mirror of it)"
     )]
     Gone(RepoSlug),
     /// A fault reading them: the detail is for the operator's log only.

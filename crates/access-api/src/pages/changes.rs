@@ -48,6 +48,13 @@ pub(super) fn section(reply: &Reply, base: &str, suffix: &str) -> String {
         None => out.push_str("<p id=\"changes-summary\">No changes were kept (no branch was made).</p>"),
     }
     out.push_str(&commits(data));
+    let unread = stats.get("unread").and_then(Value::as_bool) == Some(true);
+    if unread {
+        out.push_str(&format!(
+            "<p id=\"changes-unread\">The files changed weigh more than the {} MiB a diff reads: they are listed without their lines.</p>",
+            commands::run_changes::MAX_DIFF_INPUT_BYTES >> 20
+        ));
+    }
     out.push_str(&file_list(data, &stats));
     out.push_str(&not_kept(data));
     for (i, file) in list(data, "files").enumerate() {
@@ -66,10 +73,8 @@ pub(super) fn section(reply: &Reply, base: &str, suffix: &str) -> String {
 fn commits(data: &Value) -> String {
     let items: String = list(data, "commits")
         .map(|c| {
-            let id = text_of(c, "id");
             format!(
-                "<li><code>{}</code><pre class=\"message\">{}</pre></li>",
-                escape(id.get(..12).unwrap_or(&id)),
+                "<li><pre class=\"message\">{}</pre></li>",
                 escape(&text_of(c, "message"))
             )
         })

@@ -1,7 +1,8 @@
 //! `runs diff` through the binary, on every surface: a sandboxed `command` agent edits files in
 //! its workspace of a repo whose policy hides a file; the change shows on the CLI, the ingress,
 //! MCP, `/api` and Slack (escaped there: a `<!channel>` in a diff line never pings), cleaned
-//! like any agent text; a reader denied the run gets the missing-run answer byte for byte; a
+//! like any agent text, no commit id shown; a reader denied the run (or, in a restricted repo,
+//! the repo) gets the missing-run answer byte for byte; a
 //! file the run wrote equal to the hidden one is the run's own new file and shows nothing of
 //! the hidden one; and a run that kept nothing made no branch.
 
@@ -44,12 +45,14 @@ fn config(dir: &Path, api_url: &str, key: &SigningKey) -> String {
          [agents.editor]\nbackend = \"command\"\ncommand = [\"sh\", \"-c\", '''{EDITOR}''']\nrequest_via = \"argument\"\n\
          [mcp]\nenabled = true\n[slack]\napi_url = \"{api_url}\"\n\
          [access]\nissuer = \"{ISSUER}\"\naudience = \"{AUDIENCE}\"\njwks_file = {jwks:?}\n\
-         [grants.\"http:ops\"]\nactions = [\"agent:run:editor\", \"repo:use\", \"runs:read\"]\nchannels = [\"http:ops\"]\n\
+         [restrict]\nrepos = [\"acme/web\"]\n\
+         [grants.\"http:ops\"]\nactions = [\"agent:run:editor\", \"repo:use\", \"runs:read\"]\nchannels = [\"http:ops\"]\nrepos = [\"acme/web\"]\n\
          [grants.\"http:other\"]\nactions = [\"runs:read\"]\n\
-         [grants.\"mcp:ops\"]\nactions = [\"runs:read\"]\nchannels = [\"http:ops\"]\n\
+         [grants.\"mcp:ops\"]\nactions = [\"runs:read\"]\nchannels = [\"http:ops\"]\nrepos = [\"acme/web\"]\n\
          [grants.\"mcp:other\"]\nactions = [\"runs:read\"]\n\
-         [grants.\"slack:U1\"]\nactions = [\"runs:read\"]\nchannels = [\"http:ops\"]\n\
-         [grants.\"access:reader\"]\nactions = [\"runs:read\"]\nchannels = [\"http:ops\"]\n",
+         [grants.\"slack:U1\"]\nactions = [\"runs:read\"]\nchannels = [\"http:ops\"]\nrepos = [\"acme/web\"]\n\
+         [grants.\"access:reader\"]\nactions = [\"runs:read\"]\nchannels = [\"http:ops\"]\nrepos = [\"acme/web\"]\n\
+         [grants.\"access:watcher\"]\nactions = [\"runs:read\"]\nchannels = [\"http:ops\"]\n",
         data = dir.join("data"),
         db = dir.join("sb.db").display(),
     )
@@ -262,13 +265,27 @@ async fn runs_diff_shows_what_a_run_kept_on_every_surface_and_nothing_it_was_den
     assert_eq!(copy["status"], "added");
     assert_eq!(copy["hunks"][0]["lines"], json!([format!("+{right}")]));
     assert_eq!(diff["stats"]["files"], 4);
-    assert_eq!(diff["not_kept"], json!({"names": [".gitattributes"], "count": 1}));
-    assert_eq!(diff["start"].as_str(), Some(project.head.as_str()));
+    assert_eq!(
+        diff["not_kept"],
+        json!({"names": [".gitattributes"], "count": 1})
+    );
+    // No commit id is shown: each hashes the base's whole tree, the hidden file's blob in it.
+    let tip = git(&project.repo, &["rev-parse", &format!("switchboard/{id}")]);
+    for commit in [project.head.as_str(), &project.head[..12], &tip, &tip[..12]] {
+        assert!(
+            !json_out.contains(commit) && !shown.contains(commit),
+            "{commit}"
+        );
+    }
     // Nothing of the hidden file: not its name, nor its earlier secret, anywhere.
     // The guessed secret is there once, as the run's own line; the earlier one never.
     for (what, out) in [("text", &shown), ("json", &json_out)] {
         assert!(!out.contains("production-secrets"), "{what}: {out}");
-        assert_eq!(out.matches(project.markers[1].as_str()).count(), 1, "{what}: {out}");
+        assert_eq!(
+            out.matches(project.markers[1].as_str()).count(),
+            1,
+            "{what}: {out}"
+        );
         project.assert_clean(what, &out.replace(project.markers[1].as_str(), ""));
     }
 
@@ -313,6 +330,20 @@ async fn runs_diff_shows_what_a_run_kept_on_every_surface_and_nothing_it_was_den
     let stranger = key.sign(&claims(ISSUER, AUDIENCE, "stranger"));
     let denied = api_diff(base, &stranger, &id).await;
     let missing = api_diff(base, &stranger, MISSING).await;
+    assert_eq!(denied.0, 404);
+    assert_eq!(denied, missing);
+    // The repo is restricted: a reader of the run who may not use the repo reads the run, but
+    // its diff (the repo's files) is the missing run's answer.
+    let watcher = key.sign(&claims(ISSUER, AUDIENCE, "watcher"));
+    let run = reqwest::Client::new()
+        .get(format!("{base}/api/runs.get?id={id}"))
+        .header("cf-access-jwt-assertion", &watcher)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(run.status(), 200);
+    let denied = api_diff(base, &watcher, &id).await;
+    let missing = api_diff(base, &watcher, MISSING).await;
     assert_eq!(denied.0, 404);
     assert_eq!(denied, missing);
 
@@ -387,7 +418,6 @@ fn a_run_that_keeps_no_commit_makes_no_branch() {
     let (json_out, _) = cli(dir.path(), &["runs", "diff", &id, "--json"]);
     let diff: Value = serde_json::from_str(&json_out).unwrap();
     assert_eq!(diff["branch"], Value::Null);
-    assert_eq!(diff["start"].as_str(), Some(project.head.as_str()));
     assert_eq!(diff["files"], json!([]));
     project.assert_untouched();
 }

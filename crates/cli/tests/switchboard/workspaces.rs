@@ -307,13 +307,11 @@ async fn a_url_repo_is_fetched_again_after_its_interval() {
     let base_of = |sb: &Switchboard| {
         let outcome = sb.ask(&["--agent", "echo", "--repo", "acme/web", "hi"]);
         let id = outcome["run_id"].as_str().unwrap().to_owned();
-        // It kept nothing (no branch was made); `runs diff` names the commit it started from.
+        // It kept nothing, so no branch was made: its base is the mirror's, as fetched.
+        assert_eq!(sb.json(&["runs", "get", &id])["status"], "completed");
         let mirror = sb.data().join("repos/acme/web.git");
         assert_eq!(git(&mirror, &["branch", "--list", "switchboard/*"]), "");
-        sb.json(&["runs", "diff", &id])["start"]
-            .as_str()
-            .unwrap()
-            .to_owned()
+        git(&mirror, &["rev-parse", "refs/switchboard/base"])
     };
     assert_eq!(base_of(&sb), origin.head);
     std::fs::write(origin.repo.join("README.md"), "# web, later\n").unwrap();

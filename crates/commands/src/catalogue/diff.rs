@@ -1,16 +1,17 @@
 //! `runs diff <id>`: what a run in a repo changed, its kept commits against its own start, as
 //! a file list with counts, the commits' messages, what was not kept, then the unified diff.
-//! Authorized like `runs get` (a denied reader gets the missing-run answer); read through the
+//! Authorized like `runs get` (a denied reader gets the missing-run answer), and for a run in a
+//! restricted repo as `repo:use` on it too; read through the
 //! [`RunChangesReader`](crate::run_changes::RunChangesReader) port.
 
-use authz_core::BoxFuture;
+use authz_core::{Action, BoxFuture, Resource, Verdict, authorize};
 use serde_json::json;
 use store::RunRecord;
 
 use super::ok;
 use super::runs::load_run;
 use crate::run_changes::{ChangesError, DEFAULT_DIFF_LINES, FileChange, FileStatus, RunChanges};
-use crate::{Args, Ctx, Reply, ReplyKind, Services};
+use crate::{Args, Ctx, Registry, Reply, ReplyKind, Services};
 
 pub fn diff<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
     Box::pin(async move {
@@ -18,6 +19,23 @@ pub fn diff<'a>(ctx: &'a Ctx<'a>, args: Args) -> BoxFuture<'a, Reply> {
             Ok(run) => run,
             Err(reply) => return reply,
         };
+        // A restricted repo's files are its owners' to read: its runs' diffs too (a reader of
+        // the run who may not use the repo gets the missing-run answer).
+        if let Some(slug) = &run.repo {
+            let resource = ctx.services.table().repo(slug.clone());
+            if matches!(
+                resource,
+                Resource::Repo {
+                    restricted: true,
+                    ..
+                }
+            ) {
+                let verdict = authorize(&ctx.caller.actor, &Action::RepoUse, &resource);
+                if let Verdict::Deny(_) = verdict {
+                    return Registry::refuse(ctx, &Action::RepoUse, &resource, &verdict);
+                }
+            }
+        }
         let lines = args
             .int("limit")
             .and_then(|n| usize::try_from(n).ok())
@@ -83,19 +101,18 @@ fn changes_text(run: &RunRecord, c: &RunChanges) -> String {
     };
     if !c.commits.is_empty() {
         out.push_str("\n\ncommits");
-        for commit in &c.commits {
-            let short = commit.id.get(..12).unwrap_or(&commit.id);
+        for (n, commit) in c.commits.iter().enumerate() {
             let mut lines = commit.message.lines();
-            out.push_str(&format!("\n  {short} {}", lines.next().unwrap_or("")));
+            out.push_str(&format!("\n  {}. {}", n + 1, lines.next().unwrap_or("")));
             for more in lines {
-                out.push_str(&format!("\n               {more}"));
+                out.push_str(&format!("\n     {more}"));
             }
         }
     }
     if !c.files.is_empty() {
         out.push_str("\n\nfiles");
         for f in &c.files {
-            out.push_str(&format!("\n  {}", file_row(f)));
+            out.push_str(&format!("\n  {}", file_row(f, c.unread)));
         }
         if c.files.len() < c.files_total {
             out.push_str(&format!(
@@ -103,6 +120,12 @@ fn changes_text(run: &RunRecord, c: &RunChanges) -> String {
                 c.files_total - c.files.len()
             ));
         }
+    }
+    if c.unread {
+        out.push_str(&format!(
+            "\n\n(the files changed weigh more than the {} MiB a diff reads: listed without their lines)",
+            crate::run_changes::MAX_DIFF_INPUT_BYTES >> 20
+        ));
     }
     if c.not_kept_count > 0 {
         let more = c.not_kept_count.saturating_sub(c.not_kept.len() as u64);
@@ -117,8 +140,10 @@ fn changes_text(run: &RunRecord, c: &RunChanges) -> String {
             out.push_str(&format!("\n  … and {more} more"));
         }
     }
-    for f in &c.files {
-        out.push_str(&file_diff(f));
+    if !c.unread {
+        for f in &c.files {
+            out.push_str(&file_diff(f));
+        }
     }
     if c.cut {
         out.push_str(&format!(
@@ -132,27 +157,40 @@ fn changes_text(run: &RunRecord, c: &RunChanges) -> String {
 }
 
 /// `M  +2 -4  README.md`, or `binary` for a binary file.
-fn file_row(f: &FileChange) -> String {
-    let counts = if f.binary {
+fn file_row(f: &FileChange, unread: bool) -> String {
+    let counts = if unread {
+        "?".to_owned()
+    } else if f.binary {
         "binary".to_owned()
     } else {
         format!("+{} -{}", f.added, f.removed)
     };
-    format!("{}  {counts:<12} {}", f.status.letter(), f.path)
+    format!("{}  {counts:<12} {}", f.status.letter(), shown(&f.path))
+}
+
+/// A path the run chose, as text shows it: quoted when it holds a control character (a
+/// newline would start a line that reads as the diff's own, under another file's name).
+fn shown(path: &str) -> String {
+    if path.chars().any(char::is_control) || path.contains('"') {
+        format!("{path:?}")
+    } else {
+        path.to_owned()
+    }
 }
 
 /// One file's unified diff: its `---`/`+++` lines and hunks.
 fn file_diff(f: &FileChange) -> String {
+    let path = shown(&f.path);
     let (old, new) = match f.status {
-        FileStatus::Added => ("/dev/null".to_owned(), format!("b/{}", f.path)),
-        FileStatus::Deleted => (format!("a/{}", f.path), "/dev/null".to_owned()),
+        FileStatus::Added => ("/dev/null".to_owned(), format!("b/{path}")),
+        FileStatus::Deleted => (format!("a/{path}"), "/dev/null".to_owned()),
         FileStatus::Modified | FileStatus::TypeChanged => {
-            (format!("a/{}", f.path), format!("b/{}", f.path))
+            (format!("a/{path}"), format!("b/{path}"))
         }
     };
     let mut out = format!("\n\n--- {old}\n+++ {new}");
     if f.binary {
-        out.push_str(&format!("\nBinary file {} changed", f.path));
+        out.push_str(&format!("\nBinary file {path} changed"));
     }
     for hunk in &f.hunks {
         out.push('\n');

@@ -7,8 +7,15 @@
 //!   repository's config or attributes name runs (and [`Git`] reads no system or user config).
 //! - The kept commits hold only the run's kept changes on the base's own tree, so nothing the
 //!   run was denied appears in them, whatever the run wrote.
-//! - Bounded: [`MAX_DIFF_BYTES`] of patch read, the lines asked for (at most
-//!   [`MAX_DIFF_LINES`]) shown, [`MAX_DIFF_FILES`] files listed, a binary file shown as such.
+//! - Attributes come from an empty tree (`--attr-source`), never from the checkout's index,
+//!   its files or the server's directory (a hidden `.gitattributes` would otherwise change
+//!   what is shown), and replace refs are not followed (they would swap the commits compared).
+//! - Bounded: the files' sizes are read first, and past [`MAX_DIFF_INPUT_BYTES`] of them no
+//!   file is compared (they are listed alone); [`MAX_DIFF_BYTES`] of patch read, the lines
+//!   asked for (at most [`MAX_DIFF_LINES`]) shown, [`MAX_DIFF_FILES`] files listed, a binary
+//!   file shown as such.
+//! - No commit id is shown, the base's or a kept one's (each hashes the base's whole tree,
+//!   hidden files included).
 //! - Every path, line and message is cleaned like any agent text, one file's patch at a time
 //!   (a key across lines is redacted whole).
 
@@ -17,7 +24,7 @@ use std::path::Path;
 use agents::Sanitizer;
 use commands::run_changes::{
     ChangesError, FileChange, FileStatus, Hunk, KeptCommit, MAX_DIFF_BYTES, MAX_DIFF_FILES,
-    MAX_DIFF_LINES, RunChanges,
+    MAX_DIFF_INPUT_BYTES, MAX_DIFF_LINES, RunChanges,
 };
 use store::{KeptChanges, Store};
 
@@ -46,8 +53,6 @@ pub async fn read(
             .tip
             .as_ref()
             .map(|_| commands::run_branch(&kept.run_id)),
-        start: kept.start.clone(),
-        tip: kept.tip.clone(),
         commits: Vec::new(),
         files: Vec::new(),
         files_total: 0,
@@ -55,6 +60,7 @@ pub async fn read(
         not_kept_count: kept.not_kept_count,
         lines_shown: 0,
         cut: false,
+        unread: false,
     };
     let Some(tip) = &kept.tip else {
         return Ok(changes);
@@ -89,41 +95,39 @@ pub async fn read(
     changes.commits = commits(&git, &kept.start, tip, clean)
         .await
         .map_err(failed)?;
-    let listing = git
-        .run([
+    let no_attributes = format!("--attr-source={}", empty_tree(&git).await.map_err(failed)?);
+    let diff_tree = |format: &'static [&'static str]| {
+        let mut args: Vec<&str> = vec![
+            &no_attributes,
             "diff-tree",
             "-r",
             "-z",
             "--no-renames",
             "--no-ext-diff",
             "--no-textconv",
-            "--raw",
-            "--numstat",
-            &kept.start,
-            tip,
-        ])
-        .await
-        .map_err(failed)?;
-    let entries = parse_listing(&listing).map_err(|detail| ChangesError::Failed { detail })?;
+        ];
+        args.extend_from_slice(format);
+        args.extend([kept.start.as_str(), tip.as_str()]);
+        args.into_iter().map(str::to_owned).collect::<Vec<String>>()
+    };
+    let listing = git.run(diff_tree(&["--raw"])).await.map_err(failed)?;
+    let mut entries = parse_raw(&listing).map_err(|detail| ChangesError::Failed { detail })?;
     changes.files_total = entries.len();
-    let (patch, cut) = git
-        .head(
-            [
-                "diff-tree",
-                "-r",
-                "-p",
-                "-U3",
-                "--no-renames",
-                "--no-ext-diff",
-                "--no-textconv",
-                "--no-color",
-                &kept.start,
-                tip,
-            ],
-            MAX_DIFF_BYTES,
-        )
-        .await
-        .map_err(failed)?;
+    if weight(&git, &entries).await.map_err(failed)? > MAX_DIFF_INPUT_BYTES {
+        changes.unread = true;
+        changes.cut = true;
+        changes.files = entries
+            .into_iter()
+            .take(MAX_DIFF_FILES)
+            .map(|e| listed_only(e, clean))
+            .collect();
+        return Ok(changes);
+    }
+    let counts = git.run(diff_tree(&["--numstat"])).await.map_err(failed)?;
+    add_counts(&counts, &mut entries).map_err(|detail| ChangesError::Failed { detail })?;
+    let mut patch_args = diff_tree(&["-p", "-U3", "--no-color"]);
+    patch_args.retain(|a| a != "-z");
+    let (patch, cut) = git.head(patch_args, MAX_DIFF_BYTES).await.map_err(failed)?;
     let shown = shown_files(entries, &patch, cut, lines.min(MAX_DIFF_LINES), clean);
     changes.lines_shown = shown.lines;
     changes.cut = shown.cut;
@@ -160,8 +164,7 @@ async fn commits(
         .await?;
     Ok(parse_batch(&out)
         .into_iter()
-        .map(|(id, body)| KeptCommit {
-            id,
+        .map(|(_, body)| KeptCommit {
             message: clean.clean(&agents::cap(&message_of(&body), MAX_MESSAGE_BYTES)),
         })
         .collect())
@@ -200,39 +203,96 @@ fn message_of(commit: &[u8]) -> String {
         .to_owned()
 }
 
-/// One changed path as `diff-tree --raw --numstat -z` lists it.
+/// One changed path as `diff-tree --raw -z` lists it, with its `--numstat` counts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Entry {
     path: Vec<u8>,
     status: FileStatus,
-    /// `None` for a binary file.
+    /// The blobs before and after (all zeros for none).
+    blobs: [String; 2],
+    /// `None` for a binary file (or before the counts are read).
     counts: Option<(u64, u64)>,
 }
 
-/// Parses `--raw --numstat -z`: every raw record (`:<modes> <ids> <status>\0<path>\0`), then
-/// every numstat record (`<added>\t<removed>\t<path>\0`) in the same order.
-fn parse_listing(raw: &[u8]) -> Result<Vec<Entry>, String> {
+/// The id of the empty tree in this repository's format.
+async fn empty_tree(git: &Git) -> Result<String, super::git::GitError> {
+    let out = git
+        .input(["hash-object", "-t", "tree", "--stdin"], Vec::new())
+        .await?;
+    Ok(String::from_utf8_lossy(&out).trim().to_owned())
+}
+
+/// The bytes of every blob before and after, as the repository stores them.
+async fn weight(git: &Git, entries: &[Entry]) -> Result<u64, super::git::GitError> {
+    let ids: String = entries
+        .iter()
+        .flat_map(|e| &e.blobs)
+        .filter(|oid| oid.bytes().any(|b| b != b'0'))
+        .map(|oid| format!("{oid}\n"))
+        .collect();
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    let out = git
+        .input(["cat-file", "--batch-check"], ids.into_bytes())
+        .await?;
+    Ok(String::from_utf8_lossy(&out)
+        .lines()
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum())
+}
+
+/// A file listed without its counts or lines.
+fn listed_only(entry: Entry, clean: &Sanitizer) -> FileChange {
+    FileChange {
+        path: clean.clean(&String::from_utf8_lossy(&entry.path)),
+        status: entry.status,
+        added: 0,
+        removed: 0,
+        binary: false,
+        hunks: Vec::new(),
+        cut: true,
+    }
+}
+
+/// Parses `--raw -z`: `:<old mode> <new mode> <old id> <new id> <status>\0<path>\0` each.
+fn parse_raw(raw: &[u8]) -> Result<Vec<Entry>, String> {
     let mut fields = raw.split(|b| *b == 0).filter(|f| !f.is_empty());
     let mut entries = Vec::new();
-    let mut pending = fields.next();
-    while let Some(record) = pending.filter(|r| r.first() == Some(&b':')) {
-        let status = match record.iter().rev().find(|b| b.is_ascii_uppercase()) {
-            Some(b'A') => FileStatus::Added,
-            Some(b'D') => FileStatus::Deleted,
-            Some(b'T') => FileStatus::TypeChanged,
-            Some(b'M') => FileStatus::Modified,
+    while let Some(record) = fields.next() {
+        let record = String::from_utf8_lossy(record);
+        let parts: Vec<&str> = record.trim_start_matches(':').split(' ').collect();
+        let [_, _, old, new, status] = parts.as_slice() else {
+            return Err(format!(
+                "diff-tree listed a record of another shape: {record:?}"
+            ));
+        };
+        let status = match *status {
+            "A" => FileStatus::Added,
+            "D" => FileStatus::Deleted,
+            "T" => FileStatus::TypeChanged,
+            "M" => FileStatus::Modified,
             other => return Err(format!("diff-tree listed an unknown status {other:?}")),
         };
         let path = fields.next().ok_or("a raw record without its path")?;
         entries.push(Entry {
             path: path.to_vec(),
             status,
+            blobs: [(*old).to_owned(), (*new).to_owned()],
             counts: None,
         });
-        pending = fields.next();
     }
-    for entry in &mut entries {
-        let record = pending.ok_or("fewer numstat records than raw ones")?;
+    Ok(entries)
+}
+
+/// Adds `--numstat -z`'s counts (`<added>\t<removed>\t<path>\0` each, in the raw records'
+/// order) to `entries`.
+fn add_counts(raw: &[u8], entries: &mut [Entry]) -> Result<(), String> {
+    let mut records = raw.split(|b| *b == 0).filter(|f| !f.is_empty());
+    for entry in entries.iter_mut() {
+        let record = records
+            .next()
+            .ok_or("fewer numstat records than raw ones")?;
         let mut parts = record.splitn(3, |b| *b == b'\t');
         let (Some(added), Some(removed), Some(path)) = (parts.next(), parts.next(), parts.next())
         else {
@@ -247,12 +307,11 @@ fn parse_listing(raw: &[u8]) -> Result<Vec<Entry>, String> {
             _ if added == b"-" && removed == b"-" => None,
             _ => return Err("a numstat count that is not a number".to_owned()),
         };
-        pending = fields.next();
     }
-    if pending.is_some() {
+    if records.next().is_some() {
         return Err("more numstat records than raw ones".to_owned());
     }
-    Ok(entries)
+    Ok(())
 }
 
 /// Each file's patch sections: a patch split before each `diff --git ` line (every other line
@@ -384,46 +443,56 @@ fn hunks_of(section: &str, left: usize) -> (Vec<Hunk>, usize, bool) {
 mod tests {
     use super::*;
 
+    fn entry(path: &str, status: FileStatus, counts: Option<(u64, u64)>) -> Entry {
+        Entry {
+            path: path.as_bytes().to_vec(),
+            status,
+            blobs: ["aa".into(), "bb".into()],
+            counts,
+        }
+    }
+
     #[test]
     fn a_listing_pairs_each_raw_record_with_its_counts() {
-        let raw = b":100644 100644 aa bb M\0bin\0:120000 100644 cc dd T\0l\0:000000 100644 00 ee A\0sp ace\"q.txt\0-\t-\tbin\01\t1\tl\01\t0\tsp ace\"q.txt\0";
-        let entries = parse_listing(raw).unwrap();
+        let raw = b":100644 100644 aa bb M\0bin\0:120000 100644 aa bb T\0l\0:000000 100644 aa bb A\0sp ace\"q.txt\0";
+        let mut entries = parse_raw(raw).unwrap();
+        add_counts(b"-\t-\tbin\01\t1\tl\01\t0\tsp ace\"q.txt\0", &mut entries).unwrap();
         assert_eq!(
             entries,
             vec![
-                Entry {
-                    path: b"bin".to_vec(),
-                    status: FileStatus::Modified,
-                    counts: None
-                },
-                Entry {
-                    path: b"l".to_vec(),
-                    status: FileStatus::TypeChanged,
-                    counts: Some((1, 1))
-                },
-                Entry {
-                    path: b"sp ace\"q.txt".to_vec(),
-                    status: FileStatus::Added,
-                    counts: Some((1, 0))
-                },
+                entry("bin", FileStatus::Modified, None),
+                entry("l", FileStatus::TypeChanged, Some((1, 1))),
+                entry("sp ace\"q.txt", FileStatus::Added, Some((1, 0))),
             ]
         );
-        assert_eq!(parse_listing(b"").unwrap(), vec![]);
+        assert_eq!(parse_raw(b"").unwrap(), vec![]);
     }
 
     #[test]
     fn a_malformed_listing_is_an_error_never_a_shorter_one() {
         for bad in [
             &b":100644 100644 aa bb M\0"[..],
-            b":100644 100644 aa bb M\0f\0",
-            b":100644 100644 aa bb M\0f\01\t2\tg\0",
-            b":100644 100644 aa bb M\0f\0x\t2\tf\0",
-            b":100644 100644 aa bb M\0f\01\t2\0",
-            b":100644 100644 aa bb R\0f\01\t2\tf\0",
-            b":100644 100644 aa bb M\0f\01\t2\tf\01\t1\tg\0",
+            b":100644 100644 aa bb R\0f\0",
+            b":100644 aa bb M\0f\0",
+            b"junk\0f\0",
         ] {
             assert!(
-                parse_listing(bad).is_err(),
+                parse_raw(bad).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        let raw = b":100644 100644 aa bb M\0f\0";
+        for bad in [
+            &b""[..],
+            b"1\t2\tg\0",
+            b"x\t2\tf\0",
+            b"1\t2\0",
+            b"1\t2\tf\01\t1\tg\0",
+        ] {
+            let mut entries = parse_raw(raw).unwrap();
+            assert!(
+                add_counts(bad, &mut entries).is_err(),
                 "{:?}",
                 String::from_utf8_lossy(bad)
             );
@@ -434,16 +503,8 @@ mod tests {
 
     fn entries() -> Vec<Entry> {
         vec![
-            Entry {
-                path: b"f".to_vec(),
-                status: FileStatus::Modified,
-                counts: Some((1, 0)),
-            },
-            Entry {
-                path: b"l".to_vec(),
-                status: FileStatus::TypeChanged,
-                counts: Some((1, 1)),
-            },
+            entry("f", FileStatus::Modified, Some((1, 0))),
+            entry("l", FileStatus::TypeChanged, Some((1, 1))),
         ]
     }
 

@@ -180,9 +180,11 @@ impl Git {
                 .env("HOME", "/nonexistent")
                 .env("LANG", "C");
         }
+        // Replace refs (`refs/replace/`) would swap the objects a command reads for others.
         command
             .env("GIT_TERMINAL_PROMPT", "0")
-            .env("GIT_NO_LAZY_FETCH", "1");
+            .env("GIT_NO_LAZY_FETCH", "1")
+            .env("GIT_NO_REPLACE_OBJECTS", "1");
         if let Some(git_dir) = &self.git_dir {
             command.env("GIT_DIR", git_dir);
         }

@@ -14,7 +14,7 @@ async fn api_reads_are_the_registrys_with_byte_identical_not_found() {
     let alice = token_for("alice");
     let fleet = token_for("fleet");
     let unknown = "01JZZZZZZZZZZZZZZZZZZZZZZZ";
-    for command in ["runs.get", "runs.events", "runs.friction"] {
+    for command in ["runs.get", "runs.events", "runs.friction", "runs.diff"] {
         let denied = h
             .get(&format!("/api/{command}?id={}", private.id), Some(&alice))
             .await;

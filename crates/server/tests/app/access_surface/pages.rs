@@ -89,7 +89,7 @@ async fn pages_show_only_what_the_viewer_may_read_and_escape_agent_text() {
     assert_eq!(r.headers()["referrer-policy"], "no-referrer");
     // The private run: the 404 page of an unknown id, status, headers and bytes; the text
     // routes answer text (the registry's not-found text); one audit line per denied request.
-    for suffix in ["", "/events", "/friction"] {
+    for suffix in ["", "/events", "/friction", "/diff"] {
         let audited = h.audit.lines().len();
         let denied = h
             .get(&format!("/runs/{}{suffix}", private.id), Some(&alice))

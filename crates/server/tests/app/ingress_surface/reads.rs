@@ -131,7 +131,7 @@ async fn a_denied_point_read_is_byte_identical_to_a_missing_id_on_every_route() 
         .await;
     let missing = "01JZZZZZZZZZZZZZZZZZZZZZZZ";
     for accept in ["text/plain", "application/json", "*/*"] {
-        for verb in ["get", "events", "friction", "stop"] {
+        for verb in ["get", "events", "friction", "diff", "stop"] {
             for who in ["reader", "nobody", "opsbot"] {
                 let ask = |id: String| {
                     let s = &s;

@@ -66,7 +66,7 @@ async fn a_denied_runs_get_is_identical_to_a_missing_one() {
     let private = s.seed("slack:G1", "slack:UBOB", V::Private).await;
     let reader = s.client(READER).await;
     let missing_id = "01JZZZZZZZZZZZZZZZZZZZZZZZ";
-    for tool in ["runs_get", "runs_events", "runs_friction"] {
+    for tool in ["runs_get", "runs_events", "runs_friction", "runs_diff"] {
         let denied = call(&reader, tool, json!({"id": private.id.to_string()})).await;
         let missing = call(&reader, tool, json!({"id": missing_id})).await;
         let norm = |r: &rmcp::model::CallToolResult, id: &str| {
@@ -81,7 +81,7 @@ async fn a_denied_runs_get_is_identical_to_a_missing_one() {
     }
     // The refusal is on the audit line only: one per denied read, naming the reader.
     let lines = s.audit.lines();
-    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert_eq!(lines.len(), 4, "{lines:?}");
     for line in &lines {
         assert_eq!(line.action, "runs:read", "{line}");
         assert_eq!(line.surface, "mcp", "{line}");

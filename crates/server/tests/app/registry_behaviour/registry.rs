@@ -89,7 +89,7 @@ async fn a_denied_point_read_is_byte_identical_to_a_missing_id() {
     let w = sqlite().await;
     let private = w.run("slack:G1", "slack:UADMIN", V::Private, 5).await;
     let operator = w.caller("access:operator");
-    for verb in ["get", "events", "friction", "stop"] {
+    for verb in ["get", "events", "friction", "diff", "stop"] {
         let denied = w
             .say(&operator, &format!("runs {verb} {}", private.id))
             .await;

@@ -1,10 +1,11 @@
-//! `runs list|get|events|friction|stop`.
+//! `runs list|get|events|friction|diff|stop`.
 
 use super::*;
 
 on_both!(
     runs_list_pages_what_each_caller_may_read,
     runs_point_reads_and_stop,
+    runs_diff_answers_by_the_runs_state_and_refuses_bad_input,
 );
 
 async fn runs_list_pages_what_each_caller_may_read(w: World) {
@@ -188,4 +189,80 @@ async fn runs_point_reads_and_stop(w: World) {
         ReplyKind::Ok
     );
     assert_eq!(w.say(&op, "runs get").await.kind, ReplyKind::Usage);
+}
+
+/// `runs diff` before a run ends, after one that recorded nothing, for a run in no repo, and
+/// its bad input (each refused with the usage, nothing read).
+async fn runs_diff_answers_by_the_runs_state_and_refuses_bad_input(w: World) {
+    let s = &w.store;
+    let in_repo = |at: i64| {
+        let mut n = store::NewRun::fixture(
+            "slack:G0OPS".parse().unwrap(),
+            "slack:UADMIN".parse().unwrap(),
+            V::Private,
+            Timestamp::from_micros(NOW - at * 1_000_000),
+        );
+        n.repo = Some("acme/web".parse().unwrap());
+        n
+    };
+    let op = w.caller("access:operator");
+    let live = s.create_run(in_repo(5)).await.unwrap();
+    let said = w.say(&op, &format!("runs diff {}", live.id)).await;
+    assert_eq!(
+        (said.kind, said.text.as_str()),
+        (
+            ReplyKind::Conflict,
+            "the run is still going; what it changed is kept, and shown here, when it ends"
+        )
+    );
+    s.finish_run(
+        &live.id,
+        Finish {
+            status: RunStatus::Failed,
+            answer: None,
+            error: Some("it failed before its workspace was made".into()),
+            at: Timestamp::from_micros(NOW),
+        },
+    )
+    .await
+    .unwrap();
+    let said = w.say(&op, &format!("runs diff {}", live.id)).await;
+    assert_eq!(said.kind, ReplyKind::Conflict);
+    assert!(
+        said.text
+            .contains(&format!("its events say why (`runs events {}`", live.id)),
+        "{}",
+        said.text
+    );
+    let plain = w.run("slack:G0OPS", "slack:UADMIN", V::Private, 3).await;
+    let said = w.say(&op, &format!("runs diff {}", plain.id)).await;
+    assert_eq!(said.kind, ReplyKind::Ok);
+    assert!(said.text.contains("worked in no repo"), "{}", said.text);
+    assert_eq!(said.data["files"], serde_json::json!([]));
+    for bad in [
+        format!("runs diff {} --limit 0", plain.id),
+        format!("runs diff {} --limit 20001", plain.id),
+        format!("runs diff {} --limit many", plain.id),
+        format!("runs diff {} --limit", plain.id),
+        format!("runs diff {} --bogus", plain.id),
+        "runs diff".to_owned(),
+    ] {
+        let said = w.say(&op, &bad).await;
+        assert_eq!(said.kind, ReplyKind::Usage, "{bad}: {said:?}");
+        assert!(
+            said.text.contains("usage: runs diff"),
+            "{bad}: {}",
+            said.text
+        );
+    }
+    for missing in [
+        "runs diff ../../etc/passwd",
+        "runs diff 01JZZZZZZZZZZZZZZZZZZZZZZZ",
+    ] {
+        assert_eq!(
+            w.say(&op, missing).await.kind,
+            ReplyKind::NotFound,
+            "{missing}"
+        );
+    }
 }
