@@ -205,3 +205,61 @@ fn file_diff(f: &FileChange) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run_changes::Hunk;
+
+    fn file(path: &str) -> FileChange {
+        FileChange {
+            path: path.to_owned(),
+            status: FileStatus::Modified,
+            added: 1,
+            removed: 0,
+            binary: false,
+            hunks: vec![Hunk {
+                header: "@@ -1 +1,2 @@".into(),
+                lines: vec![" a".into(), "+b".into()],
+            }],
+            cut: false,
+        }
+    }
+
+    /// A path is the run's choice: one holding a newline would start lines that read as the
+    /// diff's own, under another file's name, so it is quoted.
+    #[test]
+    fn a_path_with_a_control_character_is_quoted_and_never_forges_a_line() {
+        let forged = "ok.rs\n\n--- a/secret.env\n+++ b/secret.env\n@@ -1 +1 @@\n-KEY=1";
+        for (path, row, header) in [
+            (
+                "src/lib.rs",
+                "M  +1 -0        src/lib.rs",
+                "--- a/src/lib.rs",
+            ),
+            (
+                forged,
+                "M  +1 -0        \"ok.rs\\n\\n--- a/secret.env\\n+++ b/secret.env\\n@@ -1 +1 @@\\n-KEY=1\"",
+                "--- a/\"ok.rs\\n",
+            ),
+            (
+                "tab\there",
+                "M  +1 -0        \"tab\\there\"",
+                "+++ b/\"tab\\there\"",
+            ),
+            (
+                "q\"uote",
+                "M  +1 -0        \"q\\\"uote\"",
+                "--- a/\"q\\\"uote\"",
+            ),
+        ] {
+            let f = file(path);
+            assert_eq!(file_row(&f, false), row);
+            let diff = file_diff(&f);
+            assert!(diff.contains(header), "{diff}");
+            assert!(!diff.lines().any(|l| l == "--- a/secret.env"), "{diff}");
+            assert_eq!(diff.lines().count(), 7, "{diff}");
+        }
+        assert_eq!(file_row(&file("x"), true), "M  ?            x");
+    }
+}

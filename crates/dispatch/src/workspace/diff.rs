@@ -46,6 +46,18 @@ pub async fn read(
     lines: usize,
     clean: &Sanitizer,
 ) -> Result<RunChanges, ChangesError> {
+    read_within(store, data_dir, kept, lines, clean, MAX_DIFF_INPUT_BYTES).await
+}
+
+/// [`read`], comparing files only while they weigh at most `budget` bytes.
+async fn read_within(
+    store: &dyn Store,
+    data_dir: &Path,
+    kept: &KeptChanges,
+    lines: usize,
+    clean: &Sanitizer,
+    budget: u64,
+) -> Result<RunChanges, ChangesError> {
     let not_kept = kept.not_kept.iter().map(|n| clean.clean(n)).collect();
     let mut changes = RunChanges {
         repo: kept.repo.clone(),
@@ -113,7 +125,7 @@ pub async fn read(
     let listing = git.run(diff_tree(&["--raw"])).await.map_err(failed)?;
     let mut entries = parse_raw(&listing).map_err(|detail| ChangesError::Failed { detail })?;
     changes.files_total = entries.len();
-    if weight(&git, &entries).await.map_err(failed)? > MAX_DIFF_INPUT_BYTES {
+    if weight(&git, &entries).await.map_err(failed)? > budget {
         changes.unread = true;
         changes.cut = true;
         changes.files = entries
@@ -456,7 +468,7 @@ mod tests {
     fn a_listing_pairs_each_raw_record_with_its_counts() {
         let raw = b":100644 100644 aa bb M\0bin\0:120000 100644 aa bb T\0l\0:000000 100644 aa bb A\0sp ace\"q.txt\0";
         let mut entries = parse_raw(raw).unwrap();
-        add_counts(b"-\t-\tbin\01\t1\tl\01\t0\tsp ace\"q.txt\0", &mut entries).unwrap();
+        add_counts(b"-\t-\tbin\x001\t1\tl\x001\t0\tsp ace\"q.txt\0", &mut entries).unwrap();
         assert_eq!(
             entries,
             vec![
@@ -488,7 +500,7 @@ mod tests {
             b"1\t2\tg\0",
             b"x\t2\tf\0",
             b"1\t2\0",
-            b"1\t2\tf\01\t1\tg\0",
+            b"1\t2\tf\x001\t1\tg\0",
         ] {
             let mut entries = parse_raw(raw).unwrap();
             assert!(
@@ -555,5 +567,124 @@ mod tests {
         assert_eq!(read.len(), 1);
         assert_eq!(message_of(&read[0].1), "Add the thing\n\nwhy");
         assert!(parse_batch(b"junk").is_empty());
+    }
+
+    /// `git` in `dir` as a test's author.
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    /// A repo whose base has a `.gitattributes` calling every `.txt` binary, a file `a.txt`
+    /// and `b.txt`; the kept commit adds `copy.txt` equal to `b.txt` and changes `a.txt`.
+    async fn kept_repo() -> (tempfile::TempDir, std::sync::Arc<dyn Store>, KeptChanges) {
+        let repo = tempfile::tempdir().unwrap();
+        git(repo.path(), &["init", "-q"]);
+        std::fs::write(repo.path().join(".gitattributes"), "*.txt -diff\n").unwrap();
+        std::fs::write(repo.path().join("a.txt"), "one\n").unwrap();
+        std::fs::write(repo.path().join("b.txt"), "hidden words\n").unwrap();
+        git(repo.path(), &["add", "-A"]);
+        git(repo.path(), &["commit", "-qm", "base"]);
+        let start = git(repo.path(), &["rev-parse", "HEAD"]);
+        std::fs::write(repo.path().join("a.txt"), "two\n").unwrap();
+        std::fs::write(repo.path().join("copy.txt"), "hidden words\n").unwrap();
+        git(repo.path(), &["add", "-A"]);
+        git(repo.path(), &["commit", "-qm", "kept"]);
+        let tip = git(repo.path(), &["rev-parse", "HEAD"]);
+        let store = store::open("memory:").await.unwrap();
+        let slug = authz_core::RepoSlug::parse("acme/web").unwrap();
+        store::repos::set(
+            store.as_ref(),
+            &slug,
+            &store::repos::RepoSource::Path(repo.path().display().to_string()),
+            &authz_core::ActorId::cli_local(),
+            store::wall_clock(),
+        )
+        .await
+        .unwrap();
+        let kept = KeptChanges {
+            run_id: authz_core::RunId::parse(&store::new_id(store::wall_clock())).unwrap(),
+            repo: slug,
+            start,
+            tip: Some(tip),
+            commits: 1,
+            not_kept: vec![],
+            not_kept_count: 0,
+            kept_at: store::wall_clock(),
+        };
+        (repo, store, kept)
+    }
+
+    #[tokio::test]
+    async fn a_copy_is_its_own_new_file_and_the_checkouts_attributes_and_replace_refs_decide_nothing()
+     {
+        let (repo, store, kept) = kept_repo().await;
+        // A replace ref in the checkout would swap the tip for the base (an empty diff).
+        let tip = kept.tip.clone().unwrap();
+        git(repo.path(), &["replace", &tip, &kept.start]);
+        let data = tempfile::tempdir().unwrap();
+        let clean = Sanitizer::default();
+        let changes = read(store.as_ref(), data.path(), &kept, 100, &clean)
+            .await
+            .unwrap();
+        let files: Vec<(&str, FileStatus, bool)> = changes
+            .files
+            .iter()
+            .map(|f| (f.path.as_str(), f.status, f.binary))
+            .collect();
+        assert_eq!(
+            files,
+            [
+                ("a.txt", FileStatus::Modified, false),
+                ("copy.txt", FileStatus::Added, false),
+            ]
+        );
+        assert_eq!(changes.files[1].hunks[0].lines, ["+hidden words"]);
+        assert_eq!(
+            changes.commits,
+            [KeptCommit {
+                message: "kept".into()
+            }]
+        );
+        let listed = format!("{changes:?}");
+        assert!(!listed.contains("b.txt"), "{listed}");
+        assert!(!listed.contains(&kept.start[..12]) && !listed.contains(&tip[..12]));
+    }
+
+    #[tokio::test]
+    async fn files_past_the_budget_are_listed_without_being_compared() {
+        let (_repo, store, kept) = kept_repo().await;
+        let data = tempfile::tempdir().unwrap();
+        let clean = Sanitizer::default();
+        let changes = read_within(store.as_ref(), data.path(), &kept, 100, &clean, 8)
+            .await
+            .unwrap();
+        assert!(changes.unread && changes.cut);
+        assert_eq!(changes.files.len(), 2);
+        assert!(
+            changes
+                .files
+                .iter()
+                .all(|f| f.hunks.is_empty() && f.added == 0 && f.cut)
+        );
+        let gone = KeptChanges {
+            tip: Some("f".repeat(40)),
+            ..kept
+        };
+        assert_eq!(
+            read(store.as_ref(), data.path(), &gone, 100, &clean).await,
+            Err(ChangesError::Gone(gone.repo.clone()))
+        );
     }
 }
