@@ -24,6 +24,10 @@ fn list<'v>(v: &'v Value, key: &str) -> impl Iterator<Item = &'v Value> {
 /// The section for `reply` (the viewer's `runs diff`); `base` is the run's own path and
 /// `suffix` its token query, if any.
 pub(super) fn section(reply: &Reply, base: &str, suffix: &str) -> String {
+    // A viewer who may read the run but not its restricted repo's files sees no section.
+    if matches!(reply.kind, ReplyKind::NotFound | ReplyKind::Unauthorized) {
+        return String::new();
+    }
     let mut out = format!(
         "<section id=\"changes\"><h2>Changes <a class=\"muted\" href=\"{base}/diff{suffix}\">text</a></h2>"
     );

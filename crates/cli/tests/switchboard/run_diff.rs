@@ -346,6 +346,33 @@ async fn runs_diff_shows_what_a_run_kept_on_every_surface_and_nothing_it_was_den
     let missing = api_diff(base, &watcher, MISSING).await;
     assert_eq!(denied.0, 404);
     assert_eq!(denied, missing);
+    // The run's page: the repo's owner sees its Changes; the watcher, the run without them.
+    let url = format!("{base}/runs/{id}");
+    let page = |jwt: String| {
+        let url = url.clone();
+        async move {
+            reqwest::Client::new()
+                .get(url)
+                .header("cf-access-jwt-assertion", jwt)
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap()
+        }
+    };
+    let owners = page(reader.clone()).await;
+    assert!(
+        owners.contains("id=\"changes\"") && owners.contains("pub fn reply()"),
+        "{owners}"
+    );
+    let watchers = page(watcher.clone()).await;
+    assert!(watchers.contains(id.as_str()), "{watchers}");
+    assert!(
+        !watchers.contains("id=\"changes\"") && !watchers.contains("pub fn reply()"),
+        "{watchers}"
+    );
 
     // Slack: escaped, so the diff line never pings the channel.
     let reply = slack_reply(base, &fake, &format!("runs diff {id}"), "from the agent").await;

@@ -468,7 +468,11 @@ mod tests {
     fn a_listing_pairs_each_raw_record_with_its_counts() {
         let raw = b":100644 100644 aa bb M\0bin\0:120000 100644 aa bb T\0l\0:000000 100644 aa bb A\0sp ace\"q.txt\0";
         let mut entries = parse_raw(raw).unwrap();
-        add_counts(b"-\t-\tbin\x001\t1\tl\x001\t0\tsp ace\"q.txt\0", &mut entries).unwrap();
+        add_counts(
+            b"-\t-\tbin\x001\t1\tl\x001\t0\tsp ace\"q.txt\0",
+            &mut entries,
+        )
+        .unwrap();
         assert_eq!(
             entries,
             vec![
