@@ -291,9 +291,18 @@ impl Capability {
         runs::friction_reply(&self.run, services).await
     }
 
-    /// What it changed, as `runs diff` answers it (a live run: not yet).
-    pub async fn changes(&self, services: &Services, lines: usize) -> Reply {
-        crate::catalogue::diff::diff_reply(&self.run, services, lines).await
+    /// What it changed: nothing yet, as `runs diff` answers for a live run. A capability
+    /// opens only a live run, and never reads a run's changes (they are for readers of the
+    /// run, and of its repo when that is restricted).
+    pub fn changes(&self) -> Reply {
+        if self.is_live() {
+            Reply::of(
+                crate::ReplyKind::Conflict,
+                crate::run_changes::ChangesError::Live.to_string(),
+            )
+        } else {
+            Reply::not_found("run")
+        }
     }
 
     /// Stops it, as `runs stop` would for someone allowed to.

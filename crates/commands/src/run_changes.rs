@@ -8,7 +8,10 @@
 //! repository's config or attributes name (no external diff, no text conversion); every path,
 //! line and commit message cleaned like any agent text; and bounded: at most
 //! [`MAX_DIFF_LINES`] lines of diff and [`MAX_DIFF_BYTES`] bytes read, no more than
-//! [`MAX_DIFF_INPUT_BYTES`] of files compared, a binary file shown as such, never its bytes.
+//! [`MAX_DIFF_INPUT_BYTES`] of files compared (a file past [`MAX_DIFF_FILE_BYTES`] compared as
+//! binary), a line cut at [`MAX_DIFF_LINE_CHARS`], a binary file shown as such, never its
+//! bytes; a path holding what would not print as itself (a control or format character, a
+//! quote, a backslash) shown quoted and escaped, as the run wrote it.
 //! No commit id is shown (see [`KeptCommit`]).
 
 use authz_core::{BoxFuture, RepoSlug};
@@ -25,7 +28,11 @@ pub const MAX_DIFF_BYTES: usize = 8 * 1024 * 1024;
 pub const MAX_DIFF_FILES: usize = 5_000;
 /// The most bytes of files (before and after) a diff reads to count and show lines: past it,
 /// the files are listed without them.
-pub const MAX_DIFF_INPUT_BYTES: u64 = 64 * 1024 * 1024;
+pub const MAX_DIFF_INPUT_BYTES: u64 = 8 * 1024 * 1024;
+/// A file larger than this is compared as binary (its lines are never read).
+pub const MAX_DIFF_FILE_BYTES: u64 = 1024 * 1024;
+/// The most characters of one diff line shown (the rest is cut, and the file marked so).
+pub const MAX_DIFF_LINE_CHARS: usize = 1_000;
 
 /// How a file changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,6 +107,9 @@ pub struct RunChanges {
     pub files: Vec<FileChange>,
     /// How many files changed, listed or not.
     pub files_total: usize,
+    /// Lines added and removed over every file, listed or not (0 when `unread`).
+    pub added: u64,
+    pub removed: u64,
     /// The first names of the changes the run made that were not kept (cleaned).
     pub not_kept: Vec<String>,
     pub not_kept_count: u64,
@@ -112,14 +122,6 @@ pub struct RunChanges {
 }
 
 impl RunChanges {
-    pub fn added(&self) -> u64 {
-        self.files.iter().map(|f| f.added).sum()
-    }
-
-    pub fn removed(&self) -> u64 {
-        self.files.iter().map(|f| f.removed).sum()
-    }
-
     /// `runs diff --json`'s `files`, `stats`, `commits` and `not_kept`.
     pub fn json(&self) -> Value {
         let files: Vec<Value> = self
@@ -143,8 +145,8 @@ impl RunChanges {
             "commits": self.commits.iter().map(|c| json!({"message": c.message})).collect::<Vec<_>>(),
             "stats": {
                 "files": self.files_total,
-                "added": self.added(),
-                "removed": self.removed(),
+                "added": (!self.unread).then_some(self.added),
+                "removed": (!self.unread).then_some(self.removed),
                 "lines_shown": self.lines_shown,
                 "cut": self.cut,
                 "unread": self.unread,

@@ -40,14 +40,18 @@ pub(super) fn section(reply: &Reply, base: &str, suffix: &str) -> String {
     }
     let data = &reply.data;
     let stats = data.get("stats").cloned().unwrap_or(Value::Null);
+    let count = |key: &str| match stats.get(key).and_then(Value::as_u64) {
+        Some(n) => n.to_string(),
+        None => "?".to_owned(),
+    };
     match data.get("branch").and_then(Value::as_str) {
         Some(branch) => out.push_str(&format!(
             "<p id=\"changes-summary\">{} commit(s) kept on <code>{}</code>: {} file(s) changed, <span class=\"add\">+{}</span> <span class=\"del\">-{}</span></p>",
             list(data, "commits").count(),
             escape(branch),
             int(&stats, "files"),
-            int(&stats, "added"),
-            int(&stats, "removed"),
+            count("added"),
+            count("removed"),
         )),
         None => out.push_str("<p id=\"changes-summary\">No changes were kept (no branch was made).</p>"),
     }

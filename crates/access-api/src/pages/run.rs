@@ -307,10 +307,7 @@ impl RunPart {
         match self {
             RunPart::Events => cap.events(services).await,
             RunPart::Friction => cap.friction(services).await,
-            RunPart::Diff => {
-                cap.changes(services, commands::run_changes::MAX_DIFF_LINES)
-                    .await
-            }
+            RunPart::Diff => cap.changes(),
         }
     }
 }

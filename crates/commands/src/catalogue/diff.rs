@@ -91,8 +91,16 @@ fn changes_text(run: &RunRecord, c: &RunChanges) -> String {
             c.repo,
             plural(c.commits.len() as u64, "commit", "commits"),
             plural(c.files_total as u64, "file", "files"),
-            c.added(),
-            c.removed()
+            if c.unread {
+                "?".to_owned()
+            } else {
+                c.added.to_string()
+            },
+            if c.unread {
+                "?".to_owned()
+            } else {
+                c.removed.to_string()
+            },
         ),
         None => format!(
             "run {} in {}: no changes were kept (no branch was made)",
@@ -168,10 +176,11 @@ fn file_row(f: &FileChange, unread: bool) -> String {
     format!("{}  {counts:<12} {}", f.status.letter(), shown(&f.path))
 }
 
-/// A path the run chose, as text shows it: quoted when it holds a control character (a
-/// newline would start a line that reads as the diff's own, under another file's name).
+/// A path as text shows it. The reader quotes a path that would not print as itself; this
+/// quotes again any control character left, as a second guard (a newline would start a line
+/// that reads as the diff's own, under another file's name).
 fn shown(path: &str) -> String {
-    if path.chars().any(char::is_control) || path.contains('"') {
+    if path.chars().any(char::is_control) {
         format!("{path:?}")
     } else {
         path.to_owned()
@@ -227,9 +236,10 @@ mod tests {
     }
 
     /// A path is the run's choice: one holding a newline would start lines that read as the
-    /// diff's own, under another file's name, so it is quoted.
+    /// diff's own, under another file's name, so it is quoted here too (the reader quotes
+    /// first, from the path's bytes: `workspace::diff`'s tests).
     #[test]
-    fn a_path_with_a_control_character_is_quoted_and_never_forges_a_line() {
+    fn a_path_with_a_control_character_is_quoted_again_and_never_forges_a_line() {
         let forged = "ok.rs\n\n--- a/secret.env\n+++ b/secret.env\n@@ -1 +1 @@\n-KEY=1";
         for (path, row, header) in [
             (
@@ -246,11 +256,6 @@ mod tests {
                 "tab\there",
                 "M  +1 -0        \"tab\\there\"",
                 "+++ b/\"tab\\there\"",
-            ),
-            (
-                "q\"uote",
-                "M  +1 -0        \"q\\\"uote\"",
-                "--- a/\"q\\\"uote\"",
             ),
         ] {
             let f = file(path);

@@ -23,8 +23,8 @@ use std::path::Path;
 
 use agents::Sanitizer;
 use commands::run_changes::{
-    ChangesError, FileChange, FileStatus, Hunk, KeptCommit, MAX_DIFF_BYTES, MAX_DIFF_FILES,
-    MAX_DIFF_INPUT_BYTES, MAX_DIFF_LINES, RunChanges,
+    ChangesError, FileChange, FileStatus, Hunk, KeptCommit, MAX_DIFF_BYTES, MAX_DIFF_FILE_BYTES,
+    MAX_DIFF_FILES, MAX_DIFF_INPUT_BYTES, MAX_DIFF_LINE_CHARS, MAX_DIFF_LINES, RunChanges,
 };
 use store::{KeptChanges, Store};
 
@@ -37,6 +37,10 @@ const MAX_MESSAGE_BYTES: usize = 16 * 1024;
 
 /// Config for every read here: paths quoted the one way this parser reads them.
 const QUOTED_PATHS: &str = "core.quotePath=true";
+
+/// Diffs read at once in this process: each holds up to a few hundred MB of git's memory at
+/// the bounds, and every view of a run page asks for one.
+static READING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
 
 /// The changes `kept` recorded, at most `lines` lines of diff.
 pub async fn read(
@@ -58,6 +62,9 @@ async fn read_within(
     clean: &Sanitizer,
     budget: u64,
 ) -> Result<RunChanges, ChangesError> {
+    let _turn = READING.acquire().await.map_err(|e| ChangesError::Failed {
+        detail: e.to_string(),
+    })?;
     let not_kept = kept.not_kept.iter().map(|n| clean.clean(n)).collect();
     let mut changes = RunChanges {
         repo: kept.repo.clone(),
@@ -68,6 +75,8 @@ async fn read_within(
         commits: Vec::new(),
         files: Vec::new(),
         files_total: 0,
+        added: 0,
+        removed: 0,
         not_kept,
         not_kept_count: kept.not_kept_count,
         lines_shown: 0,
@@ -91,7 +100,9 @@ async fn read_within(
             },
             _ => gone(),
         })?;
-    let git = Git::at(git_dir).with_config(QUOTED_PATHS);
+    let git = Git::at(git_dir)
+        .with_config(QUOTED_PATHS)
+        .with_config(&format!("core.bigFileThreshold={MAX_DIFF_FILE_BYTES}"));
     let failed = |e: super::git::GitError| ChangesError::Failed {
         detail: e.to_string(),
     };
@@ -108,20 +119,8 @@ async fn read_within(
         .await
         .map_err(failed)?;
     let no_attributes = format!("--attr-source={}", empty_tree(&git).await.map_err(failed)?);
-    let diff_tree = |format: &'static [&'static str]| {
-        let mut args: Vec<&str> = vec![
-            &no_attributes,
-            "diff-tree",
-            "-r",
-            "-z",
-            "--no-renames",
-            "--no-ext-diff",
-            "--no-textconv",
-        ];
-        args.extend_from_slice(format);
-        args.extend([kept.start.as_str(), tip.as_str()]);
-        args.into_iter().map(str::to_owned).collect::<Vec<String>>()
-    };
+    let diff_tree =
+        |format: &[&str]| diff_tree_args(&no_attributes, format, &kept.start, tip.as_str());
     let listing = git.run(diff_tree(&["--raw"])).await.map_err(failed)?;
     let mut entries = parse_raw(&listing).map_err(|detail| ChangesError::Failed { detail })?;
     changes.files_total = entries.len();
@@ -137,6 +136,10 @@ async fn read_within(
     }
     let counts = git.run(diff_tree(&["--numstat"])).await.map_err(failed)?;
     add_counts(&counts, &mut entries).map_err(|detail| ChangesError::Failed { detail })?;
+    for (added, removed) in entries.iter().filter_map(|e| e.counts) {
+        changes.added += added;
+        changes.removed += removed;
+    }
     let mut patch_args = diff_tree(&["-p", "-U3", "--no-color"]);
     patch_args.retain(|a| a != "-z");
     let (patch, cut) = git.head(patch_args, MAX_DIFF_BYTES).await.map_err(failed)?;
@@ -145,6 +148,55 @@ async fn read_within(
     changes.cut = shown.cut;
     changes.files = shown.files;
     Ok(changes)
+}
+
+/// `diff-tree` between `start` and `tip` in `format`: recursive, NUL-separated, no rename or
+/// copy search, no program a repository names, attributes from an empty tree.
+fn diff_tree_args(no_attributes: &str, format: &[&str], start: &str, tip: &str) -> Vec<String> {
+    let mut args = vec![
+        no_attributes,
+        "diff-tree",
+        "-r",
+        "-z",
+        "--no-renames",
+        "--no-ext-diff",
+        "--no-textconv",
+    ];
+    args.extend_from_slice(format);
+    args.extend([start, tip]);
+    args.into_iter().map(str::to_owned).collect()
+}
+
+/// A path as the run wrote it, for showing: as it is when it prints as itself, else quoted
+/// and escaped (a control or format character, a quote or a backslash), so no path reads as
+/// another's or starts a line of its own.
+fn display_path(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let quoted = format!("{text:?}");
+    let invisible = |c: char| {
+        matches!(c, '\u{00AD}' | '\u{034F}' | '\u{061C}' | '\u{115F}' | '\u{1160}' | '\u{17B4}' | '\u{17B5}'
+            | '\u{180B}'..='\u{180F}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{206F}' | '\u{3164}' | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}' | '\u{FFA0}'
+            | '\u{FFF0}'..='\u{FFFB}')
+    };
+    let prints_as_itself = quoted.get(1..quoted.len() - 1) == Some(&*text)
+        && !text.chars().any(invisible)
+        && !matches!(text, std::borrow::Cow::Owned(_));
+    if prints_as_itself {
+        text.into_owned()
+    } else {
+        let escaped: String = quoted
+            .chars()
+            .flat_map(|c| {
+                if invisible(c) {
+                    c.escape_unicode().collect::<Vec<_>>()
+                } else {
+                    vec![c]
+                }
+            })
+            .collect();
+        escaped
+    }
 }
 
 fn is_object_id(oid: &str) -> bool {
@@ -257,7 +309,7 @@ async fn weight(git: &Git, entries: &[Entry]) -> Result<u64, super::git::GitErro
 /// A file listed without its counts or lines.
 fn listed_only(entry: Entry, clean: &Sanitizer) -> FileChange {
     FileChange {
-        path: clean.clean(&String::from_utf8_lossy(&entry.path)),
+        path: clean.clean(&display_path(&entry.path)),
         status: entry.status,
         added: 0,
         removed: 0,
@@ -373,7 +425,7 @@ fn shown_files(
         }
         let (added, removed) = entry.counts.unwrap_or((0, 0));
         let mut file = FileChange {
-            path: clean.clean(&String::from_utf8_lossy(&entry.path)),
+            path: clean.clean(&display_path(&entry.path)),
             status: entry.status,
             added,
             removed,
@@ -445,7 +497,14 @@ fn hunks_of(section: &str, left: usize) -> (Vec<Hunk>, usize, bool) {
             cut = true;
             break;
         }
-        hunk.lines.push(line.to_owned());
+        match line.char_indices().nth(MAX_DIFF_LINE_CHARS) {
+            Some((end, _)) => {
+                hunk.lines
+                    .push(format!("{}…", line.get(..end).unwrap_or(line)));
+                cut = true;
+            }
+            None => hunk.lines.push(line.to_owned()),
+        }
         used += 1;
     }
     (hunks, used, cut)
@@ -573,6 +632,63 @@ mod tests {
         assert!(parse_batch(b"junk").is_empty());
     }
 
+    #[test]
+    fn a_path_prints_as_itself_or_quoted_and_escaped() {
+        for (bytes, shown) in [
+            (&b"src/lib.rs"[..], "src/lib.rs"),
+            (b"sp ace.txt", "sp ace.txt"),
+            ("ünï.txt".as_bytes(), "ünï.txt"),
+            (
+                b"config/production-secrets.toml\x01",
+                "\"config/production-secrets.toml\\u{1}\"",
+            ),
+            ("a\u{200b}.toml".as_bytes(), "\"a\\u{200b}.toml\""),
+            ("\u{3164}".as_bytes(), "\"\\u{3164}\""),
+            ("x\u{202e}txt.exe".as_bytes(), "\"x\\u{202e}txt.exe\""),
+            (b"ok\n--- a/x", "\"ok\\n--- a/x\""),
+            (b"q\"uote", "\"q\\\"uote\""),
+            (b"back\\slash", "\"back\\\\slash\""),
+            (b"bad\xff", "\"bad\u{fffd}\""),
+        ] {
+            assert_eq!(
+                display_path(bytes),
+                shown,
+                "{:?}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
+    }
+
+    /// What keeps a hidden file out of a diff of a file the run wrote is that no rename or
+    /// copy is searched for, and no program a repository names runs: every read says so.
+    #[test]
+    fn every_diff_tree_read_searches_no_renames_and_runs_nothing_a_repository_names() {
+        for format in [&["--raw"][..], &["--numstat"], &["-p", "-U3", "--no-color"]] {
+            let args = diff_tree_args("--attr-source=E", format, "s", "t");
+            assert_eq!(args[..2], ["--attr-source=E", "diff-tree"]);
+            for must in ["--no-renames", "--no-ext-diff", "--no-textconv"] {
+                assert!(args.iter().any(|a| a == must), "{args:?}");
+            }
+            assert!(
+                !args
+                    .iter()
+                    .any(|a| a.starts_with("-M") || a.starts_with("-C") || a.starts_with("--find")),
+                "{args:?}"
+            );
+            assert_eq!(args[args.len() - 2..], ["s", "t"]);
+        }
+    }
+
+    #[test]
+    fn a_long_line_is_cut() {
+        let long = format!("+{}", "x".repeat(5_000));
+        let patch = format!("@@ -0,0 +1 @@\n{long}\n");
+        let (hunks, used, cut) = hunks_of(&patch, 10);
+        assert_eq!(used, 1);
+        assert!(cut);
+        assert_eq!(hunks[0].lines[0].chars().count(), MAX_DIFF_LINE_CHARS + 1);
+    }
+
     /// `git` in `dir` as a test's author.
     fn git(dir: &Path, args: &[&str]) -> String {
         let out = std::process::Command::new("git")
@@ -603,6 +719,7 @@ mod tests {
         let start = git(repo.path(), &["rev-parse", "HEAD"]);
         std::fs::write(repo.path().join("a.txt"), "two\n").unwrap();
         std::fs::write(repo.path().join("copy.txt"), "hidden words\n").unwrap();
+        std::fs::write(repo.path().join("b.txt\u{200b}"), "looks like b\n").unwrap();
         git(repo.path(), &["add", "-A"]);
         git(repo.path(), &["commit", "-qm", "kept"]);
         let tip = git(repo.path(), &["rev-parse", "HEAD"]);
@@ -651,10 +768,12 @@ mod tests {
             files,
             [
                 ("a.txt", FileStatus::Modified, false),
+                ("\"b.txt\\u{200b}\"", FileStatus::Added, false),
                 ("copy.txt", FileStatus::Added, false),
             ]
         );
-        assert_eq!(changes.files[1].hunks[0].lines, ["+hidden words"]);
+        assert_eq!(changes.files[2].hunks[0].lines, ["+hidden words"]);
+        assert_eq!((changes.added, changes.removed), (3, 1));
         assert_eq!(
             changes.commits,
             [KeptCommit {
@@ -662,7 +781,10 @@ mod tests {
             }]
         );
         let listed = format!("{changes:?}");
-        assert!(!listed.contains("b.txt"), "{listed}");
+        assert!(
+            !listed.contains("b.txt\"") && !listed.contains("b.txt,"),
+            "{listed}"
+        );
         assert!(!listed.contains(&kept.start[..12]) && !listed.contains(&tip[..12]));
     }
 
@@ -675,7 +797,7 @@ mod tests {
             .await
             .unwrap();
         assert!(changes.unread && changes.cut);
-        assert_eq!(changes.files.len(), 2);
+        assert_eq!(changes.files.len(), 3);
         assert!(
             changes
                 .files

@@ -150,3 +150,61 @@ async fn repo_runs_work_in_a_copy_of_their_own_made_from_the_base() {
         "{e}"
     );
 }
+
+/// Keeping makes a run's branch only where no ref of its name is: a branch someone else made
+/// under that name is never moved, and keeping says it kept nothing. Without one, the branch
+/// is made at the kept commit.
+#[tokio::test]
+async fn keeping_never_moves_a_branch_it_did_not_make() {
+    use dispatch::workspace::{Fetching, MirrorLocks, RunDir, keep, make, remove, resolve};
+    let store = store::open("memory:").await.unwrap();
+    let local = repository();
+    let slug = RepoSlug::parse("acme/web").unwrap();
+    store::repos::set(
+        store.as_ref(),
+        &slug,
+        &store::repos::RepoSource::Path(local.path().display().to_string()),
+        &ActorId::cli_local(),
+        store::wall_clock(),
+    )
+    .await
+    .unwrap();
+    let head = git_in(local.path(), &["rev-parse", "HEAD"]);
+    let data = tempfile::tempdir().unwrap();
+    let fetching = Fetching {
+        interval: std::time::Duration::from_secs(60),
+    };
+    for taken in [true, false] {
+        let run = authz_core::RunId::parse(&store::new_id(store::wall_clock())).unwrap();
+        let branch = format!("switchboard/{run}");
+        if taken {
+            git_in(local.path(), &["branch", &branch, &head]);
+        }
+        let base = resolve(
+            store.as_ref(),
+            data.path(),
+            &MirrorLocks::default(),
+            fetching,
+            &slug,
+        )
+        .await
+        .unwrap();
+        let dir = RunDir::new(data.path(), &run);
+        let workspace = make(Some(&base), &run, &dir).await.unwrap();
+        std::fs::write(workspace.dir.join("notes.txt"), "kept?\n").unwrap();
+        let kept = keep(&base, &run, &dir).await;
+        remove(&dir).await;
+        let at = git_in(local.path(), &["rev-parse", &branch]);
+        if taken {
+            assert!(kept.is_err(), "{kept:?}");
+            assert_eq!(at, head, "a branch it did not make was moved");
+        } else {
+            let kept = kept.unwrap();
+            assert_eq!((kept.commits, kept.tip.as_deref()), (1, Some(at.as_str())));
+            assert_eq!(
+                git_in(local.path(), &["show", &format!("{branch}:notes.txt")]),
+                "kept?"
+            );
+        }
+    }
+}
