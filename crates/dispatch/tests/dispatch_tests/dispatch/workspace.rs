@@ -157,18 +157,11 @@ async fn repo_runs_work_in_a_copy_of_their_own_made_from_the_base() {
 #[tokio::test]
 async fn keeping_never_moves_a_branch_it_did_not_make() {
     use dispatch::workspace::{Fetching, MirrorLocks, RunDir, keep, make, remove, resolve};
-    let store = store::open("memory:").await.unwrap();
+    let w = world().await;
     let local = repository();
+    let source = store::repos::RepoSource::Path(local.path().display().to_string());
+    add_repo(&w, "acme/web", source).await;
     let slug = RepoSlug::parse("acme/web").unwrap();
-    store::repos::set(
-        store.as_ref(),
-        &slug,
-        &store::repos::RepoSource::Path(local.path().display().to_string()),
-        &ActorId::cli_local(),
-        store::wall_clock(),
-    )
-    .await
-    .unwrap();
     let head = git_in(local.path(), &["rev-parse", "HEAD"]);
     let data = tempfile::tempdir().unwrap();
     let fetching = Fetching {
@@ -180,15 +173,10 @@ async fn keeping_never_moves_a_branch_it_did_not_make() {
         if taken {
             git_in(local.path(), &["branch", &branch, &head]);
         }
-        let base = resolve(
-            store.as_ref(),
-            data.path(),
-            &MirrorLocks::default(),
-            fetching,
-            &slug,
-        )
-        .await
-        .unwrap();
+        let locks = MirrorLocks::default();
+        let base = resolve(w.store.as_ref(), data.path(), &locks, fetching, &slug)
+            .await
+            .unwrap();
         let dir = RunDir::new(data.path(), &run);
         let workspace = make(Some(&base), &run, &dir).await.unwrap();
         std::fs::write(workspace.dir.join("notes.txt"), "kept?\n").unwrap();
